@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what skipprd needs on a Debian machine, and nothing that is already there.
+# Idempotent: a rerun with everything present touches no network and changes nothing.
+#   scripts/setup.sh          install what is missing
+#   scripts/setup.sh --check  exit 0 when everything is present, 1 otherwise (installs nothing)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+duckdb_dir="$root/third_party/duckdb"
+
+# DESIGN.md §4: every library and tool comes from a Debian package (DuckDB alone from npm).
+debian_packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libyaml-cpp-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev
+  libzstd-dev libxxhash-dev libssl-dev zlib1g-dev
+  pybind11-dev python3-dev python3-pandas python3-pytest python3-avro
+  libgtest-dev libgmock-dev libbenchmark-dev
+  postgresql
+)
+
+missing_packages() {
+  local pkg
+  for pkg in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || echo "$pkg"
+  done
+  # npm fetches DuckDB. A machine whose Node.js came with its own npm keeps it (Debian's npm package
+  # would conflict with that nodejs); otherwise Debian's packages provide both.
+  command -v npm >/dev/null 2>&1 || echo "nodejs npm"
+}
+
+# The pinned DuckDB is present when the installed package versions equal the lock file's.
+duckdb_is_current() {
+  local lib="$duckdb_dir/node_modules/@duckdb/node-bindings-linux-x64/libduckdb.so"
+  local header="$duckdb_dir/node_modules/duckdb/src/duckdb/src/include/duckdb.h"
+  [[ -f "$lib" && -f "$header" ]] || return 1
+  local stamp="$duckdb_dir/node_modules/.skipprd-lock.sha256"
+  [[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum < "$duckdb_dir/package-lock.json")" ]]
+}
+
+if [[ "${1:-}" == "--check" ]]; then
+  [[ -z "$(missing_packages)" ]] && duckdb_is_current
+  exit $?
+fi
+
+read -r -a missing <<< "$(missing_packages | tr '\n' ' ')"
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! duckdb_is_current; then
+  echo "setup: installing DuckDB (pinned in third_party/duckdb/package-lock.json)"
+  (cd "$duckdb_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  sha256sum < "$duckdb_dir/package-lock.json" > "$duckdb_dir/node_modules/.skipprd-lock.sha256"
+fi
+
+echo "setup: everything skipprd needs is installed"

@@ -1,0 +1,13 @@
+// Internal to cli/: one Add<Command> per command file. Each registers its subcommand on `app`;
+// its callback runs the command and stores the exit code in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/context.hpp"
+
+namespace skippr::cli {
+
+void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+
+}  // namespace skippr::cli

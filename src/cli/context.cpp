@@ -1,0 +1,54 @@
+#include "cli/context.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace skippr::cli {
+
+std::string ProcessDataDir() {
+  const char* data_dir = std::getenv("DATA_DIR");
+  return data_dir != nullptr && data_dir[0] != '\0' ? data_dir : "./data";
+}
+
+namespace {
+void StartLogging(const GlobalOptions& options) {
+  const std::string log_dir = (std::filesystem::path(ProcessDataDir()) / "logs").string();
+  Status status = InitLogging(LogOptions{options.log_level, log_dir});
+  if (!status.ok()) fmt::print(stderr, "skipprd: warning: {}\n", status.message());
+}
+// Shown even without --log: a user who named a file must hear that it was not used.
+void Warn(const std::string& message) {
+  fmt::print(stderr, "skipprd: warning: {}\n", message);
+  spdlog::warn("{}", message);
+}
+}  // namespace
+
+Result<config::Config> LoadConfigForCommand(const GlobalOptions& options) {
+  const ProcessEnvironment shell;
+  const config::ConfigLocation location =
+      config::FindConfigFile(options.config_path, shell, /*working_dir=*/"");
+  if (!location.path) {
+    StartLogging(options);
+    if (location.fell_back_from) {
+      Warn(fmt::format("config file '{}' not found, and there is no skippr.yml or skippr.yaml in "
+                       "the working directory; using an empty configuration",
+                       *location.fell_back_from));
+    }
+    return config::Config{};
+  }
+  Result<config::Config> loaded = config::LoadConfigFile(*location.path, shell);
+  if (loaded.ok()) {
+    for (const auto& [name, value] : loaded->dotenv_overrides) setenv(name.c_str(), value.c_str(), 1);
+  }
+  StartLogging(options);
+  if (location.fell_back_from) {
+    Warn(fmt::format("config file '{}' not found; using '{}'", *location.fell_back_from, *location.path));
+  }
+  if (loaded.ok()) spdlog::info("loaded configuration from {}", *location.path);
+  return loaded;
+}
+
+}  // namespace skippr::cli

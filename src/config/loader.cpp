@@ -1,0 +1,733 @@
+// Reads skippr.yml into Config: root sections, the skippr: engine block, pipelines and transforms.
+// Connector entries are read in connectors.cpp; scalar and mapping rules live in reader.cpp.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "config/reader.hpp"
+
+namespace skippr::config {
+
+using internal::JoinPath;
+using internal::Located;
+using internal::Reader;
+
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+const std::vector<std::string_view> kReservedPipelineNames = {"deadletters", "wal", "_skippr",
+                                                              "skippr", "metadata"};
+
+bool IsIdentifier(const std::string& text) {
+  static const std::regex kIdentifier("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(text, kIdentifier);
+}
+
+std::string TrimSpaces(const std::string& text) {
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  const size_t end = text.find_last_not_of(" \t");
+  return text.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    part = TrimSpaces(part);
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+// Where a missing key would have been: the parent's position, the key's path.
+Located JoinedPlace(const Located& parent, std::string_view key) {
+  return Located{YAML::Node(), parent.mark, JoinPath(parent.path, key)};
+}
+
+// A problem with an environment variable used as a fallback has no place in the file.
+Located EnvironmentPlace(const std::string& variable) { return Located{YAML::Node(), {}, variable}; }
+
+bool CheckEntryName(Reader& reader, const std::string& name, const Located& at) {
+  if (name.empty()) {
+    reader.Error(at, "entry names must not be empty");
+    return false;
+  }
+  if (name.find('.') != std::string::npos) {
+    reader.Error(at, fmt::format("entry name '{}' contains '.'; references are written "
+                                 "<section>.<name>, so names cannot contain dots — use '_' instead",
+                                 name));
+    return false;
+  }
+  return true;
+}
+
+// ----- connector sections -------------------------------------------------------------------
+
+struct Section {
+  std::string name;                // "data_sources"
+  std::set<std::string> declared;  // every entry written, including ones that failed to read
+  std::map<std::string, ConnectorEntry> entries;
+};
+
+Section ReadSection(Reader& reader, const std::string& section_name, const std::optional<Located>& at,
+                    ConnectorRole role) {
+  Section section{section_name, {}, {}};
+  if (!at) return section;
+  for (const auto& [name, entry_at] : reader.Mapping(*at, {})) {
+    if (!CheckEntryName(reader, name, entry_at)) continue;
+    section.declared.insert(name);
+    if (auto entry = internal::ReadConnectorEntry(reader, name, entry_at, role)) {
+      section.entries.emplace(name, std::move(*entry));
+    }
+  }
+  return section;
+}
+
+// Rules that span two settings of one entry.
+void CheckConnectorEntries(Reader& reader, const Section& section) {
+  for (const auto& [name, entry] : section.entries) {
+    const ConnectorConfig& connector = entry.connector;
+    const Located at{YAML::Node(), connector.mark,
+                     JoinPath(JoinPath(section.name, name), connector.kind)};
+    if (connector.kind == "SkipprLake" || connector.kind == "Duckdb") {
+      const std::string& warehouse = connector.GetString("warehouse");
+      if (warehouse.rfind("file:///", 0) != 0 && warehouse.rfind("s3://", 0) != 0) {
+        reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path or an "
+                                     "s3://bucket/prefix URI",
+                                     warehouse));
+      }
+    }
+    if (connector.kind == "Postgres" && section.name == "data_sources" &&
+        !connector.Has("database") && !connector.Has("connection_string")) {
+      reader.Error(at, "Postgres needs 'database' (with host, port, user, password) or "
+                       "'connection_string'");
+    }
+  }
+}
+
+// `data_source: data_sources.pg` → "pg", after checking the section and that the entry exists.
+std::optional<std::string> ReadReference(Reader& reader, const Located& at, const Section& section) {
+  std::optional<std::string> text = reader.NonEmptyString(at);
+  if (!text) return std::nullopt;
+  const std::string prefix = section.name + ".";
+  if (text->rfind(prefix, 0) != 0 || text->size() == prefix.size()) {
+    reader.Error(at, fmt::format("'{}' is not a reference into {}; write {}<name>", *text,
+                                 section.name, prefix));
+    return std::nullopt;
+  }
+  const std::string name = text->substr(prefix.size());
+  if (section.declared.count(name) == 0) {
+    const std::string defined =
+        section.declared.empty()
+            ? fmt::format("no {} are defined", section.name)
+            : fmt::format("defined: {}", fmt::join(section.declared, ", "));
+    reader.Error(at, fmt::format("references '{}', but '{}' is not defined ({})", *text, name, defined));
+    return std::nullopt;
+  }
+  return name;
+}
+
+// ----- skippr: -------------------------------------------------------------------------------
+
+// A setting of the skippr: block: the file's value wins over the environment fallback.
+std::optional<std::string> EngineText(Reader& reader, const Reader::Fields& fields,
+                                      std::string_view key, const std::string& env_fallback) {
+  if (auto at = fields.Get(key); at && !reader.IsNull(*at)) return reader.NonEmptyString(*at);
+  std::optional<std::string> value = reader.environment().Get(env_fallback);
+  if (value && !value->empty()) return value;
+  return std::nullopt;
+}
+
+EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& at) {
+  EngineSettings settings;
+  const Located none{YAML::Node(), {}, "skippr"};
+  const Reader::Fields fields = reader.Struct(at.value_or(none),
+                                              {"workspace", "tenant", "skipprd_el_storage_mode",
+                                               "skippr_s3_bucket", "wal_s3_bucket", "store"});
+  if (auto v = EngineText(reader, fields, "workspace", "WORKSPACE_NAME")) settings.workspace = *v;
+  if (auto v = EngineText(reader, fields, "tenant", "TENANT")) settings.tenant = *v;
+  settings.skippr_s3_bucket = EngineText(reader, fields, "skippr_s3_bucket", "SKIPPR_S3_BUCKET");
+  settings.wal_s3_bucket = EngineText(reader, fields, "wal_s3_bucket", "SKIPPR_WAL_S3_BUCKET");
+
+  const auto mode_at = fields.Get("skipprd_el_storage_mode");
+  const std::optional<std::string> mode =
+      EngineText(reader, fields, "skipprd_el_storage_mode", "SKIPPRD_EL_STORAGE_MODE");
+  if (mode && *mode != "local") {
+    const Located place = mode_at ? *mode_at : EnvironmentPlace("SKIPPRD_EL_STORAGE_MODE");
+    reader.Error(place, fmt::format("'{}' is not available: this build keeps the pipeline schema in "
+                                    "the Skippr Store under DATA_DIR; use 'local'",
+                                    *mode));
+  }
+
+  const Located store_at =
+      fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
+  const Reader::Fields store = reader.Struct(store_at, {"type", "name"});
+  const auto type_at = store.Get("type");
+  std::optional<std::string> type = EngineText(reader, store, "type", "SKIPPR_STORE_TYPE");
+  if (type) {
+    if (*type == "lmdb" || *type == "sled") {
+      settings.store_type = "lmdb";  // `sled` is the public product's name for its local store
+    } else {
+      const Located place = type_at ? *type_at : EnvironmentPlace("SKIPPR_STORE_TYPE");
+      reader.Error(place, fmt::format("store type '{}' is not available in this build; the Skippr "
+                                      "Store is LMDB under DATA_DIR: use 'lmdb' (or leave it out)",
+                                      *type));
+    }
+  }
+  settings.store_name = EngineText(reader, store, "name", "SKIPPR_STORE_NAME");
+  return settings;
+}
+
+// ----- transform: ----------------------------------------------------------------------------
+
+std::optional<std::vector<std::pair<std::string, std::string>>> ReadNamePairs(
+    Reader& reader, const Located& at, std::string_view example) {
+  auto entries = reader.Mapping(at, {}, fmt::format("a mapping such as {}", example));
+  if (entries.empty()) {
+    if (reader.IsEmptyMapping(at)) {
+      reader.Error(at, fmt::format("needs at least one entry, for example {}", example));
+    }
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, std::string>> pairs;
+  bool ok = true;
+  for (const auto& [name, value_at] : entries) {
+    std::optional<std::string> value = reader.NonEmptyString(value_at);
+    if (value) {
+      pairs.emplace_back(name, *value);
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return pairs;
+}
+
+std::optional<TransformOp> ReadOp(Reader& reader, const Located& at) {
+  static const std::vector<std::string_view> kOps = {"rename", "drop",   "select", "cast",
+                                                     "filter", "derive", "hash",   "default"};
+  auto entries = reader.Mapping(at, kOps, "an op such as 'drop: [field]'");
+  if (entries.size() != 1) {
+    if (entries.size() > 1) {
+      reader.Error(at, fmt::format("holds {} ops ({} and {}); write one op per list item",
+                                   entries.size(), entries[0].first, entries[1].first));
+    } else if (reader.IsEmptyMapping(at)) {
+      reader.Error(at, fmt::format("needs one op: {}", internal::JoinNames(kOps)));
+    }
+    return std::nullopt;
+  }
+  const auto& [name, value_at] = entries.front();
+  TransformOp op;
+  op.mark = at.mark;
+  if (name == "rename" || name == "derive" || name == "default") {
+    op.kind = name == "rename"   ? TransformOpKind::kRename
+              : name == "derive" ? TransformOpKind::kDerive
+                                 : TransformOpKind::kDefault;
+    const std::string_view example = name == "rename"   ? "{old_name: new_name}"
+                                     : name == "derive" ? "{total: \"price * quantity\"}"
+                                                        : "{country: GB}";
+    auto pairs = ReadNamePairs(reader, value_at, example);
+    if (!pairs) return std::nullopt;
+    op.pairs = std::move(*pairs);
+  } else if (name == "cast") {
+    op.kind = TransformOpKind::kCast;
+    auto pairs = ReadNamePairs(reader, value_at, "{amount: double}");
+    if (!pairs) return std::nullopt;
+    for (const auto& [field, type_text] : *pairs) {
+      Result<LogicalType> type = ParseLogicalType(type_text);
+      if (!type.ok()) {
+        reader.Error(Located{YAML::Node(), value_at.mark, JoinPath(value_at.path, field)},
+                     type.status().message());
+        return std::nullopt;
+      }
+      op.casts.emplace_back(field, *type);
+    }
+  } else if (name == "filter") {
+    op.kind = TransformOpKind::kFilter;
+    auto predicate = reader.NonEmptyString(value_at);
+    if (!predicate) return std::nullopt;
+    op.predicate = *predicate;
+  } else {
+    op.kind = name == "drop" ? TransformOpKind::kDrop
+              : name == "select" ? TransformOpKind::kSelect
+                                 : TransformOpKind::kHash;
+    auto fields = reader.StringList(value_at, /*allow_scalar=*/true);
+    if (!fields) return std::nullopt;
+    if (fields->empty()) {
+      reader.Error(value_at, fmt::format("needs at least one field, for example {}: [email]", name));
+      return std::nullopt;
+    }
+    op.fields = std::move(*fields);
+  }
+  return op;
+}
+
+std::optional<AggregateMeasure> ReadMeasure(Reader& reader, const std::string& name,
+                                            const Located& at) {
+  static constexpr std::string_view kShape = "exactly one of sum: <field> or count: \"*\" | <field>";
+  if (!IsIdentifier(name)) {
+    reader.Error(at, fmt::format("measure name '{}' must be letters, digits and '_', not starting "
+                                 "with a digit",
+                                 name));
+    return std::nullopt;
+  }
+  auto entries = reader.Mapping(at, {"sum", "count"}, fmt::format("{}", kShape));
+  if (entries.size() != 1) {
+    if (entries.size() > 1) {
+      reader.Error(at, fmt::format("sets both sum and count; a measure is {}", kShape));
+    } else if (reader.IsEmptyMapping(at)) {
+      reader.Error(at, fmt::format("needs {}", kShape));
+    }
+    return std::nullopt;
+  }
+  const auto& [kind, field_at] = entries.front();
+  std::optional<std::string> field = reader.NonEmptyString(field_at);
+  if (!field) return std::nullopt;
+  if (kind == "sum" && *field == "*") {
+    reader.Error(field_at, "sum needs a field name; '*' only counts rows (count: \"*\")");
+    return std::nullopt;
+  }
+  return AggregateMeasure{name, kind == "sum" ? MeasureKind::kSum : MeasureKind::kCount, *field};
+}
+
+std::optional<AggregateConfig> ReadAggregate(Reader& reader, const Located& at) {
+  const Reader::Fields fields = reader.Struct(at, {"id", "key_fields", "measures"});
+  AggregateConfig aggregate;
+  aggregate.mark = at.mark;
+  bool ok = true;
+
+  if (auto id_at = fields.Get("id"); id_at && !reader.IsNull(*id_at)) {
+    auto id = reader.NonEmptyString(*id_at);
+    if (id && !IsIdentifier(*id)) {
+      reader.Error(*id_at, fmt::format("id '{}' must be letters, digits and '_', not starting with a "
+                                       "digit (it names stored state and must stay stable)",
+                                       *id));
+      ok = false;
+    } else if (id) {
+      aggregate.id = *id;
+    } else {
+      ok = false;
+    }
+  } else {
+    reader.Error(at, "needs an id: a stable name such as customer_invoice_totals");
+    ok = false;
+  }
+
+  if (auto keys_at = fields.Get("key_fields"); keys_at && !reader.IsNull(*keys_at)) {
+    auto keys = reader.StringList(*keys_at, /*allow_scalar=*/true);
+    if (!keys) {
+      ok = false;
+    } else if (keys->empty()) {
+      reader.Error(*keys_at, "needs at least one field to group by, for example [customer_id]");
+      ok = false;
+    } else {
+      std::set<std::string> seen;
+      for (const std::string& key : *keys) {
+        if (!seen.insert(key).second) {
+          reader.Error(*keys_at, fmt::format("names '{}' twice; each key field once", key));
+          ok = false;
+        }
+      }
+      aggregate.key_fields = std::move(*keys);
+    }
+  } else {
+    reader.Error(JoinedPlace(at, "key_fields"),
+                 "needs key_fields: at least one field to group by, for example [customer_id]");
+    ok = false;
+  }
+
+  const auto measures_at = fields.Get("measures");
+  const Located measures_place = measures_at ? *measures_at : JoinedPlace(at, "measures");
+  auto measures = reader.Mapping(measures_place, {}, "a mapping of measure name to {sum|count: ...}");
+  if (measures.empty()) {
+    if (reader.IsEmptyMapping(measures_place)) {
+      reader.Error(measures_place,
+                   "needs at least one measure, for example invoice_total: {sum: amount}");
+    }
+    ok = false;
+  }
+  for (const auto& [name, measure_at] : measures) {
+    auto measure = ReadMeasure(reader, name, measure_at);
+    if (!measure) {
+      ok = false;
+      continue;
+    }
+    if (std::find(aggregate.key_fields.begin(), aggregate.key_fields.end(), name) !=
+        aggregate.key_fields.end()) {
+      reader.Error(measure_at, fmt::format("measure name '{}' is also a key field; the aggregate's "
+                                           "columns must have distinct names",
+                                           name));
+      ok = false;
+      continue;
+    }
+    aggregate.measures.push_back(std::move(*measure));
+  }
+  std::sort(aggregate.measures.begin(), aggregate.measures.end(),
+            [](const AggregateMeasure& a, const AggregateMeasure& b) { return a.name < b.name; });
+  if (!ok) return std::nullopt;
+  return aggregate;
+}
+
+TransformConfig ReadTransform(Reader& reader, const std::optional<Located>& at,
+                              const std::string& pipeline_path) {
+  TransformConfig transform;
+  const Located place = at.value_or(Located{YAML::Node(), {}, JoinPath(pipeline_path, "transform")});
+  const Reader::Fields fields =
+      reader.Struct(place, {"type", "ops", "namespace_fields", "flatten_events", "aggregates"});
+
+  if (auto type_at = fields.Get("type"); type_at && !reader.IsNull(*type_at)) {
+    auto type = reader.Choice(*type_at, {"default", "copy"});
+    if (type && *type == "copy") transform.type = TransformType::kCopy;
+  }
+
+  if (auto ns_at = fields.Get("namespace_fields"); ns_at && !reader.IsNull(*ns_at)) {
+    if (ns_at->node.IsScalar()) {
+      if (auto text = reader.NonEmptyString(*ns_at)) transform.namespace_fields = SplitCommaList(*text);
+    } else if (auto list = reader.StringList(*ns_at)) {
+      transform.namespace_fields = std::move(*list);
+    }
+  } else if (auto env = reader.environment().Get("TRANSFORM_NAMESPACE_FIELDS"); env && !env->empty()) {
+    transform.namespace_fields = SplitCommaList(*env);
+  }
+
+  if (auto flatten_at = fields.Get("flatten_events"); flatten_at && !reader.IsNull(*flatten_at)) {
+    transform.flatten_events = reader.Boolean(*flatten_at).value_or(false);
+  } else if (auto env = reader.environment().Get("TRANSFORM_FLATTEN_EVENTS"); env && !env->empty()) {
+    std::optional<bool> flag = internal::ParseFlag(*env);
+    if (!flag) {
+      reader.Error(EnvironmentPlace("TRANSFORM_FLATTEN_EVENTS"),
+                   fmt::format("expected true or false, found '{}'", *env));
+    }
+    transform.flatten_events = flag.value_or(false);
+  }
+
+  const auto ops_at = fields.Get("ops");
+  if (ops_at) {
+    for (const Located& item : reader.Sequence(*ops_at, "a list of ops")) {
+      if (auto op = ReadOp(reader, item)) transform.ops.push_back(std::move(*op));
+    }
+  }
+
+  const auto aggregates_at = fields.Get("aggregates");
+  if (aggregates_at) {
+    std::map<std::string, size_t> index_by_id;
+    size_t index = 0;
+    for (const Located& item : reader.Sequence(*aggregates_at, "a list of aggregates")) {
+      auto aggregate = ReadAggregate(reader, item);
+      const size_t this_index = index++;
+      if (!aggregate) continue;
+      auto [previous, inserted] = index_by_id.emplace(aggregate->id, this_index);
+      if (!inserted) {
+        reader.Error(JoinedPlace(item, "id"),
+                     fmt::format("aggregate id '{}' is already used by {}[{}]; ids must be unique",
+                                 aggregate->id, aggregates_at->path, previous->second));
+        continue;
+      }
+      transform.aggregates.push_back(std::move(*aggregate));
+    }
+  }
+
+  if (transform.type == TransformType::kCopy) {
+    if (ops_at && !reader.IsNull(*ops_at)) reader.Error(*ops_at, "type: copy cannot set ops");
+    if (aggregates_at && !reader.IsNull(*aggregates_at)) {
+      reader.Error(*aggregates_at, "type: copy cannot set aggregates");
+    }
+  }
+  return transform;
+}
+
+// ----- pipelines -----------------------------------------------------------------------------
+
+struct Sections {
+  const Section& sources;
+  const Section& sinks;
+  const Section& deadletters;
+};
+
+std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& name, const Located& at,
+                                           const Sections& sections) {
+  const Reader::Fields fields = reader.Struct(
+      at, {"data_source", "data_sink", "deadletter_sink", "transform", "sync_frequency_seconds",
+           "data_dir", "buffer_threshold_bytes", "buffer_threshold_seconds", "chaos_mode"});
+  PipelineConfig pipeline;
+  pipeline.name = name;
+  pipeline.mark = at.mark;
+  bool ok = true;
+
+  if (auto source_at = fields.Get("data_source"); source_at && !reader.IsNull(*source_at)) {
+    auto source = ReadReference(reader, *source_at, sections.sources);
+    ok = ok && source.has_value();
+    pipeline.data_source = source.value_or("");
+  } else {
+    reader.Error(at, "needs data_source: data_sources.<name>");
+    ok = false;
+  }
+  if (auto sink_at = fields.Get("data_sink"); sink_at && !reader.IsNull(*sink_at)) {
+    pipeline.data_sink = ReadReference(reader, *sink_at, sections.sinks);
+    ok = ok && pipeline.data_sink.has_value();
+  }
+  if (auto dl_at = fields.Get("deadletter_sink"); dl_at && !reader.IsNull(*dl_at)) {
+    pipeline.deadletter_sink = ReadReference(reader, *dl_at, sections.deadletters);
+    ok = ok && pipeline.deadletter_sink.has_value();
+  }
+
+  if (auto at_frequency = fields.Get("sync_frequency_seconds")) {
+    auto value = reader.Integer(*at_frequency, 1, kMaxInt);
+    ok = ok && value.has_value();
+    pipeline.sync_frequency_seconds = value.value_or(900);
+  }
+  if (auto dir_at = fields.Get("data_dir"); dir_at && !reader.IsNull(*dir_at)) {
+    auto dir = reader.NonEmptyString(*dir_at);
+    ok = ok && dir.has_value();
+    pipeline.data_dir = dir.value_or("./data");
+    pipeline.data_dir_origin = ValueOrigin::kFile;
+  } else if (auto env = reader.environment().Get("DATA_DIR"); env && !env->empty()) {
+    pipeline.data_dir = *env;
+    pipeline.data_dir_origin = ValueOrigin::kEnvironment;
+  }
+  if (auto bytes_at = fields.Get("buffer_threshold_bytes")) {
+    pipeline.buffer_threshold_bytes = reader.Integer(*bytes_at, 1, kMaxInt);
+    ok = ok && pipeline.buffer_threshold_bytes.has_value();
+  }
+  if (auto seconds_at = fields.Get("buffer_threshold_seconds")) {
+    pipeline.buffer_threshold_seconds = reader.Integer(*seconds_at, 1, kMaxInt);
+    ok = ok && pipeline.buffer_threshold_seconds.has_value();
+  }
+  if (auto chaos_at = fields.Get("chaos_mode")) {
+    auto chaos = reader.Boolean(*chaos_at);
+    ok = ok && chaos.has_value();
+    pipeline.chaos_mode = chaos.value_or(false);
+  }
+  pipeline.transform = ReadTransform(reader, fields.Get("transform"), at.path);
+  if (!ok) return std::nullopt;
+  return pipeline;
+}
+
+std::map<std::string, PipelineConfig> ReadPipelines(Reader& reader, const std::optional<Located>& at,
+                                                    const Sections& sections) {
+  std::map<std::string, PipelineConfig> pipelines;
+  if (!at) return pipelines;
+  std::map<std::string, std::string> name_by_cleaned;
+  for (const auto& [name, pipeline_at] : reader.Mapping(*at, {})) {
+    if (!CheckEntryName(reader, name, pipeline_at)) continue;
+    const std::string cleaned = CleanName(name);
+    if (std::find(kReservedPipelineNames.begin(), kReservedPipelineNames.end(), cleaned) !=
+        kReservedPipelineNames.end()) {
+      reader.Error(pipeline_at,
+                   fmt::format("Invalid pipeline name '{}': reserved ({} are used by skipprd "
+                               "itself); choose another name",
+                               name, internal::JoinNames(kReservedPipelineNames)));
+      continue;
+    }
+    if (auto [other, inserted] = name_by_cleaned.emplace(cleaned, name); !inserted) {
+      reader.Error(pipeline_at, fmt::format("pipeline names '{}' and '{}' both become '{}' on disk "
+                                            "and in SQL; rename one",
+                                            other->second, name, cleaned));
+      continue;
+    }
+    if (auto pipeline = ReadPipeline(reader, name, pipeline_at, sections)) {
+      pipelines.emplace(name, std::move(*pipeline));
+    }
+  }
+  return pipelines;
+}
+
+// .env and .env.local beside the file, layered over the shell (reference §2.6):
+// .env.local wins over everything, the shell wins over .env, .env fills what is unset or empty.
+class LayeredEnvironment final : public Environment {
+ public:
+  LayeredEnvironment(const Environment& shell, std::map<std::string, std::string> dotenv,
+                     std::map<std::string, std::string> dotenv_local)
+      : shell_(shell), dotenv_(std::move(dotenv)), dotenv_local_(std::move(dotenv_local)) {}
+
+  std::optional<std::string> Get(const std::string& name) const override {
+    if (auto it = dotenv_local_.find(name); it != dotenv_local_.end()) return it->second;
+    std::optional<std::string> shell_value = shell_.Get(name);
+    if (shell_value && !shell_value->empty()) return shell_value;
+    if (auto it = dotenv_.find(name); it != dotenv_.end()) return it->second;
+    return shell_value;
+  }
+
+  // What the files change compared with the shell.
+  std::map<std::string, std::string> Overrides() const {
+    std::map<std::string, std::string> overrides;
+    for (const auto& [name, value] : dotenv_) {
+      std::optional<std::string> shell_value = shell_.Get(name);
+      if (!shell_value || shell_value->empty()) overrides[name] = value;
+    }
+    for (const auto& [name, value] : dotenv_local_) overrides[name] = value;
+    return overrides;
+  }
+
+ private:
+  const Environment& shell_;
+  std::map<std::string, std::string> dotenv_;
+  std::map<std::string, std::string> dotenv_local_;
+};
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Status::NotFound(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return Status::IOError(fmt::format("cannot read '{}'", path));
+  return text.str();
+}
+
+Result<std::map<std::string, std::string>> ReadDotenvIfPresent(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::map<std::string, std::string>{};
+  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path.string()));
+  return ParseDotenv(text, path.string());
+}
+
+}  // namespace
+}  // namespace skippr::config
+
+namespace skippr::config {
+
+std::string CleanName(const std::string& name) {
+  std::string cleaned;
+  cleaned.reserve(name.size());
+  for (unsigned char c : name) {
+    const char lower = static_cast<char>(std::tolower(c));
+    cleaned.push_back((std::isalnum(c) || c == '_') && c < 128 ? lower : '_');
+  }
+  return cleaned;
+}
+
+std::string_view TransformOpName(TransformOpKind kind) {
+  switch (kind) {
+    case TransformOpKind::kRename: return "rename";
+    case TransformOpKind::kDrop: return "drop";
+    case TransformOpKind::kSelect: return "select";
+    case TransformOpKind::kCast: return "cast";
+    case TransformOpKind::kFilter: return "filter";
+    case TransformOpKind::kDerive: return "derive";
+    case TransformOpKind::kHash: return "hash";
+    case TransformOpKind::kDefault: return "default";
+  }
+  return "unknown";
+}
+
+std::string PipelineConfig::StateDir() const {
+  return (std::filesystem::path(data_dir) / name).string();
+}
+
+const PipelineConfig* Config::FindPipeline(const std::string& name) const {
+  auto it = pipelines.find(name);
+  return it == pipelines.end() ? nullptr : &it->second;
+}
+
+Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
+                           const Environment& environment) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& error) {
+    const SourceMark mark = internal::ToMark(error.mark);
+    return Status::InvalidConfig(fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
+                                             "start with '*', '&', '!', '{{' or '[')",
+                                             display_name, mark.line, mark.column, error.msg));
+  }
+  internal::Diagnostics diagnostics(display_name);
+  Reader reader(diagnostics, environment);
+  const Located root_at{root, {1, 1}, ""};
+  const Reader::Fields fields = reader.Struct(
+      root_at, {"skippr", "pipelines", "data_sources", "data_sinks", "deadletter_sinks"});
+
+  Config config;
+  config.path = display_name;
+  config.skippr = ReadEngineSettings(reader, fields.Get("skippr"));
+  const Section sources =
+      ReadSection(reader, "data_sources", fields.Get("data_sources"), ConnectorRole::kSource);
+  const Section sinks = ReadSection(reader, "data_sinks", fields.Get("data_sinks"), ConnectorRole::kSink);
+  const Section deadletters =
+      ReadSection(reader, "deadletter_sinks", fields.Get("deadletter_sinks"), ConnectorRole::kSink);
+  for (const Section* section : {&sources, &sinks, &deadletters}) CheckConnectorEntries(reader, *section);
+  config.pipelines = ReadPipelines(reader, fields.Get("pipelines"), Sections{sources, sinks, deadletters});
+  config.data_sources = sources.entries;
+  config.data_sinks = sinks.entries;
+  config.deadletter_sinks = deadletters.entries;
+
+  if (diagnostics.has_errors()) {
+    return Status::InvalidConfig(fmt::format("{}", fmt::join(diagnostics.errors(), "\n")));
+  }
+  return config;
+}
+
+Result<Config> LoadConfigFile(const std::string& path, const Environment& shell) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  SKIPPR_ASSIGN_OR_RETURN(auto dotenv, ReadDotenvIfPresent(directory / ".env"));
+  SKIPPR_ASSIGN_OR_RETURN(auto dotenv_local, ReadDotenvIfPresent(directory / ".env.local"));
+  LayeredEnvironment environment(shell, std::move(dotenv), std::move(dotenv_local));
+  SKIPPR_ASSIGN_OR_RETURN(Config config, ParseConfig(text, path, environment));
+  config.dotenv_overrides = environment.Overrides();
+  return config;
+}
+
+ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path, const Environment& shell,
+                              const std::string& working_dir) {
+  namespace fs = std::filesystem;
+  ConfigLocation location;
+  std::error_code error;
+  std::vector<std::string> candidates;
+  if (explicit_path && !explicit_path->empty()) candidates.push_back(*explicit_path);
+  if (auto from_env = shell.Get("SKIPPR_CONFIG_FILE"); from_env && !from_env->empty()) {
+    candidates.push_back(*from_env);
+  }
+  for (const char* name : {"skippr.yml", "skippr.yaml"}) {
+    candidates.push_back(working_dir.empty() ? name : (fs::path(working_dir) / name).string());
+  }
+  if (explicit_path && !explicit_path->empty() && !fs::is_regular_file(*explicit_path, error)) {
+    location.fell_back_from = *explicit_path;
+  }
+  for (const std::string& candidate : candidates) {
+    if (fs::is_regular_file(candidate, error)) {
+      location.path = candidate;
+      return location;
+    }
+  }
+  return location;
+}
+
+std::vector<ConfigProblem> CheckWholeConfig(const Config& config) {
+  std::vector<ConfigProblem> problems;
+  // Two lake sinks writing one (warehouse, table_namespace) would commit over each other's tables.
+  std::map<std::string, std::string> owner_by_location;
+  const auto check_section = [&](const std::map<std::string, ConnectorEntry>& entries,
+                                 const std::string& section) {
+    for (const auto& [name, entry] : entries) {
+      const ConnectorConfig& connector = entry.connector;
+      if (connector.kind != "SkipprLake" && connector.kind != "Duckdb") continue;
+      std::string warehouse = TrimSpaces(connector.GetString("warehouse"));
+      while (warehouse.size() > 1 && warehouse.back() == '/') warehouse.pop_back();
+      const std::string& table_namespace = connector.GetString("table_namespace");
+      const std::string here = JoinPath(section, name);
+      auto [owner, inserted] = owner_by_location.emplace(warehouse + "\n" + table_namespace, here);
+      if (inserted) continue;
+      problems.push_back({fmt::format(
+          "{}:{}:{}: {}: uses warehouse '{}' and table_namespace '{}' like {}; two sinks on one "
+          "namespace would overwrite each other's tables — give each its own table_namespace",
+          config.path, entry.mark.line, entry.mark.column, here, warehouse, table_namespace,
+          owner->second)});
+    }
+  };
+  check_section(config.data_sinks, "data_sinks");
+  check_section(config.deadletter_sinks, "deadletter_sinks");
+  return problems;
+}
+
+}  // namespace skippr::config

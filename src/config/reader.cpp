@@ -1,0 +1,259 @@
+#include "config/reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <regex>
+#include <set>
+
+namespace skippr::config::internal {
+
+namespace {
+
+// `${NAME}` filling the whole value; NAME follows [A-Za-z_][A-Za-z0-9_]*.
+std::optional<std::string> WholeReference(const std::string& text) {
+  if (text.size() < 4 || text.rfind("${", 0) != 0 || text.back() != '}') return std::nullopt;
+  std::string name = text.substr(2, text.size() - 3);
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(name, kName)) return std::nullopt;
+  return name;
+}
+
+// "data_sources.pg.Postgres.password" → "PG_PASSWORD": a name to suggest for a secret.
+std::string SuggestVariableName(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    parts.push_back(path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  parts.push_back(path.substr(start));
+  std::string name = parts.size() > 2 ? parts[1] + "_" + parts.back() : parts.back();
+  for (char& c : name) {
+    c = std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
+  }
+  return name;
+}
+
+std::string_view NodeKind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar: return "a single value";
+    default: return "nothing";
+  }
+}
+
+}  // namespace
+
+void Diagnostics::Error(const SourceMark& mark, const std::string& path, const std::string& message) {
+  std::string location = display_name_;
+  if (mark.line > 0) location += fmt::format(":{}:{}", mark.line, mark.column);
+  errors_.push_back(path.empty() ? fmt::format("{}: {}", location, message)
+                                 : fmt::format("{}: {}: {}", location, path, message));
+}
+
+SourceMark ToMark(const YAML::Mark& mark) {
+  if (mark.line < 0) return {};
+  return {mark.line + 1, mark.column + 1};
+}
+
+std::string JoinPath(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string IndexPath(const std::string& parent, size_t index) {
+  return fmt::format("{}[{}]", parent, index);
+}
+
+std::string JoinNames(const std::vector<std::string_view>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) text += ", ";
+    text += names[i];
+  }
+  return text;
+}
+
+std::optional<bool> ParseFlag(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "true" || lower == "t" || lower == "yes" || lower == "y" || lower == "1") return true;
+  if (lower == "false" || lower == "f" || lower == "no" || lower == "n" || lower == "0") return false;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::string, Located>> Reader::Mapping(
+    const Located& at, const std::vector<std::string_view>& allowed, std::string_view what) {
+  std::vector<std::pair<std::string, Located>> entries;
+  if (IsNull(at)) return entries;
+  if (!at.node.IsMap()) {
+    Error(at, fmt::format("expected {}, found {}", what, NodeKind(at.node)));
+    return entries;
+  }
+  std::set<std::string> seen;
+  for (auto it = at.node.begin(); it != at.node.end(); ++it) {
+    const SourceMark key_mark = ToMark(it->first.Mark());
+    if (!it->first.IsScalar()) {
+      diagnostics_.Error(key_mark, at.path, "keys must be plain names");
+      continue;
+    }
+    const std::string key = it->first.Scalar();
+    Located child{it->second, key_mark, JoinPath(at.path, key)};
+    if (!seen.insert(key).second) {
+      Error(child, "appears twice; each key may be given once");
+      continue;
+    }
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      Error(child, fmt::format("unknown key '{}'; allowed here: {}", key, JoinNames(allowed)));
+      continue;
+    }
+    // A single value is pointed at where it stands; a block (mapping, list) at its key.
+    const SourceMark value_mark = ToMark(it->second.Mark());
+    if (value_mark.line > 0 && it->second.IsScalar()) child.mark = value_mark;
+    entries.emplace_back(key, std::move(child));
+  }
+  return entries;
+}
+
+Reader::Fields Reader::Struct(const Located& at, const std::vector<std::string_view>& allowed) {
+  Fields fields;
+  fields.entries_ = Mapping(at, allowed);
+  return fields;
+}
+
+std::optional<Located> Reader::Fields::Get(std::string_view key) const {
+  for (const auto& [name, located] : entries_) {
+    if (name == key) return located;
+  }
+  return std::nullopt;
+}
+
+std::vector<Located> Reader::Sequence(const Located& at, std::string_view what) {
+  std::vector<Located> items;
+  if (IsNull(at)) return items;
+  if (!at.node.IsSequence()) {
+    Error(at, fmt::format("expected {}, found {}", what, NodeKind(at.node)));
+    return items;
+  }
+  size_t index = 0;
+  for (const YAML::Node& item : at.node) {
+    SourceMark mark = ToMark(item.Mark());
+    if (mark.line == 0) mark = at.mark;
+    items.push_back(Located{item, mark, IndexPath(at.path, index++)});
+  }
+  return items;
+}
+
+std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
+  if (IsNull(at)) {
+    Error(at, "needs a value");
+    return std::nullopt;
+  }
+  if (!at.node.IsScalar()) {
+    Error(at, fmt::format("expected a single value, found {}", NodeKind(at.node)));
+    return std::nullopt;
+  }
+  const std::string& text = at.node.Scalar();
+  const std::optional<std::string> reference = WholeReference(text);
+  if (!reference) {
+    if (secret) {
+      Error(at, fmt::format("is a secret and refuses plaintext; write it as a ${{NAME}} reference "
+                            "(for example '${{{}}}') and set that variable in the environment or in "
+                            ".env beside {}",
+                            SuggestVariableName(at.path), diagnostics_.display_name()));
+      return std::nullopt;
+    }
+    return text;
+  }
+  const std::optional<std::string> value = environment_.Get(*reference);
+  if (!value || value->empty()) {
+    diagnostics_.Error(
+        at.mark, "",
+        fmt::format("skippr.yml references ${{{}}} at {}, but that environment variable {}; set it in "
+                    "the shell or in .env beside {}",
+                    *reference, at.path, value ? "is empty" : "is not set",
+                    diagnostics_.display_name()));
+    return std::nullopt;
+  }
+  return *value;
+}
+
+std::optional<std::string> Reader::String(const Located& at, bool secret) {
+  return ScalarText(at, secret);
+}
+
+std::optional<std::string> Reader::NonEmptyString(const Located& at) {
+  std::optional<std::string> text = ScalarText(at, false);
+  if (text && text->empty()) {
+    Error(at, "must not be empty");
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::optional<int64_t> Reader::Integer(const Located& at, int64_t min_value, int64_t max_value) {
+  std::optional<std::string> text = ScalarText(at, false);
+  if (!text) return std::nullopt;
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size()) {
+    Error(at, fmt::format("expected a whole number, found '{}'", *text));
+    return std::nullopt;
+  }
+  if (value < min_value || value > max_value) {
+    Error(at, fmt::format("{} is out of range; allowed: {} to {}", value, min_value, max_value));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<bool> Reader::Boolean(const Located& at) {
+  std::optional<std::string> text = ScalarText(at, false);
+  if (!text) return std::nullopt;
+  std::optional<bool> value = ParseFlag(*text);
+  if (!value) {
+    Error(at, fmt::format("expected true or false (also yes/no, 1/0), found '{}'", *text));
+  }
+  return value;
+}
+
+std::optional<std::vector<std::string>> Reader::StringList(const Located& at, bool allow_scalar) {
+  if (allow_scalar && at.node && at.node.IsScalar()) {
+    std::optional<std::string> text = NonEmptyString(at);
+    if (!text) return std::nullopt;
+    return std::vector<std::string>{*text};
+  }
+  if (!IsNull(at) && !at.node.IsSequence()) {
+    Error(at, fmt::format("expected a list of names, found {}", NodeKind(at.node)));
+    return std::nullopt;
+  }
+  std::vector<std::string> values;
+  bool ok = true;
+  for (const Located& item : Sequence(at)) {
+    std::optional<std::string> text = NonEmptyString(item);
+    if (text) {
+      values.push_back(*text);
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return values;
+}
+
+std::optional<std::string> Reader::Choice(const Located& at,
+                                          const std::vector<std::string_view>& choices) {
+  std::optional<std::string> text = ScalarText(at, false);
+  if (!text) return std::nullopt;
+  if (std::find(choices.begin(), choices.end(), *text) == choices.end()) {
+    Error(at, fmt::format("'{}' is not allowed; choose one of: {}", *text, JoinNames(choices)));
+    return std::nullopt;
+  }
+  return text;
+}
+
+}  // namespace skippr::config::internal

@@ -1,0 +1,40 @@
+// Runs a program the way a user's shell would, capturing what it prints and how it exits.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace skippr::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // 128 + signal number when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+struct ProcessOptions {
+  std::string working_dir;                        // empty: the test's own
+  std::map<std::string, std::string> set_env;     // added to (or replacing in) the test's environment
+  std::vector<std::string> unset_env;             // removed from it
+};
+
+ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,
+                         const ProcessOptions& options = {});
+
+// A fresh directory under the system temp dir, removed (with its contents) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& relative_path, const std::string& contents) const;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace skippr::testing
