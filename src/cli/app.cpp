@@ -43,9 +43,10 @@ std::vector<std::string> NormaliseLogFlag(int argc, char** argv) {
 }  // namespace
 
 int RunCli(int argc, char** argv) {
-  CLI::App app{"skipprd: reads a source, commits every batch to a write-ahead log, and lands it "
-               "exactly once.\nConfigured by skippr.yml; see docs/config.md.",
-               "skipprd"};
+  CLI::App app{
+      "skipprd: reads a source, commits every batch to a write-ahead log, and lands it "
+      "exactly once.\nConfigured by skippr.yml; see docs/config.md.",
+      "skipprd"};
   app.set_version_flag("-V,--version", VersionText(), "Print the version and exit");
   app.fallthrough();  // global flags are accepted before or after the command
   app.require_subcommand(0, 1);
@@ -57,7 +58,7 @@ int RunCli(int argc, char** argv) {
   app.add_option_function<std::string>(
          "--log", [&global](const std::string& text) { global.log_level = *ParseLogLevel(text); },
          "Log to stderr at LEVEL (trace|debug|info|warn|error; bare --log = info). A log "
-                 "file DATA_DIR/logs/skipprd.<date>.log is always written")
+         "file DATA_DIR/logs/skipprd.<date>.log is always written")
       ->type_name("[LEVEL]")
       ->check([](const std::string& text) {
         Result<LogLevel> level = ParseLogLevel(text);

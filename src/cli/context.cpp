@@ -33,19 +33,22 @@ Result<config::Config> LoadConfigForCommand(const GlobalOptions& options) {
   if (!location.path) {
     StartLogging(options);
     if (location.fell_back_from) {
-      Warn(fmt::format("config file '{}' not found, and there is no skippr.yml or skippr.yaml in "
-                       "the working directory; using an empty configuration",
-                       *location.fell_back_from));
+      Warn(
+          fmt::format("config file '{}' not found, and there is no skippr.yml or skippr.yaml in "
+                      "the working directory; using an empty configuration",
+                      *location.fell_back_from));
     }
     return config::Config{};
   }
   Result<config::Config> loaded = config::LoadConfigFile(*location.path, shell);
   if (loaded.ok()) {
-    for (const auto& [name, value] : loaded->dotenv_overrides) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : loaded->dotenv_overrides)
+      setenv(name.c_str(), value.c_str(), 1);
   }
   StartLogging(options);
   if (location.fell_back_from) {
-    Warn(fmt::format("config file '{}' not found; using '{}'", *location.fell_back_from, *location.path));
+    Warn(fmt::format("config file '{}' not found; using '{}'", *location.fell_back_from,
+                     *location.path));
   }
   if (loaded.ok()) spdlog::info("loaded configuration from {}", *location.path);
   return loaded;

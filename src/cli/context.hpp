@@ -14,9 +14,10 @@ struct GlobalOptions {
   std::optional<LogLevel> log_level;       // --log [level]: stderr logging
 };
 
-// Finds and loads skippr.yml as the command line and environment say, exports what .env / .env.local
-// contribute (so DATA_DIR and friends apply), and starts logging. A missing file yields an empty
-// Config (path empty); a broken one yields its InvalidConfig Status. Logging starts either way.
+// Finds and loads skippr.yml as the command line and environment say, exports what .env /
+// .env.local contribute (so DATA_DIR and friends apply), and starts logging. A missing file yields
+// an empty Config (path empty); a broken one yields its InvalidConfig Status. Logging starts either
+// way.
 Result<config::Config> LoadConfigForCommand(const GlobalOptions& options);
 
 // DATA_DIR from the environment, else ./data: where the process log goes (pipelines may override

@@ -53,13 +53,15 @@ Check CheckWritable(const std::string& data_dir) {
   }
   close(fd);
   unlink(probe_file.c_str());
-  return {true, exists ? fmt::format("DATA_DIR {} is writable", data_dir)
-                       : fmt::format("DATA_DIR {} will be created (its parent is writable)", data_dir)};
+  return {true,
+          exists ? fmt::format("DATA_DIR {} is writable", data_dir)
+                 : fmt::format("DATA_DIR {} will be created (its parent is writable)", data_dir)};
 }
 
 Check CheckDiskSpace(const std::string& data_dir) {
   Result<DiskUsage> usage = MeasureDisk(data_dir);
-  if (!usage.ok()) return {false, fmt::format("DATA_DIR {}: {}", data_dir, usage.status().message())};
+  if (!usage.ok())
+    return {false, fmt::format("DATA_DIR {}: {}", data_dir, usage.status().message())};
   const DiskThresholds thresholds;
   if (ShouldPauseForDisk(*usage, /*is_paused=*/false, thresholds)) {
     return {false, fmt::format("DATA_DIR {}: {}; sync pauses reading below {} free or at {:.0f} % "
@@ -73,8 +75,8 @@ Check CheckDiskSpace(const std::string& data_dir) {
 
 std::string DescribePipeline(const config::Config& config, const config::PipelineConfig& pipeline) {
   const auto source = config.data_sources.find(pipeline.data_source);
-  const std::string source_kind = source != config.data_sources.end() ? source->second.connector.kind
-                                                                      : pipeline.data_source;
+  const std::string source_kind =
+      source != config.data_sources.end() ? source->second.connector.kind : pipeline.data_source;
   std::string destination = "WAL-only";
   if (pipeline.data_sink) {
     destination = config.data_sinks.at(*pipeline.data_sink).connector.kind + " sink '" +
@@ -86,26 +88,31 @@ std::string DescribePipeline(const config::Config& config, const config::Pipelin
 
 std::vector<Check> RunChecks(const config::Config& config) {
   std::vector<Check> checks;
-  checks.push_back({true, config.path.empty()
-                              ? std::string("no skippr.yml found; using an empty configuration")
-                              : fmt::format("config {} loaded; every ${{NAME}} resolved", config.path)});
+  checks.push_back(
+      {true, config.path.empty()
+                 ? std::string("no skippr.yml found; using an empty configuration")
+                 : fmt::format("config {} loaded; every ${{NAME}} resolved", config.path)});
   const size_t pipeline_count = config.pipelines.size();
-  checks.push_back({pipeline_count > 0,
-                    fmt::format("{} pipeline(s) configured{}", pipeline_count,
-                                pipeline_count > 0 ? "" : ": add one under 'pipelines:' in skippr.yml")});
+  checks.push_back(
+      {pipeline_count > 0,
+       fmt::format("{} pipeline(s) configured{}", pipeline_count,
+                   pipeline_count > 0 ? "" : ": add one under 'pipelines:' in skippr.yml")});
   const size_t source_count = config.data_sources.size();
-  checks.push_back({source_count > 0,
-                    fmt::format("{} data source(s) configured{}", source_count,
-                                source_count > 0 ? "" : ": add one under 'data_sources:' in skippr.yml")});
+  checks.push_back(
+      {source_count > 0,
+       fmt::format("{} data source(s) configured{}", source_count,
+                   source_count > 0 ? "" : ": add one under 'data_sources:' in skippr.yml")});
   for (const auto& [name, pipeline] : config.pipelines) {
     checks.push_back({true, DescribePipeline(config, pipeline)});
     if (!pipeline.data_sink) {
-      checks.push_back({true, fmt::format("pipeline '{}': no data_sink; WAL is the dataset", name)});
+      checks.push_back(
+          {true, fmt::format("pipeline '{}': no data_sink; WAL is the dataset", name)});
     }
     for (const config::AggregateConfig& aggregate : pipeline.transform.aggregates) {
-      checks.push_back({true, fmt::format("pipeline '{}': aggregate '{}' by [{}] with {} measure(s)",
-                                          name, aggregate.id, fmt::join(aggregate.key_fields, ", "),
-                                          aggregate.measures.size())});
+      checks.push_back(
+          {true, fmt::format("pipeline '{}': aggregate '{}' by [{}] with {} measure(s)", name,
+                             aggregate.id, fmt::join(aggregate.key_fields, ", "),
+                             aggregate.measures.size())});
     }
     checks.push_back({true, fmt::format("pipeline '{}': skipprd_el_storage_mode=local", name)});
   }
@@ -130,9 +137,8 @@ bool AllPassed(const std::vector<Check>& checks) {
 nlohmann::ordered_json ToJson(const std::vector<Check>& checks) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const Check& check : checks) {
-    nlohmann::ordered_json item = {{"ok", check.ok},
-                           {"severity", check.ok ? "info" : "error"},
-                           {"message", check.message}};
+    nlohmann::ordered_json item = {
+        {"ok", check.ok}, {"severity", check.ok ? "info" : "error"}, {"message", check.message}};
     if (check.suggested_fix_command) item["suggested_fix_command"] = *check.suggested_fix_command;
     list.push_back(std::move(item));
   }
@@ -164,8 +170,8 @@ int RunDoctor(const GlobalOptions& global, const std::string& output) {
   } else {
     PrintText(checks);
   }
-  const size_t failed = std::count_if(checks.begin(), checks.end(),
-                                      [](const Check& check) { return !check.ok; });
+  const size_t failed =
+      std::count_if(checks.begin(), checks.end(), [](const Check& check) { return !check.ok; });
   spdlog::info("doctor: {} checks, {} failed", checks.size(), failed);
   return failed == 0 ? kExitSuccess : kExitFailure;
 }

@@ -1,5 +1,6 @@
-// The canonical aggregate config hash (seeds/materialised-views.txt: a change rebuilds the aggregate).
-// Its input format is frozen: changing it would rebuild every user's aggregates on upgrade.
+// The canonical aggregate config hash (seeds/materialised-views.txt: a change rebuilds the
+// aggregate). Its input format is frozen: changing it would rebuild every user's aggregates on
+// upgrade.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -69,7 +69,8 @@ enum class TransformOpKind { kRename, kDrop, kSelect, kCast, kFilter, kDerive, k
 //   derive: {new_field: "<SQL expression>", ...}    default: {field: <value>, ...}
 struct TransformOp {
   TransformOpKind kind = TransformOpKind::kRename;
-  std::vector<std::pair<std::string, std::string>> pairs;  // rename, derive, default (value as text)
+  std::vector<std::pair<std::string, std::string>>
+      pairs;  // rename, derive, default (value as text)
   std::vector<std::pair<std::string, LogicalType>> casts;  // cast
   std::vector<std::string> fields;                         // drop, select, hash
   std::string predicate;                                   // filter
@@ -113,12 +114,13 @@ enum class ValueOrigin { kFile, kEnvironment, kDefault };
 
 struct PipelineConfig {
   std::string name;
-  std::string data_source;                     // entry name in data_sources
-  std::optional<std::string> data_sink;        // entry name in data_sinks; none: the WAL is the dataset
+  std::string data_source;               // entry name in data_sources
+  std::optional<std::string> data_sink;  // entry name in data_sinks; none: the WAL is the dataset
   std::optional<std::string> deadletter_sink;  // entry name in deadletter_sinks
   TransformConfig transform;
   int64_t sync_frequency_seconds = 900;
-  std::string data_dir = "./data";  // pipeline data_dir → DATA_DIR → ./data (state lives in <data_dir>/<name>)
+  std::string data_dir =
+      "./data";  // pipeline data_dir → DATA_DIR → ./data (state lives in <data_dir>/<name>)
   ValueOrigin data_dir_origin = ValueOrigin::kDefault;
   std::optional<int64_t> buffer_threshold_bytes;
   std::optional<int64_t> buffer_threshold_seconds;
@@ -147,8 +149,8 @@ struct Config {
   std::map<std::string, ConnectorEntry> data_sources;
   std::map<std::string, ConnectorEntry> data_sinks;
   std::map<std::string, ConnectorEntry> deadletter_sinks;
-  // Variables that .env / .env.local beside the file contribute over the shell: the CLI exports them
-  // so that DATA_DIR and friends set there apply to the whole run.
+  // Variables that .env / .env.local beside the file contribute over the shell: the CLI exports
+  // them so that DATA_DIR and friends set there apply to the whole run.
   std::map<std::string, std::string> dotenv_overrides;
 
   const PipelineConfig* FindPipeline(const std::string& name) const;
@@ -157,22 +159,23 @@ struct Config {
 // ---------------------------------------------------------------------------------------------
 // Loading
 
-// The search order: explicit path (--config), SKIPPR_CONFIG_FILE, then ./skippr.yml, ./skippr.yaml in
-// `working_dir` (empty: the process's, and paths stay relative so messages read "skippr.yml:3:5").
-// An explicit path that does not exist falls back to the search (as the public product
-// does) and `fell_back_from` says so. nullopt `path`: no file anywhere (an empty configuration).
+// The search order: explicit path (--config), SKIPPR_CONFIG_FILE, then ./skippr.yml, ./skippr.yaml
+// in `working_dir` (empty: the process's, and paths stay relative so messages read
+// "skippr.yml:3:5"). An explicit path that does not exist falls back to the search (as the public
+// product does) and `fell_back_from` says so. nullopt `path`: no file anywhere (an empty
+// configuration).
 struct ConfigLocation {
   std::optional<std::string> path;
   std::optional<std::string> fell_back_from;
 };
-ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path, const Environment& shell,
-                              const std::string& working_dir);
+ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path,
+                              const Environment& shell, const std::string& working_dir);
 
 // Loads and validates a file: its .env and .env.local (beside it) layer over `shell`.
 Result<Config> LoadConfigFile(const std::string& path, const Environment& shell);
 
-// Parses YAML text (tests, and files already read). `display_name` prefixes every error; `environment`
-// is the complete view (.env layering already applied).
+// Parses YAML text (tests, and files already read). `display_name` prefixes every error;
+// `environment` is the complete view (.env layering already applied).
 Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
                            const Environment& environment);
 
@@ -188,8 +191,8 @@ std::vector<ConfigProblem> CheckWholeConfig(const Config& config);
 Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
                                                        const std::string& display_name);
 
-// Reserved pipeline names (deadletters, wal, _skippr, skippr, metadata) are compared after cleaning:
-// lowercase, anything outside [a-z0-9_] becomes '_'.
+// Reserved pipeline names (deadletters, wal, _skippr, skippr, metadata) are compared after
+// cleaning: lowercase, anything outside [a-z0-9_] becomes '_'.
 std::string CleanName(const std::string& name);
 
 }  // namespace skippr::config

@@ -54,8 +54,8 @@ SettingSpec Secret(std::string_view name) {
   spec.secret = true;
   return spec;
 }
-SettingSpec Number(std::string_view name, std::optional<int64_t> default_value, int64_t min_value = 0,
-                   int64_t max_value = kMaxInt) {
+SettingSpec Number(std::string_view name, std::optional<int64_t> default_value,
+                   int64_t min_value = 0, int64_t max_value = kMaxInt) {
   SettingSpec spec = Spec(name, SettingType::kInteger);
   if (default_value) spec.default_value = *default_value;
   spec.min_value = min_value;
@@ -74,28 +74,38 @@ SettingSpec OneOf(std::string_view name, std::vector<std::string_view> choices,
 const std::vector<ConnectorSpec>& Registry() {
   static const std::vector<ConnectorSpec> kRegistry = {
       // Sources (reference §10).
-      {"Sample", ConnectorRole::kSource,
+      {"Sample",
+       ConnectorRole::kSource,
        {Number("rows", 1000), Number("seed", 42), Number("batch_size_rows", 100000, 1)}},
-      {"File", ConnectorRole::kSource,
+      {"File",
+       ConnectorRole::kSource,
        {RequiredText("path"), OneOf("format", {"json", "csv", "parquet"}, std::nullopt),
-        Number("batch_size_bytes", std::nullopt, 1), Number("batch_size_seconds", std::nullopt, 1)}},
-      {"Postgres", ConnectorRole::kSource,
+        Number("batch_size_bytes", std::nullopt, 1),
+        Number("batch_size_seconds", std::nullopt, 1)}},
+      {"Postgres",
+       ConnectorRole::kSource,
        {Text("host", "localhost"), Number("port", 5432, 1, 65535), Text("user", "postgres"),
         Secret("password"), Text("database"), Secret("connection_string"), Names("tables"),
         OneOf("cdc_mode", {"snapshot", "snapshot_then_cdc", "cdc_only"}, "snapshot"),
-        Text("replication_slot_name", "skippr_slot"), Text("publication_name", "skippr_publication"),
+        Text("replication_slot_name", "skippr_slot"),
+        Text("publication_name", "skippr_publication"),
         Number("cdc_idle_timeout_seconds", std::nullopt), Number("batch_size_rows", 10000, 1)}},
-      {"S3", ConnectorRole::kSource,
+      {"S3",
+       ConnectorRole::kSource,
        {RequiredText("s3_bucket"), RequiredText("s3_prefix"), Text("region"), Text("endpoint_url"),
         OneOf("format", {"json", "csv", "parquet"}, std::nullopt), Text("s3_delimiter", "/"),
         Number("s3_prefix_ordered_depth", 0), Number("batch_size_bytes", 1024000, 1),
         Number("batch_size_seconds", 600, 1)}},
       // Sinks (data and deadletter).
-      {"SkipprLake", ConnectorRole::kSink,
+      {"SkipprLake",
+       ConnectorRole::kSink,
        {RequiredText("warehouse"), Text("table_namespace", "default"), Secret("catalog_uri"),
         OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append")}},
-      {"Duckdb", ConnectorRole::kSink, {RequiredText("warehouse"), Text("table_namespace", "default")}},
-      {"Postgres", ConnectorRole::kSink,
+      {"Duckdb",
+       ConnectorRole::kSink,
+       {RequiredText("warehouse"), Text("table_namespace", "default")}},
+      {"Postgres",
+       ConnectorRole::kSink,
        {Text("host", "localhost"), Number("port", 5432, 1, 65535), RequiredText("user"),
         Secret("password"), RequiredText("database"), Text("schema", "public"),
         OneOf("sslmode", {"disable", "prefer", "require"}, "prefer")}},
@@ -146,7 +156,8 @@ std::optional<SettingValue> ReadSetting(internal::Reader& reader, const SettingS
   return std::nullopt;
 }
 
-std::optional<ConnectorConfig> ReadConnectorBlock(internal::Reader& reader, const ConnectorSpec& spec,
+std::optional<ConnectorConfig> ReadConnectorBlock(internal::Reader& reader,
+                                                  const ConnectorSpec& spec,
                                                   const internal::Located& at) {
   std::vector<std::string_view> allowed{"version"};
   for (const SettingSpec& setting : spec.settings) allowed.push_back(setting.name);
@@ -206,7 +217,9 @@ const std::string& ConnectorConfig::GetString(const std::string& name) const {
 int64_t ConnectorConfig::GetInteger(const std::string& name) const {
   return SettingAs<int64_t>(*this, name);
 }
-bool ConnectorConfig::GetBool(const std::string& name) const { return SettingAs<bool>(*this, name); }
+bool ConnectorConfig::GetBool(const std::string& name) const {
+  return SettingAs<bool>(*this, name);
+}
 const std::vector<std::string>& ConnectorConfig::GetStringList(const std::string& name) const {
   return SettingAs<std::vector<std::string>>(*this, name);
 }
@@ -229,14 +242,16 @@ std::optional<ConnectorEntry> ReadConnectorEntry(Reader& reader, const std::stri
   auto blocks = reader.Mapping(at, {}, "a connector block such as 'File: {path: ...}'");
   if (blocks.empty()) {
     if (at.node && !at.node.IsNull() && !at.node.IsMap()) return std::nullopt;  // already reported
-    reader.Error(at, fmt::format("needs one connector block, for example '{}: {{...}}'; {} kinds: {}",
-                                 kinds.front(), RoleNoun(role), kinds_text));
+    reader.Error(at,
+                 fmt::format("needs one connector block, for example '{}: {{...}}'; {} kinds: {}",
+                             kinds.front(), RoleNoun(role), kinds_text));
     return std::nullopt;
   }
   if (blocks.size() > 1) {
-    reader.Error(blocks[1].second,
-                 fmt::format("'{}' has two connector blocks ({} and {}); an entry holds exactly one",
-                             name, blocks[0].first, blocks[1].first));
+    reader.Error(
+        blocks[1].second,
+        fmt::format("'{}' has two connector blocks ({} and {}); an entry holds exactly one", name,
+                    blocks[0].first, blocks[1].first));
     return std::nullopt;
   }
   const auto& [kind, block] = blocks.front();

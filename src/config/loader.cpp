@@ -56,7 +56,9 @@ Located JoinedPlace(const Located& parent, std::string_view key) {
 }
 
 // A problem with an environment variable used as a fallback has no place in the file.
-Located EnvironmentPlace(const std::string& variable) { return Located{YAML::Node(), {}, variable}; }
+Located EnvironmentPlace(const std::string& variable) {
+  return Located{YAML::Node(), {}, variable};
+}
 
 bool CheckEntryName(Reader& reader, const std::string& name, const Located& at) {
   if (name.empty()) {
@@ -80,8 +82,8 @@ struct Section {
   std::map<std::string, ConnectorEntry> entries;
 };
 
-Section ReadSection(Reader& reader, const std::string& section_name, const std::optional<Located>& at,
-                    ConnectorRole role) {
+Section ReadSection(Reader& reader, const std::string& section_name,
+                    const std::optional<Located>& at, ConnectorRole role) {
   Section section{section_name, {}, {}};
   if (!at) return section;
   for (const auto& [name, entry_at] : reader.Mapping(*at, {})) {
@@ -110,14 +112,16 @@ void CheckConnectorEntries(Reader& reader, const Section& section) {
     }
     if (connector.kind == "Postgres" && section.name == "data_sources" &&
         !connector.Has("database") && !connector.Has("connection_string")) {
-      reader.Error(at, "Postgres needs 'database' (with host, port, user, password) or "
-                       "'connection_string'");
+      reader.Error(at,
+                   "Postgres needs 'database' (with host, port, user, password) or "
+                   "'connection_string'");
     }
   }
 }
 
 // `data_source: data_sources.pg` → "pg", after checking the section and that the entry exists.
-std::optional<std::string> ReadReference(Reader& reader, const Located& at, const Section& section) {
+std::optional<std::string> ReadReference(Reader& reader, const Located& at,
+                                         const Section& section) {
   std::optional<std::string> text = reader.NonEmptyString(at);
   if (!text) return std::nullopt;
   const std::string prefix = section.name + ".";
@@ -128,11 +132,11 @@ std::optional<std::string> ReadReference(Reader& reader, const Located& at, cons
   }
   const std::string name = text->substr(prefix.size());
   if (section.declared.count(name) == 0) {
-    const std::string defined =
-        section.declared.empty()
-            ? fmt::format("no {} are defined", section.name)
-            : fmt::format("defined: {}", fmt::join(section.declared, ", "));
-    reader.Error(at, fmt::format("references '{}', but '{}' is not defined ({})", *text, name, defined));
+    const std::string defined = section.declared.empty()
+                                    ? fmt::format("no {} are defined", section.name)
+                                    : fmt::format("defined: {}", fmt::join(section.declared, ", "));
+    reader.Error(
+        at, fmt::format("references '{}', but '{}' is not defined ({})", *text, name, defined));
     return std::nullopt;
   }
   return name;
@@ -152,9 +156,9 @@ std::optional<std::string> EngineText(Reader& reader, const Reader::Fields& fiel
 EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& at) {
   EngineSettings settings;
   const Located none{YAML::Node(), {}, "skippr"};
-  const Reader::Fields fields = reader.Struct(at.value_or(none),
-                                              {"workspace", "tenant", "skipprd_el_storage_mode",
-                                               "skippr_s3_bucket", "wal_s3_bucket", "store"});
+  const Reader::Fields fields =
+      reader.Struct(at.value_or(none), {"workspace", "tenant", "skipprd_el_storage_mode",
+                                        "skippr_s3_bucket", "wal_s3_bucket", "store"});
   if (auto v = EngineText(reader, fields, "workspace", "WORKSPACE_NAME")) settings.workspace = *v;
   if (auto v = EngineText(reader, fields, "tenant", "TENANT")) settings.tenant = *v;
   settings.skippr_s3_bucket = EngineText(reader, fields, "skippr_s3_bucket", "SKIPPR_S3_BUCKET");
@@ -165,13 +169,13 @@ EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& 
       EngineText(reader, fields, "skipprd_el_storage_mode", "SKIPPRD_EL_STORAGE_MODE");
   if (mode && *mode != "local") {
     const Located place = mode_at ? *mode_at : EnvironmentPlace("SKIPPRD_EL_STORAGE_MODE");
-    reader.Error(place, fmt::format("'{}' is not available: this build keeps the pipeline schema in "
-                                    "the Skippr Store under DATA_DIR; use 'local'",
-                                    *mode));
+    reader.Error(place,
+                 fmt::format("'{}' is not available: this build keeps the pipeline schema in "
+                             "the Skippr Store under DATA_DIR; use 'local'",
+                             *mode));
   }
 
-  const Located store_at =
-      fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
+  const Located store_at = fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
   const Reader::Fields store = reader.Struct(store_at, {"type", "name"});
   const auto type_at = store.Get("type");
   std::optional<std::string> type = EngineText(reader, store, "type", "SKIPPR_STORE_TYPE");
@@ -259,13 +263,14 @@ std::optional<TransformOp> ReadOp(Reader& reader, const Located& at) {
     if (!predicate) return std::nullopt;
     op.predicate = *predicate;
   } else {
-    op.kind = name == "drop" ? TransformOpKind::kDrop
+    op.kind = name == "drop"     ? TransformOpKind::kDrop
               : name == "select" ? TransformOpKind::kSelect
                                  : TransformOpKind::kHash;
     auto fields = reader.StringList(value_at, /*allow_scalar=*/true);
     if (!fields) return std::nullopt;
     if (fields->empty()) {
-      reader.Error(value_at, fmt::format("needs at least one field, for example {}: [email]", name));
+      reader.Error(value_at,
+                   fmt::format("needs at least one field, for example {}: [email]", name));
       return std::nullopt;
     }
     op.fields = std::move(*fields);
@@ -275,7 +280,8 @@ std::optional<TransformOp> ReadOp(Reader& reader, const Located& at) {
 
 std::optional<AggregateMeasure> ReadMeasure(Reader& reader, const std::string& name,
                                             const Located& at) {
-  static constexpr std::string_view kShape = "exactly one of sum: <field> or count: \"*\" | <field>";
+  static constexpr std::string_view kShape =
+      "exactly one of sum: <field> or count: \"*\" | <field>";
   if (!IsIdentifier(name)) {
     reader.Error(at, fmt::format("measure name '{}' must be letters, digits and '_', not starting "
                                  "with a digit",
@@ -310,9 +316,10 @@ std::optional<AggregateConfig> ReadAggregate(Reader& reader, const Located& at) 
   if (auto id_at = fields.Get("id"); id_at && !reader.IsNull(*id_at)) {
     auto id = reader.NonEmptyString(*id_at);
     if (id && !IsIdentifier(*id)) {
-      reader.Error(*id_at, fmt::format("id '{}' must be letters, digits and '_', not starting with a "
-                                       "digit (it names stored state and must stay stable)",
-                                       *id));
+      reader.Error(*id_at,
+                   fmt::format("id '{}' must be letters, digits and '_', not starting with a "
+                               "digit (it names stored state and must stay stable)",
+                               *id));
       ok = false;
     } else if (id) {
       aggregate.id = *id;
@@ -349,7 +356,8 @@ std::optional<AggregateConfig> ReadAggregate(Reader& reader, const Located& at) 
 
   const auto measures_at = fields.Get("measures");
   const Located measures_place = measures_at ? *measures_at : JoinedPlace(at, "measures");
-  auto measures = reader.Mapping(measures_place, {}, "a mapping of measure name to {sum|count: ...}");
+  auto measures =
+      reader.Mapping(measures_place, {}, "a mapping of measure name to {sum|count: ...}");
   if (measures.empty()) {
     if (reader.IsEmptyMapping(measures_place)) {
       reader.Error(measures_place,
@@ -382,7 +390,8 @@ std::optional<AggregateConfig> ReadAggregate(Reader& reader, const Located& at) 
 TransformConfig ReadTransform(Reader& reader, const std::optional<Located>& at,
                               const std::string& pipeline_path) {
   TransformConfig transform;
-  const Located place = at.value_or(Located{YAML::Node(), {}, JoinPath(pipeline_path, "transform")});
+  const Located place =
+      at.value_or(Located{YAML::Node(), {}, JoinPath(pipeline_path, "transform")});
   const Reader::Fields fields =
       reader.Struct(place, {"type", "ops", "namespace_fields", "flatten_events", "aggregates"});
 
@@ -393,17 +402,20 @@ TransformConfig ReadTransform(Reader& reader, const std::optional<Located>& at,
 
   if (auto ns_at = fields.Get("namespace_fields"); ns_at && !reader.IsNull(*ns_at)) {
     if (ns_at->node.IsScalar()) {
-      if (auto text = reader.NonEmptyString(*ns_at)) transform.namespace_fields = SplitCommaList(*text);
+      if (auto text = reader.NonEmptyString(*ns_at))
+        transform.namespace_fields = SplitCommaList(*text);
     } else if (auto list = reader.StringList(*ns_at)) {
       transform.namespace_fields = std::move(*list);
     }
-  } else if (auto env = reader.environment().Get("TRANSFORM_NAMESPACE_FIELDS"); env && !env->empty()) {
+  } else if (auto env = reader.environment().Get("TRANSFORM_NAMESPACE_FIELDS");
+             env && !env->empty()) {
     transform.namespace_fields = SplitCommaList(*env);
   }
 
   if (auto flatten_at = fields.Get("flatten_events"); flatten_at && !reader.IsNull(*flatten_at)) {
     transform.flatten_events = reader.Boolean(*flatten_at).value_or(false);
-  } else if (auto env = reader.environment().Get("TRANSFORM_FLATTEN_EVENTS"); env && !env->empty()) {
+  } else if (auto env = reader.environment().Get("TRANSFORM_FLATTEN_EVENTS");
+             env && !env->empty()) {
     std::optional<bool> flag = internal::ParseFlag(*env);
     if (!flag) {
       reader.Error(EnvironmentPlace("TRANSFORM_FLATTEN_EVENTS"),
@@ -455,8 +467,8 @@ struct Sections {
   const Section& deadletters;
 };
 
-std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& name, const Located& at,
-                                           const Sections& sections) {
+std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& name,
+                                           const Located& at, const Sections& sections) {
   const Reader::Fields fields = reader.Struct(
       at, {"data_source", "data_sink", "deadletter_sink", "transform", "sync_frequency_seconds",
            "data_dir", "buffer_threshold_bytes", "buffer_threshold_seconds", "chaos_mode"});
@@ -514,7 +526,8 @@ std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& na
   return pipeline;
 }
 
-std::map<std::string, PipelineConfig> ReadPipelines(Reader& reader, const std::optional<Located>& at,
+std::map<std::string, PipelineConfig> ReadPipelines(Reader& reader,
+                                                    const std::optional<Located>& at,
                                                     const Sections& sections) {
   std::map<std::string, PipelineConfig> pipelines;
   if (!at) return pipelines;
@@ -578,7 +591,8 @@ class LayeredEnvironment final : public Environment {
 
 Result<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) return Status::NotFound(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  if (!file)
+    return Status::NotFound(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad()) return Status::IOError(fmt::format("cannot read '{}'", path));
@@ -609,14 +623,22 @@ std::string CleanName(const std::string& name) {
 
 std::string_view TransformOpName(TransformOpKind kind) {
   switch (kind) {
-    case TransformOpKind::kRename: return "rename";
-    case TransformOpKind::kDrop: return "drop";
-    case TransformOpKind::kSelect: return "select";
-    case TransformOpKind::kCast: return "cast";
-    case TransformOpKind::kFilter: return "filter";
-    case TransformOpKind::kDerive: return "derive";
-    case TransformOpKind::kHash: return "hash";
-    case TransformOpKind::kDefault: return "default";
+    case TransformOpKind::kRename:
+      return "rename";
+    case TransformOpKind::kDrop:
+      return "drop";
+    case TransformOpKind::kSelect:
+      return "select";
+    case TransformOpKind::kCast:
+      return "cast";
+    case TransformOpKind::kFilter:
+      return "filter";
+    case TransformOpKind::kDerive:
+      return "derive";
+    case TransformOpKind::kHash:
+      return "hash";
+    case TransformOpKind::kDefault:
+      return "default";
   }
   return "unknown";
 }
@@ -637,9 +659,10 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& error) {
     const SourceMark mark = internal::ToMark(error.mark);
-    return Status::InvalidConfig(fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
-                                             "start with '*', '&', '!', '{{' or '[')",
-                                             display_name, mark.line, mark.column, error.msg));
+    return Status::InvalidConfig(
+        fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
+                    "start with '*', '&', '!', '{{' or '[')",
+                    display_name, mark.line, mark.column, error.msg));
   }
   internal::Diagnostics diagnostics(display_name);
   Reader reader(diagnostics, environment);
@@ -652,11 +675,14 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
   config.skippr = ReadEngineSettings(reader, fields.Get("skippr"));
   const Section sources =
       ReadSection(reader, "data_sources", fields.Get("data_sources"), ConnectorRole::kSource);
-  const Section sinks = ReadSection(reader, "data_sinks", fields.Get("data_sinks"), ConnectorRole::kSink);
+  const Section sinks =
+      ReadSection(reader, "data_sinks", fields.Get("data_sinks"), ConnectorRole::kSink);
   const Section deadletters =
       ReadSection(reader, "deadletter_sinks", fields.Get("deadletter_sinks"), ConnectorRole::kSink);
-  for (const Section* section : {&sources, &sinks, &deadletters}) CheckConnectorEntries(reader, *section);
-  config.pipelines = ReadPipelines(reader, fields.Get("pipelines"), Sections{sources, sinks, deadletters});
+  for (const Section* section : {&sources, &sinks, &deadletters})
+    CheckConnectorEntries(reader, *section);
+  config.pipelines =
+      ReadPipelines(reader, fields.Get("pipelines"), Sections{sources, sinks, deadletters});
   config.data_sources = sources.entries;
   config.data_sinks = sinks.entries;
   config.deadletter_sinks = deadletters.entries;
@@ -678,8 +704,8 @@ Result<Config> LoadConfigFile(const std::string& path, const Environment& shell)
   return config;
 }
 
-ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path, const Environment& shell,
-                              const std::string& working_dir) {
+ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path,
+                              const Environment& shell, const std::string& working_dir) {
   namespace fs = std::filesystem;
   ConfigLocation location;
   std::error_code error;

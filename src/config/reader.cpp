@@ -39,16 +39,21 @@ std::string SuggestVariableName(const std::string& path) {
 
 std::string_view NodeKind(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Scalar: return "a single value";
-    default: return "nothing";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a single value";
+    default:
+      return "nothing";
   }
 }
 
 }  // namespace
 
-void Diagnostics::Error(const SourceMark& mark, const std::string& path, const std::string& message) {
+void Diagnostics::Error(const SourceMark& mark, const std::string& path,
+                        const std::string& message) {
   std::string location = display_name_;
   if (mark.line > 0) location += fmt::format(":{}:{}", mark.line, mark.column);
   errors_.push_back(path.empty() ? fmt::format("{}: {}", location, message)
@@ -81,8 +86,10 @@ std::optional<bool> ParseFlag(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "true" || lower == "t" || lower == "yes" || lower == "y" || lower == "1") return true;
-  if (lower == "false" || lower == "f" || lower == "no" || lower == "n" || lower == "0") return false;
+  if (lower == "true" || lower == "t" || lower == "yes" || lower == "y" || lower == "1")
+    return true;
+  if (lower == "false" || lower == "f" || lower == "no" || lower == "n" || lower == "0")
+    return false;
   return std::nullopt;
 }
 
@@ -161,10 +168,11 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
   const std::optional<std::string> reference = WholeReference(text);
   if (!reference) {
     if (secret) {
-      Error(at, fmt::format("is a secret and refuses plaintext; write it as a ${{NAME}} reference "
-                            "(for example '${{{}}}') and set that variable in the environment or in "
-                            ".env beside {}",
-                            SuggestVariableName(at.path), diagnostics_.display_name()));
+      Error(at,
+            fmt::format("is a secret and refuses plaintext; write it as a ${{NAME}} reference "
+                        "(for example '${{{}}}') and set that variable in the environment or in "
+                        ".env beside {}",
+                        SuggestVariableName(at.path), diagnostics_.display_name()));
       return std::nullopt;
     }
     return text;
@@ -173,10 +181,10 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
   if (!value || value->empty()) {
     diagnostics_.Error(
         at.mark, "",
-        fmt::format("skippr.yml references ${{{}}} at {}, but that environment variable {}; set it in "
-                    "the shell or in .env beside {}",
-                    *reference, at.path, value ? "is empty" : "is not set",
-                    diagnostics_.display_name()));
+        fmt::format(
+            "skippr.yml references ${{{}}} at {}, but that environment variable {}; set it in "
+            "the shell or in .env beside {}",
+            *reference, at.path, value ? "is empty" : "is not set", diagnostics_.display_name()));
     return std::nullopt;
   }
   return *value;

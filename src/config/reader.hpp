@@ -73,7 +73,8 @@ class Reader {
   std::optional<bool> Boolean(const Located& at);
   // A list of non-empty strings; a single string is read as a one-element list when `allow_scalar`.
   std::optional<std::vector<std::string>> StringList(const Located& at, bool allow_scalar = false);
-  std::optional<std::string> Choice(const Located& at, const std::vector<std::string_view>& choices);
+  std::optional<std::string> Choice(const Located& at,
+                                    const std::vector<std::string_view>& choices);
 
   bool IsNull(const Located& at) const { return !at.node || at.node.IsNull(); }
   // Null or `{}`: nothing was written (as opposed to entries that were refused and reported).

@@ -14,8 +14,8 @@ namespace skippr::internal {
 }
 }  // namespace skippr::internal
 
-#define SKIPPR_CHECK_MSG(condition, detail)                                            \
-  do {                                                                                 \
+#define SKIPPR_CHECK_MSG(condition, detail)                                                    \
+  do {                                                                                         \
     if (!(condition)) ::skippr::internal::CheckFailed(#condition, __FILE__, __LINE__, detail); \
   } while (0)
 #define SKIPPR_CHECK(condition) SKIPPR_CHECK_MSG(condition, "")

@@ -1,18 +1,19 @@
 #include "core/disk.hpp"
 
+#include <fmt/format.h>
 #include <sys/statvfs.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace skippr {
 
 double DiskUsage::used_percent() const {
   const uint64_t usable = used_bytes + available_bytes;
-  return usable == 0 ? 100.0 : 100.0 * static_cast<double>(used_bytes) / static_cast<double>(usable);
+  return usable == 0 ? 100.0
+                     : 100.0 * static_cast<double>(used_bytes) / static_cast<double>(usable);
 }
 
 Result<DiskUsage> MeasureDisk(const std::string& path) {

@@ -25,13 +25,14 @@ struct DiskThresholds {
   double resume_at_used_percent = 80.0;
 };
 
-// Measures the filesystem holding `path`; `path` need not exist yet (its nearest existing ancestor is
-// measured, since that is where it will be created).
+// Measures the filesystem holding `path`; `path` need not exist yet (its nearest existing ancestor
+// is measured, since that is where it will be created).
 Result<DiskUsage> MeasureDisk(const std::string& path);
 
 // Whether reading should be paused. `is_paused` is the current state: a paused reader resumes only
 // once usage is back to resume_at_used_percent (hysteresis, so it does not flap at the boundary).
-bool ShouldPauseForDisk(const DiskUsage& usage, bool is_paused, const DiskThresholds& thresholds = {});
+bool ShouldPauseForDisk(const DiskUsage& usage, bool is_paused,
+                        const DiskThresholds& thresholds = {});
 
 // "42.0 GiB free of 251.0 GiB (17 % used)".
 std::string DescribeDiskUsage(const DiskUsage& usage);

@@ -16,12 +16,13 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };
 Result<LogLevel> ParseLogLevel(std::string_view text);
 
 struct LogOptions {
-  std::optional<LogLevel> stderr_level;  // nullopt: nothing on stderr (the progress display owns it)
-  std::string log_dir;                   // receives skipprd.<YYYY-MM-DD>.log, created if missing
+  std::optional<LogLevel>
+      stderr_level;     // nullopt: nothing on stderr (the progress display owns it)
+  std::string log_dir;  // receives skipprd.<YYYY-MM-DD>.log, created if missing
 };
 
-// Configures the default logger. The file always records info and above. A file that cannot be opened
-// is reported in the returned Status; stderr logging (if asked for) is set up regardless.
+// Configures the default logger. The file always records info and above. A file that cannot be
+// opened is reported in the returned Status; stderr logging (if asked for) is set up regardless.
 Status InitLogging(const LogOptions& options);
 
 // Flushes and detaches every sink (end of process, and between tests).

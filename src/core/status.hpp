@@ -13,16 +13,17 @@ namespace skippr {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidConfig,    // skippr.yml (or a value referenced from it) is wrong; the message names the place
+  kInvalidConfig,    // skippr.yml (or a value referenced from it) is wrong; the message names the
+                     // place
   kInvalidArgument,  // a caller passed something unusable (command-line values, API arguments)
   kNotFound,
   kIOError,
-  kCorruption,       // committed bytes fail their checks: data damage, never retried silently
+  kCorruption,  // committed bytes fail their checks: data damage, never retried silently
   kNoSpace,
-  kConflict,         // a compare-and-set or lease lost to another writer
-  kUnavailable,      // try again later (lease held, backpressure)
+  kConflict,     // a compare-and-set or lease lost to another writer
+  kUnavailable,  // try again later (lease held, backpressure)
   kNotSupported,
-  kInternal,         // a broken invariant inside skipprd: a bug
+  kInternal,  // a broken invariant inside skipprd: a bug
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -34,7 +35,9 @@ class [[nodiscard]] Status {
 
   static Status OK() { return {}; }
   static Status InvalidConfig(std::string m) { return {StatusCode::kInvalidConfig, std::move(m)}; }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -55,14 +58,14 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// A value or the Status explaining why there is none. Accessing the value of a failed Result aborts:
-// that is a programming error, not a runtime condition.
+// A value or the Status explaining why there is none. Accessing the value of a failed Result
+// aborts: that is a programming error, not a runtime condition.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit, like arrow::Result
+  Result(T value) : state_(std::move(value)) {}        // NOLINT: implicit, like arrow::Result
   Result(Status status) : state_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(state_).ok()) std::abort();     // an OK Status carries no value
+    if (std::get<Status>(state_).ok()) std::abort();   // an OK Status carries no value
   }
 
   bool ok() const { return std::holds_alternative<T>(state_); }
@@ -91,9 +94,9 @@ class [[nodiscard]] Result {
 #define SKIPPR_CONCAT_INNER(a, b) a##b
 #define SKIPPR_CONCAT(a, b) SKIPPR_CONCAT_INNER(a, b)
 
-#define SKIPPR_RETURN_IF_ERROR(expr)              \
-  do {                                            \
-    ::skippr::Status _skippr_status = (expr);     \
+#define SKIPPR_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::skippr::Status _skippr_status = (expr);        \
     if (!_skippr_status.ok()) return _skippr_status; \
   } while (0)
 

@@ -22,8 +22,10 @@ std::string Lowercase(std::string_view text) {
 }
 
 std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   return text;
 }
 
@@ -56,15 +58,16 @@ LogicalType LogicalType::Struct(std::vector<Field> fields) {
 
 LogicalType LogicalType::List(Field element) {
   LogicalType type(TypeId::kList);
-  type.children_ = std::make_shared<const std::vector<Field>>(std::vector<Field>{std::move(element)});
+  type.children_ =
+      std::make_shared<const std::vector<Field>>(std::vector<Field>{std::move(element)});
   return type;
 }
 
 LogicalType LogicalType::Map(Field key, Field value) {
   LogicalType type(TypeId::kMap);
   key.nullable = false;  // Iceberg map keys are required
-  type.children_ =
-      std::make_shared<const std::vector<Field>>(std::vector<Field>{std::move(key), std::move(value)});
+  type.children_ = std::make_shared<const std::vector<Field>>(
+      std::vector<Field>{std::move(key), std::move(value)});
   return type;
 }
 
@@ -74,20 +77,32 @@ const std::vector<Field>& LogicalType::children() const {
 
 std::string LogicalType::ToString() const {
   switch (id_) {
-    case TypeId::kBoolean: return "boolean";
-    case TypeId::kInt: return "int";
-    case TypeId::kLong: return "long";
-    case TypeId::kFloat: return "float";
-    case TypeId::kDouble: return "double";
+    case TypeId::kBoolean:
+      return "boolean";
+    case TypeId::kInt:
+      return "int";
+    case TypeId::kLong:
+      return "long";
+    case TypeId::kFloat:
+      return "float";
+    case TypeId::kDouble:
+      return "double";
     case TypeId::kDecimal:
       return "decimal(" + std::to_string(precision_) + ", " + std::to_string(scale_) + ")";
-    case TypeId::kDate: return "date";
-    case TypeId::kTime: return "time";
-    case TypeId::kTimestamp: return "timestamp";
-    case TypeId::kTimestampTz: return "timestamptz";
-    case TypeId::kString: return "string";
-    case TypeId::kBinary: return "binary";
-    case TypeId::kUuid: return "uuid";
+    case TypeId::kDate:
+      return "date";
+    case TypeId::kTime:
+      return "time";
+    case TypeId::kTimestamp:
+      return "timestamp";
+    case TypeId::kTimestampTz:
+      return "timestamptz";
+    case TypeId::kString:
+      return "string";
+    case TypeId::kBinary:
+      return "binary";
+    case TypeId::kUuid:
+      return "uuid";
     case TypeId::kStruct: {
       std::string text = "struct<";
       for (size_t i = 0; i < children().size(); ++i) {
@@ -96,7 +111,8 @@ std::string LogicalType::ToString() const {
       }
       return text + ">";
     }
-    case TypeId::kList: return "list<" + children()[0].type.ToString() + ">";
+    case TypeId::kList:
+      return "list<" + children()[0].type.ToString() + ">";
     case TypeId::kMap:
       return "map<" + children()[0].type.ToString() + ", " + children()[1].type.ToString() + ">";
   }

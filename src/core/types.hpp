@@ -14,8 +14,8 @@ namespace skippr {
 
 enum class TypeId : uint8_t {
   kBoolean,
-  kInt,          // 32-bit signed
-  kLong,         // 64-bit signed
+  kInt,   // 32-bit signed
+  kLong,  // 64-bit signed
   kFloat,
   kDouble,
   kDecimal,      // precision <= 38
@@ -53,7 +53,9 @@ class LogicalType {
   static LogicalType Map(Field key, Field value);
 
   TypeId id() const { return id_; }
-  bool is_nested() const { return id_ == TypeId::kStruct || id_ == TypeId::kList || id_ == TypeId::kMap; }
+  bool is_nested() const {
+    return id_ == TypeId::kStruct || id_ == TypeId::kList || id_ == TypeId::kMap;
+  }
   int decimal_precision() const { return precision_; }
   int decimal_scale() const { return scale_; }
   // Struct: its fields. List: {element}. Map: {key, value}. Primitives: empty.

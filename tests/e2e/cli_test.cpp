@@ -25,8 +25,10 @@ ProcessResult Skipprd(const TempDir& dir, const std::vector<std::string>& args,
                       std::map<std::string, std::string> env = {}) {
   ProcessOptions options;
   options.working_dir = dir.path();
-  options.unset_env = {"SKIPPR_CONFIG_FILE", "DATA_DIR", "WORKSPACE_NAME", "TENANT",
-                       "SKIPPR_STORE_TYPE", "TRANSFORM_NAMESPACE_FIELDS", "TRANSFORM_FLATTEN_EVENTS"};
+  options.unset_env = {"SKIPPR_CONFIG_FILE",      "DATA_DIR",
+                       "WORKSPACE_NAME",          "TENANT",
+                       "SKIPPR_STORE_TYPE",       "TRANSFORM_NAMESPACE_FIELDS",
+                       "TRANSFORM_FLATTEN_EVENTS"};
   options.set_env = std::move(env);
   if (!options.set_env.count("DATA_DIR")) options.set_env["DATA_DIR"] = dir.path() + "/data";
   return RunProcess(SKIPPRD_BINARY, args, options);
@@ -53,7 +55,8 @@ TEST(Cli, VersionNamesSkipprdAndDuckdb) {
   for (const char* flag : {"--version", "-V"}) {
     ProcessResult result = Skipprd(dir, {flag});
     EXPECT_EQ(result.exit_code, 0);
-    EXPECT_TRUE(std::regex_match(result.out, std::regex(R"(skipprd \d+\.\d+\.\d+ \(duckdb 1\.4\.\d+\)\n)")))
+    EXPECT_TRUE(
+        std::regex_match(result.out, std::regex(R"(skipprd \d+\.\d+\.\d+ \(duckdb 1\.4\.\d+\)\n)")))
         << result.out;
   }
 }
@@ -74,8 +77,9 @@ TEST(Cli, HelpListsOnlyWorkingCommandsAndGlobalFlags) {
 TEST(Cli, BadCommandLinesExitTwo) {
   TempDir dir;
   const std::vector<std::vector<std::string>> bad = {
-      {"--no-such-flag"}, {"doctor", "--no-such-flag"}, {"no-such-command"},
-      {"doctor", "--output", "xml"}, {"--log=loud", "doctor"}, {}};
+      {"--no-such-flag"},       {"doctor", "--no-such-flag"},
+      {"no-such-command"},      {"doctor", "--output", "xml"},
+      {"--log=loud", "doctor"}, {}};
   for (const auto& args : bad) {
     ProcessResult result = Skipprd(dir, args);
     EXPECT_EQ(result.exit_code, 2) << ::testing::PrintToString(args) << "\n" << result.err;
@@ -91,19 +95,22 @@ TEST(CliDoctor, BundledExamplePassesInText) {
   TempDir dir;
   ProcessResult result = Skipprd(dir, {"doctor", "--config", kExample});
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-  EXPECT_THAT(result.out, HasSubstr("[ok]   config " + kExample + " loaded; every ${NAME} resolved\n"));
+  EXPECT_THAT(result.out,
+              HasSubstr("[ok]   config " + kExample + " loaded; every ${NAME} resolved\n"));
   EXPECT_THAT(result.out, HasSubstr("[ok]   1 pipeline(s) configured\n"));
   EXPECT_THAT(result.out, HasSubstr("[ok]   1 data source(s) configured\n"));
   EXPECT_THAT(result.out,
               HasSubstr("[ok]   pipeline 'bikehire' (Sample source 'sample' → WAL-only)\n"));
-  EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'bikehire': no data_sink; WAL is the dataset\n"));
-  EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'bikehire': aggregate 'rides_by_rider_type' by "
-                                    "[rider_type] with 2 measure(s)\n"));
+  EXPECT_THAT(result.out,
+              HasSubstr("[ok]   pipeline 'bikehire': no data_sink; WAL is the dataset\n"));
+  EXPECT_THAT(result.out,
+              HasSubstr("[ok]   pipeline 'bikehire': aggregate 'rides_by_rider_type' by "
+                        "[rider_type] with 2 measure(s)\n"));
   EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'bikehire': skipprd_el_storage_mode=local\n"));
   EXPECT_THAT(result.out, HasSubstr("[ok]   DATA_DIR " + dir.path() + "/data is writable\n"));
-  EXPECT_TRUE(std::regex_search(result.out,
-                                std::regex(R"(\[ok\]   DATA_DIR \S+: [0-9.]+ [KMGTP]iB free of [0-9.]+ )"
-                                           R"([KMGTP]iB \(\d+ % used\)\n)")))
+  EXPECT_TRUE(std::regex_search(
+      result.out, std::regex(R"(\[ok\]   DATA_DIR \S+: [0-9.]+ [KMGTP]iB free of [0-9.]+ )"
+                             R"([KMGTP]iB \(\d+ % used\)\n)")))
       << result.out;
   EXPECT_TRUE(result.out.size() > 20 &&
               result.out.substr(result.out.size() - 19) == "All checks passed.\n");
@@ -131,16 +138,18 @@ TEST(CliDoctor, EmptyConfigurationFails) {
   ProcessResult result = Skipprd(dir, {"doctor"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, HasSubstr("[ok]   no skippr.yml found; using an empty configuration\n"));
-  EXPECT_THAT(result.out,
-              HasSubstr("[FAIL] 0 pipeline(s) configured: add one under 'pipelines:' in skippr.yml\n"));
+  EXPECT_THAT(
+      result.out,
+      HasSubstr("[FAIL] 0 pipeline(s) configured: add one under 'pipelines:' in skippr.yml\n"));
   EXPECT_THAT(result.out, HasSubstr("[FAIL] 0 data source(s) configured"));
   EXPECT_THAT(result.out, HasSubstr("Some checks failed.\n"));
 }
 
 TEST(CliDoctor, BrokenConfigStopsWithThePlace) {
   TempDir dir;
-  dir.Write("skippr.yml", "data_sources:\n  s:\n    Sample: {}\npipelines:\n  p:\n    data_source: "
-                          "data_sources.s\n    sync_every: 5\n");
+  dir.Write("skippr.yml",
+            "data_sources:\n  s:\n    Sample: {}\npipelines:\n  p:\n    data_source: "
+            "data_sources.s\n    sync_every: 5\n");
   ProcessResult text = Skipprd(dir, {"doctor"});
   EXPECT_EQ(text.exit_code, 1);
   EXPECT_EQ(text.out, "");
@@ -159,9 +168,10 @@ TEST(CliDoctor, UnsetVariableFailsTheConfig) {
   dir.Write("skippr.yml", "data_sources:\n  f:\n    File: {path: \"${INPUT_DIR}\"}\n");
   ProcessResult result = Skipprd(dir, {"doctor"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.err,
-              HasSubstr("[skippr] config failed: skippr.yml:3:18: skippr.yml references ${INPUT_DIR} "
-                        "at data_sources.f.File.path, but that environment variable is not set"));
+  EXPECT_THAT(
+      result.err,
+      HasSubstr("[skippr] config failed: skippr.yml:3:18: skippr.yml references ${INPUT_DIR} "
+                "at data_sources.f.File.path, but that environment variable is not set"));
   // .env beside the file fills it.
   dir.Write(".env", "INPUT_DIR=/srv/input\n");
   ProcessResult with_dotenv = Skipprd(dir, {"doctor"});
@@ -181,7 +191,8 @@ pipelines:
 )");
   ProcessResult result = Skipprd(dir, {"doctor"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'one' (Sample source 's' → SkipprLake sink 'a')"));
+  EXPECT_THAT(result.out,
+              HasSubstr("[ok]   pipeline 'one' (Sample source 's' → SkipprLake sink 'a')"));
   EXPECT_THAT(result.out,
               HasSubstr("[FAIL] skippr.yml:5:3: data_sinks.b: uses warehouse 'file:///srv/wh' and "
                         "table_namespace 'default' like data_sinks.a"));
@@ -189,10 +200,12 @@ pipelines:
 
 TEST(CliDoctor, UnwritableDataDirFailsWithAFix) {
   TempDir dir;
-  dir.Write("skippr.yml", "data_sources:\n  s: {Sample: {}}\npipelines:\n  p: {data_source: data_sources.s}\n");
+  dir.Write("skippr.yml",
+            "data_sources:\n  s: {Sample: {}}\npipelines:\n  p: {data_source: data_sources.s}\n");
   const std::string blocker = dir.Write("not-a-directory", "a file where DATA_DIR should be");
   // Runs as root in CI, so permissions cannot make a directory unwritable; a file in the way can.
-  ProcessResult result = Skipprd(dir, {"doctor", "--output", "json"}, {{"DATA_DIR", blocker + "/data"}});
+  ProcessResult result =
+      Skipprd(dir, {"doctor", "--output", "json"}, {{"DATA_DIR", blocker + "/data"}});
   EXPECT_EQ(result.exit_code, 1);
   const nlohmann::json document = nlohmann::json::parse(result.out);
   bool found = false;
@@ -201,8 +214,8 @@ TEST(CliDoctor, UnwritableDataDirFailsWithAFix) {
     found = true;
     EXPECT_EQ(check["ok"], false);
     EXPECT_EQ(check["severity"], "error");
-    EXPECT_EQ(check["suggested_fix_command"], "mkdir -p '" + blocker + "/data' && chmod u+rwx '" +
-                                                  blocker + "/data'");
+    EXPECT_EQ(check["suggested_fix_command"],
+              "mkdir -p '" + blocker + "/data' && chmod u+rwx '" + blocker + "/data'");
   }
   EXPECT_TRUE(found) << result.out;
 }
@@ -259,7 +272,8 @@ TEST(CliLogging, DotenvDataDirMovesTheLog) {
   options.unset_env = {"DATA_DIR", "SKIPPR_CONFIG_FILE"};
   ProcessResult result = RunProcess(SKIPPRD_BINARY, {"doctor"}, options);
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/from-dotenv/logs/skipprd." + Today() + ".log"));
+  EXPECT_TRUE(
+      std::filesystem::exists(dir.path() + "/from-dotenv/logs/skipprd." + Today() + ".log"));
   EXPECT_THAT(result.out, HasSubstr("DATA_DIR " + dir.path() + "/from-dotenv is writable"));
 }
 

@@ -67,7 +67,8 @@ ProcessResult RunProcess(const std::string& program, const std::vector<std::stri
   while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
   ProcessResult result;
-  result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  result.exit_code =
+      WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
   result.out = ReadAll(out_path);
   result.err = ReadAll(err_path);
   return result;

@@ -15,9 +15,9 @@ struct ProcessResult {
 };
 
 struct ProcessOptions {
-  std::string working_dir;                        // empty: the test's own
-  std::map<std::string, std::string> set_env;     // added to (or replacing in) the test's environment
-  std::vector<std::string> unset_env;             // removed from it
+  std::string working_dir;                     // empty: the test's own
+  std::map<std::string, std::string> set_env;  // added to (or replacing in) the test's environment
+  std::vector<std::string> unset_env;          // removed from it
 };
 
 ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,

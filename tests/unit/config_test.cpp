@@ -1,11 +1,11 @@
 // skippr.yml loader: every rule, with the message and the position it reports.
+#include "config/config.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include "config/config.hpp"
 
 namespace skippr::config {
 namespace {
@@ -14,7 +14,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // Raw strings start with a newline so that the YAML's first line is line 1 of the literal below it.
-std::string Yaml(const char* text) { return text[0] == '\n' ? std::string(text + 1) : std::string(text); }
+std::string Yaml(const char* text) {
+  return text[0] == '\n' ? std::string(text + 1) : std::string(text);
+}
 
 Result<Config> Parse(const std::string& yaml, std::map<std::string, std::string> env = {}) {
   MapEnvironment environment(std::move(env));
@@ -165,11 +167,13 @@ pipelines:
   EXPECT_THAT(message, HasSubstr("skippr.yml:6:23: data_sources.sample.Sample.colour: unknown key "
                                  "'colour'; allowed here: version, rows, seed, batch_size_rows"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:11:7: pipelines.rides.transform.colour: unknown key"));
+  EXPECT_THAT(
+      message,
+      HasSubstr("skippr.yml:15:11: pipelines.rides.transform.aggregates[0].colour: unknown key "
+                "'colour'; allowed here: id, key_fields, measures"));
   EXPECT_THAT(message,
-              HasSubstr("skippr.yml:15:11: pipelines.rides.transform.aggregates[0].colour: unknown key "
-                        "'colour'; allowed here: id, key_fields, measures"));
-  EXPECT_THAT(message, HasSubstr("skippr.yml:17:29: pipelines.rides.transform.aggregates[0].measures."
-                                 "n.colour: unknown key 'colour'; allowed here: sum, count"));
+              HasSubstr("skippr.yml:17:29: pipelines.rides.transform.aggregates[0].measures."
+                        "n.colour: unknown key 'colour'; allowed here: sum, count"));
 }
 
 TEST(ConfigStructure, DuplicateKeyIsRefused) {
@@ -196,7 +200,8 @@ data_sources:
     Nope: {}
 )"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:1:1: bogus: unknown key"));
-  EXPECT_THAT(message, HasSubstr("skippr.yml:4:5: data_sources.s.Nope: unknown data source kind 'Nope'"));
+  EXPECT_THAT(message,
+              HasSubstr("skippr.yml:4:5: data_sources.s.Nope: unknown data source kind 'Nope'"));
 }
 
 TEST(ConfigStructure, SectionOfTheWrongShapeIsRefused) {
@@ -215,9 +220,10 @@ TEST(ConfigConnectors, UnknownKindListsTheKnownOnes) {
 }
 
 TEST(ConfigConnectors, EntryHoldsExactlyOneBlock) {
-  EXPECT_EQ(ErrorOf("data_sources:\n  s:\n    Sample: {}\n    File: {path: x}\n"),
-            "skippr.yml:4:5: data_sources.s.File: 's' has two connector blocks (Sample and File); an "
-            "entry holds exactly one");
+  EXPECT_EQ(
+      ErrorOf("data_sources:\n  s:\n    Sample: {}\n    File: {path: x}\n"),
+      "skippr.yml:4:5: data_sources.s.File: 's' has two connector blocks (Sample and File); an "
+      "entry holds exactly one");
   EXPECT_EQ(ErrorOf("data_sources:\n  s:\n"),
             "skippr.yml:2:3: data_sources.s: needs one connector block, for example 'File: {...}'; "
             "data source kinds: File, Postgres, S3, Sample");
@@ -231,9 +237,10 @@ TEST(ConfigConnectors, RequiredSettingIsNamed) {
 TEST(ConfigConnectors, SettingTypesAndChoicesAreChecked) {
   EXPECT_EQ(ErrorOf("data_sources:\n  s:\n    Sample: {rows: many}\n"),
             "skippr.yml:3:20: data_sources.s.Sample.rows: expected a whole number, found 'many'");
-  EXPECT_EQ(ErrorOf("data_sources:\n  s:\n    File: {path: x, format: xml}\n"),
-            "skippr.yml:3:29: data_sources.s.File.format: 'xml' is not allowed; choose one of: json, "
-            "csv, parquet");
+  EXPECT_EQ(
+      ErrorOf("data_sources:\n  s:\n    File: {path: x, format: xml}\n"),
+      "skippr.yml:3:29: data_sources.s.File.format: 'xml' is not allowed; choose one of: json, "
+      "csv, parquet");
   EXPECT_EQ(ErrorOf("data_sources:\n  pg:\n    Postgres: {database: d, port: 70000}\n"),
             "skippr.yml:3:35: data_sources.pg.Postgres.port: 70000 is out of range; allowed: 1 to "
             "65535");
@@ -242,9 +249,10 @@ TEST(ConfigConnectors, SettingTypesAndChoicesAreChecked) {
 TEST(ConfigConnectors, VersionPinIsRecordedAndChecked) {
   Config config = ParseOk("data_sources:\n  s:\n    Sample: {version: 1.2.3}\n");
   EXPECT_EQ(config.data_sources.at("s").connector.version, "1.2.3");
-  EXPECT_EQ(ErrorOf("data_sources:\n  s:\n    Sample: {version: latest}\n"),
-            "skippr.yml:3:23: data_sources.s.Sample.version: 'latest' is not a version; write x.y.z, "
-            "for example 1.2.3");
+  EXPECT_EQ(
+      ErrorOf("data_sources:\n  s:\n    Sample: {version: latest}\n"),
+      "skippr.yml:3:23: data_sources.s.Sample.version: 'latest' is not a version; write x.y.z, "
+      "for example 1.2.3");
 }
 
 TEST(ConfigConnectors, SecretsRefusePlaintext) {
@@ -255,10 +263,11 @@ data_sources:
       database: shop
       password: hunter2
 )"));
-  EXPECT_EQ(message,
-            "skippr.yml:5:17: data_sources.pg.Postgres.password: is a secret and refuses plaintext; "
-            "write it as a ${NAME} reference (for example '${PG_PASSWORD}') and set that variable in "
-            "the environment or in .env beside skippr.yml");
+  EXPECT_EQ(
+      message,
+      "skippr.yml:5:17: data_sources.pg.Postgres.password: is a secret and refuses plaintext; "
+      "write it as a ${NAME} reference (for example '${PG_PASSWORD}') and set that variable in "
+      "the environment or in .env beside skippr.yml");
   EXPECT_THAT(ErrorOf(Yaml(R"(
 data_sources:
   pg:
@@ -323,7 +332,8 @@ TEST(ConfigEnvironment, OnlyWholeValuesAreReferences) {
 }
 
 TEST(ConfigEnvironment, ReferencesFillNumbersToo) {
-  Config config = ParseOk("data_sources:\n  s:\n    Sample: {rows: \"${ROWS}\"}\n", {{"ROWS", "77"}});
+  Config config =
+      ParseOk("data_sources:\n  s:\n    Sample: {rows: \"${ROWS}\"}\n", {{"ROWS", "77"}});
   EXPECT_EQ(config.data_sources.at("s").connector.GetInteger("rows"), 77);
 }
 
@@ -359,7 +369,8 @@ data_sources:
 };
 
 TEST_F(ConfigDotenvFiles, ShellWinsOverDotenvWhichFillsUnsetAndEmpty) {
-  Write(".env", "PATH_A=from-dotenv-a\nPATH_B=from-dotenv-b\nexport PATH_C='from dotenv c' # note\n");
+  Write(".env",
+        "PATH_A=from-dotenv-a\nPATH_B=from-dotenv-b\nexport PATH_C='from dotenv c' # note\n");
   Result<Config> config = Load({{"PATH_A", "from-shell-a"}, {"PATH_B", ""}});
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->data_sources.at("a").connector.GetString("path"), "from-shell-a");
@@ -402,7 +413,8 @@ TEST_F(ConfigDotenvFiles, BrokenDotenvLineIsNamed) {
 
 TEST(ConfigDotenv, ParsesQuotesEscapesExportsAndComments) {
   Result<std::map<std::string, std::string>> values = ParseDotenv(
-      "# comment\n\nA=plain\nexport B = spaced \nC=\"two\\nlines\"\nD='single # kept'\nE=x # cut\nF=\n",
+      "# comment\n\nA=plain\nexport B = spaced \nC=\"two\\nlines\"\nD='single # kept'\nE=x # "
+      "cut\nF=\n",
       ".env");
   ASSERT_TRUE(values.ok()) << values.status().message();
   EXPECT_EQ(*values, (std::map<std::string, std::string>{{"A", "plain"},
@@ -426,24 +438,28 @@ pipelines:
   rides:
     data_source: data_sources.pg
 )"));
-  EXPECT_EQ(message,
-            "skippr.yml:6:18: pipelines.rides.data_source: references 'data_sources.pg', but 'pg' is "
-            "not defined (defined: sample)");
+  EXPECT_EQ(
+      message,
+      "skippr.yml:6:18: pipelines.rides.data_source: references 'data_sources.pg', but 'pg' is "
+      "not defined (defined: sample)");
 }
 
 TEST(ConfigReferences, SinkReferenceMustResolve) {
-  const std::string message = ErrorOf(std::string(Yaml(kMinimal)) + "    data_sink: data_sinks.lake\n");
-  EXPECT_EQ(message,
-            "skippr.yml:7:16: pipelines.rides.data_sink: references 'data_sinks.lake', but 'lake' is "
-            "not defined (no data_sinks are defined)");
+  const std::string message =
+      ErrorOf(std::string(Yaml(kMinimal)) + "    data_sink: data_sinks.lake\n");
+  EXPECT_EQ(
+      message,
+      "skippr.yml:7:16: pipelines.rides.data_sink: references 'data_sinks.lake', but 'lake' is "
+      "not defined (no data_sinks are defined)");
 }
 
 TEST(ConfigReferences, ReferenceIntoTheWrongSectionIsRefused) {
   const std::string message =
       ErrorOf(std::string(Yaml(kMinimal)) + "    deadletter_sink: data_sinks.lake\n");
-  EXPECT_EQ(message,
-            "skippr.yml:7:22: pipelines.rides.deadletter_sink: 'data_sinks.lake' is not a reference "
-            "into deadletter_sinks; write deadletter_sinks.<name>");
+  EXPECT_EQ(
+      message,
+      "skippr.yml:7:22: pipelines.rides.deadletter_sink: 'data_sinks.lake' is not a reference "
+      "into deadletter_sinks; write deadletter_sinks.<name>");
 }
 
 TEST(ConfigReferences, DataSourceIsRequired) {
@@ -510,12 +526,14 @@ TEST(ConfigPipeline, SettingsAreTyped) {
   EXPECT_EQ(rides.buffer_threshold_bytes, 1048576);
   EXPECT_EQ(rides.buffer_threshold_seconds, 5);
   EXPECT_TRUE(rides.chaos_mode);
-  EXPECT_EQ(ErrorOf(std::string(Yaml(kMinimal)) + "    sync_frequency_seconds: 0\n"),
-            "skippr.yml:7:29: pipelines.rides.sync_frequency_seconds: 0 is out of range; allowed: 1 "
-            "to 9223372036854775807");
-  EXPECT_EQ(ErrorOf(std::string(Yaml(kMinimal)) + "    chaos_mode: sometimes\n"),
-            "skippr.yml:7:17: pipelines.rides.chaos_mode: expected true or false (also yes/no, 1/0), "
-            "found 'sometimes'");
+  EXPECT_EQ(
+      ErrorOf(std::string(Yaml(kMinimal)) + "    sync_frequency_seconds: 0\n"),
+      "skippr.yml:7:29: pipelines.rides.sync_frequency_seconds: 0 is out of range; allowed: 1 "
+      "to 9223372036854775807");
+  EXPECT_EQ(
+      ErrorOf(std::string(Yaml(kMinimal)) + "    chaos_mode: sometimes\n"),
+      "skippr.yml:7:17: pipelines.rides.chaos_mode: expected true or false (also yes/no, 1/0), "
+      "found 'sometimes'");
 }
 
 TEST(ConfigPipeline, FlagGrammarMatchesThePublicProduct) {
@@ -539,11 +557,13 @@ TEST(ConfigEngine, SkipprBlockWithEnvironmentFallbacks) {
   EXPECT_EQ(config.skippr.workspace, "analytics");
   EXPECT_EQ(config.skippr.tenant, "acme");  // the file wins over TENANT
   EXPECT_EQ(config.skippr.store_type, "lmdb");
-  EXPECT_THAT(ErrorOf("skippr:\n  store: {type: dynamodb}\n"),
-              HasSubstr("skippr.yml:2:17: skippr.store.type: store type 'dynamodb' is not available "
-                        "in this build"));
-  EXPECT_THAT(ErrorOf("", {{"SKIPPR_STORE_TYPE", "cloud-tables"}}),
-              HasSubstr("skippr.yml: SKIPPR_STORE_TYPE: store type 'cloud-tables' is not available"));
+  EXPECT_THAT(
+      ErrorOf("skippr:\n  store: {type: dynamodb}\n"),
+      HasSubstr("skippr.yml:2:17: skippr.store.type: store type 'dynamodb' is not available "
+                "in this build"));
+  EXPECT_THAT(
+      ErrorOf("", {{"SKIPPR_STORE_TYPE", "cloud-tables"}}),
+      HasSubstr("skippr.yml: SKIPPR_STORE_TYPE: store type 'cloud-tables' is not available"));
 }
 
 // ----- transform ------------------------------------------------------------------------------
@@ -568,7 +588,8 @@ TEST(ConfigTransform, OpsOfEveryKindAreRead) {
   const TransformConfig& transform = config.pipelines.at("rides").transform;
   ASSERT_EQ(transform.ops.size(), 8u);
   EXPECT_EQ(transform.ops[0].kind, TransformOpKind::kRename);
-  EXPECT_EQ(transform.ops[0].pairs[0], (std::pair<std::string, std::string>{"start_time", "started_at"}));
+  EXPECT_EQ(transform.ops[0].pairs[0],
+            (std::pair<std::string, std::string>{"start_time", "started_at"}));
   EXPECT_EQ(transform.ops[1].fields, (std::vector<std::string>{"internal_id", "debug"}));
   EXPECT_EQ(transform.ops[2].kind, TransformOpKind::kSelect);
   ASSERT_EQ(transform.ops[3].casts.size(), 2u);
@@ -604,32 +625,36 @@ TEST(ConfigTransform, OpMistakesAreNamed) {
 TEST(ConfigTransform, TypeIsCopyOrDefault) {
   EXPECT_EQ(ParseOk(WithTransform("      type: copy\n")).pipelines.at("rides").transform.type,
             TransformType::kCopy);
-  EXPECT_EQ(ErrorOf(WithTransform("      type: magic\n")),
-            "skippr.yml:8:13: pipelines.rides.transform.type: 'magic' is not allowed; choose one of: "
-            "default, copy");
+  EXPECT_EQ(
+      ErrorOf(WithTransform("      type: magic\n")),
+      "skippr.yml:8:13: pipelines.rides.transform.type: 'magic' is not allowed; choose one of: "
+      "default, copy");
 }
 
 TEST(ConfigTransform, CopyCannotSetAggregatesOrOps) {
-  EXPECT_EQ(ErrorOf(WithTransform(R"(      type: copy
+  EXPECT_EQ(
+      ErrorOf(WithTransform(R"(      type: copy
       aggregates:
         - id: totals
           key_fields: [k]
           measures: {n: {count: "*"}}
 )")),
-            "skippr.yml:9:7: pipelines.rides.transform.aggregates: type: copy cannot set aggregates");
+      "skippr.yml:9:7: pipelines.rides.transform.aggregates: type: copy cannot set aggregates");
   EXPECT_EQ(ErrorOf(WithTransform("      type: copy\n      ops:\n        - drop: [a]\n")),
             "skippr.yml:9:7: pipelines.rides.transform.ops: type: copy cannot set ops");
 }
 
 TEST(ConfigTransform, EnvironmentFallbacksAndTheFileWins) {
-  Config from_env = ParseOk(Yaml(kMinimal), {{"TRANSFORM_NAMESPACE_FIELDS", "a,b"},
-                                            {"TRANSFORM_FLATTEN_EVENTS", "yes"}});
+  Config from_env = ParseOk(
+      Yaml(kMinimal), {{"TRANSFORM_NAMESPACE_FIELDS", "a,b"}, {"TRANSFORM_FLATTEN_EVENTS", "yes"}});
   EXPECT_EQ(from_env.pipelines.at("rides").transform.namespace_fields,
             (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(from_env.pipelines.at("rides").transform.flatten_events);
-  Config from_file = ParseOk(WithTransform("      namespace_fields: [c]\n      flatten_events: false\n"),
-                             {{"TRANSFORM_NAMESPACE_FIELDS", "a,b"}, {"TRANSFORM_FLATTEN_EVENTS", "yes"}});
-  EXPECT_EQ(from_file.pipelines.at("rides").transform.namespace_fields, std::vector<std::string>{"c"});
+  Config from_file =
+      ParseOk(WithTransform("      namespace_fields: [c]\n      flatten_events: false\n"),
+              {{"TRANSFORM_NAMESPACE_FIELDS", "a,b"}, {"TRANSFORM_FLATTEN_EVENTS", "yes"}});
+  EXPECT_EQ(from_file.pipelines.at("rides").transform.namespace_fields,
+            std::vector<std::string>{"c"});
   EXPECT_FALSE(from_file.pipelines.at("rides").transform.flatten_events);
 }
 
@@ -640,64 +665,76 @@ std::string WithAggregates(const std::string& aggregates_yaml) {
 }
 
 TEST(ConfigAggregates, NeedsAnId) {
-  EXPECT_EQ(ErrorOf(WithAggregates("        - key_fields: [k]\n          measures: {n: {count: \"*\"}}\n")),
+  EXPECT_EQ(ErrorOf(WithAggregates(
+                "        - key_fields: [k]\n          measures: {n: {count: \"*\"}}\n")),
             "skippr.yml:9:11: pipelines.rides.transform.aggregates[0]: needs an id: a stable name "
             "such as customer_invoice_totals");
-  EXPECT_EQ(ErrorOf(WithAggregates(
-                "        - id: 9lives\n          key_fields: [k]\n          measures: {n: {count: \"*\"}}\n")),
+  EXPECT_EQ(ErrorOf(WithAggregates("        - id: 9lives\n          key_fields: [k]\n          "
+                                   "measures: {n: {count: \"*\"}}\n")),
             "skippr.yml:9:15: pipelines.rides.transform.aggregates[0].id: id '9lives' must be "
             "letters, digits and '_', not starting with a digit (it names stored state and must "
             "stay stable)");
 }
 
 TEST(ConfigAggregates, NeedsNonEmptyKeyFields) {
-  EXPECT_EQ(ErrorOf(WithAggregates(
-                "        - id: a\n          key_fields: []\n          measures: {n: {count: \"*\"}}\n")),
-            "skippr.yml:10:11: pipelines.rides.transform.aggregates[0].key_fields: needs at least "
-            "one field to group by, for example [customer_id]");
-  EXPECT_EQ(ErrorOf(WithAggregates("        - id: a\n          measures: {n: {count: \"*\"}}\n")),
-            "skippr.yml:9:11: pipelines.rides.transform.aggregates[0].key_fields: needs key_fields: "
-            "at least one field to group by, for example [customer_id]");
-  EXPECT_THAT(ErrorOf(WithAggregates(
-                  "        - id: a\n          key_fields: [k, k]\n          measures: {n: {count: \"*\"}}\n")),
-              HasSubstr("skippr.yml:10:11: pipelines.rides.transform.aggregates[0].key_fields: names "
-                        "'k' twice; each key field once"));
+  EXPECT_EQ(
+      ErrorOf(WithAggregates(
+          "        - id: a\n          key_fields: []\n          measures: {n: {count: \"*\"}}\n")),
+      "skippr.yml:10:11: pipelines.rides.transform.aggregates[0].key_fields: needs at least "
+      "one field to group by, for example [customer_id]");
+  EXPECT_EQ(
+      ErrorOf(WithAggregates("        - id: a\n          measures: {n: {count: \"*\"}}\n")),
+      "skippr.yml:9:11: pipelines.rides.transform.aggregates[0].key_fields: needs key_fields: "
+      "at least one field to group by, for example [customer_id]");
+  EXPECT_THAT(
+      ErrorOf(WithAggregates("        - id: a\n          key_fields: [k, k]\n          measures: "
+                             "{n: {count: \"*\"}}\n")),
+      HasSubstr("skippr.yml:10:11: pipelines.rides.transform.aggregates[0].key_fields: names "
+                "'k' twice; each key field once"));
 }
 
 TEST(ConfigAggregates, NeedsAtLeastOneMeasure) {
-  EXPECT_EQ(ErrorOf(WithAggregates("        - id: a\n          key_fields: [k]\n          measures: {}\n")),
-            "skippr.yml:11:11: pipelines.rides.transform.aggregates[0].measures: needs at least one "
-            "measure, for example invoice_total: {sum: amount}");
+  EXPECT_EQ(
+      ErrorOf(
+          WithAggregates("        - id: a\n          key_fields: [k]\n          measures: {}\n")),
+      "skippr.yml:11:11: pipelines.rides.transform.aggregates[0].measures: needs at least one "
+      "measure, for example invoice_total: {sum: amount}");
   EXPECT_EQ(ErrorOf(WithAggregates("        - id: a\n          key_fields: [k]\n")),
             "skippr.yml:9:11: pipelines.rides.transform.aggregates[0].measures: needs at least one "
             "measure, for example invoice_total: {sum: amount}");
 }
 
 TEST(ConfigAggregates, EachMeasureIsExactlyOneOfSumOrCount) {
-  const std::string both = ErrorOf(WithAggregates(
-      "        - id: a\n          key_fields: [k]\n          measures:\n            m: {sum: x, count: x}\n"));
-  EXPECT_EQ(both,
-            "skippr.yml:12:13: pipelines.rides.transform.aggregates[0].measures.m: sets both sum and "
-            "count; a measure is exactly one of sum: <field> or count: \"*\" | <field>");
-  const std::string neither = ErrorOf(
-      WithAggregates("        - id: a\n          key_fields: [k]\n          measures:\n            m: {}\n"));
-  EXPECT_EQ(neither,
-            "skippr.yml:12:13: pipelines.rides.transform.aggregates[0].measures.m: needs exactly one "
-            "of sum: <field> or count: \"*\" | <field>");
-  const std::string sum_star = ErrorOf(WithAggregates(
-      "        - id: a\n          key_fields: [k]\n          measures:\n            m: {sum: \"*\"}\n"));
+  const std::string both =
+      ErrorOf(WithAggregates("        - id: a\n          key_fields: [k]\n          measures:\n    "
+                             "        m: {sum: x, count: x}\n"));
+  EXPECT_EQ(
+      both,
+      "skippr.yml:12:13: pipelines.rides.transform.aggregates[0].measures.m: sets both sum and "
+      "count; a measure is exactly one of sum: <field> or count: \"*\" | <field>");
+  const std::string neither = ErrorOf(WithAggregates(
+      "        - id: a\n          key_fields: [k]\n          measures:\n            m: {}\n"));
+  EXPECT_EQ(
+      neither,
+      "skippr.yml:12:13: pipelines.rides.transform.aggregates[0].measures.m: needs exactly one "
+      "of sum: <field> or count: \"*\" | <field>");
+  const std::string sum_star =
+      ErrorOf(WithAggregates("        - id: a\n          key_fields: [k]\n          measures:\n    "
+                             "        m: {sum: \"*\"}\n"));
   EXPECT_EQ(sum_star,
             "skippr.yml:12:22: pipelines.rides.transform.aggregates[0].measures.m.sum: sum needs a "
             "field name; '*' only counts rows (count: \"*\")");
-  EXPECT_THAT(ErrorOf(WithAggregates(
-                  "        - id: a\n          key_fields: [k]\n          measures:\n            k: {count: x}\n")),
+  EXPECT_THAT(ErrorOf(WithAggregates("        - id: a\n          key_fields: [k]\n          "
+                                     "measures:\n            k: {count: x}\n")),
               HasSubstr("measures.k: measure name 'k' is also a key field"));
 }
 
 TEST(ConfigAggregates, CountOfAFieldCountsNonNullValues) {
-  Config config = ParseOk(WithAggregates(
-      "        - id: a\n          key_fields: [k]\n          measures:\n            with_email: {count: email}\n"));
-  const AggregateMeasure& measure = config.pipelines.at("rides").transform.aggregates[0].measures[0];
+  Config config =
+      ParseOk(WithAggregates("        - id: a\n          key_fields: [k]\n          measures:\n    "
+                             "        with_email: {count: email}\n"));
+  const AggregateMeasure& measure =
+      config.pipelines.at("rides").transform.aggregates[0].measures[0];
   EXPECT_EQ(measure.kind, MeasureKind::kCount);
   EXPECT_EQ(measure.field, "email");
 }
@@ -710,16 +747,18 @@ TEST(ConfigAggregates, IdsAreUnique) {
           key_fields: [b]
           measures: {n: {count: "*"}}
 )"));
-  EXPECT_EQ(message,
-            "skippr.yml:12:11: pipelines.rides.transform.aggregates[1].id: aggregate id 'totals' is "
-            "already used by pipelines.rides.transform.aggregates[0]; ids must be unique");
+  EXPECT_EQ(
+      message,
+      "skippr.yml:12:11: pipelines.rides.transform.aggregates[1].id: aggregate id 'totals' is "
+      "already used by pipelines.rides.transform.aggregates[0]; ids must be unique");
 }
 
 // ----- the canonical aggregate hash -----------------------------------------------------------
 
 std::string HashOf(const std::string& aggregates_yaml) {
   Config config = ParseOk(WithAggregates(aggregates_yaml));
-  if (config.pipelines.empty() || config.pipelines.at("rides").transform.aggregates.empty()) return "";
+  if (config.pipelines.empty() || config.pipelines.at("rides").transform.aggregates.empty())
+    return "";
   return config.pipelines.at("rides").transform.aggregates[0].ConfigHash();
 }
 
@@ -748,9 +787,10 @@ TEST(ConfigAggregateHash, SameForReorderedAndReformattedYaml) {
 }
 
 TEST(ConfigAggregateHash, DifferentWhenIdKeysOrAnyMeasureChanges) {
-  const auto hash = [](const std::string& id, const std::string& keys, const std::string& measures) {
-    return HashOf("        - id: " + id + "\n          key_fields: " + keys + "\n          measures: " +
-                  measures + "\n");
+  const auto hash = [](const std::string& id, const std::string& keys,
+                       const std::string& measures) {
+    return HashOf("        - id: " + id + "\n          key_fields: " + keys +
+                  "\n          measures: " + measures + "\n");
   };
   const std::string base = hash("t", "[customer_id]", "{total: {sum: amount}, n: {count: \"*\"}}");
   EXPECT_NE(base, hash("t", "[customer_id]", "{total: {sum: net_amount}, n: {count: \"*\"}}"));
@@ -784,8 +824,9 @@ deadletter_sinks:
             "skippr.yml:4:3: data_sinks.b: uses warehouse 'file:///srv/wh' and table_namespace "
             "'sales' like data_sinks.a; two sinks on one namespace would overwrite each other's "
             "tables — give each its own table_namespace");
-  EXPECT_THAT(problems[1].message, HasSubstr("deadletter_sinks.d: uses warehouse 'file:///srv/wh' and "
-                                             "table_namespace 'other' like data_sinks.c"));
+  EXPECT_THAT(problems[1].message,
+              HasSubstr("deadletter_sinks.d: uses warehouse 'file:///srv/wh' and "
+                        "table_namespace 'other' like data_sinks.c"));
 }
 
 // ----- finding the file -----------------------------------------------------------------------
@@ -803,7 +844,8 @@ TEST(ConfigFind, SearchOrder) {
   EXPECT_EQ(FindConfigFile(std::nullopt, shell, dir.string()).path, (dir / "skippr.yml").string());
   touch("from-env.yml");
   shell.Set("SKIPPR_CONFIG_FILE", (dir / "from-env.yml").string());
-  EXPECT_EQ(FindConfigFile(std::nullopt, shell, dir.string()).path, (dir / "from-env.yml").string());
+  EXPECT_EQ(FindConfigFile(std::nullopt, shell, dir.string()).path,
+            (dir / "from-env.yml").string());
   touch("explicit.yml");
   EXPECT_EQ(FindConfigFile((dir / "explicit.yml").string(), shell, dir.string()).path,
             (dir / "explicit.yml").string());

@@ -1,7 +1,6 @@
 // core/: Status and Result, logical types, hashing, disk pressure, logging.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <spdlog/spdlog.h>
 
 #include <ctime>
@@ -71,7 +70,8 @@ TEST(LogicalTypes, PrintInTheirCompactForm) {
   const LogicalType station = LogicalType::Struct(
       {Field{3, "id", LogicalType::Int(), false}, Field{4, "name", LogicalType::String(), true}});
   EXPECT_EQ(station.ToString(), "struct<id: int, name: string>");
-  EXPECT_EQ(LogicalType::List(Field{5, "element", LogicalType::Double()}).ToString(), "list<double>");
+  EXPECT_EQ(LogicalType::List(Field{5, "element", LogicalType::Double()}).ToString(),
+            "list<double>");
   const LogicalType map = LogicalType::Map(Field{6, "key", LogicalType::String()},
                                            Field{7, "value", LogicalType::Long()});
   EXPECT_EQ(map.ToString(), "map<string, long>");
@@ -88,8 +88,9 @@ TEST(LogicalTypes, ParseNamesAndAliases) {
   EXPECT_EQ(*ParseLogicalType("varchar"), LogicalType::String());
   EXPECT_EQ(*ParseLogicalType("timestamptz"), LogicalType::TimestampTz());
   EXPECT_EQ(*ParseLogicalType("decimal(38,10)"), *LogicalType::Decimal(38, 10));
-  EXPECT_EQ(ParseLogicalType("decimal(39,1)").status().message(),
-            "decimal(39, 1) is not a valid decimal: precision must be 1..38 and scale 0..precision");
+  EXPECT_EQ(
+      ParseLogicalType("decimal(39,1)").status().message(),
+      "decimal(39, 1) is not a valid decimal: precision must be 1..38 and scale 0..precision");
   EXPECT_THAT(ParseLogicalType("money").status().message(),
               HasSubstr("unknown type 'money'; types are: boolean, int, long"));
 }
@@ -128,9 +129,9 @@ DiskUsage Usage(uint64_t total_gb, uint64_t used_gb) {
 
 TEST(DiskPressure, PausesBelowFiveGigabytesOrAtNinetyPercent) {
   EXPECT_FALSE(ShouldPauseForDisk(Usage(100, 50), false));
-  EXPECT_TRUE(ShouldPauseForDisk(Usage(100, 90), false));   // 90 % used
+  EXPECT_TRUE(ShouldPauseForDisk(Usage(100, 90), false));  // 90 % used
   EXPECT_FALSE(ShouldPauseForDisk(Usage(100, 89), false));
-  EXPECT_TRUE(ShouldPauseForDisk(Usage(20, 16), false));    // 4 GB free at 80 %
+  EXPECT_TRUE(ShouldPauseForDisk(Usage(20, 16), false));     // 4 GB free at 80 %
   EXPECT_TRUE(ShouldPauseForDisk(Usage(1000, 950), false));  // 50 GB free but 95 % used
 }
 
@@ -200,7 +201,8 @@ TEST(Logging, WritesTheDailyFile) {
 TEST(Logging, UnwritableDirectoryIsReportedNotFatal) {
   Status status = InitLogging(LogOptions{LogLevel::kError, "/proc/no-such-place/logs"});
   EXPECT_EQ(status.code(), StatusCode::kIOError);
-  EXPECT_THAT(status.message(), HasSubstr("cannot write the log file under '/proc/no-such-place/logs'"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("cannot write the log file under '/proc/no-such-place/logs'"));
   ShutdownLogging();
 }
 
