@@ -9,6 +9,7 @@ find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(GTest REQUIRED)
+find_package(simdjson REQUIRED)
 
 set(SKIPPR_DUCKDB_DIR "${PROJECT_SOURCE_DIR}/third_party/duckdb/node_modules")
 find_library(DUCKDB_LIBRARY duckdb PATHS "${SKIPPR_DUCKDB_DIR}/@duckdb/node-bindings-linux-x64"
@@ -24,3 +25,4 @@ set_target_properties(duckdb PROPERTIES IMPORTED_LOCATION "${DUCKDB_LIBRARY}"
 get_filename_component(DUCKDB_LIBRARY_DIR "${DUCKDB_LIBRARY}" DIRECTORY)
 # The binary finds libduckdb.so beside the build through its RPATH.
 set(CMAKE_BUILD_RPATH "${DUCKDB_LIBRARY_DIR}")
+find_package(ZLIB REQUIRED)

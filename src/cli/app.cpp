@@ -67,6 +67,9 @@ int RunCli(int argc, char** argv) {
 
   int exit_code = kExitSuccess;
   AddDoctorCommand(app, global, exit_code);
+  AddDiscoverCommand(app, global, exit_code);
+  AddSchemaCommand(app, global, exit_code);
+  AddMetadataCommand(app, global, exit_code);
 
   try {
     std::vector<std::string> args = NormaliseLogFlag(argc, argv);

@@ -9,5 +9,8 @@
 namespace skippr::cli {
 
 void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddDiscoverCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddSchemaCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddMetadataCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace skippr::cli

@@ -54,4 +54,28 @@ Result<config::Config> LoadConfigForCommand(const GlobalOptions& options) {
   return loaded;
 }
 
+Result<const config::PipelineConfig*> ResolvePipeline(const config::Config& config,
+                                                      const std::string& flag_value,
+                                                      bool env_fallback) {
+  std::string name = flag_value;
+  if (name.empty() && env_fallback) {
+    const char* from_env = std::getenv("PIPELINE_NAME");
+    if (from_env != nullptr) name = from_env;
+  }
+  if (name.empty()) return static_cast<const config::PipelineConfig*>(nullptr);
+  if (const config::PipelineConfig* pipeline = config.FindPipeline(name)) return pipeline;
+  std::vector<std::string> names;
+  for (const auto& [defined, pipeline] : config.pipelines) names.push_back(defined);
+  return Status::InvalidArgument(fmt::format(
+      "pipeline '{}' is not defined in {} ({})", name,
+      config.path.empty() ? std::string("the configuration (no skippr.yml found)") : config.path,
+      names.empty() ? std::string("no pipelines are defined")
+                    : fmt::format("defined: {}", fmt::join(names, ", "))));
+}
+
+void ReportConfigFailure(const Status& status) {
+  fmt::print(stderr, "[skippr] config failed: {}\n", status.message());
+  spdlog::error("config failed: {}", status.message());
+}
+
 }  // namespace skippr::cli

@@ -20,6 +20,15 @@ struct GlobalOptions {
 // way.
 Result<config::Config> LoadConfigForCommand(const GlobalOptions& options);
 
+// The pipeline a command names (--pipeline, else $PIPELINE_NAME when `env_fallback`), checked
+// against the configuration. nullptr with an OK status: none was named.
+Result<const config::PipelineConfig*> ResolvePipeline(const config::Config& config,
+                                                      const std::string& flag_value,
+                                                      bool env_fallback);
+
+// Prints "[skippr] config failed: ..." for a configuration that did not load.
+void ReportConfigFailure(const Status& status);
+
 // DATA_DIR from the environment, else ./data: where the process log goes (pipelines may override
 // their own data_dir in skippr.yml).
 std::string ProcessDataDir();

@@ -52,27 +52,33 @@ Result<LogicalType> LogicalType::Decimal(int precision, int scale) {
 
 LogicalType LogicalType::Struct(std::vector<Field> fields) {
   LogicalType type(TypeId::kStruct);
-  type.children_ = std::make_shared<const std::vector<Field>>(std::move(fields));
+  type.children_ = std::make_shared<std::vector<Field>>(std::move(fields));
   return type;
 }
 
 LogicalType LogicalType::List(Field element) {
   LogicalType type(TypeId::kList);
   type.children_ =
-      std::make_shared<const std::vector<Field>>(std::vector<Field>{std::move(element)});
+      std::make_shared<std::vector<Field>>(std::vector<Field>{std::move(element)});
   return type;
 }
 
 LogicalType LogicalType::Map(Field key, Field value) {
   LogicalType type(TypeId::kMap);
   key.nullable = false;  // Iceberg map keys are required
-  type.children_ = std::make_shared<const std::vector<Field>>(
+  type.children_ = std::make_shared<std::vector<Field>>(
       std::vector<Field>{std::move(key), std::move(value)});
   return type;
 }
 
 const std::vector<Field>& LogicalType::children() const {
   return children_ ? *children_ : EmptyFields();
+}
+
+std::vector<Field>& LogicalType::mutable_children() {
+  if (!children_) children_ = std::make_shared<std::vector<Field>>();
+  if (children_.use_count() > 1) children_ = std::make_shared<std::vector<Field>>(*children_);
+  return *children_;
 }
 
 std::string LogicalType::ToString() const {

@@ -60,6 +60,9 @@ class LogicalType {
   int decimal_scale() const { return scale_; }
   // Struct: its fields. List: {element}. Map: {key, value}. Primitives: empty.
   const std::vector<Field>& children() const;
+  // For evolving a nested type in place: copies the children first when another LogicalType shares
+  // them (copy on write), so types handed out earlier (to a Batch, say) never change under it.
+  std::vector<Field>& mutable_children();
 
   // The compact human form used in messages and `schema` output: "long", "decimal(10, 2)",
   // "struct<a: int, b: string>", "list<string>".
@@ -73,7 +76,7 @@ class LogicalType {
   TypeId id_;
   int precision_ = 0;
   int scale_ = 0;
-  std::shared_ptr<const std::vector<Field>> children_;
+  std::shared_ptr<std::vector<Field>> children_;
 };
 
 struct Field {

@@ -1,0 +1,317 @@
+#include "core/batch.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/check.hpp"
+
+namespace skippr {
+
+PhysicalKind PhysicalKindOf(TypeId type) {
+  switch (type) {
+    case TypeId::kBoolean: return PhysicalKind::kBool;
+    case TypeId::kInt:
+    case TypeId::kLong:
+    case TypeId::kDate:
+    case TypeId::kTime:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz: return PhysicalKind::kInt64;
+    case TypeId::kFloat:
+    case TypeId::kDouble: return PhysicalKind::kDouble;
+    case TypeId::kDecimal: return PhysicalKind::kDecimal128;
+    case TypeId::kString:
+    case TypeId::kBinary:
+    case TypeId::kUuid: return PhysicalKind::kBytes;
+    case TypeId::kStruct: return PhysicalKind::kStruct;
+    case TypeId::kList: return PhysicalKind::kList;
+    case TypeId::kMap: return PhysicalKind::kMap;
+  }
+  return PhysicalKind::kBytes;
+}
+
+size_t FixedWidthBytes(PhysicalKind kind) {
+  switch (kind) {
+    case PhysicalKind::kBool: return 1;
+    case PhysicalKind::kInt64:
+    case PhysicalKind::kDouble: return 8;
+    case PhysicalKind::kDecimal128: return 16;
+    default: return 0;
+  }
+}
+
+namespace {
+bool HasOffsets(PhysicalKind kind) {
+  return kind == PhysicalKind::kBytes || kind == PhysicalKind::kList || kind == PhysicalKind::kMap;
+}
+}  // namespace
+
+Column::Column(LogicalType column_type) : type(std::move(column_type)) {
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  if (HasOffsets(kind)) offsets.push_back(0);
+  for (const Field& child : type.children()) children.emplace_back(child.type);
+}
+
+int64_t Column::Int64At(int64_t row) const {
+  int64_t value;
+  std::memcpy(&value, fixed.data() + row * 8, 8);
+  return value;
+}
+
+double Column::DoubleAt(int64_t row) const {
+  double value;
+  std::memcpy(&value, fixed.data() + row * 8, 8);
+  return value;
+}
+
+std::string_view Column::BytesAt(int64_t row) const {
+  return std::string_view(bytes).substr(offsets[row], offsets[row + 1] - offsets[row]);
+}
+
+std::pair<uint64_t, int64_t> Column::Decimal128At(int64_t row) const {
+  uint64_t low;
+  int64_t high;
+  std::memcpy(&low, fixed.data() + row * 16, 8);
+  std::memcpy(&high, fixed.data() + row * 16 + 8, 8);
+  return {low, high};
+}
+
+namespace {
+void SetValidity(std::vector<uint8_t>& validity, int64_t row, bool valid) {
+  if ((row >> 3) >= static_cast<int64_t>(validity.size())) validity.push_back(0);
+  if (valid) validity[row >> 3] |= static_cast<uint8_t>(1u << (row & 7));
+}
+
+void AppendFixed(std::vector<uint8_t>& fixed, const void* bytes, size_t size) {
+  const auto* begin = static_cast<const uint8_t*>(bytes);
+  fixed.insert(fixed.end(), begin, begin + size);
+}
+}  // namespace
+
+void Column::AppendNull() {
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  SetValidity(validity, length, false);
+  fixed.resize(fixed.size() + FixedWidthBytes(kind), 0);
+  if (HasOffsets(kind)) offsets.push_back(offsets.back());
+  if (kind == PhysicalKind::kStruct) {
+    for (Column& child : children) child.AppendNull();
+  }
+  ++length;
+}
+
+void Column::Append(const Value& value) {
+  if (value.is_null()) {
+    AppendNull();
+    return;
+  }
+  SKIPPR_DCHECK(ValueFitsColumn(value, type));
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  SetValidity(validity, length, true);
+  switch (kind) {
+    case PhysicalKind::kBool: fixed.push_back(value.as_bool() ? 1 : 0); break;
+    case PhysicalKind::kInt64: {
+      const int64_t v = value.as_int();
+      AppendFixed(fixed, &v, 8);
+      break;
+    }
+    case PhysicalKind::kDouble: {
+      const double v = value.kind() == Value::Kind::kDouble ? value.as_double()
+                                                            : static_cast<double>(value.as_int());
+      AppendFixed(fixed, &v, 8);
+      break;
+    }
+    case PhysicalKind::kDecimal128: {
+      const int64_t low_signed = value.as_int();
+      const uint64_t low = static_cast<uint64_t>(low_signed);
+      const int64_t high = low_signed < 0 ? -1 : 0;
+      AppendFixed(fixed, &low, 8);
+      AppendFixed(fixed, &high, 8);
+      break;
+    }
+    case PhysicalKind::kBytes:
+      bytes += value.as_string();
+      offsets.push_back(static_cast<int64_t>(bytes.size()));
+      break;
+    case PhysicalKind::kStruct: {
+      const std::vector<Field>& fields = type.children();
+      for (size_t i = 0; i < fields.size(); ++i) {
+        const Value* child = value.Find(fields[i].name);
+        if (child == nullptr) {
+          children[i].AppendNull();
+        } else {
+          children[i].Append(*child);
+        }
+      }
+      break;
+    }
+    case PhysicalKind::kList:
+      for (const Value& item : value.as_list()) children[0].Append(item);
+      offsets.push_back(children[0].length);
+      break;
+    case PhysicalKind::kMap:
+      for (const auto& [key, item] : value.as_object()) {
+        children[0].Append(Value::String(key));
+        children[1].Append(item);
+      }
+      offsets.push_back(children[0].length);
+      break;
+  }
+  ++length;
+}
+
+void Column::PadNullsTo(int64_t rows) {
+  while (length < rows) AppendNull();
+}
+
+void Column::ConvertInt64ToDouble() {
+  for (int64_t row = 0; row < length; ++row) {
+    const double v = static_cast<double>(Int64At(row));
+    std::memcpy(fixed.data() + row * 8, &v, 8);
+  }
+}
+
+Value Column::ValueAt(int64_t row) const {
+  if (!IsValid(row)) return Value::Null();
+  switch (type.id()) {
+    case TypeId::kBoolean: return Value::Bool(BoolAt(row));
+    case TypeId::kInt:
+    case TypeId::kLong:
+    case TypeId::kTime: return Value::Int(Int64At(row));
+    case TypeId::kDate: return Value::Date(static_cast<int32_t>(Int64At(row)));
+    case TypeId::kTimestamp: return Value::Timestamp(Int64At(row));
+    case TypeId::kTimestampTz: return Value::TimestampTz(Int64At(row));
+    case TypeId::kFloat:
+    case TypeId::kDouble: return Value::Double(DoubleAt(row));
+    case TypeId::kDecimal:
+      return Value::Decimal(static_cast<int64_t>(Decimal128At(row).first),
+                            static_cast<uint8_t>(type.decimal_precision()),
+                            static_cast<uint8_t>(type.decimal_scale()));
+    case TypeId::kString: return Value::String(std::string(BytesAt(row)));
+    case TypeId::kBinary:
+    case TypeId::kUuid: return Value::Binary(std::string(BytesAt(row)));
+    case TypeId::kStruct: {
+      ValueObject object;
+      for (size_t i = 0; i < children.size(); ++i) {
+        object.emplace_back(type.children()[i].name, children[i].ValueAt(row));
+      }
+      return Value::Object(std::move(object));
+    }
+    case TypeId::kList: {
+      ValueList items;
+      for (int64_t i = offsets[row]; i < offsets[row + 1]; ++i) items.push_back(children[0].ValueAt(i));
+      return Value::List(std::move(items));
+    }
+    case TypeId::kMap: {
+      ValueObject object;
+      for (int64_t i = offsets[row]; i < offsets[row + 1]; ++i) {
+        object.emplace_back(std::string(children[0].BytesAt(i)), children[1].ValueAt(i));
+      }
+      return Value::Object(std::move(object));
+    }
+  }
+  return Value::Null();
+}
+
+bool Column::Validate(std::string* reason) const {
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  const auto fail = [&](std::string text) {
+    if (reason) *reason = fmt::format("{} column: {}", type.ToString(), text);
+    return false;
+  };
+  if (static_cast<int64_t>(validity.size()) != (length + 7) / 8) return fail("validity size");
+  if (fixed.size() != static_cast<size_t>(length) * FixedWidthBytes(kind)) return fail("fixed size");
+  if (HasOffsets(kind)) {
+    if (static_cast<int64_t>(offsets.size()) != length + 1 || offsets[0] != 0) return fail("offsets");
+    for (int64_t i = 0; i < length; ++i) {
+      if (offsets[i] > offsets[i + 1]) return fail("offsets decrease");
+    }
+    const int64_t end = offsets.back();
+    if (kind == PhysicalKind::kBytes && end != static_cast<int64_t>(bytes.size())) return fail("bytes");
+    if (kind != PhysicalKind::kBytes) {
+      for (const Column& child : children) {
+        if (child.length != end) return fail("child length");
+      }
+    }
+  }
+  if (kind == PhysicalKind::kStruct) {
+    for (const Column& child : children) {
+      if (child.length != length) return fail("struct child length");
+    }
+  }
+  for (const Column& child : children) {
+    if (!child.Validate(reason)) return false;
+  }
+  return true;
+}
+
+bool ValueFitsColumn(const Value& value, const LogicalType& type) {
+  using K = Value::Kind;
+  if (value.is_null()) return true;
+  switch (type.id()) {
+    case TypeId::kBoolean: return value.kind() == K::kBool;
+    case TypeId::kInt:
+      return value.kind() == K::kInt && value.as_int() >= INT32_MIN && value.as_int() <= INT32_MAX;
+    case TypeId::kLong:
+    case TypeId::kTime: return value.kind() == K::kInt;
+    case TypeId::kFloat:
+    case TypeId::kDouble: return value.kind() == K::kDouble || value.kind() == K::kInt;
+    case TypeId::kDecimal:
+      return value.kind() == K::kDecimal && value.decimal_scale() == type.decimal_scale();
+    case TypeId::kDate: return value.kind() == K::kDate;
+    case TypeId::kTimestamp: return value.kind() == K::kTimestamp;
+    case TypeId::kTimestampTz: return value.kind() == K::kTimestampTz;
+    case TypeId::kString: return value.kind() == K::kString;
+    case TypeId::kBinary:
+    case TypeId::kUuid: return value.kind() == K::kBinary;
+    case TypeId::kStruct: {
+      if (value.kind() != K::kObject) return false;
+      for (const Field& field : type.children()) {
+        const Value* child = value.Find(field.name);
+        if (child != nullptr && !ValueFitsColumn(*child, field.type)) return false;
+      }
+      return true;
+    }
+    case TypeId::kList: {
+      if (value.kind() != K::kList) return false;
+      for (const Value& item : value.as_list()) {
+        if (!ValueFitsColumn(item, type.children()[0].type)) return false;
+      }
+      return true;
+    }
+    case TypeId::kMap: {
+      if (value.kind() != K::kObject) return false;
+      for (const auto& [key, item] : value.as_object()) {
+        if (!ValueFitsColumn(item, type.children()[1].type)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+Value Batch::RowAt(int64_t row) const {
+  ValueObject object;
+  for (size_t i = 0; i < columns.size(); ++i) object.emplace_back(fields[i].name, columns[i].ValueAt(row));
+  return Value::Object(std::move(object));
+}
+
+bool Batch::Validate(std::string* reason) const {
+  if (fields.size() != columns.size()) {
+    if (reason) *reason = "fields and columns differ in number";
+    return false;
+  }
+  for (const Column& column : columns) {
+    if (column.length != num_rows) {
+      if (reason) *reason = fmt::format("a column has {} rows, the batch {}", column.length, num_rows);
+      return false;
+    }
+    if (!column.Validate(reason)) return false;
+  }
+  if (cdc && static_cast<int64_t>(cdc->mutations.size()) != num_rows) {
+    if (reason) *reason = "CDC sidecar length differs from the batch";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace skippr

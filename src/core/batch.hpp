@@ -1,0 +1,89 @@
+// The columnar Batch (DESIGN.md §5): one namespace, one schema version, per column a validity bitmap
+// and either fixed-width values, offsets + bytes, or children. Everything downstream (WAL, processor,
+// DuckDB table functions, Parquet) works on batches.
+//
+// Physical layout per logical type (promotions int→long and float→double are metadata-only):
+//   boolean                                   fixed: 1 byte per row (0/1)
+//   int, long, date, time, timestamp(tz)      fixed: int64 per row (date: days; time/timestamps: µs)
+//   float, double                             fixed: double per row
+//   decimal(p,s)                              fixed: 16-byte little-endian two's-complement unscaled
+//   string, binary, uuid                      offsets (num_rows + 1, int64) into bytes
+//   struct                                    children, one per field, each num_rows long
+//   list                                      offsets (num_rows + 1) into children[0] (the element)
+//   map                                       offsets (num_rows + 1) into children[0] (key), [1] (value)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "core/value.hpp"
+
+namespace skippr {
+
+enum class PhysicalKind : uint8_t { kBool, kInt64, kDouble, kDecimal128, kBytes, kStruct, kList, kMap };
+PhysicalKind PhysicalKindOf(TypeId type);
+// Bytes per row in `fixed` for fixed-width kinds, 0 otherwise.
+size_t FixedWidthBytes(PhysicalKind kind);
+
+struct Column {
+  LogicalType type = LogicalType::String();
+  int64_t length = 0;
+  std::vector<uint8_t> validity;  // bit i (LSB first) set = row i present
+  std::vector<uint8_t> fixed;
+  std::vector<int64_t> offsets;   // starts with 0 once the column has rows of an offsets kind
+  std::string bytes;
+  std::vector<Column> children;
+
+  explicit Column(LogicalType column_type);
+  bool IsValid(int64_t row) const { return (validity[row >> 3] >> (row & 7)) & 1; }
+  int64_t Int64At(int64_t row) const;
+  double DoubleAt(int64_t row) const;
+  bool BoolAt(int64_t row) const { return fixed[row] != 0; }
+  std::string_view BytesAt(int64_t row) const;
+  // Decimal: (low, high) 64-bit halves of the unscaled value.
+  std::pair<uint64_t, int64_t> Decimal128At(int64_t row) const;
+
+  // Appends. The Value must already be of the column's kind (see ValueFitsColumn); Null is allowed.
+  void AppendNull();
+  void Append(const Value& value);
+  // Brings a column added mid-batch up to `rows` with nulls.
+  void PadNullsTo(int64_t rows);
+  // Rewrites int64 values as doubles (a field created in this batch that widened int → double).
+  void ConvertInt64ToDouble();
+
+  // The row as a Value (for tests, messages and row-at-a-time consumers).
+  Value ValueAt(int64_t row) const;
+  // Checks lengths, offsets and children against each other; false and a reason when broken.
+  bool Validate(std::string* reason) const;
+};
+
+// True when `value` can be appended as-is to a column of `type` (the kinds match exactly).
+bool ValueFitsColumn(const Value& value, const LogicalType& type);
+
+enum class Mutation : uint8_t { kSnapshot = 0, kInsert = 1, kUpdate = 2, kDelete = 3 };
+
+// Per-row change-data-capture metadata, present on batches from CDC sources.
+struct CdcSidecar {
+  std::vector<Mutation> mutations;
+  std::vector<std::string> event_ids;     // equality identity of the source event
+  std::vector<std::string> order_tokens;  // bytes, lexicographically ordered within the source
+  std::vector<std::string> business_keys; // encoded entity key (empty: none)
+};
+
+struct Batch {
+  std::string namespace_name;
+  int32_t schema_id = 0;
+  std::vector<Field> fields;    // top-level fields, parallel to `columns`
+  std::vector<Column> columns;
+  int64_t num_rows = 0;
+  std::optional<CdcSidecar> cdc;
+
+  // Row `row` as an object Value keyed by field name.
+  Value RowAt(int64_t row) const;
+  bool Validate(std::string* reason) const;
+};
+
+}  // namespace skippr

@@ -1,0 +1,164 @@
+#include "pipeline/pipeline.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+namespace skippr::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string StoreDirectory(const std::string& state_dir) { return (fs::path(state_dir) / "store").string(); }
+}  // namespace
+
+Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline) {
+  PipelineState state;
+  state.directory_ = pipeline.StateDir();
+  std::error_code error;
+  fs::create_directories(state.directory_, error);
+  if (error) {
+    return Status::IOError(fmt::format("cannot create the pipeline directory '{}': {}; check DATA_DIR "
+                                       "(or pipelines.{}.data_dir)",
+                                       state.directory_, error.message(), pipeline.name));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
+                          store::WriterLease::Acquire(state.directory_, pipeline.name));
+  state.lease_.emplace(std::move(lease));
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  return state;
+}
+
+Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig& pipeline) {
+  PipelineState state;
+  state.directory_ = pipeline.StateDir();
+  std::error_code error;
+  if (!fs::exists(fs::path(StoreDirectory(state.directory_)) / "data.mdb", error)) {
+    return Status::NotFound(fmt::format(
+        "pipeline '{}' has no state in {} yet; run `skipprd discover --pipeline {}` first",
+        pipeline.name, state.directory_, pipeline.name));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  return state;
+}
+
+Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
+                                const std::function<void(const DiscoverProgress&)>& on_progress) {
+  SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
+  schema::PipelineSchema saved;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
+  }
+  const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
+  sources::ReadOptions options;
+  options.max_records_per_partition = kDiscoverSampleRecordsPerPartition;
+  SKIPPR_RETURN_IF_ERROR(source->Open({}, options));
+
+  schema::ShaperOptions shaper_options;
+  shaper_options.default_namespace = pipeline.name;
+  shaper_options.namespace_fields = pipeline.transform.namespace_fields;
+  shaper_options.flatten_events = pipeline.transform.flatten_events;
+  schema::Shaper shaper(std::move(saved), shaper_options);
+
+  DiscoverResult result;
+  DiscoverProgress progress;
+  while (true) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
+    if (!batch) break;
+    for (sources::SourceRecord& record : batch->records) {
+      if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch->context)) {
+        batch->deadletters.push_back(std::move(*deadletter));
+      }
+    }
+    for (schema::Deadletter& deadletter : batch->deadletters) {
+      if (result.deadletter_count++ < kDeadlettersDescribed) {
+        spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
+        result.deadletters.push_back(std::move(deadletter));
+      }
+    }
+    result.records += batch->records.size();
+    result.bytes += batch->bytes_read;
+    progress = {result.records, result.deadletter_count, result.bytes};
+    if (on_progress) on_progress(progress);
+  }
+  if (result.deadletter_count > kDeadlettersDescribed) {
+    spdlog::warn("{} more deadletters not described one by one", result.deadletter_count - kDeadlettersDescribed);
+  }
+
+  result.changes = shaper.Seal();
+  result.schema = shaper.schema();
+  if (!result.changes.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+    for (const schema::NamespaceChange& change : result.changes) {
+      SKIPPR_RETURN_IF_ERROR(
+          schema::SaveNamespace(write, result.schema.namespaces.at(change.namespace_name)));
+      spdlog::info("discover {}: namespace {} {} (schema {}): {}", pipeline.name,
+                   change.namespace_name, change.is_new_namespace ? "discovered" : "evolved",
+                   result.schema.namespaces.at(change.namespace_name).schema_id,
+                   fmt::join(change.changes, "; "));
+    }
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+  }
+  return result;
+}
+
+Result<schema::NamespaceSchema> ApplyNamespaceFields(const config::PipelineConfig& pipeline,
+                                                     const std::string& namespace_name,
+                                                     std::vector<Field> fields) {
+  SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
+  SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+  SKIPPR_ASSIGN_OR_RETURN(schema::PipelineSchema saved, schema::LoadSchema(write));
+  schema::NamespaceSchema ns;
+  ns.name = namespace_name;
+  if (auto it = saved.namespaces.find(namespace_name); it != saved.namespaces.end()) ns = it->second;
+  // Ids by name: a field that keeps its name keeps its id (and its nested ids when its type is
+  // unchanged); everything else gets fresh ids, never reusing one.
+  std::function<void(Field&, const Field*)> assign = [&](Field& field, const Field* previous) {
+    field.id = previous != nullptr ? previous->id : ++ns.last_field_id;
+    if (!field.type.is_nested()) return;
+    if (previous != nullptr && previous->type == field.type) {
+      field.type = previous->type;
+      return;
+    }
+    for (Field& child : field.type.mutable_children()) assign(child, nullptr);
+  };
+  std::vector<std::string> changes;
+  for (Field& field : fields) {
+    const Field* previous = ns.FindField(field.name);
+    assign(field, previous);
+    if (previous == nullptr) {
+      changes.push_back(fmt::format("added {} ({})", field.name, field.type.ToString()));
+    } else if (previous->type != field.type || previous->nullable != field.nullable) {
+      changes.push_back(fmt::format("changed {} to {}", field.name, field.type.ToString()));
+    }
+  }
+  for (const Field& previous : ns.fields) {
+    const bool kept = std::any_of(fields.begin(), fields.end(),
+                                  [&](const Field& field) { return field.name == previous.name; });
+    if (!kept) changes.push_back(fmt::format("removed {}", previous.name));
+  }
+  changes.insert(changes.begin(), "fields replaced by metadata apply");
+  ns.fields = std::move(fields);
+  ns.schema_id += 1;
+  ns.history.push_back({ns.schema_id, changes});
+  SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, ns));
+  SKIPPR_RETURN_IF_ERROR(write.Commit());
+  return ns;
+}
+
+Result<schema::PipelineSchema> ReadSchema(const config::PipelineConfig& pipeline) {
+  Result<PipelineState> state = PipelineState::OpenForReading(pipeline);
+  if (!state.ok()) {
+    if (state.status().code() == StatusCode::kNotFound) return schema::PipelineSchema{};
+    return state.status();
+  }
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state->store().BeginRead());
+  return schema::LoadSchema(read);
+}
+
+}  // namespace skippr::pipeline

@@ -1,0 +1,93 @@
+// The schema family of the Skippr Store: key ("namespace", <name>) → the namespace's JSON document
+// (docs/formats/store.md, "schema family").
+#include <fmt/format.h>
+
+#include "schema/schema.hpp"
+
+namespace skippr::schema {
+
+namespace {
+constexpr int kNamespaceFormatVersion = 1;
+
+std::string NamespaceKey(const std::string& namespace_name) {
+  return store::KeyBuilder().Text("namespace").Text(namespace_name).key();
+}
+
+Result<NamespaceSchema> ParseNamespace(std::string_view key, std::string_view value) {
+  NamespaceSchema ns;
+  try {
+    const nlohmann::json json = nlohmann::json::parse(value);
+    const int version = json.at("format_version").get<int>();
+    if (version != kNamespaceFormatVersion) {
+      return Status::NotSupported(fmt::format(
+          "stored schema document has format version {}, this skipprd reads version {}; use the "
+          "skipprd that wrote it or a newer one",
+          version, kNamespaceFormatVersion));
+    }
+    ns.name = json.at("name").get<std::string>();
+    ns.schema_id = json.at("schema_id").get<int32_t>();
+    ns.last_field_id = json.at("last_field_id").get<int32_t>();
+    SKIPPR_ASSIGN_OR_RETURN(ns.fields, FieldsFromIcebergJson(json.at("schema")));
+    for (const auto& entry : json.at("history")) {
+      ns.history.push_back({entry.at("schema_id").get<int32_t>(),
+                            entry.at("changes").get<std::vector<std::string>>()});
+    }
+  } catch (const nlohmann::json::exception& error) {
+    return Status::Corruption(fmt::format("schema entry for a namespace is unreadable ({}); the "
+                                          "store is damaged: run `skipprd discover` into a new "
+                                          "DATA_DIR",
+                                          error.what()));
+  }
+  if (NamespaceKey(ns.name) != key) {
+    return Status::Corruption(fmt::format("schema entry for '{}' is stored under another key", ns.name));
+  }
+  return ns;
+}
+
+template <typename Transaction>
+Result<PipelineSchema> LoadFrom(const Transaction& transaction) {
+  PipelineSchema schema;
+  Status failure;
+  const std::string prefix = store::KeyBuilder().Text("namespace").key();
+  SKIPPR_RETURN_IF_ERROR(transaction.Scan(
+      store::Family::kSchema, prefix, [&](std::string_view key, std::string_view value) {
+        Result<NamespaceSchema> ns = ParseNamespace(key, value);
+        if (!ns.ok()) {
+          failure = ns.status();
+          return false;
+        }
+        schema.namespaces.emplace(ns->name, std::move(ns).value());
+        return true;
+      }));
+  SKIPPR_RETURN_IF_ERROR(failure);
+  return schema;
+}
+}  // namespace
+
+Result<PipelineSchema> LoadSchema(const store::ReadTransaction& transaction) {
+  return LoadFrom(transaction);
+}
+
+Result<PipelineSchema> LoadSchema(const store::WriteTransaction& transaction) {
+  return LoadFrom(transaction);
+}
+
+Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns) {
+  nlohmann::json history = nlohmann::json::array();
+  for (const SchemaVersion& version : ns.history) {
+    history.push_back({{"schema_id", version.schema_id}, {"changes", version.changes}});
+  }
+  const nlohmann::json json = {{"format_version", kNamespaceFormatVersion},
+                               {"name", ns.name},
+                               {"schema_id", ns.schema_id},
+                               {"last_field_id", ns.last_field_id},
+                               {"schema", FieldsToIcebergJson(ns.fields, ns.schema_id)},
+                               {"history", std::move(history)}};
+  return transaction.Put(store::Family::kSchema, NamespaceKey(ns.name), json.dump());
+}
+
+Status DeleteNamespace(store::WriteTransaction& transaction, const std::string& namespace_name) {
+  return transaction.Delete(store::Family::kSchema, NamespaceKey(namespace_name));
+}
+
+}  // namespace skippr::schema

@@ -1,0 +1,663 @@
+// Inference and evolution: see schema.hpp and docs/schema.md for the rules this implements.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <cmath>
+#include <unordered_map>
+
+#include "config/config.hpp"
+#include "core/check.hpp"
+#include "schema/schema.hpp"
+#include "schema/text_values.hpp"
+
+namespace skippr::schema {
+
+using internal::EpochIntegerToMicros;
+
+namespace {
+
+constexpr int kMaxNestingDepth = 64;
+constexpr size_t kMaxDeadletterPayloadBytes = 1024;
+
+// ----- checks that make a record untypable --------------------------------------------------
+
+enum class ListShape { kEmpty, kScalars, kObjects, kLists };
+
+ListShape ShapeOfList(const ValueList& items, bool* mixed) {
+  ListShape shape = ListShape::kEmpty;
+  for (const Value& item : items) {
+    if (item.is_null()) continue;
+    const ListShape item_shape = item.kind() == Value::Kind::kObject ? ListShape::kObjects
+                                 : item.kind() == Value::Kind::kList ? ListShape::kLists
+                                                                     : ListShape::kScalars;
+    if (shape != ListShape::kEmpty && shape != item_shape) *mixed = true;
+    shape = item_shape;
+  }
+  return shape;
+}
+
+std::optional<std::string> Untypable(const Value& value, int depth, const std::string& path) {
+  if (depth > kMaxNestingDepth) {
+    return fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth, path);
+  }
+  if (value.kind() == Value::Kind::kObject) {
+    std::vector<std::string_view> names;
+    for (const auto& [name, child] : value.as_object()) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    for (size_t i = 1; i < names.size(); ++i) {
+      if (names[i] == names[i - 1]) {
+        return fmt::format("field '{}' appears twice in one object{}", names[i],
+                           path.empty() ? "" : " at '" + path + "'");
+      }
+    }
+    for (const auto& [name, child] : value.as_object()) {
+      if (auto reason = Untypable(child, depth + 1, path.empty() ? name : path + "." + name)) {
+        return reason;
+      }
+    }
+  } else if (value.kind() == Value::Kind::kList) {
+    bool mixed = false;
+    ShapeOfList(value.as_list(), &mixed);
+    if (mixed) {
+      return fmt::format("list '{}' mixes objects, lists and single values; a column holds one kind",
+                         path);
+    }
+    for (const Value& item : value.as_list()) {
+      if (auto reason = Untypable(item, depth + 1, path + "[]")) return reason;
+    }
+  }
+  return std::nullopt;
+}
+
+// `{"a": {"b": 1}}` → `{"a.b": 1}`; lists stay as they are.
+void FlattenInto(ValueObject& out, const std::string& prefix, ValueObject&& object) {
+  for (auto& [name, value] : object) {
+    std::string flat_name = prefix.empty() ? name : prefix + "." + name;
+    if (value.kind() == Value::Kind::kObject) {
+      FlattenInto(out, flat_name, std::move(value.mutable_object()));
+    } else {
+      out.emplace_back(std::move(flat_name), std::move(value));
+    }
+  }
+}
+
+std::string NamespaceValueText(const Value& value) {
+  if (value.kind() == Value::Kind::kString) return value.as_string();
+  return value.ToJson();
+}
+
+// ----- types of values ----------------------------------------------------------------------
+
+std::optional<std::string> TextOf(const Value& value) {
+  using K = Value::Kind;
+  switch (value.kind()) {
+    case K::kString: return value.as_string();
+    case K::kBool: return value.as_bool() ? "true" : "false";
+    case K::kInt: return std::to_string(value.as_int());
+    case K::kDouble: return fmt::format("{}", value.as_double());
+    case K::kDecimal: return value.ToJson();
+    case K::kDate: return internal::FormatDate(static_cast<int32_t>(value.as_int()));
+    case K::kTimestamp: return internal::FormatTimestamp(value.as_int(), false);
+    case K::kTimestampTz: return internal::FormatTimestamp(value.as_int(), true);
+    default: return std::nullopt;
+  }
+}
+
+// The value converted to exactly the kind a column of `type` holds, if it fits; see the table in
+// docs/schema.md. Never lossy: a value that would lose information does not fit.
+std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) {
+  using K = Value::Kind;
+  const K kind = value.kind();
+  if (kind == K::kNull) return Value::Null();
+  if (kind == K::kObject || kind == K::kList) return std::nullopt;
+  const std::string* text = kind == K::kString ? &value.as_string() : nullptr;
+  switch (type.id()) {
+    case TypeId::kBoolean:
+      if (kind == K::kBool) return value;
+      if (text && (*text == "true" || *text == "false")) return Value::Bool(*text == "true");
+      return std::nullopt;
+    case TypeId::kInt:
+    case TypeId::kLong: {
+      std::optional<int64_t> integer;
+      if (kind == K::kInt) integer = value.as_int();
+      if (text) integer = internal::ParseInteger(*text);
+      if (!integer) return std::nullopt;
+      if (type.id() == TypeId::kInt && (*integer < INT32_MIN || *integer > INT32_MAX)) return std::nullopt;
+      return Value::Int(*integer);
+    }
+    case TypeId::kFloat:
+    case TypeId::kDouble:
+      if (kind == K::kDouble) return value;
+      if (kind == K::kInt) return Value::Double(static_cast<double>(value.as_int()));
+      if (kind == K::kDecimal) {
+        return Value::Double(static_cast<double>(value.as_int()) / std::pow(10.0, value.decimal_scale()));
+      }
+      if (text) {
+        if (auto real = internal::ParseReal(*text)) return Value::Double(*real);
+      }
+      return std::nullopt;
+    case TypeId::kDecimal: {
+      const int scale = type.decimal_scale();
+      std::optional<int64_t> unscaled;
+      if (kind == K::kDecimal && value.decimal_scale() == scale) {
+        unscaled = value.as_int();
+      } else if (kind == K::kDecimal || kind == K::kInt || kind == K::kDouble || kind == K::kString) {
+        unscaled = internal::ParseDecimal(kind == K::kDecimal ? value.ToJson() : *TextOf(value), scale);
+      }
+      if (!unscaled) return std::nullopt;
+      return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
+                            static_cast<uint8_t>(scale));
+    }
+    case TypeId::kDate:
+      if (kind == K::kDate) return value;
+      if (text) {
+        if (auto days = internal::ParseDate(*text)) return Value::Date(*days);
+      }
+      return std::nullopt;
+    case TypeId::kTime:
+      if (kind == K::kInt) return value;
+      if (text) {
+        if (auto micros = internal::ParseTime(*text)) return Value::Int(*micros);
+      }
+      return std::nullopt;
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz: {
+      std::optional<int64_t> micros;
+      if (kind == K::kTimestamp || kind == K::kTimestampTz) micros = value.as_int();
+      if (kind == K::kDate) micros = value.as_int() * 86'400'000'000LL;
+      if (kind == K::kInt) micros = EpochIntegerToMicros(value.as_int());
+      if (text) {
+        if (auto parsed = internal::ParseTimestamp(*text)) {
+          micros = parsed->micros;
+        } else if (auto days = internal::ParseDate(*text)) {
+          micros = *days * 86'400'000'000LL;
+        }
+      }
+      if (!micros) return std::nullopt;
+      return type.id() == TypeId::kTimestamp ? Value::Timestamp(*micros) : Value::TimestampTz(*micros);
+    }
+    case TypeId::kString:
+      if (kind == K::kString) return value;
+      if (kind == K::kBinary) return std::nullopt;
+      if (auto as_text = TextOf(value)) return Value::String(*as_text);
+      return std::nullopt;
+    case TypeId::kBinary:
+    case TypeId::kUuid:
+      if (kind == K::kBinary) return value;
+      if (text && type.id() == TypeId::kBinary) return Value::Binary(*text);
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// The type a field gets when it is first seen with this (non-null) scalar value.
+LogicalType ScalarTypeOf(const Value& value, bool infer_epoch_timestamps) {
+  using K = Value::Kind;
+  switch (value.kind()) {
+    case K::kBool: return LogicalType::Boolean();
+    case K::kInt:
+      if (infer_epoch_timestamps && EpochIntegerToMicros(value.as_int())) return LogicalType::Timestamp();
+      return value.as_int() >= INT32_MIN && value.as_int() <= INT32_MAX ? LogicalType::Int()
+                                                                        : LogicalType::Long();
+    case K::kDouble: return LogicalType::Double();
+    case K::kString: {
+      const std::string& text = value.as_string();
+      if (internal::ParseDate(text)) return LogicalType::Date();
+      if (auto parsed = internal::ParseTimestamp(text)) {
+        return parsed->has_zone ? LogicalType::TimestampTz() : LogicalType::Timestamp();
+      }
+      return LogicalType::String();
+    }
+    case K::kBinary: return LogicalType::Binary();
+    case K::kDate: return LogicalType::Date();
+    case K::kTimestamp: return LogicalType::Timestamp();
+    case K::kTimestampTz: return LogicalType::TimestampTz();
+    case K::kDecimal: return LogicalType::Decimal(38, value.decimal_scale()).value();
+    default: return LogicalType::String();
+  }
+}
+
+// Two scalar types seen in one list: the narrowest type holding both.
+LogicalType MergeScalarTypes(const LogicalType& a, const LogicalType& b) {
+  if (a == b) return a;
+  const auto is_integer = [](TypeId id) { return id == TypeId::kInt || id == TypeId::kLong; };
+  if (is_integer(a.id()) && is_integer(b.id())) return LogicalType::Long();
+  const auto is_number = [&](TypeId id) { return is_integer(id) || id == TypeId::kDouble; };
+  if (is_number(a.id()) && is_number(b.id())) return LogicalType::Double();
+  if ((a.id() == TypeId::kDate || a.id() == TypeId::kTimestamp) &&
+      (b.id() == TypeId::kDate || b.id() == TypeId::kTimestamp)) {
+    return LogicalType::Timestamp();
+  }
+  return LogicalType::String();
+}
+
+// The suffix naming a sibling field for values of this shape: price_string, tags_list, ...
+std::string SiblingSuffix(const Value& value, bool infer_epoch_timestamps) {
+  switch (value.kind()) {
+    case Value::Kind::kObject: return "struct";
+    case Value::Kind::kList: return "list";
+    default: {
+      std::string name = ScalarTypeOf(value, infer_epoch_timestamps).ToString();
+      const size_t paren = name.find('(');
+      return paren == std::string::npos ? name : name.substr(0, paren);
+    }
+  }
+}
+
+}  // namespace
+
+// ----- Shaper ---------------------------------------------------------------------------------
+
+struct Shaper::NamespaceState {
+  NamespaceSchema* schema = nullptr;
+  bool is_new = false;
+  std::set<int32_t> mutable_field_ids;  // created since the last Seal(): their type may still widen
+  std::vector<std::string> changes;
+  // Seen, but only ever as null (false) or as an empty list (true).
+  std::map<std::vector<std::string>, bool> null_only_paths;
+  std::vector<Value> rows;
+  const RecordContext* context = nullptr;  // of the record being absorbed
+
+  int32_t NextFieldId() { return ++schema->last_field_id; }
+
+  void AbsorbObject(std::vector<Field>& fields, ValueObject& object, std::vector<std::string>& path);
+  bool Place(Field& field, Value& value, std::vector<std::string>& path);
+  bool PlaceScalar(Field& field, Value& value, const std::string& where);
+  bool PlaceList(Field& field, Value& value, std::vector<std::string>& path);
+  Field NewField(const std::string& name, const Value& value, bool top_level);
+  void CreateNullOnlyFields();
+};
+
+namespace {
+// "struct" rather than "struct<>": a new struct's fields are listed as they are added.
+std::string ShapeName(const LogicalType& type) {
+  if (type.id() == TypeId::kStruct) return "struct";
+  if (type.id() == TypeId::kList) return "list<" + ShapeName(type.children()[0].type) + ">";
+  return type.ToString();
+}
+
+std::string JoinPath(const std::vector<std::string>& path, const std::string& name) {
+  std::string text;
+  for (const std::string& part : path) text += part + ".";
+  return text + name;
+}
+
+Field* FindIn(std::vector<Field>& fields, const std::string& name) {
+  for (Field& field : fields) {
+    if (field.name == name) return &field;
+  }
+  return nullptr;
+}
+}  // namespace
+
+Field Shaper::NamespaceState::NewField(const std::string& name, const Value& value, bool top_level) {
+  Field field;
+  field.id = NextFieldId();
+  field.name = name;
+  mutable_field_ids.insert(field.id);
+  if (top_level && context->declared_types != nullptr) {
+    auto declared = context->declared_types->find(name);
+    if (declared != context->declared_types->end()) {
+      // Declared nested types arrive with their own child ids from the source; renumber them here.
+      std::function<LogicalType(const LogicalType&)> renumber = [&](const LogicalType& type) {
+        if (!type.is_nested()) return type;
+        std::vector<Field> children = type.children();
+        for (Field& child : children) {
+          child.id = NextFieldId();
+          child.type = renumber(child.type);
+        }
+        if (type.id() == TypeId::kStruct) return LogicalType::Struct(std::move(children));
+        if (type.id() == TypeId::kList) return LogicalType::List(std::move(children[0]));
+        return LogicalType::Map(std::move(children[0]), std::move(children[1]));
+      };
+      field.type = renumber(declared->second);
+      return field;
+    }
+  }
+  if (value.kind() == Value::Kind::kObject) {
+    field.type = LogicalType::Struct({});  // its fields are added as the value is placed
+  } else if (value.kind() == Value::Kind::kList) {
+    bool mixed = false;
+    const ListShape shape = ShapeOfList(value.as_list(), &mixed);
+    Field element{NextFieldId(), "element", LogicalType::String(), true};
+    mutable_field_ids.insert(element.id);
+    if (shape == ListShape::kObjects) {
+      element.type = LogicalType::Struct({});
+    } else if (shape == ListShape::kLists) {
+      // A list of lists: the inner element type comes from the first non-empty inner list.
+      for (const Value& inner : value.as_list()) {
+        if (inner.kind() == Value::Kind::kList && !inner.as_list().empty()) {
+          element = NewField("element", inner, false);
+          break;
+        }
+      }
+      if (element.type.id() != TypeId::kList) {
+        element.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+      }
+    } else {
+      std::optional<LogicalType> merged;
+      for (const Value& item : value.as_list()) {
+        if (item.is_null()) continue;
+        LogicalType item_type = ScalarTypeOf(item, context->infer_epoch_timestamps);
+        merged = merged ? MergeScalarTypes(*merged, item_type) : item_type;
+      }
+      element.type = merged.value_or(LogicalType::String());
+    }
+    field.type = LogicalType::List(std::move(element));
+  } else {
+    field.type = ScalarTypeOf(value, context->infer_epoch_timestamps);
+  }
+  return field;
+}
+
+bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value, const std::string& where) {
+  using K = Value::Kind;
+  const TypeId id = field.type.id();
+  const bool is_mutable = mutable_field_ids.count(field.id) != 0;
+  // Iceberg promotes int → long at any time; a field created in this unit of work may also widen
+  // to double, since nothing has been committed with its old type.
+  const bool is_integer_value = value.kind() == K::kInt ||
+                                (value.kind() == K::kString && internal::ParseInteger(value.as_string()));
+  if (id == TypeId::kInt && is_integer_value) {
+    const int64_t integer = value.kind() == K::kInt ? value.as_int()
+                                                    : *internal::ParseInteger(value.as_string());
+    if (integer < INT32_MIN || integer > INT32_MAX) {
+      field.type = LogicalType::Long();
+      changes.push_back(fmt::format("promoted {} int → long", where));
+    }
+  }
+  if ((id == TypeId::kInt || id == TypeId::kLong) && is_mutable && !is_integer_value &&
+      (value.kind() == K::kDouble ||
+       (value.kind() == K::kString && internal::ParseReal(value.as_string())))) {
+    field.type = LogicalType::Double();
+  }
+  std::optional<Value> converted = ConvertScalar(value, field.type);
+  if (!converted) return false;
+  value = std::move(*converted);
+  return true;
+}
+
+bool Shaper::NamespaceState::PlaceList(Field& field, Value& value, std::vector<std::string>& path) {
+  if (value.kind() != Value::Kind::kList) return false;
+  Field& element = field.type.mutable_children()[0];
+  ValueList& items = value.mutable_list();
+  path.push_back(field.name);
+  const std::string where = JoinPath(path, "element");
+  bool fits = true;
+  if (element.type.id() == TypeId::kStruct || element.type.id() == TypeId::kList) {
+    // Objects always fit a struct element (their fields evolve it); inner lists must fit in turn.
+    for (Value& item : items) {
+      if (!item.is_null() && !Place(element, item, path)) fits = false;
+    }
+  } else {
+    // Scalars: convert a copy, so that a list that does not fit is left untouched for its sibling.
+    ValueList converted = items;
+    for (Value& item : converted) {
+      if (!item.is_null() && !PlaceScalar(element, item, where)) {
+        fits = false;
+        break;
+      }
+    }
+    if (fits) items = std::move(converted);
+  }
+  path.pop_back();
+  return fits;
+}
+
+bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::string>& path) {
+  switch (field.type.id()) {
+    case TypeId::kStruct: {
+      if (value.kind() != Value::Kind::kObject) return false;
+      path.push_back(field.name);
+      AbsorbObject(field.type.mutable_children(), value.mutable_object(), path);
+      path.pop_back();
+      return true;
+    }
+    case TypeId::kList: return PlaceList(field, value, path);
+    case TypeId::kMap: {
+      if (value.kind() != Value::Kind::kObject) return false;
+      Field& value_field = field.type.mutable_children()[1];
+      ValueObject converted = value.as_object();
+      for (auto& [key, item] : converted) {
+        if (!item.is_null() && !Place(value_field, item, path)) return false;
+      }
+      value.mutable_object() = std::move(converted);
+      return true;
+    }
+    default: return PlaceScalar(field, value, JoinPath(path, field.name));
+  }
+}
+
+void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObject& object,
+                                          std::vector<std::string>& path) {
+  ValueObject conformed;
+  conformed.reserve(object.size());
+  for (auto& [name, value] : object) {
+    const bool is_empty_list = value.kind() == Value::Kind::kList && value.as_list().empty();
+    Field* field = FindIn(fields, name);
+    if (field == nullptr && (value.is_null() || is_empty_list)) {
+      std::vector<std::string> full_path = path;
+      full_path.push_back(name);
+      null_only_paths[std::move(full_path)] |= is_empty_list;
+      continue;  // a field seen only as null is created at Seal(), as a string
+    }
+    if (value.is_null()) continue;  // absent and null read the same in a column
+    if (field == nullptr) {
+      fields.push_back(NewField(name, value, path.empty()));
+      field = &fields.back();
+      changes.push_back(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
+    }
+    if (Place(*field, value, path)) {
+      conformed.emplace_back(std::move(name), std::move(value));
+      continue;
+    }
+    // A value of another type goes to the sibling `<field>_<type>`; the field itself is untouched.
+    std::string sibling_name = name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
+    Field* sibling = FindIn(fields, sibling_name);
+    if (sibling == nullptr) {
+      fields.push_back(NewField(sibling_name, value, false));
+      sibling = &fields.back();
+      changes.push_back(fmt::format("added {} ({}) for values of {} that are not {}",
+                                    JoinPath(path, sibling_name), ShapeName(sibling->type),
+                                    JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
+    }
+    if (!Place(*sibling, value, path)) {
+      // Even the sibling's type is taken by another shape (a list of other elements, say): keep the
+      // value losslessly as JSON text in `<field>_json`.
+      sibling_name = name + "_json";
+      Value text = Value::String(value.ToJson());
+      sibling = FindIn(fields, sibling_name);
+      if (sibling == nullptr) {
+        fields.push_back(NewField(sibling_name, text, false));
+        sibling = &fields.back();
+        sibling->type = LogicalType::String();
+        changes.push_back(fmt::format("added {} (string) for values of {} as JSON text",
+                                      JoinPath(path, sibling_name), JoinPath(path, name)));
+      }
+      SKIPPR_CHECK(Place(*sibling, text, path));
+      value = std::move(text);
+    }
+    conformed.emplace_back(std::move(sibling_name), std::move(value));
+  }
+  object = std::move(conformed);
+}
+
+void Shaper::NamespaceState::CreateNullOnlyFields() {
+  for (const auto& [full_path, is_list] : null_only_paths) {
+    std::vector<Field>* fields = &schema->fields;
+    bool reachable = true;
+    for (size_t i = 0; i + 1 < full_path.size(); ++i) {
+      Field* parent = FindIn(*fields, full_path[i]);
+      if (parent == nullptr || parent->type.id() != TypeId::kStruct) {
+        reachable = false;
+        break;
+      }
+      fields = &parent->type.mutable_children();
+    }
+    if (!reachable || FindIn(*fields, full_path.back()) != nullptr) continue;
+    Field field{NextFieldId(), full_path.back(), LogicalType::String(), true};
+    if (is_list) field.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+    std::vector<std::string> parents(full_path.begin(), full_path.end() - 1);
+    changes.push_back(fmt::format("added {} ({}; only {} seen so far)", JoinPath(parents, field.name),
+                                  field.type.ToString(), is_list ? "empty lists" : "nulls"));
+    fields->push_back(std::move(field));
+  }
+  null_only_paths.clear();
+}
+
+Shaper::Shaper(PipelineSchema schema, ShaperOptions options)
+    : schema_(std::move(schema)), options_(std::move(options)) {}
+
+Shaper::~Shaper() = default;
+
+Shaper::NamespaceState& Shaper::StateFor(const std::string& namespace_name) {
+  auto it = states_.find(namespace_name);
+  if (it != states_.end()) return *it->second;
+  auto state = std::make_unique<NamespaceState>();
+  auto [ns, inserted] = schema_.namespaces.try_emplace(namespace_name);
+  if (inserted) ns->second.name = namespace_name;
+  state->schema = &ns->second;
+  state->is_new = ns->second.schema_id == 0;
+  NamespaceState& result = *state;
+  states_.emplace(namespace_name, state.get());
+  owned_states_.push_back(std::move(state));
+  return result;
+}
+
+std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origin,
+                                         const RecordContext& context) {
+  const auto deadletter = [&](std::string reason) {
+    std::string payload = record.ToJson();
+    if (payload.size() > kMaxDeadletterPayloadBytes) payload.resize(kMaxDeadletterPayloadBytes);
+    return Deadletter{origin, std::move(reason), std::move(payload)};
+  };
+  if (record.kind() != Value::Kind::kObject) {
+    return deadletter(fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
+  }
+  if (auto reason = Untypable(record, 0, "")) return deadletter(*reason);
+  if (options_.flatten_events) {
+    ValueObject flat;
+    FlattenInto(flat, "", std::move(record.mutable_object()));
+    record = Value::Object(std::move(flat));
+    if (auto reason = Untypable(record, 0, "")) return deadletter(*reason + " after flattening");
+  }
+
+  std::string namespace_name = context.source_namespace.empty() ? options_.default_namespace
+                                                                 : context.source_namespace;
+  if (!options_.namespace_fields.empty()) {
+    std::string joined;
+    for (const std::string& name : options_.namespace_fields) {
+      const Value* value = record.Find(name);
+      if (value == nullptr || value->is_null()) {
+        return deadletter(fmt::format("namespace field '{}' is missing or null; with "
+                                      "transform.namespace_fields every record needs it",
+                                      name));
+      }
+      joined += (joined.empty() ? "" : "_") + NamespaceValueText(*value);
+    }
+    namespace_name = joined;
+  }
+  namespace_name = config::CleanName(namespace_name);
+
+  NamespaceState& state = StateFor(namespace_name);
+  state.context = &context;
+  std::vector<std::string> path;
+  state.AbsorbObject(state.schema->fields, record.mutable_object(), path);
+  state.context = nullptr;
+  if (options_.keep_rows) state.rows.push_back(std::move(record));
+  ++records_absorbed_;
+  return std::nullopt;
+}
+
+std::vector<NamespaceChange> Shaper::Seal() {
+  std::vector<NamespaceChange> sealed;
+  for (auto& [name, state] : states_) {
+    state->CreateNullOnlyFields();
+    state->mutable_field_ids.clear();
+    if (state->changes.empty() && !state->is_new) continue;
+    NamespaceSchema& ns = *state->schema;
+    ns.schema_id += 1;
+    ns.history.push_back({ns.schema_id, state->changes});
+    sealed.push_back({name, state->is_new, std::move(state->changes)});
+    state->changes.clear();
+    state->is_new = false;
+  }
+  return sealed;
+}
+
+std::vector<Batch> Shaper::TakeBatches() {
+  std::vector<Batch> batches;
+  for (auto& [name, state] : states_) {
+    if (state->rows.empty()) continue;
+    Batch batch;
+    batch.namespace_name = name;
+    batch.schema_id = state->schema->schema_id;
+    batch.fields = state->schema->fields;
+    std::unordered_map<std::string_view, size_t> index_by_name;
+    for (size_t i = 0; i < batch.fields.size(); ++i) {
+      batch.columns.emplace_back(batch.fields[i].type);
+      index_by_name.emplace(batch.fields[i].name, i);
+    }
+    int64_t row_number = 0;
+    for (const Value& row : state->rows) {
+      for (const auto& [field_name, value] : row.as_object()) {
+        Column& column = batch.columns[index_by_name.at(field_name)];
+        column.PadNullsTo(row_number);
+        column.Append(value);
+      }
+      ++row_number;
+    }
+    for (Column& column : batch.columns) column.PadNullsTo(row_number);
+    batch.num_rows = row_number;
+    std::string reason;
+    SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
+    state->rows.clear();
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+// ----- small public helpers -------------------------------------------------------------------
+
+const Field* NamespaceSchema::FindField(std::string_view field_name) const {
+  for (const Field& field : fields) {
+    if (field.name == field_name) return &field;
+  }
+  return nullptr;
+}
+
+namespace {
+size_t CountNested(const std::vector<Field>& fields) {
+  size_t count = 0;
+  for (const Field& field : fields) count += 1 + CountNested(field.type.children());
+  return count;
+}
+}  // namespace
+
+size_t NamespaceSchema::CountFields() const { return CountNested(fields); }
+
+Value ValueFromText(std::string_view text) {
+  if (text.empty()) return Value::Null();
+  if (text == "true" || text == "false" || text == "TRUE" || text == "FALSE" || text == "True" ||
+      text == "False") {
+    return Value::Bool(text[0] == 't' || text[0] == 'T');
+  }
+  const char first = text[0];
+  if ((first >= '0' && first <= '9') || first == '-') {
+    if (auto integer = internal::ParseInteger(text)) return Value::Int(*integer);
+    if (auto real = internal::ParseReal(text)) return Value::Double(*real);
+  }
+  return Value::String(std::string(text));
+}
+
+std::string DescribeDeadletter(const Deadletter& deadletter) {
+  const RecordOrigin& origin = deadletter.origin;
+  std::string place = origin.source;
+  if (origin.line > 0) place += fmt::format(":{}", origin.line);
+  if (origin.row > 0) place += fmt::format(" (record {})", origin.row);
+  return fmt::format("{}: {}", place, deadletter.reason);
+}
+
+}  // namespace skippr::schema

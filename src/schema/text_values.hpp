@@ -1,0 +1,37 @@
+// Internal to schema/: reading and writing dates, timestamps and numbers as text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace skippr::schema::internal {
+
+// "2024-01-15" → days since 1970-01-01 (RFC 3339 full-date, checked calendar).
+std::optional<int32_t> ParseDate(std::string_view text);
+
+struct ParsedTimestamp {
+  int64_t micros = 0;     // since epoch; UTC when has_zone
+  bool has_zone = false;  // Z or ±HH:MM was given
+};
+// "2024-01-15T10:30:00", "2024-01-15 10:30:00.123456Z", "2024-01-15T10:30+02:00".
+std::optional<ParsedTimestamp> ParseTimestamp(std::string_view text);
+// "10:30:00[.ffffff]" → microseconds since midnight.
+std::optional<int64_t> ParseTime(std::string_view text);
+
+// Integer text as JSON/CSV writes it (optional '-', no leading zeros, no '+'), within int64.
+std::optional<int64_t> ParseInteger(std::string_view text);
+// Decimal or exponent text ("3.5", "-1e3", ".5" not accepted: needs a digit before the point).
+std::optional<double> ParseReal(std::string_view text);
+// Exact decimal text with at most `scale` fractional digits → unscaled value; nullopt on overflow.
+std::optional<int64_t> ParseDecimal(std::string_view text, int scale);
+
+int64_t DaysFromCivil(int64_t year, unsigned month, unsigned day);
+std::string FormatDate(int32_t days);
+std::string FormatTimestamp(int64_t micros, bool with_zone);  // "2024-01-15T10:30:00.000000[Z]"
+
+// Unix seconds from 2010 (10–11 digits) or Unix milliseconds 2010–2040 (13 digits) → µs.
+std::optional<int64_t> EpochIntegerToMicros(int64_t value);
+
+}  // namespace skippr::schema::internal

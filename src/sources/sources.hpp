@@ -1,0 +1,84 @@
+// Sources: where records come from. Every source hands over records (dynamic Values) in batches,
+// each with where it came from, and says how far it got, so that a reader can resume exactly after
+// the last committed record. Built in: Sample (deterministic bike-hire rides) and File (JSON lines,
+// JSON arrays, CSV, Parquet; gzip and zstd).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/status.hpp"
+#include "core/value.hpp"
+#include "schema/schema.hpp"
+#include "store/store.hpp"
+
+namespace skippr::sources {
+
+// How far a source got in one of its partitions (a file; the sample's single stream). Kept in the
+// offsets family of the Skippr Store (docs/formats/store.md).
+struct PartitionPosition {
+  uint64_t size_bytes = 0;        // the file's size when read (a changed file is read again)
+  int64_t mtime_ns = 0;           // and its modification time
+  uint64_t records_consumed = 0;  // records read through, deadletters included
+  uint64_t byte_offset = 0;       // where the next record starts (plain line formats), else 0
+  uint64_t next_line = 1;         // the line number at byte_offset
+  bool is_closed = false;         // read to its end
+  friend bool operator==(const PartitionPosition&, const PartitionPosition&) = default;
+};
+using SourcePositions = std::map<std::string, PartitionPosition>;  // partition id → position
+
+Result<SourcePositions> LoadPositions(const store::ReadTransaction& transaction);
+Result<SourcePositions> LoadPositions(const store::WriteTransaction& transaction);
+Status SavePositions(store::WriteTransaction& transaction, const SourcePositions& positions);
+
+struct SourceRecord {
+  Value value;
+  schema::RecordOrigin origin;
+};
+
+// Records of one partition, read in order.
+struct SourceBatch {
+  std::string partition;  // e.g. the file's path
+  std::vector<SourceRecord> records;
+  std::vector<schema::Deadletter> deadletters;  // records that could not be read, in order
+  schema::RecordContext context;                // applies to every record of the batch
+  PartitionPosition position;                   // the partition's position after this batch
+  uint64_t bytes_read = 0;                      // input bytes consumed (as stored on disk)
+};
+
+struct ReadOptions {
+  uint64_t max_records_per_batch = 100'000;
+  uint64_t max_bytes_per_batch = 10 << 20;
+  uint64_t max_records_per_partition = 0;  // 0: no limit (discover samples with a limit)
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Starts reading after `committed` (empty: from the beginning). Closed partitions whose size and
+  // modification time are unchanged are skipped; a partition that changed after it closed is read
+  // again from its start.
+  virtual Status Open(const SourcePositions& committed, const ReadOptions& options) = 0;
+  // The next batch, or nullopt when there is nothing more to read now.
+  virtual Result<std::optional<SourceBatch>> Next() = 0;
+};
+
+Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector);
+
+// The sample generator's own figures, to check what lands against (tests, the demo).
+struct SampleFigures {
+  uint64_t rows = 0;
+  int64_t amount_cents_sum = 0;  // sum of amount (decimal(10,2)) in cents
+  int64_t duration_seconds_sum = 0;
+  uint64_t member_rides = 0;  // rider_type = 'member'
+};
+SampleFigures ComputeSampleFigures(uint64_t rows, uint64_t seed);
+// One sample ride, a pure function of (seed, ride index); ride_id = index + 1.
+Value SampleRide(uint64_t seed, uint64_t index);
+
+}  // namespace skippr::sources

@@ -1,0 +1,212 @@
+// src/store/store.hpp — the only header other modules include from store/.
+//
+// The Skippr Store: one LMDB environment per pipeline directory holding four ordered key/value
+// families. A write transaction spans every family and is the commit point of the pipeline (a WAL
+// segment and its source offsets become durable together); a read transaction pins one consistent
+// snapshot that writers never disturb. The bytes on disk are documented in docs/formats/store.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "core/status.hpp"
+
+struct MDB_txn;  // from <lmdb.h>, which stays private to store/
+
+namespace skippr::store {
+
+// The families are LMDB sub-databases; their names are part of the on-disk format.
+enum class Family : uint8_t { kCatalog, kStreamState, kOffsets, kSchema };
+inline constexpr int kFamilyCount = 4;
+
+// "catalog", "stream_state", "offsets", "schema": the sub-database names.
+std::string_view FamilyName(Family family);
+
+// The store format this code writes, and the newest it can open (docs/formats/store.md).
+inline constexpr uint64_t kFormatVersion = 1;
+
+struct StoreOptions {
+  std::string directory;  // created if missing (each created component 0700); files inside are 0600
+  // LMDB map size: the upper bound of the data file, reserved as address space, not preallocated.
+  // The first Open of a directory in a process decides it; later Opens share that environment.
+  uint64_t map_size_bytes = uint64_t{1} << 40;
+};
+
+namespace internal {
+class Environment;
+}
+
+// Called once per key in byte order. The views point into the store's memory map and are valid
+// only during the call: copy what you keep. Return false to stop early.
+using ScanVisitor = std::function<bool(std::string_view key, std::string_view value)>;
+
+// Pins one consistent snapshot (an LMDB read transaction) until destroyed. Movable, not copyable;
+// may be used and destroyed on any thread (the environment runs with MDB_NOTLS), but by one thread
+// at a time. Keeps the environment open even if the Store is destroyed first. A long-lived reader
+// keeps the pages of its snapshot from being reused, so the data file grows while it lives.
+class ReadTransaction {
+ public:
+  ReadTransaction(ReadTransaction&& other) noexcept;
+  ReadTransaction& operator=(ReadTransaction&& other) noexcept;
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+  ~ReadTransaction();
+
+  // nullopt when the key is absent. Keys are 1..511 bytes; others are InvalidArgument.
+  Result<std::optional<std::string>> Get(Family family, std::string_view key) const;
+  // Visits keys starting with `prefix` in byte order; `visit` returns false to stop early.
+  Status Scan(Family family, std::string_view prefix, const ScanVisitor& visit) const;
+
+ private:
+  friend class Store;
+  ReadTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn);
+  void Reset();
+
+  std::shared_ptr<internal::Environment> env_;
+  MDB_txn* txn_ = nullptr;
+};
+
+// One LMDB write transaction spanning all families; aborted on destruction unless committed.
+// LMDB ties the writer lock to the thread that took it: begin, use, commit and destroy a
+// WriteTransaction on one thread (checked; moving it to another thread aborts the process).
+// After any operation fails with an LMDB error the transaction is spent: every later call, and
+// Commit, return that error again and nothing of it is written.
+class WriteTransaction {
+ public:
+  WriteTransaction(WriteTransaction&& other) noexcept;
+  WriteTransaction& operator=(WriteTransaction&& other) noexcept;
+  WriteTransaction(const WriteTransaction&) = delete;
+  WriteTransaction& operator=(const WriteTransaction&) = delete;
+  ~WriteTransaction();
+
+  // Both see this transaction's own uncommitted writes. `visit` must not write through this
+  // transaction (that would move the cursor under it); writes during a Scan return Internal.
+  Result<std::optional<std::string>> Get(Family family, std::string_view key) const;
+  Status Scan(Family family, std::string_view prefix, const ScanVisitor& visit) const;
+
+  // Keys are 1..511 bytes (LMDB's limit); values up to 4 GiB.
+  Status Put(Family family, std::string_view key, std::string_view value);
+  Status Delete(Family family, std::string_view key);           // deleting a missing key is OK
+  Status DeletePrefix(Family family, std::string_view prefix);  // empty prefix: the whole family
+  // Durable on return: LMDB writes and fsyncs the data file before it returns (the environment
+  // never runs with MDB_NOSYNC or MDB_NOMETASYNC). The transaction is finished either way.
+  Status Commit();
+
+ private:
+  friend class Store;
+  enum class State : uint8_t { kOpen, kCommitted, kFailed };
+  WriteTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn);
+  Status CheckUsable(std::string_view operation, bool is_write) const;
+  Status Fail(Status status);
+  void Abort();
+
+  std::shared_ptr<internal::Environment> env_;
+  MDB_txn* txn_ = nullptr;  // null once committed, failed or moved from
+  std::thread::id owner_thread_;
+  State state_ = State::kOpen;
+  Status failure_;  // the error that spent the transaction, once state_ is kFailed
+  mutable int scan_depth_ = 0;
+};
+
+// A handle on one store directory. Every Store::Open of the same directory in one process shares
+// one LMDB environment (LMDB forbids opening an environment twice in a process); the environment
+// closes when the last Store and transaction using it are gone. Do not use a Store, or any of its
+// transactions, in a child after fork(): open the store again in the child instead.
+class Store {
+ public:
+  // Creates the directory, the files and format_version 1 when missing; refuses a store written by
+  // a newer format (NotSupported) and a directory holding some other LMDB environment (Corruption).
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  // Many at once, from any thread.
+  Result<ReadTransaction> BeginRead() const;
+  // One at a time per store: a second BeginWrite from another thread (or process) waits until the
+  // first transaction finishes; from the thread that already holds one it returns Internal.
+  Result<WriteTransaction> BeginWrite();
+
+  // The absolute, symlink-free path of the store directory.
+  const std::string& directory() const;
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+ private:
+  explicit Store(std::shared_ptr<internal::Environment> env);
+  std::shared_ptr<internal::Environment> env_;
+};
+
+// One writer process per pipeline: an exclusive, non-blocking flock() on <pipeline_dir>/writer.lock
+// (created 0600; the holder's pid is written into it for the error message). Released by the
+// destructor or by the kernel when the process dies (including SIGKILL). The file is never
+// deleted: deleting a lock file races with the next holder. flock() belongs to the open file, so a
+// child forked while the lease is held holds it too until it exits or execs.
+class WriterLease {
+ public:
+  // Creates pipeline_dir (0700) if missing. When another holder has the lease: Unavailable whose
+  // message starts with "pipeline writer lease unavailable" and names the holder's pid, the lock
+  // file and what to do. A second Acquire in the holding process is refused the same way.
+  static Result<WriterLease> Acquire(const std::string& pipeline_dir,
+                                     const std::string& pipeline_name);
+
+  WriterLease(WriterLease&& other) noexcept;
+  WriterLease& operator=(WriterLease&& other) noexcept;
+  WriterLease(const WriterLease&) = delete;
+  WriterLease& operator=(const WriterLease&) = delete;
+  ~WriterLease();
+
+  const std::string& lock_path() const { return lock_path_; }
+
+ private:
+  WriterLease(int fd, std::string lock_path);
+  void Release();
+
+  int fd_ = -1;
+  std::string lock_path_;
+};
+
+// Order-preserving key encoding shared by every module that stores keys. Encoded keys compare
+// (bytewise, as the store orders them) exactly like their component tuples. A key built from
+// leading components is a Scan prefix that matches exactly the keys with those components.
+//
+//   Text:  each byte as is, except 0x00 -> 0x00 0xFF; then the terminator 0x00 0x01
+//   U64:   8 bytes big-endian
+//   Bytes: raw, and only as the last component (it has no terminator)
+class KeyBuilder {
+ public:
+  KeyBuilder& Text(std::string_view text);
+  KeyBuilder& U64(uint64_t value);
+  KeyBuilder& Bytes(std::string_view raw);  // a component after Bytes aborts: it could not decode
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+  bool has_bytes_ = false;
+};
+
+// Decodes a KeyBuilder key component by component, in the order it was built. Holds a view of
+// `key`: the key must outlive the reader. Malformed or truncated components are Corruption.
+class KeyReader {
+ public:
+  explicit KeyReader(std::string_view key) : key_(key) {}
+
+  Result<std::string> Text();
+  Result<uint64_t> U64();
+  std::string_view Bytes();  // the rest of the key, raw
+  bool at_end() const { return offset_ == key_.size(); }
+  // Corruption when bytes remain: the key has more components than the caller's layout.
+  Status ExpectEnd() const;
+
+ private:
+  Status Malformed(std::string_view what) const;
+
+  std::string_view key_;
+  size_t offset_ = 0;
+};
+
+}  // namespace skippr::store
