@@ -14,4 +14,10 @@ step skipprd doctor
 "$skipprd" doctor
 step skipprd doctor --output json
 "$skipprd" doctor --output json
+step skipprd discover --pipeline bikehire --output text
+"$skipprd" discover --pipeline bikehire --output text
+step skipprd schema --pipeline bikehire
+"$skipprd" schema --pipeline bikehire
+step skipprd metadata show --pipeline bikehire
+"$skipprd" metadata show --pipeline bikehire
 printf '\nThe log of these runs is in %s/logs/.\n' "$DATA_DIR"

@@ -168,6 +168,8 @@ void Column::ConvertInt64ToDouble() {
     const double v = static_cast<double>(Int64At(row));
     std::memcpy(fixed.data() + row * 8, &v, 8);
   }
+  // The bytes are doubles now; an int/long type would read them back (and append) as integers.
+  type = LogicalType::Double();
 }
 
 Value Column::ValueAt(int64_t row) const {

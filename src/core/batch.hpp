@@ -51,7 +51,8 @@ struct Column {
   void Append(const Value& value);
   // Brings a column added mid-batch up to `rows` with nulls.
   void PadNullsTo(int64_t rows);
-  // Rewrites int64 values as doubles (a field created in this batch that widened int → double).
+  // Rewrites int64 values as doubles and makes the column a double column (a field created in this
+  // batch that widened int → double).
   void ConvertInt64ToDouble();
 
   // The row as a Value (for tests, messages and row-at-a-time consumers).

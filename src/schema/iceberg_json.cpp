@@ -24,6 +24,8 @@ Result<Field> FieldFromJson(const nlohmann::json& json) {
                !json.value("required", false)};
 }
 
+// Reads with at(), never a const operator[]: a missing key must throw (and become Corruption below),
+// not read past the end of the object.
 Result<LogicalType> TypeFromJson(const nlohmann::json& json) {
   if (json.is_string()) {
     const std::string name = json.get<std::string>();
@@ -43,15 +45,15 @@ Result<LogicalType> TypeFromJson(const nlohmann::json& json) {
     return LogicalType::Struct(std::move(fields));
   }
   if (kind == "list") {
-    SKIPPR_ASSIGN_OR_RETURN(LogicalType element, TypeFromJson(json["element"]));
-    return LogicalType::List(Field{json["element-id"].get<int32_t>(), "element", std::move(element),
+    SKIPPR_ASSIGN_OR_RETURN(LogicalType element, TypeFromJson(json.at("element")));
+    return LogicalType::List(Field{json.at("element-id").get<int32_t>(), "element", std::move(element),
                                    !json.value("element-required", false)});
   }
   if (kind == "map") {
-    SKIPPR_ASSIGN_OR_RETURN(LogicalType key, TypeFromJson(json["key"]));
-    SKIPPR_ASSIGN_OR_RETURN(LogicalType value, TypeFromJson(json["value"]));
-    return LogicalType::Map(Field{json["key-id"].get<int32_t>(), "key", std::move(key), false},
-                            Field{json["value-id"].get<int32_t>(), "value", std::move(value),
+    SKIPPR_ASSIGN_OR_RETURN(LogicalType key, TypeFromJson(json.at("key")));
+    SKIPPR_ASSIGN_OR_RETURN(LogicalType value, TypeFromJson(json.at("value")));
+    return LogicalType::Map(Field{json.at("key-id").get<int32_t>(), "key", std::move(key), false},
+                            Field{json.at("value-id").get<int32_t>(), "value", std::move(value),
                                   !json.value("value-required", false)});
   }
   return Status::Corruption("unknown nested schema type '" + kind + "'");

@@ -38,34 +38,72 @@ ListShape ShapeOfList(const ValueList& items, bool* mixed) {
   return shape;
 }
 
-std::optional<std::string> Untypable(const Value& value, int depth, const std::string& path) {
-  if (depth > kMaxNestingDepth) {
-    return fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth, path);
+// Where a value sits, as a chain up to the record; rendered only for an error message.
+struct PathLink {
+  const PathLink* parent = nullptr;
+  std::string_view name;
+};
+
+std::string RenderPath(const PathLink* link) {
+  std::vector<std::string_view> parts;
+  for (; link != nullptr; link = link->parent) parts.push_back(link->name);
+  std::string text;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!text.empty() && *it != "[]") text += ".";
+    text += *it;
   }
-  if (value.kind() == Value::Kind::kObject) {
-    std::vector<std::string_view> names;
-    for (const auto& [name, child] : value.as_object()) names.push_back(name);
-    std::sort(names.begin(), names.end());
-    for (size_t i = 1; i < names.size(); ++i) {
-      if (names[i] == names[i - 1]) {
-        return fmt::format("field '{}' appears twice in one object{}", names[i],
-                           path.empty() ? "" : " at '" + path + "'");
+  return text;
+}
+
+// A field named twice in one object: pairwise for the usual small objects, sorted for wide ones.
+std::optional<std::string_view> DuplicateName(const ValueObject& object) {
+  constexpr size_t kPairwiseLimit = 32;
+  if (object.size() <= kPairwiseLimit) {
+    for (size_t i = 1; i < object.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (object[i].first == object[j].first) return std::string_view(object[i].first);
       }
     }
+    return std::nullopt;
+  }
+  std::vector<std::string_view> names;
+  names.reserve(object.size());
+  for (const auto& [name, child] : object) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  for (size_t i = 1; i < names.size(); ++i) {
+    if (names[i] == names[i - 1]) return names[i];
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Untypable(const Value& value, int depth, const PathLink* path) {
+  if (depth > kMaxNestingDepth) {
+    return fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth, RenderPath(path));
+  }
+  if (value.kind() == Value::Kind::kObject) {
+    if (auto duplicate = DuplicateName(value.as_object())) {
+      const std::string where = RenderPath(path);
+      return fmt::format("field '{}' appears twice in one object{}", *duplicate,
+                         where.empty() ? "" : " at '" + where + "'");
+    }
     for (const auto& [name, child] : value.as_object()) {
-      if (auto reason = Untypable(child, depth + 1, path.empty() ? name : path + "." + name)) {
-        return reason;
-      }
+      const bool is_leaf = child.kind() != Value::Kind::kObject && child.kind() != Value::Kind::kList;
+      if (is_leaf && depth < kMaxNestingDepth) continue;  // a single value cannot break a rule
+      const PathLink link{path, name};
+      if (auto reason = Untypable(child, depth + 1, &link)) return reason;
     }
   } else if (value.kind() == Value::Kind::kList) {
     bool mixed = false;
     ShapeOfList(value.as_list(), &mixed);
     if (mixed) {
       return fmt::format("list '{}' mixes objects, lists and single values; a column holds one kind",
-                         path);
+                         RenderPath(path));
     }
+    const PathLink link{path, "[]"};
     for (const Value& item : value.as_list()) {
-      if (auto reason = Untypable(item, depth + 1, path + "[]")) return reason;
+      const bool is_leaf = item.kind() != Value::Kind::kObject && item.kind() != Value::Kind::kList;
+      if (is_leaf && depth < kMaxNestingDepth) continue;
+      if (auto reason = Untypable(item, depth + 1, &link)) return reason;
     }
   }
   return std::nullopt;
@@ -103,6 +141,14 @@ std::optional<std::string> TextOf(const Value& value) {
     case K::kTimestampTz: return internal::FormatTimestamp(value.as_int(), true);
     default: return std::nullopt;
   }
+}
+
+// Whether an unscaled decimal has at most `precision` digits.
+bool FitsPrecision(int64_t unscaled, int precision) {
+  if (precision >= 19) return true;
+  int64_t limit = 1;
+  for (int i = 0; i < precision; ++i) limit *= 10;
+  return unscaled > -limit && unscaled < limit;
 }
 
 // The value converted to exactly the kind a column of `type` holds, if it fits; see the table in
@@ -146,7 +192,7 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
       } else if (kind == K::kDecimal || kind == K::kInt || kind == K::kDouble || kind == K::kString) {
         unscaled = internal::ParseDecimal(kind == K::kDecimal ? value.ToJson() : *TextOf(value), scale);
       }
-      if (!unscaled) return std::nullopt;
+      if (!unscaled || !FitsPrecision(*unscaled, type.decimal_precision())) return std::nullopt;
       return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
                             static_cast<uint8_t>(scale));
     }
@@ -264,7 +310,8 @@ struct Shaper::NamespaceState {
 
   void AbsorbObject(std::vector<Field>& fields, ValueObject& object, std::vector<std::string>& path);
   bool Place(Field& field, Value& value, std::vector<std::string>& path);
-  bool PlaceScalar(Field& field, Value& value, const std::string& where);
+  bool PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
+                   std::string_view name);
   bool PlaceList(Field& field, Value& value, std::vector<std::string>& path);
   Field NewField(const std::string& name, const Value& value, bool top_level);
   void CreateNullOnlyFields();
@@ -352,10 +399,31 @@ Field Shaper::NamespaceState::NewField(const std::string& name, const Value& val
   return field;
 }
 
-bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value, const std::string& where) {
+namespace {
+// The value already is what a column of `type` holds: nothing to convert (the common case).
+bool IsExactScalar(const Value& value, const LogicalType& type) {
   using K = Value::Kind;
+  switch (type.id()) {
+    case TypeId::kBoolean: return value.kind() == K::kBool;
+    case TypeId::kInt:
+      return value.kind() == K::kInt && value.as_int() >= INT32_MIN && value.as_int() <= INT32_MAX;
+    case TypeId::kLong: return value.kind() == K::kInt;
+    case TypeId::kFloat:
+    case TypeId::kDouble: return value.kind() == K::kDouble;
+    case TypeId::kString: return value.kind() == K::kString;
+    case TypeId::kTimestamp: return value.kind() == K::kTimestamp;
+    case TypeId::kTimestampTz: return value.kind() == K::kTimestampTz;
+    case TypeId::kDate: return value.kind() == K::kDate;
+    default: return false;
+  }
+}
+}  // namespace
+
+bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
+                                         std::string_view name) {
+  using K = Value::Kind;
+  if (IsExactScalar(value, field.type)) return true;
   const TypeId id = field.type.id();
-  const bool is_mutable = mutable_field_ids.count(field.id) != 0;
   // Iceberg promotes int → long at any time; a field created in this unit of work may also widen
   // to double, since nothing has been committed with its old type.
   const bool is_integer_value = value.kind() == K::kInt ||
@@ -365,13 +433,15 @@ bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value, const std::
                                                     : *internal::ParseInteger(value.as_string());
     if (integer < INT32_MIN || integer > INT32_MAX) {
       field.type = LogicalType::Long();
-      changes.push_back(fmt::format("promoted {} int → long", where));
+      changes.push_back(fmt::format("promoted {} int → long", JoinPath(path, std::string(name))));
     }
   }
-  if ((id == TypeId::kInt || id == TypeId::kLong) && is_mutable && !is_integer_value &&
+  if ((id == TypeId::kInt || id == TypeId::kLong) && !is_integer_value &&
       (value.kind() == K::kDouble ||
-       (value.kind() == K::kString && internal::ParseReal(value.as_string())))) {
+       (value.kind() == K::kString && internal::ParseReal(value.as_string()))) &&
+      mutable_field_ids.count(field.id) != 0) {
     field.type = LogicalType::Double();
+    changes.push_back(fmt::format("widened {} to double", JoinPath(path, std::string(name))));
   }
   std::optional<Value> converted = ConvertScalar(value, field.type);
   if (!converted) return false;
@@ -384,7 +454,6 @@ bool Shaper::NamespaceState::PlaceList(Field& field, Value& value, std::vector<s
   Field& element = field.type.mutable_children()[0];
   ValueList& items = value.mutable_list();
   path.push_back(field.name);
-  const std::string where = JoinPath(path, "element");
   bool fits = true;
   if (element.type.id() == TypeId::kStruct || element.type.id() == TypeId::kList) {
     // Objects always fit a struct element (their fields evolve it); inner lists must fit in turn.
@@ -395,7 +464,7 @@ bool Shaper::NamespaceState::PlaceList(Field& field, Value& value, std::vector<s
     // Scalars: convert a copy, so that a list that does not fit is left untouched for its sibling.
     ValueList converted = items;
     for (Value& item : converted) {
-      if (!item.is_null() && !PlaceScalar(element, item, where)) {
+      if (!item.is_null() && !PlaceScalar(element, item, path, "element")) {
         fits = false;
         break;
       }
@@ -426,7 +495,7 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
       value.mutable_object() = std::move(converted);
       return true;
     }
-    default: return PlaceScalar(field, value, JoinPath(path, field.name));
+    default: return PlaceScalar(field, value, path, field.name);
   }
 }
 
@@ -490,7 +559,9 @@ void Shaper::NamespaceState::CreateNullOnlyFields() {
     bool reachable = true;
     for (size_t i = 0; i + 1 < full_path.size(); ++i) {
       Field* parent = FindIn(*fields, full_path[i]);
-      if (parent == nullptr || parent->type.id() != TypeId::kStruct) {
+      // A list's path goes on through its "element" (a list of objects), so descend into lists too.
+      if (parent == nullptr ||
+          (parent->type.id() != TypeId::kStruct && parent->type.id() != TypeId::kList)) {
         reachable = false;
         break;
       }
@@ -536,12 +607,12 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   if (record.kind() != Value::Kind::kObject) {
     return deadletter(fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
   }
-  if (auto reason = Untypable(record, 0, "")) return deadletter(*reason);
+  if (auto reason = Untypable(record, 0, nullptr)) return deadletter(*reason);
   if (options_.flatten_events) {
     ValueObject flat;
     FlattenInto(flat, "", std::move(record.mutable_object()));
     record = Value::Object(std::move(flat));
-    if (auto reason = Untypable(record, 0, "")) return deadletter(*reason + " after flattening");
+    if (auto reason = Untypable(record, 0, nullptr)) return deadletter(*reason + " after flattening");
   }
 
   std::string namespace_name = context.source_namespace.empty() ? options_.default_namespace

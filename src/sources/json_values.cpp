@@ -16,7 +16,10 @@ Value ValueFromJson(const simdjson::dom::element& element) {
     }
     case element_type::ARRAY: {
       ValueList list;
-      for (simdjson::dom::element child : element.get_array().value_unsafe()) {
+      // A copy, not a reference into the temporary simdjson_result (it dies before the loop runs).
+      const simdjson::dom::array source = element.get_array().value_unsafe();
+      list.reserve(source.size());
+      for (simdjson::dom::element child : source) {
         list.push_back(ValueFromJson(child));
       }
       return Value::List(std::move(list));

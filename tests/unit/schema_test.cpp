@@ -1,0 +1,1410 @@
+// schema/: inference (reference §7.1, docs/schema.md), evolution, Seal and TakeBatches,
+// deadletters, namespaces, the Iceberg JSON form, persistence in the store, and the text readers
+// behind them.
+#include "schema/schema.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "core/types.hpp"
+#include "core/value.hpp"
+#include "schema/text_values.hpp"
+#include "store/store.hpp"
+
+namespace skippr {
+
+// gtest prints these when an expectation fails (found by ADL, so outside the anonymous namespace).
+void PrintTo(const Value& value, std::ostream* out) {
+  *out << ValueKindName(value.kind()) << " " << value.ToJson();
+}
+void PrintTo(const LogicalType& type, std::ostream* out) { *out << type.ToString(); }
+void PrintTo(const Field& field, std::ostream* out) {
+  *out << "{id " << field.id << ", " << field.name << ": " << field.type.ToString()
+       << (field.nullable ? "" : " required") << "}";
+}
+
+namespace schema {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using Json = nlohmann::json;
+
+// ----- helpers ----------------------------------------------------------------------------------
+
+Value Obj(ValueObject fields) { return Value::Object(std::move(fields)); }
+Value Lst(ValueList items) { return Value::List(std::move(items)); }
+Value Str(const char* text) { return Value::String(text); }
+Value Int(int64_t v) { return Value::Int(v); }
+Value Dbl(double v) { return Value::Double(v); }
+Value Null() { return Value::Null(); }
+
+ShaperOptions Options() {
+  ShaperOptions options;
+  options.default_namespace = "p";
+  options.keep_rows = true;
+  return options;
+}
+
+RecordOrigin Origin(uint64_t row = 1) { return RecordOrigin{"input/events.jsonl", row + 1, row}; }
+
+const RecordContext kContext{};
+
+void AbsorbOk(Shaper& shaper, Value record, const RecordContext& context = kContext) {
+  const std::string text = record.ToJson();
+  std::optional<Deadletter> dead = shaper.Absorb(std::move(record), Origin(), context);
+  EXPECT_FALSE(dead.has_value()) << text << " → deadletter: " << (dead ? dead->reason : "");
+}
+
+const NamespaceSchema& Ns(const Shaper& shaper, const std::string& name = "p") {
+  static const NamespaceSchema kMissing{"<missing>"};
+  auto it = shaper.schema().namespaces.find(name);
+  EXPECT_NE(it, shaper.schema().namespaces.end()) << "no namespace " << name;
+  return it == shaper.schema().namespaces.end() ? kMissing : it->second;
+}
+
+// "<missing>" when the namespace has no such top-level field.
+std::string TypeOf(const Shaper& shaper, const std::string& field, const std::string& ns = "p") {
+  const Field* found = Ns(shaper, ns).FindField(field);
+  return found ? found->type.ToString() : "<missing>";
+}
+
+int32_t IdOf(const Shaper& shaper, const std::string& field, const std::string& ns = "p") {
+  const Field* found = Ns(shaper, ns).FindField(field);
+  return found ? found->id : -1;
+}
+
+std::vector<std::string> FieldNames(const NamespaceSchema& ns) {
+  std::vector<std::string> names;
+  for (const Field& field : ns.fields) names.push_back(field.name);
+  return names;
+}
+
+// Everything a PipelineSchema holds, as text, so two schemas compare exactly.
+std::string Dump(const PipelineSchema& schema) {
+  Json out = Json::object();
+  for (const auto& [name, ns] : schema.namespaces) {
+    Json history = Json::array();
+    for (const SchemaVersion& version : ns.history) {
+      history.push_back({{"schema_id", version.schema_id}, {"changes", version.changes}});
+    }
+    out[name] = {{"name", ns.name},
+                 {"schema_id", ns.schema_id},
+                 {"last_field_id", ns.last_field_id},
+                 {"fields", FieldsToIcebergJson(ns.fields, ns.schema_id)},
+                 {"history", std::move(history)}};
+  }
+  return out.dump();
+}
+
+// The one batch TakeBatches returns for namespace "p".
+Batch OnlyBatch(Shaper& shaper) {
+  std::vector<Batch> batches = shaper.TakeBatches();
+  EXPECT_EQ(batches.size(), 1u);
+  if (batches.empty()) return Batch{};
+  std::string reason;
+  EXPECT_TRUE(batches[0].Validate(&reason)) << reason;
+  return std::move(batches[0]);
+}
+
+// ----- inference ---------------------------------------------------------------------------------
+
+struct InferenceCase {
+  std::string label;
+  Value value;
+  bool infer_epoch_timestamps;
+  std::string type;
+  Value stored;  // how the value reads back from the batch
+};
+
+TEST(SchemaInference, ScalarsGetTheReferenceTypes) {
+  const std::vector<InferenceCase> cases = {
+      {"true", Value::Bool(true), true, "boolean", Value::Bool(true)},
+      {"false", Value::Bool(false), true, "boolean", Value::Bool(false)},
+      {"42", Int(42), true, "int", Int(42)},
+      {"-42", Int(-42), true, "int", Int(-42)},
+      {"3000000000, epochs not inferred", Int(3'000'000'000), false, "long", Int(3'000'000'000)},
+      // 10 digits from 2010 on read as Unix seconds (2065-01-24 here): the seconds rule has no 2040
+      // cap.
+      {"3000000000, epochs inferred", Int(3'000'000'000), true, "timestamp",
+       Value::Timestamp(3'000'000'000'000'000)},
+      {"12 digits", Int(300'000'000'000), true, "long", Int(300'000'000'000)},
+      {"-3000000000", Int(-3'000'000'000), true, "long", Int(-3'000'000'000)},
+      {"3.5", Dbl(3.5), true, "double", Dbl(3.5)},
+      {"date", Str("2024-01-15"), true, "date", Value::Date(19737)},
+      {"timestamptz Z", Str("2024-01-15T10:30:00Z"), true, "timestamptz",
+       Value::TimestampTz(1'705'314'600'000'000)},
+      {"timestamptz offset", Str("2024-01-15T10:30:00+02:00"), true, "timestamptz",
+       Value::TimestampTz(1'705'307'400'000'000)},
+      {"timestamp space", Str("2024-01-15 10:30:00"), true, "timestamp",
+       Value::Timestamp(1'705'314'600'000'000)},
+      {"timestamp fraction", Str("2024-01-15T10:30:00.123456"), true, "timestamp",
+       Value::Timestamp(1'705'314'600'123'456)},
+      {"epoch seconds", Int(1'700'000'000), true, "timestamp",
+       Value::Timestamp(1'700'000'000'000'000)},
+      {"epoch seconds, not inferred", Int(1'700'000'000), false, "int", Int(1'700'000'000)},
+      {"epoch 2010-01-01", Int(1'262'304'000), true, "timestamp",
+       Value::Timestamp(1'262'304'000'000'000)},
+      {"just before 2010", Int(1'262'303'999), true, "int", Int(1'262'303'999)},
+      {"epoch millis", Int(1'700'000'000'000), true, "timestamp",
+       Value::Timestamp(1'700'000'000'000'000)},
+      {"epoch millis, not inferred", Int(1'700'000'000'000), false, "long", Int(1'700'000'000'000)},
+      {"nine digits", Int(999'999'999), true, "int", Int(999'999'999)},
+      {"hello", Str("hello"), true, "string", Str("hello")},
+      {"not a date", Str("2023-02-29"), true, "string", Str("2023-02-29")},
+      {"digits as text", Str("42"), true, "string", Str("42")},
+      {"binary", Value::Binary("\x01\x02"), true, "binary", Value::Binary("\x01\x02")},
+      {"decimal", Value::Decimal(1250, 10, 2), true, "decimal(38, 2)", Value::Decimal(1250, 38, 2)},
+  };
+  for (const InferenceCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    Shaper shaper({}, Options());
+    RecordContext context;
+    context.infer_epoch_timestamps = c.infer_epoch_timestamps;
+    AbsorbOk(shaper, Obj({{"f", c.value}}), context);
+    shaper.Seal();
+    EXPECT_EQ(TypeOf(shaper, "f"), c.type);
+    EXPECT_EQ(IdOf(shaper, "f"), 1);
+    Batch batch = OnlyBatch(shaper);
+    ASSERT_EQ(batch.num_rows, 1);
+    EXPECT_EQ(batch.RowAt(0), Obj({{"f", c.stored}}));
+  }
+}
+
+TEST(SchemaInference, NullOnlyFieldBecomesAStringAtSeal) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"id", Int(1)}, {"note", Null()}}));
+  AbsorbOk(shaper, Obj({{"id", Int(2)}, {"note", Null()}}));
+  EXPECT_EQ(TypeOf(shaper, "note"), "<missing>");  // not before the unit of work ends
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added id (int)", "added note (string; only nulls seen so far)"));
+  EXPECT_EQ(TypeOf(shaper, "note"), "string");
+  EXPECT_EQ(IdOf(shaper, "note"), 2);
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"id", Int(1)}, {"note", Null()}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"id", Int(2)}, {"note", Null()}}));
+}
+
+TEST(SchemaInference, NullOnlyFieldTakesTheTypeOfALaterValueInTheSameUnit) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"n", Null()}}));
+  AbsorbOk(shaper, Obj({{"n", Int(5)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes, ElementsAre("added n (int)"));
+  EXPECT_EQ(TypeOf(shaper, "n"), "int");
+  EXPECT_EQ(Ns(shaper).last_field_id, 1);
+}
+
+TEST(SchemaInference, EmptyListOnlyFieldBecomesAListOfStrings) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"tags", Lst({})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added tags (list<string>; only empty lists seen so far)"));
+  const Field* tags = Ns(shaper).FindField("tags");
+  ASSERT_NE(tags, nullptr);
+  EXPECT_EQ(tags->type.ToString(), "list<string>");
+  EXPECT_EQ(tags->id, 1);
+  EXPECT_EQ(tags->type.children()[0].id, 2);
+  EXPECT_EQ(Ns(shaper).last_field_id, 2);
+}
+
+TEST(SchemaInference, NullOnlyFieldInsideAListOfObjectsIsCreatedToo) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"items", Lst({Obj({{"sku", Str("a")}, {"note", Null()}})})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "items"), "list<struct<sku: string, note: string>>");
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added items (list<struct>)", "added items.element.sku (string)",
+                          "added items.element.note (string; only nulls seen so far)"));
+  const Field& element = Ns(shaper).FindField("items")->type.children()[0];
+  EXPECT_EQ(element.type.children()[1].id, 4);
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"items", Lst({Obj({{"sku", Str("a")}, {"note", Null()}})})}}));
+}
+
+TEST(SchemaInference, NestedObjectsBecomeStructsAtFullDepth) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper,
+           Obj({{"a", Obj({{"b", Obj({{"c", Int(1)}, {"d", Str("x")}})}, {"e", Dbl(0.5)}})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "a"), "struct<b: struct<c: int, d: string>, e: double>");
+  // A struct's id comes before its fields' ids, in the order they appear.
+  const Field& a = *Ns(shaper).FindField("a");
+  EXPECT_EQ(a.id, 1);
+  const Field& b = a.type.children()[0];
+  EXPECT_EQ(b.id, 2);
+  EXPECT_EQ(b.type.children()[0].id, 3);
+  EXPECT_EQ(b.type.children()[1].id, 4);
+  EXPECT_EQ(a.type.children()[1].id, 5);
+  EXPECT_EQ(Ns(shaper).last_field_id, 5);
+  EXPECT_EQ(Ns(shaper).CountFields(), 5u);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added a (struct)", "added a.b (struct)", "added a.b.c (int)",
+                          "added a.b.d (string)", "added a.e (double)"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0),
+            Obj({{"a", Obj({{"b", Obj({{"c", Int(1)}, {"d", Str("x")}})}, {"e", Dbl(0.5)}})}}));
+}
+
+TEST(SchemaInference, ArraysBecomeListsOfTheMergedElementType) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({
+                       {"ints", Lst({Int(1), Int(2)})},
+                       {"numbers", Lst({Int(1), Dbl(2.5)})},
+                       {"wide", Lst({Int(1), Int(300'000'000'000)})},
+                       {"texts", Lst({Str("a"), Null(), Int(3)})},
+                       {"days", Lst({Str("2024-01-15"), Str("2024-01-15T10:30:00")})},
+                       {"objects", Lst({Obj({{"x", Int(1)}}), Obj({{"y", Str("s")}})})},
+                       {"nested", Lst({Lst({Int(1)}), Lst({Int(2), Int(3)})})},
+                   }));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "ints"), "list<int>");
+  EXPECT_EQ(TypeOf(shaper, "numbers"), "list<double>");
+  EXPECT_EQ(TypeOf(shaper, "wide"), "list<long>");
+  EXPECT_EQ(TypeOf(shaper, "texts"), "list<string>");
+  EXPECT_EQ(TypeOf(shaper, "days"), "list<timestamp>");
+  EXPECT_EQ(TypeOf(shaper, "objects"), "list<struct<x: int, y: string>>");
+  EXPECT_EQ(TypeOf(shaper, "nested"), "list<list<int>>");
+
+  // A list's id comes before its element's.
+  const Field& ints = *Ns(shaper).FindField("ints");
+  EXPECT_EQ(ints.id, 1);
+  EXPECT_EQ(ints.type.children()[0].id, 2);
+  EXPECT_EQ(ints.type.children()[0].name, "element");
+  const Field& objects = *Ns(shaper).FindField("objects");
+  EXPECT_EQ(objects.id, 11);
+  EXPECT_EQ(objects.type.children()[0].id, 12);
+  EXPECT_EQ(objects.type.children()[0].type.children()[0].id, 13);
+  EXPECT_EQ(objects.type.children()[0].type.children()[1].id, 14);
+
+  Batch batch = OnlyBatch(shaper);
+  const Value row = batch.RowAt(0);
+  EXPECT_EQ(*row.Find("ints"), Lst({Int(1), Int(2)}));
+  EXPECT_EQ(*row.Find("numbers"), Lst({Dbl(1), Dbl(2.5)}));
+  EXPECT_EQ(*row.Find("wide"), Lst({Int(1), Int(300'000'000'000)}));
+  EXPECT_EQ(*row.Find("texts"), Lst({Str("a"), Null(), Str("3")}));
+  EXPECT_EQ(*row.Find("days"), Lst({Value::Timestamp(1'705'276'800'000'000),
+                                    Value::Timestamp(1'705'314'600'000'000)}));
+  EXPECT_EQ(*row.Find("objects"),
+            Lst({Obj({{"x", Int(1)}, {"y", Null()}}), Obj({{"x", Null()}, {"y", Str("s")}})}));
+  EXPECT_EQ(*row.Find("nested"), Lst({Lst({Int(1)}), Lst({Int(2), Int(3)})}));
+}
+
+TEST(SchemaInference, DeclaredTypesWinWhenAFieldIsFirstSeen) {
+  const std::map<std::string, LogicalType> declared = {
+      {"amount", LogicalType::Decimal(10, 2).value()}, {"code", LogicalType::String()}};
+  RecordContext context;
+  context.declared_types = &declared;
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"amount", Dbl(12.5)}, {"code", Int(7)}, {"other", Int(7)}}), context);
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "amount"), "decimal(10, 2)");
+  EXPECT_EQ(TypeOf(shaper, "code"), "string");
+  EXPECT_EQ(TypeOf(shaper, "other"), "int");
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0),
+            Obj({{"amount", Value::Decimal(1250, 10, 2)}, {"code", Str("7")}, {"other", Int(7)}}));
+}
+
+// ----- evolution ---------------------------------------------------------------------------------
+
+TEST(SchemaEvolution, IntWidensToDoubleWithinOneUnit) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"x", Int(1)}}));
+  AbsorbOk(shaper, Obj({{"x", Dbl(3.5)}}));
+  AbsorbOk(shaper, Obj({{"x", Int(2)}}));
+  AbsorbOk(shaper, Obj({{"x", Str("4")}}));
+  EXPECT_EQ(TypeOf(shaper, "x"), "double");
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "x"), "double");
+  EXPECT_EQ(IdOf(shaper, "x"), 1);
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("x"));
+
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 4);
+  EXPECT_EQ(batch.fields[0].type.ToString(), "double");
+  EXPECT_EQ(batch.RowAt(0), Obj({{"x", Dbl(1)}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"x", Dbl(3.5)}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"x", Dbl(2)}}));
+  EXPECT_EQ(batch.RowAt(3), Obj({{"x", Dbl(4)}}));
+}
+
+TEST(SchemaEvolution, ListElementWidensToDoubleWithinOneUnit) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"l", Lst({Int(1), Int(2)})}}));
+  AbsorbOk(shaper, Obj({{"l", Lst({Dbl(0.5)})}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "l"), "list<double>");
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"l", Lst({Dbl(1), Dbl(2)})}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"l", Lst({Dbl(0.5)})}}));
+}
+
+TEST(SchemaEvolution, AfterSealADoubleInAnIntFieldGoesToASibling) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"x", Int(1)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"x", Dbl(3.5)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "x"), "int");
+  EXPECT_EQ(TypeOf(shaper, "x_double"), "double");
+  EXPECT_EQ(IdOf(shaper, "x"), 1);
+  EXPECT_EQ(IdOf(shaper, "x_double"), 2);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].is_new_namespace);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added x_double (double) for values of x that are not int"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"x", Int(1)}, {"x_double", Null()}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"x", Null()}, {"x_double", Dbl(3.5)}}));
+}
+
+TEST(SchemaEvolution, AfterSealALargeIntegerPromotesIntToLong) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"x", Int(1)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"x", Int(3'000'000'000)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "x"), "long");
+  EXPECT_EQ(IdOf(shaper, "x"), 1);
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("x"));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes, ElementsAre("promoted x int → long"));
+  EXPECT_EQ(Ns(shaper).schema_id, 2);
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"x", Int(1)}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"x", Int(3'000'000'000)}}));
+}
+
+TEST(SchemaEvolution, TextThatIsNotADoubleGoesToPriceString) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"price", Dbl(9.99)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"price", Str("N/A")}}));
+  AbsorbOk(shaper, Obj({{"price", Str("12.5")}}));  // numeric text fits the double
+  AbsorbOk(shaper, Obj({{"price", Int(3)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "price"), "double");
+  EXPECT_EQ(TypeOf(shaper, "price_string"), "string");
+  EXPECT_EQ(IdOf(shaper, "price_string"), 2);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added price_string (string) for values of price that are not double"));
+
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 4);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"price", Dbl(9.99)}, {"price_string", Null()}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"price", Null()}, {"price_string", Str("N/A")}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"price", Dbl(12.5)}, {"price_string", Null()}}));
+  EXPECT_EQ(batch.RowAt(3), Obj({{"price", Dbl(3)}, {"price_string", Null()}}));
+}
+
+TEST(SchemaEvolution, AnyScalarFitsAStringField) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"code", Str("A1")}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"code", Int(42)}}));
+  AbsorbOk(shaper, Obj({{"code", Value::Bool(true)}}));
+  AbsorbOk(shaper, Obj({{"code", Dbl(2.5)}}));
+  EXPECT_THAT(shaper.Seal(), IsEmpty());
+  EXPECT_EQ(TypeOf(shaper, "code"), "string");
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("code"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(1), Obj({{"code", Str("42")}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"code", Str("true")}}));
+  EXPECT_EQ(batch.RowAt(3), Obj({{"code", Str("2.5")}}));
+}
+
+TEST(SchemaEvolution, AScalarInAStructFieldGoesToASibling) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"meta", Obj({{"k", Str("v")}})}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"meta", Str("plain")}}));
+  AbsorbOk(shaper, Obj({{"meta", Int(7)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "meta"), "struct<k: string>");
+  EXPECT_EQ(TypeOf(shaper, "meta_string"), "string");
+  EXPECT_EQ(TypeOf(shaper, "meta_int"), "int");
+  EXPECT_EQ(IdOf(shaper, "meta_string"), 3);
+  EXPECT_EQ(IdOf(shaper, "meta_int"), 4);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added meta_string (string) for values of meta that are not struct",
+                          "added meta_int (int) for values of meta that are not struct"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(1),
+            Obj({{"meta", Null()}, {"meta_string", Str("plain")}, {"meta_int", Null()}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"meta", Null()}, {"meta_string", Null()}, {"meta_int", Int(7)}}));
+}
+
+TEST(SchemaEvolution, AnObjectInAScalarFieldGoesToAStructSibling) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"f", Int(1)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"f", Obj({{"a", Int(2)}})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "f"), "int");
+  EXPECT_EQ(TypeOf(shaper, "f_struct"), "struct<a: int>");
+  EXPECT_EQ(IdOf(shaper, "f_struct"), 2);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added f_struct (struct) for values of f that are not int",
+                          "added f_struct.a (int)"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(1), Obj({{"f", Null()}, {"f_struct", Obj({{"a", Int(2)}})}}));
+}
+
+TEST(SchemaEvolution, AListThatFitsNeitherFieldNorSiblingIsKeptAsJsonText) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"tags", Lst({Int(1)})}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"tags", Lst({Str("a")})}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"tags", Lst({Obj({{"x", Int(1)}})})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "tags"), "list<int>");
+  EXPECT_EQ(TypeOf(shaper, "tags_list"), "list<string>");
+  EXPECT_EQ(TypeOf(shaper, "tags_json"), "string");
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added tags_json (string) for values of tags as JSON text"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0),
+            Obj({{"tags", Lst({Int(1)})}, {"tags_list", Null()}, {"tags_json", Null()}}));
+  EXPECT_EQ(batch.RowAt(1),
+            Obj({{"tags", Null()}, {"tags_list", Lst({Str("a")})}, {"tags_json", Null()}}));
+  EXPECT_EQ(batch.RowAt(2),
+            Obj({{"tags", Null()}, {"tags_list", Null()}, {"tags_json", Str(R"([{"x":1}])")}}));
+}
+
+TEST(SchemaEvolution, ANestedScalarOfAnotherTypeGetsASiblingInsideItsStruct) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"s", Obj({{"a", Int(1)}})}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"s", Obj({{"a", Str("text")}})}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "s"), "struct<a: int, a_string: string>");
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("added s.a_string (string) for values of s.a that are not int"));
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(1), Obj({{"s", Obj({{"a", Null()}, {"a_string", Str("text")}})}}));
+}
+
+TEST(SchemaEvolution, ALateFieldGetsTheNextId) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"a", Int(1)}, {"b", Str("x")}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"a", Int(2)}, {"c", Str("late")}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(IdOf(shaper, "a"), 1);
+  EXPECT_EQ(IdOf(shaper, "b"), 2);
+  EXPECT_EQ(IdOf(shaper, "c"), 3);
+  EXPECT_EQ(TypeOf(shaper, "c"), "string");
+  EXPECT_EQ(Ns(shaper).last_field_id, 3);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes, ElementsAre("added c (string)"));
+}
+
+TEST(SchemaEvolution, FieldIdsAreStableAcrossShapersAndNeverReused) {
+  PipelineSchema saved;
+  {
+    Shaper first({}, Options());
+    AbsorbOk(first, Obj({{"a", Int(1)}, {"b", Str("x")}, {"s", Obj({{"c", Value::Bool(true)}})}}));
+    first.Seal();
+    saved = first.schema();
+  }
+  ASSERT_EQ(saved.namespaces.at("p").last_field_id, 4);
+
+  Shaper second(saved, Options());
+  // Fields come in another order; names decide the ids.
+  AbsorbOk(second, Obj({{"s", Obj({{"e", Dbl(1.5)}, {"c", Value::Bool(false)}})},
+                        {"b", Str("y")},
+                        {"d", Lst({Int(1)})},
+                        {"a", Int(2)}}));
+  std::vector<NamespaceChange> changes = second.Seal();
+  EXPECT_EQ(IdOf(second, "a"), 1);
+  EXPECT_EQ(IdOf(second, "b"), 2);
+  EXPECT_EQ(IdOf(second, "s"), 3);
+  const Field& s = *Ns(second).FindField("s");
+  EXPECT_EQ(s.type.ToString(), "struct<c: boolean, e: double>");
+  EXPECT_EQ(s.type.children()[0].id, 4);
+  EXPECT_EQ(s.type.children()[1].id, 5);
+  EXPECT_EQ(IdOf(second, "d"), 6);
+  EXPECT_EQ(Ns(second).FindField("d")->type.children()[0].id, 7);
+  EXPECT_EQ(Ns(second).last_field_id, 7);
+  EXPECT_EQ(Ns(second).schema_id, 2);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_FALSE(changes[0].is_new_namespace);
+  EXPECT_THAT(changes[0].changes, ElementsAre("added s.e (double)", "added d (list<int>)"));
+
+  // Loaded fields are frozen: a double in the int field goes to a sibling.
+  AbsorbOk(second, Obj({{"a", Dbl(2.5)}}));
+  second.Seal();
+  EXPECT_EQ(TypeOf(second, "a"), "int");
+  EXPECT_EQ(IdOf(second, "a_double"), 8);
+
+  // A dropped field that comes back gets a new id, never its old one.
+  PipelineSchema dropped = second.schema();
+  auto& fields = dropped.namespaces.at("p").fields;
+  fields.erase(fields.begin() + 1);  // "b", id 2
+  Shaper third(dropped, Options());
+  AbsorbOk(third, Obj({{"b", Str("back")}}));
+  third.Seal();
+  EXPECT_EQ(IdOf(third, "b"), 9);
+  EXPECT_EQ(Ns(third).last_field_id, 9);
+}
+
+// ----- Seal --------------------------------------------------------------------------------------
+
+TEST(SchemaSeal, SchemaIdsMoveOnlyForChangedNamespaces) {
+  Shaper shaper({}, Options());
+  RecordContext orders;
+  orders.source_namespace = "orders";
+  RecordContext users;
+  users.source_namespace = "users";
+  AbsorbOk(shaper, Obj({{"id", Int(1)}}), orders);
+  AbsorbOk(shaper, Obj({{"name", Str("ada")}}), users);
+  std::vector<NamespaceChange> first = shaper.Seal();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].namespace_name, "orders");
+  EXPECT_TRUE(first[0].is_new_namespace);
+  EXPECT_THAT(first[0].changes, ElementsAre("added id (int)"));
+  EXPECT_EQ(first[1].namespace_name, "users");
+  EXPECT_TRUE(first[1].is_new_namespace);
+  EXPECT_EQ(Ns(shaper, "orders").schema_id, 1);
+  EXPECT_EQ(Ns(shaper, "users").schema_id, 1);
+
+  AbsorbOk(shaper, Obj({{"id", Int(2)}, {"total", Dbl(9.5)}}), orders);
+  AbsorbOk(shaper, Obj({{"name", Str("bob")}}), users);
+  std::vector<NamespaceChange> second = shaper.Seal();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].namespace_name, "orders");
+  EXPECT_FALSE(second[0].is_new_namespace);
+  EXPECT_THAT(second[0].changes, ElementsAre("added total (double)"));
+  EXPECT_EQ(Ns(shaper, "orders").schema_id, 2);
+  EXPECT_EQ(Ns(shaper, "users").schema_id, 1);
+
+  const std::vector<SchemaVersion>& history = Ns(shaper, "orders").history;
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].schema_id, 1);
+  EXPECT_THAT(history[0].changes, ElementsAre("added id (int)"));
+  EXPECT_EQ(history[1].schema_id, 2);
+  EXPECT_THAT(history[1].changes, ElementsAre("added total (double)"));
+  ASSERT_EQ(Ns(shaper, "users").history.size(), 1u);
+  EXPECT_THAT(Ns(shaper, "users").history[0].changes, ElementsAre("added name (string)"));
+
+  const std::string before = Dump(shaper.schema());
+  EXPECT_THAT(shaper.Seal(), IsEmpty());
+  AbsorbOk(shaper, Obj({{"id", Int(3)}}), orders);
+  EXPECT_THAT(shaper.Seal(), IsEmpty());
+  EXPECT_EQ(Dump(shaper.schema()), before);
+  EXPECT_EQ(shaper.records_absorbed(), 5u);
+
+  // Each namespace's batch carries its own sealed id.
+  std::vector<Batch> batches = shaper.TakeBatches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].namespace_name, "orders");
+  EXPECT_EQ(batches[0].schema_id, 2);
+  EXPECT_EQ(batches[0].num_rows, 3);
+  EXPECT_EQ(batches[1].namespace_name, "users");
+  EXPECT_EQ(batches[1].schema_id, 1);
+  EXPECT_EQ(batches[1].num_rows, 2);
+}
+
+TEST(SchemaSeal, ANamespaceLoadedFromTheStoreIsNotNew) {
+  Shaper first({}, Options());
+  AbsorbOk(first, Obj({{"a", Int(1)}}));
+  first.Seal();
+  Shaper second(first.schema(), Options());
+  AbsorbOk(second, Obj({{"a", Int(2)}}));
+  EXPECT_THAT(second.Seal(), IsEmpty());
+  EXPECT_EQ(Ns(second).schema_id, 1);
+}
+
+// ----- deadletters -------------------------------------------------------------------------------
+
+class SchemaDeadletter : public ::testing::Test {
+ protected:
+  // A schema with a sealed version and one pending (unsealed) change.
+  void SetUp() override {
+    AbsorbOk(shaper_, Obj({{"id", Int(1)}, {"s", Obj({{"k", Str("v")}})}}));
+    shaper_.Seal();
+    AbsorbOk(shaper_, Obj({{"id", Int(2)}, {"pending", Value::Bool(true)}}));
+    before_ = Dump(shaper_.schema());
+  }
+
+  // Absorbs `record`, expects a deadletter with `reason` and the origin passed in, then checks the
+  // schema, the pending changes and the kept rows are as if the record was never seen.
+  void ExpectDeadletter(Value record, const std::string& reason, const std::string& payload) {
+    const RecordOrigin origin{"input/bad.jsonl", 12, 11};
+    std::optional<Deadletter> dead = shaper_.Absorb(std::move(record), origin, kContext);
+    ASSERT_TRUE(dead.has_value());
+    EXPECT_EQ(dead->origin.source, "input/bad.jsonl");
+    EXPECT_EQ(dead->origin.line, 12u);
+    EXPECT_EQ(dead->origin.row, 11u);
+    EXPECT_EQ(dead->reason, reason);
+    EXPECT_EQ(dead->payload, payload);
+    EXPECT_EQ(DescribeDeadletter(*dead), "input/bad.jsonl:12 (record 11): " + reason);
+
+    EXPECT_EQ(Dump(shaper_.schema()), before_);
+    EXPECT_EQ(shaper_.records_absorbed(), 2u);
+    std::vector<NamespaceChange> changes = shaper_.Seal();
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_THAT(changes[0].changes, ElementsAre("added pending (boolean)"));
+    EXPECT_EQ(Ns(shaper_).schema_id, 2);
+    EXPECT_THAT(FieldNames(Ns(shaper_)), ElementsAre("id", "s", "pending"));
+    Batch batch = OnlyBatch(shaper_);
+    EXPECT_EQ(batch.num_rows, 2);
+  }
+
+  Shaper shaper_{{}, Options()};
+  std::string before_;
+};
+
+TEST_F(SchemaDeadletter, ARecordThatIsNotAnObject) {
+  ExpectDeadletter(Lst({Int(1), Int(2)}), "a record must be an object, found list", "[1,2]");
+}
+
+TEST_F(SchemaDeadletter, AScalarRecord) {
+  ExpectDeadletter(Str("hello"), "a record must be an object, found string", R"("hello")");
+}
+
+TEST_F(SchemaDeadletter, ADuplicateKeyAtTheTop) {
+  ExpectDeadletter(Obj({{"id", Int(3)}, {"new", Int(1)}, {"id", Int(4)}}),
+                   "field 'id' appears twice in one object", R"({"id":3,"new":1,"id":4})");
+}
+
+TEST_F(SchemaDeadletter, ADuplicateKeyInsideAStruct) {
+  ExpectDeadletter(Obj({{"new", Int(1)}, {"s", Obj({{"k", Str("a")}, {"k", Str("b")}})}}),
+                   "field 'k' appears twice in one object at 's'",
+                   R"({"new":1,"s":{"k":"a","k":"b"}})");
+}
+
+// {"d": {"d": ... 1}} with the innermost value at `depth` (the record's own fields are depth 1).
+Value Nest(int depth) {
+  Value value = Int(1);
+  for (int i = 0; i < depth; ++i) value = Obj({{"d", std::move(value)}});
+  return value;
+}
+
+std::string NestPath(int depth) {
+  std::string path = "d";
+  for (int i = 1; i < depth; ++i) path += ".d";
+  return path;
+}
+
+TEST_F(SchemaDeadletter, NestingDeeperThanSixtyFourLevels) {
+  const Value record = Nest(65);
+  ExpectDeadletter(record, "nested deeper than 64 levels at '" + NestPath(65) + "'",
+                   record.ToJson());
+}
+
+TEST(SchemaDeadletterLimits, SixtyFourLevelsAreAccepted) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Nest(64));
+  shaper.Seal();
+  std::string expected = "int";
+  for (int i = 0; i < 63; ++i) expected = "struct<d: " + expected + ">";
+  EXPECT_EQ(TypeOf(shaper, "d"), expected);
+  EXPECT_EQ(Ns(shaper).last_field_id, 64);
+}
+
+TEST_F(SchemaDeadletter, AListMixingObjectsAndScalars) {
+  ExpectDeadletter(Obj({{"new", Int(1)}, {"l", Lst({Obj({{"a", Int(1)}}), Int(2)})}}),
+                   "list 'l' mixes objects, lists and single values; a column holds one kind",
+                   R"({"new":1,"l":[{"a":1},2]})");
+}
+
+TEST_F(SchemaDeadletter, AListMixingListsAndScalarsInsideAStruct) {
+  ExpectDeadletter(Obj({{"s", Obj({{"l", Lst({Lst({}), Null(), Str("x")})}})}}),
+                   "list 's.l' mixes objects, lists and single values; a column holds one kind",
+                   R"({"s":{"l":[[],null,"x"]}})");
+}
+
+TEST(SchemaDeadletterLimits, APayloadIsCutAtOneKibibyte) {
+  Shaper shaper({}, Options());
+  std::optional<Deadletter> dead =
+      shaper.Absorb(Value::String(std::string(5000, 'x')), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->payload.size(), 1024u);
+  EXPECT_EQ(dead->payload, "\"" + std::string(1023, 'x'));
+  EXPECT_TRUE(shaper.schema().namespaces.empty());
+}
+
+TEST(SchemaDeadletterLimits, AMissingOrNullNamespaceFieldLeavesTheSchemaUnchanged) {
+  ShaperOptions options = Options();
+  options.namespace_fields = {"kind"};
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"kind", Str("a")}, {"x", Int(1)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"kind", Str("a")}, {"pending", Int(1)}}));
+  const std::string before = Dump(shaper.schema());
+  const std::string reason =
+      "namespace field 'kind' is missing or null; with transform.namespace_fields every record "
+      "needs it";
+
+  for (const Value& record :
+       {Obj({{"x", Int(2)}, {"other", Int(1)}}), Obj({{"kind", Null()}, {"y", Int(1)}})}) {
+    SCOPED_TRACE(record.ToJson());
+    const RecordOrigin origin{"input/bad.jsonl", 7, 6};
+    std::optional<Deadletter> dead = shaper.Absorb(record, origin, kContext);
+    ASSERT_TRUE(dead.has_value());
+    EXPECT_EQ(dead->reason, reason);
+    EXPECT_EQ(dead->origin.source, "input/bad.jsonl");
+    EXPECT_EQ(dead->origin.line, 7u);
+    EXPECT_EQ(dead->origin.row, 6u);
+    EXPECT_EQ(dead->payload, record.ToJson());
+    EXPECT_EQ(Dump(shaper.schema()), before);
+  }
+  EXPECT_EQ(shaper.records_absorbed(), 2u);
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].namespace_name, "a");
+  EXPECT_THAT(changes[0].changes, ElementsAre("added pending (int)"));
+  EXPECT_EQ(shaper.schema().namespaces.size(), 1u);
+}
+
+// ----- namespaces and flattening -----------------------------------------------------------------
+
+TEST(SchemaNamespaces, RecordsAreRoutedByACleanedFieldValue) {
+  ShaperOptions options = Options();
+  options.namespace_fields = {"event"};
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"event", Str("Web Events")}, {"x", Int(1)}}));
+  AbsorbOk(shaper, Obj({{"event", Str("Page-View")}, {"y", Str("a")}}));
+  AbsorbOk(shaper, Obj({{"event", Str("web events")}, {"x", Int(2)}}));
+  AbsorbOk(shaper, Obj({{"event", Int(42)}, {"z", Value::Bool(true)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].namespace_name, "42");
+  EXPECT_EQ(changes[1].namespace_name, "page_view");
+  EXPECT_EQ(changes[2].namespace_name, "web_events");
+  EXPECT_THAT(FieldNames(Ns(shaper, "web_events")), ElementsAre("event", "x"));
+  EXPECT_THAT(FieldNames(Ns(shaper, "page_view")), ElementsAre("event", "y"));
+  EXPECT_THAT(FieldNames(Ns(shaper, "42")), ElementsAre("event", "z"));
+  EXPECT_EQ(Ns(shaper, "web_events").name, "web_events");
+  // Each namespace numbers its own fields.
+  EXPECT_EQ(IdOf(shaper, "y", "page_view"), 2);
+
+  std::vector<Batch> batches = shaper.TakeBatches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[2].namespace_name, "web_events");
+  ASSERT_EQ(batches[2].num_rows, 2);
+  EXPECT_EQ(batches[2].RowAt(0), Obj({{"event", Str("Web Events")}, {"x", Int(1)}}));
+  EXPECT_EQ(batches[2].RowAt(1), Obj({{"event", Str("web events")}, {"x", Int(2)}}));
+}
+
+TEST(SchemaNamespaces, CompositeNamespaceFieldsAreJoinedWithUnderscores) {
+  ShaperOptions options = Options();
+  options.namespace_fields = {"source", "kind"};
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"kind", Str("Click")}, {"source", Str("App")}, {"x", Int(1)}}));
+  AbsorbOk(shaper, Obj({{"source", Str("web")}, {"kind", Int(2)}}));
+  shaper.Seal();
+  ASSERT_EQ(shaper.schema().namespaces.size(), 2u);
+  EXPECT_EQ(Ns(shaper, "app_click").name, "app_click");
+  EXPECT_EQ(Ns(shaper, "web_2").name, "web_2");
+  EXPECT_THAT(FieldNames(Ns(shaper, "app_click")), ElementsAre("kind", "source", "x"));
+}
+
+TEST(SchemaNamespaces, SourceNamespaceIsUsedWithoutNamespaceFieldsAndCleaned) {
+  Shaper shaper({}, Options());
+  RecordContext context;
+  context.source_namespace = "Public.Orders";
+  AbsorbOk(shaper, Obj({{"id", Int(1)}}), context);
+  AbsorbOk(shaper, Obj({{"id", Int(2)}}));
+  shaper.Seal();
+  ASSERT_EQ(shaper.schema().namespaces.size(), 2u);
+  EXPECT_EQ(TypeOf(shaper, "id", "public_orders"), "int");
+  EXPECT_EQ(TypeOf(shaper, "id", "p"), "int");
+}
+
+TEST(SchemaNamespaces, FlattenEventsTurnsNestedObjectsIntoDottedFields) {
+  ShaperOptions options = Options();
+  options.flatten_events = true;
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"a", Obj({{"b", Int(1)}, {"c", Obj({{"d", Str("x")}})}})},
+                        {"l", Lst({Obj({{"e", Int(1)}})})},
+                        {"top", Value::Bool(true)}}));
+  shaper.Seal();
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("a.b", "a.c.d", "l", "top"));
+  EXPECT_EQ(TypeOf(shaper, "a.b"), "int");
+  EXPECT_EQ(TypeOf(shaper, "a.c.d"), "string");
+  EXPECT_EQ(TypeOf(shaper, "l"), "list<struct<e: int>>");  // lists stay lists
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"a.b", Int(1)},
+                                 {"a.c.d", Str("x")},
+                                 {"l", Lst({Obj({{"e", Int(1)}})})},
+                                 {"top", Value::Bool(true)}}));
+}
+
+TEST(SchemaNamespaces, FlatteningIntoAnExistingDottedNameIsADeadletter) {
+  ShaperOptions options = Options();
+  options.flatten_events = true;
+  Shaper shaper({}, options);
+  std::optional<Deadletter> dead =
+      shaper.Absorb(Obj({{"a.b", Int(1)}, {"a", Obj({{"b", Int(2)}})}}), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->reason, "field 'a.b' appears twice in one object after flattening");
+  EXPECT_TRUE(shaper.schema().namespaces.empty());
+}
+
+// ----- TakeBatches -------------------------------------------------------------------------------
+
+TEST(SchemaTakeBatches, RowsFromBeforeAndAfterEvolutionReadBackExactly) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"id", Int(1)}, {"price", Dbl(2.5)}, {"tags", Lst({Str("a")})}}));
+  AbsorbOk(shaper, Obj({{"id", Int(2)}, {"price", Int(3)}, {"meta", Obj({{"k", Str("v")}})}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"id", Int(3'000'000'000)}, {"price", Str("N/A")}}));
+  AbsorbOk(shaper, Obj({{"price", Str("12.5")},
+                        {"id", Int(4)},
+                        {"meta", Obj({{"n", Int(7)}, {"k", Str("w")}})}}));
+  AbsorbOk(shaper, Obj({{"extra", Value::Bool(true)}}));
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_THAT(changes[0].changes,
+              ElementsAre("promoted id int → long",
+                          "added price_string (string) for values of price that are not double",
+                          "added meta.n (int)", "added extra (boolean)"));
+
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.namespace_name, "p");
+  EXPECT_EQ(batch.schema_id, 2);
+  EXPECT_EQ(batch.schema_id, Ns(shaper).schema_id);
+  ASSERT_EQ(batch.num_rows, 5);
+  ASSERT_EQ(batch.fields.size(), 6u);
+  std::vector<std::string> described;
+  for (const Field& field : batch.fields) {
+    described.push_back(std::to_string(field.id) + " " + field.name + ": " + field.type.ToString());
+  }
+  EXPECT_THAT(described, ElementsAre("1 id: long", "2 price: double", "3 tags: list<string>",
+                                     "5 meta: struct<k: string, n: int>", "7 price_string: string",
+                                     "9 extra: boolean"));
+  for (const Column& column : batch.columns) EXPECT_EQ(column.length, 5);
+
+  EXPECT_EQ(batch.RowAt(0), Obj({{"id", Int(1)},
+                                 {"price", Dbl(2.5)},
+                                 {"tags", Lst({Str("a")})},
+                                 {"meta", Null()},
+                                 {"price_string", Null()},
+                                 {"extra", Null()}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"id", Int(2)},
+                                 {"price", Dbl(3)},
+                                 {"tags", Null()},
+                                 {"meta", Obj({{"k", Str("v")}, {"n", Null()}})},
+                                 {"price_string", Null()},
+                                 {"extra", Null()}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"id", Int(3'000'000'000)},
+                                 {"price", Null()},
+                                 {"tags", Null()},
+                                 {"meta", Null()},
+                                 {"price_string", Str("N/A")},
+                                 {"extra", Null()}}));
+  EXPECT_EQ(batch.RowAt(3), Obj({{"id", Int(4)},
+                                 {"price", Dbl(12.5)},
+                                 {"tags", Null()},
+                                 {"meta", Obj({{"k", Str("w")}, {"n", Int(7)}})},
+                                 {"price_string", Null()},
+                                 {"extra", Null()}}));
+  EXPECT_EQ(batch.RowAt(4), Obj({{"id", Null()},
+                                 {"price", Null()},
+                                 {"tags", Null()},
+                                 {"meta", Null()},
+                                 {"price_string", Null()},
+                                 {"extra", Value::Bool(true)}}));
+
+  // The rows were handed over: the next call has nothing.
+  EXPECT_THAT(shaper.TakeBatches(), IsEmpty());
+}
+
+TEST(SchemaTakeBatches, EachUnitsBatchCarriesItsSealedSchemaId) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"a", Int(1)}}));
+  shaper.Seal();
+  Batch first = OnlyBatch(shaper);
+  EXPECT_EQ(first.schema_id, 1);
+  EXPECT_EQ(first.num_rows, 1);
+
+  AbsorbOk(shaper, Obj({{"a", Int(2)}, {"b", Str("x")}}));
+  shaper.Seal();
+  Batch second = OnlyBatch(shaper);
+  EXPECT_EQ(second.schema_id, 2);
+  ASSERT_EQ(second.num_rows, 1);
+  EXPECT_EQ(second.RowAt(0), Obj({{"a", Int(2)}, {"b", Str("x")}}));
+  // The first batch kept the fields it was built with.
+  EXPECT_EQ(first.fields.size(), 1u);
+}
+
+TEST(SchemaTakeBatches, NothingIsKeptWithoutKeepRows) {
+  ShaperOptions options = Options();
+  options.keep_rows = false;
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"a", Int(1)}}));
+  shaper.Seal();
+  EXPECT_THAT(shaper.TakeBatches(), IsEmpty());
+  EXPECT_EQ(TypeOf(shaper, "a"), "int");
+  EXPECT_EQ(shaper.records_absorbed(), 1u);
+}
+
+// ----- Iceberg JSON ------------------------------------------------------------------------------
+
+std::vector<Field> RichFields() {
+  const LogicalType item = LogicalType::Struct(
+      {Field{10, "sku", LogicalType::String(), false}, Field{11, "qty", LogicalType::Int(), true}});
+  return {
+      Field{1, "id", LogicalType::Long(), false},
+      Field{2, "amount", LogicalType::Decimal(10, 2).value(), true},
+      Field{3, "tags", LogicalType::List(Field{4, "element", LogicalType::String(), true}), true},
+      Field{5, "attrs",
+            LogicalType::Map(Field{6, "key", LogicalType::String(), false},
+                             Field{7, "value", LogicalType::Double(), false}),
+            true},
+      Field{8, "items", LogicalType::List(Field{9, "element", item, false}), true},
+      Field{12, "when", LogicalType::TimestampTz(), true},
+      Field{13, "ts", LogicalType::Timestamp(), true},
+      Field{14, "day", LogicalType::Date(), true},
+      Field{15, "at", LogicalType::Time(), true},
+      Field{16, "raw", LogicalType::Binary(), true},
+      Field{17, "uid", LogicalType::Uuid(), false},
+      Field{18, "ratio", LogicalType::Float(), true},
+      Field{19, "flag", LogicalType::Boolean(), true},
+      Field{20, "n", LogicalType::Int(), true},
+      Field{
+          21, "deep",
+          LogicalType::Struct({Field{
+              22, "inner",
+              LogicalType::Map(Field{23, "key", LogicalType::String(), false},
+                               Field{24, "value",
+                                     LogicalType::List(Field{
+                                         25, "element", LogicalType::Decimal(38, 9).value(), true}),
+                                     true}),
+              true}}),
+          true},
+  };
+}
+
+TEST(SchemaIcebergJson, FieldsFollowTheIcebergSpecShape) {
+  const Json json = FieldsToIcebergJson(RichFields(), 4);
+  EXPECT_EQ(json["type"], "struct");
+  EXPECT_EQ(json["schema-id"], 4);
+  ASSERT_EQ(json["fields"].size(), 15u);
+  EXPECT_EQ(json["fields"][0],
+            Json::parse(R"({"id":1,"name":"id","required":true,"type":"long"})"));
+  EXPECT_EQ(json["fields"][1],
+            Json::parse(R"j({"id":2,"name":"amount","required":false,"type":"decimal(10,2)"})j"));
+  EXPECT_EQ(
+      json["fields"][2]["type"],
+      Json::parse(R"({"type":"list","element-id":4,"element":"string","element-required":false})"));
+  EXPECT_EQ(json["fields"][3]["type"], Json::parse(R"({"type":"map","key-id":6,"key":"string",
+                                                       "value-id":7,"value":"double","value-required":true})"));
+  EXPECT_EQ(json["fields"][4]["type"],
+            Json::parse(R"({"type":"list","element-id":9,"element-required":true,
+      "element":{"type":"struct","fields":[{"id":10,"name":"sku","required":true,"type":"string"},
+                                            {"id":11,"name":"qty","required":false,"type":"int"}]}})"));
+  std::vector<std::string> primitive_names;
+  for (size_t i = 5; i < 14; ++i)
+    primitive_names.push_back(json["fields"][i]["type"].get<std::string>());
+  EXPECT_THAT(primitive_names, ElementsAre("timestamptz", "timestamp", "date", "time", "binary",
+                                           "uuid", "float", "boolean", "int"));
+  EXPECT_EQ(json["fields"][10]["required"], true);
+  EXPECT_EQ(json["fields"][14]["type"]["fields"][0]["type"]["value"]["element"], "decimal(38,9)");
+}
+
+TEST(SchemaIcebergJson, FieldsRoundTripWithIdsAndRequiredFlags) {
+  const std::vector<Field> fields = RichFields();
+  const Json json = FieldsToIcebergJson(fields, 4);
+  Result<std::vector<Field>> parsed = FieldsFromIcebergJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, fields);
+  // And through text, as the store keeps it.
+  Result<std::vector<Field>> reparsed = FieldsFromIcebergJson(Json::parse(json.dump()));
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
+  EXPECT_EQ(*reparsed, fields);
+  EXPECT_EQ((*reparsed)[4].type.ToString(), "list<struct<sku: string, qty: int>>");
+  EXPECT_FALSE((*reparsed)[4].type.children()[0].nullable);
+  EXPECT_FALSE((*reparsed)[3].type.children()[1].nullable);
+  EXPECT_EQ((*reparsed)[14].type.ToString(), "struct<inner: map<string, list<decimal(38, 9)>>>");
+}
+
+TEST(SchemaIcebergJson, EmptySchemaRoundTrips) {
+  const Json json = FieldsToIcebergJson({}, 1);
+  EXPECT_EQ(json, Json::parse(R"({"type":"struct","fields":[],"schema-id":1})"));
+  Result<std::vector<Field>> parsed = FieldsFromIcebergJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_THAT(*parsed, IsEmpty());
+}
+
+TEST(SchemaIcebergJson, MalformedSchemasAreCorruptionNotCrashes) {
+  const std::vector<std::string> broken = {
+      R"({"type":"struct","fields":[{"id":1,"name":"l","required":false,
+          "type":{"type":"list","element":"string","element-required":false}}]})",  // no element-id
+      R"({"type":"struct","fields":[{"id":1,"name":"l","required":false,
+          "type":{"type":"list","element-id":2}}]})",                               // no element
+      R"({"type":"struct","fields":[{"id":1,"name":"m","required":false,
+          "type":{"type":"map","key-id":2,"key":"string","value":"int"}}]})",       // no value-id
+      R"({"type":"struct","fields":[{"name":"x","type":"int"}]})",                  // no id
+      R"({"type":"struct","fields":[{"id":"one","name":"x","type":"int"}]})",  // id not a number
+      R"({"type":"list","element-id":1,"element":"int"})",                     // not a struct
+      R"({"type":"struct","fields":[{"id":1,"name":"x","type":{"type":"variant"}}]})",
+      R"({"type":"struct","fields":[{"id":1,"name":"x","type":7}]})",
+  };
+  for (const std::string& text : broken) {
+    SCOPED_TRACE(text);
+    Result<std::vector<Field>> parsed = FieldsFromIcebergJson(Json::parse(text));
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kCorruption) << parsed.status().ToString();
+  }
+}
+
+// ----- persistence -------------------------------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "skippr-schema-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<store::Store> OpenStore(const std::string& directory) {
+  store::StoreOptions options;
+  options.directory = directory;
+  Result<std::unique_ptr<store::Store>> opened = store::Store::Open(options);
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  if (!opened.ok()) std::abort();
+  return std::move(opened).value();
+}
+
+NamespaceSchema RichNamespace() {
+  NamespaceSchema ns;
+  ns.name = "web_events";
+  ns.schema_id = 3;
+  ns.last_field_id = 30;  // higher than any field: ids of dropped fields are not reused
+  ns.fields = RichFields();
+  ns.history = {{1, {"added id (long)", "added tags (list<string>)"}},
+                {2, {}},
+                {3, {"promoted n int → long", "added note (string; only nulls seen so far)"}}};
+  return ns;
+}
+
+void ExpectSameNamespace(const NamespaceSchema& actual, const NamespaceSchema& expected) {
+  EXPECT_EQ(actual.name, expected.name);
+  EXPECT_EQ(actual.schema_id, expected.schema_id);
+  EXPECT_EQ(actual.last_field_id, expected.last_field_id);
+  EXPECT_EQ(actual.fields, expected.fields);
+  ASSERT_EQ(actual.history.size(), expected.history.size());
+  for (size_t i = 0; i < expected.history.size(); ++i) {
+    EXPECT_EQ(actual.history[i].schema_id, expected.history[i].schema_id);
+    EXPECT_EQ(actual.history[i].changes, expected.history[i].changes);
+  }
+}
+
+TEST(SchemaPersistence, SaveAndLoadRoundTripANamespace) {
+  TempDir dir;
+  const NamespaceSchema expected = RichNamespace();
+  {
+    auto store = OpenStore(dir.path());
+    Result<store::WriteTransaction> write = store->BeginWrite();
+    ASSERT_TRUE(write.ok()) << write.status().ToString();
+    Status saved = SaveNamespace(*write, expected);
+    ASSERT_TRUE(saved.ok()) << saved.ToString();
+    // The transaction sees its own write before it commits.
+    Result<PipelineSchema> inside = LoadSchema(*write);
+    ASSERT_TRUE(inside.ok()) << inside.status().ToString();
+    ASSERT_EQ(inside->namespaces.size(), 1u);
+    ExpectSameNamespace(inside->namespaces.at("web_events"), expected);
+    Status committed = write->Commit();
+    ASSERT_TRUE(committed.ok()) << committed.ToString();
+  }
+  // A fresh Store on the same directory reads it back.
+  auto store = OpenStore(dir.path());
+  Result<store::ReadTransaction> read = store->BeginRead();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  Result<PipelineSchema> loaded = LoadSchema(*read);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->namespaces.size(), 1u);
+  ExpectSameNamespace(loaded->namespaces.at("web_events"), expected);
+}
+
+TEST(SchemaPersistence, AShapersSchemaSurvivesTheStoreAndKeepsEvolvingFromIt) {
+  TempDir dir;
+  auto store = OpenStore(dir.path());
+  ShaperOptions options = Options();
+  options.namespace_fields = {"kind"};
+  Shaper first({}, options);
+  AbsorbOk(first, Obj({{"kind", Str("a")}, {"x", Int(1)}, {"s", Obj({{"y", Lst({Dbl(1)})}})}}));
+  AbsorbOk(first, Obj({{"kind", Str("b")}, {"z", Str("2024-01-15")}}));
+  first.Seal();
+  AbsorbOk(first, Obj({{"kind", Str("a")}, {"x", Int(3'000'000'000)}}));
+  first.Seal();
+  {
+    Result<store::WriteTransaction> write = store->BeginWrite();
+    ASSERT_TRUE(write.ok());
+    for (const auto& [name, ns] : first.schema().namespaces)
+      ASSERT_TRUE(SaveNamespace(*write, ns).ok());
+    ASSERT_TRUE(write->Commit().ok());
+  }
+  Result<store::ReadTransaction> read = store->BeginRead();
+  ASSERT_TRUE(read.ok());
+  Result<PipelineSchema> loaded = LoadSchema(*read);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(Dump(*loaded), Dump(first.schema()));
+  EXPECT_EQ(loaded->namespaces.at("a").schema_id, 2);
+  EXPECT_EQ(loaded->namespaces.at("b").schema_id, 1);
+
+  Shaper second(std::move(loaded).value(), options);
+  AbsorbOk(second, Obj({{"kind", Str("a")}, {"w", Int(1)}}));
+  std::vector<NamespaceChange> changes = second.Seal();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].namespace_name, "a");
+  EXPECT_FALSE(changes[0].is_new_namespace);
+  EXPECT_EQ(IdOf(second, "w", "a"), 6);  // kind 1, x 2, s 3, s.y 4, s.y.element 5
+  EXPECT_EQ(Ns(second, "a").schema_id, 3);
+}
+
+TEST(SchemaPersistence, DeleteNamespaceRemovesOnlyThatNamespace) {
+  TempDir dir;
+  auto store = OpenStore(dir.path());
+  NamespaceSchema other = RichNamespace();
+  other.name = "other";
+  {
+    Result<store::WriteTransaction> write = store->BeginWrite();
+    ASSERT_TRUE(write.ok());
+    ASSERT_TRUE(SaveNamespace(*write, RichNamespace()).ok());
+    ASSERT_TRUE(SaveNamespace(*write, other).ok());
+    ASSERT_TRUE(DeleteNamespace(*write, "web_events").ok());
+    ASSERT_TRUE(write->Commit().ok());
+  }
+  Result<store::ReadTransaction> read = store->BeginRead();
+  ASSERT_TRUE(read.ok());
+  Result<PipelineSchema> loaded = LoadSchema(*read);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->namespaces.size(), 1u);
+  ExpectSameNamespace(loaded->namespaces.at("other"), other);
+}
+
+// ----- ValueFromText -----------------------------------------------------------------------------
+
+TEST(SchemaValueFromText, CellsReadAsTheDocumentedValues) {
+  EXPECT_EQ(ValueFromText(""), Null());
+  EXPECT_EQ(ValueFromText("true"), Value::Bool(true));
+  EXPECT_EQ(ValueFromText("false"), Value::Bool(false));
+  EXPECT_EQ(ValueFromText("TRUE"), Value::Bool(true));
+  EXPECT_EQ(ValueFromText("False"), Value::Bool(false));
+  EXPECT_EQ(ValueFromText("tRuE"), Str("tRuE"));
+  EXPECT_EQ(ValueFromText("007"), Str("007"));  // leading zeros: an identifier
+  EXPECT_EQ(ValueFromText("0"), Int(0));
+  EXPECT_EQ(ValueFromText("-12"), Int(-12));
+  EXPECT_EQ(ValueFromText("42"), Int(42));
+  EXPECT_EQ(ValueFromText("9223372036854775807"), Int(INT64_MAX));
+  EXPECT_EQ(ValueFromText("1e3"), Dbl(1000));
+  EXPECT_EQ(ValueFromText("3.50"), Dbl(3.5));
+  EXPECT_EQ(ValueFromText("-0.25"), Dbl(-0.25));
+  EXPECT_EQ(ValueFromText("0.5"), Dbl(0.5));
+  EXPECT_EQ(ValueFromText("00.5"), Str("00.5"));
+  EXPECT_EQ(ValueFromText(".5"), Str(".5"));
+  EXPECT_EQ(ValueFromText("+5"), Str("+5"));
+  EXPECT_EQ(ValueFromText("-"), Str("-"));
+  EXPECT_EQ(ValueFromText(" 5"), Str(" 5"));
+  EXPECT_EQ(ValueFromText("12abc"), Str("12abc"));
+  EXPECT_EQ(ValueFromText("abc"), Str("abc"));
+  EXPECT_EQ(ValueFromText("2024-01-15"), Str("2024-01-15"));  // dates are recognised later
+  EXPECT_EQ(ValueFromText("inf"), Str("inf"));
+  EXPECT_EQ(ValueFromText("1e999"), Str("1e999"));
+}
+
+// ----- text_values -------------------------------------------------------------------------------
+
+TEST(SchemaTextValues, ParseDateChecksTheCalendar) {
+  using internal::ParseDate;
+  EXPECT_EQ(ParseDate("1970-01-01"), 0);
+  EXPECT_EQ(ParseDate("2024-01-15"), 19737);
+  EXPECT_EQ(ParseDate("2024-02-29"), 19782);
+  EXPECT_EQ(ParseDate("2000-02-29"), 11016);
+  EXPECT_EQ(ParseDate("1969-12-31"), -1);
+  EXPECT_EQ(ParseDate("2023-02-29"), std::nullopt);
+  EXPECT_EQ(ParseDate("1900-02-29"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-04-31"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-13-01"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-00-10"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-01-00"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-1-15"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024/01/15"), std::nullopt);
+  EXPECT_EQ(ParseDate("2024-01-15T"), std::nullopt);
+  EXPECT_EQ(ParseDate(""), std::nullopt);
+}
+
+TEST(SchemaTextValues, ParseTimestampConvertsOffsetsToUtc) {
+  using internal::ParseTimestamp;
+  constexpr int64_t k0830Z = 1'705'307'400'000'000;  // 2024-01-15T08:30:00Z
+  constexpr int64_t k1030 = 1'705'314'600'000'000;   // 2024-01-15T10:30:00
+
+  auto plus_two = ParseTimestamp("2024-01-15T10:30:00+02:00");
+  ASSERT_TRUE(plus_two.has_value());
+  EXPECT_EQ(plus_two->micros, k0830Z);
+  EXPECT_TRUE(plus_two->has_zone);
+
+  auto minus = ParseTimestamp("2024-01-15T03:00:00-05:30");
+  ASSERT_TRUE(minus.has_value());
+  EXPECT_EQ(minus->micros, k0830Z);
+
+  auto compact = ParseTimestamp("2024-01-15T10:30+0200");
+  ASSERT_TRUE(compact.has_value());
+  EXPECT_EQ(compact->micros, k0830Z);
+
+  auto zulu = ParseTimestamp("2024-01-15 10:30:00.123456Z");
+  ASSERT_TRUE(zulu.has_value());
+  EXPECT_EQ(zulu->micros, k1030 + 123'456);
+  EXPECT_TRUE(zulu->has_zone);
+
+  auto local = ParseTimestamp("2024-01-15T10:30:00");
+  ASSERT_TRUE(local.has_value());
+  EXPECT_EQ(local->micros, k1030);
+  EXPECT_FALSE(local->has_zone);
+
+  auto truncated = ParseTimestamp("2024-01-15T10:30:00.1234567");  // beyond µs is truncated
+  ASSERT_TRUE(truncated.has_value());
+  EXPECT_EQ(truncated->micros, k1030 + 123'456);
+
+  auto across_midnight = ParseTimestamp("2024-01-01T01:00:00+02:00");
+  ASSERT_TRUE(across_midnight.has_value());
+  EXPECT_EQ(internal::FormatTimestamp(across_midnight->micros, true),
+            "2023-12-31T23:00:00.000000Z");
+
+  EXPECT_EQ(ParseTimestamp("2024-01-15T24:00:00"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15T10:60:00"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-02-30T10:00:00"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15T10:30:00+24:00"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15T10:30:00+02:0"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15T10:30:00Zx"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15T10:30:00."), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15X10:30:00"), std::nullopt);
+  EXPECT_EQ(ParseTimestamp("2024-01-15"), std::nullopt);
+}
+
+TEST(SchemaTextValues, FormatAndParseRoundTrip) {
+  using internal::FormatDate;
+  using internal::FormatTimestamp;
+  using internal::ParseDate;
+  using internal::ParseTimestamp;
+  for (int32_t days : {-719468, -1, 0, 11016, 19737, 19782, 2'932'896}) {
+    const std::string text = FormatDate(days);
+    EXPECT_EQ(ParseDate(text), days) << text;
+  }
+  EXPECT_EQ(FormatDate(19782), "2024-02-29");
+  EXPECT_EQ(FormatDate(-1), "1969-12-31");
+
+  EXPECT_EQ(FormatTimestamp(1'705'307'400'000'000, true), "2024-01-15T08:30:00.000000Z");
+  EXPECT_EQ(FormatTimestamp(1'705'314'600'123'456, false), "2024-01-15T10:30:00.123456");
+  EXPECT_EQ(FormatTimestamp(-500'000, false), "1969-12-31T23:59:59.500000");
+  for (int64_t micros : {int64_t{0}, int64_t{-500'000}, int64_t{-86'400'000'000},
+                         int64_t{1'705'314'600'123'456}, int64_t{951'782'400'000'001}}) {
+    for (bool with_zone : {false, true}) {
+      const std::string text = FormatTimestamp(micros, with_zone);
+      auto parsed = ParseTimestamp(text);
+      ASSERT_TRUE(parsed.has_value()) << text;
+      EXPECT_EQ(parsed->micros, micros) << text;
+      EXPECT_EQ(parsed->has_zone, with_zone) << text;
+    }
+  }
+}
+
+TEST(SchemaTextValues, ParseDecimalKeepsExactlyTheScale) {
+  using internal::ParseDecimal;
+  EXPECT_EQ(ParseDecimal("12.345", 2), std::nullopt);  // more precise than the column
+  EXPECT_EQ(ParseDecimal("12.3", 2), 1230);
+  EXPECT_EQ(ParseDecimal("12.30", 2), 1230);
+  EXPECT_EQ(ParseDecimal("12.300", 2), 1230);  // trailing zeros lose nothing
+  EXPECT_EQ(ParseDecimal("12", 2), 1200);
+  EXPECT_EQ(ParseDecimal("-0.05", 2), -5);
+  EXPECT_EQ(ParseDecimal("+7.1", 1), 71);
+  EXPECT_EQ(ParseDecimal("5", 0), 5);
+  EXPECT_EQ(ParseDecimal("5.0", 0), 5);
+  EXPECT_EQ(ParseDecimal("5.5", 0), std::nullopt);
+  EXPECT_EQ(ParseDecimal("9223372036854775807", 0), INT64_MAX);
+  EXPECT_EQ(ParseDecimal("9223372036854775808", 0), std::nullopt);
+  EXPECT_EQ(ParseDecimal("92233720368547758.08", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal("", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal(".", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal("-", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal("1.2.3", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal("1e3", 2), std::nullopt);
+  EXPECT_EQ(ParseDecimal("abc", 2), std::nullopt);
+}
+
+TEST(SchemaTextValues, IntegersRealsAndEpochs) {
+  using internal::EpochIntegerToMicros;
+  using internal::ParseInteger;
+  using internal::ParseReal;
+  EXPECT_EQ(ParseInteger("0"), 0);
+  EXPECT_EQ(ParseInteger("-0"), 0);
+  EXPECT_EQ(ParseInteger("-12"), -12);
+  EXPECT_EQ(ParseInteger("007"), std::nullopt);
+  EXPECT_EQ(ParseInteger("-07"), std::nullopt);
+  EXPECT_EQ(ParseInteger("+7"), std::nullopt);
+  EXPECT_EQ(ParseInteger("9223372036854775808"), std::nullopt);
+  EXPECT_EQ(ParseInteger("-"), std::nullopt);
+  EXPECT_EQ(ParseInteger(""), std::nullopt);
+  EXPECT_EQ(ParseReal("3.5"), 3.5);
+  EXPECT_EQ(ParseReal("-1e3"), -1000.0);
+  EXPECT_EQ(ParseReal("0.5"), 0.5);
+  EXPECT_EQ(ParseReal(".5"), std::nullopt);
+  EXPECT_EQ(ParseReal("01.5"), std::nullopt);
+  EXPECT_EQ(ParseReal("nan"), std::nullopt);
+  EXPECT_EQ(ParseReal("1e400"), std::nullopt);
+
+  EXPECT_EQ(EpochIntegerToMicros(1'262'304'000), 1'262'304'000'000'000);  // 2010-01-01 in seconds
+  EXPECT_EQ(EpochIntegerToMicros(1'262'303'999), std::nullopt);
+  EXPECT_EQ(EpochIntegerToMicros(99'999'999'999), 99'999'999'999'000'000);  // 11 digits
+  EXPECT_EQ(EpochIntegerToMicros(100'000'000'000), std::nullopt);           // 12 digits
+  EXPECT_EQ(EpochIntegerToMicros(1'700'000'000'000), 1'700'000'000'000'000);
+  EXPECT_EQ(EpochIntegerToMicros(2'208'988'800'000), std::nullopt);  // 2040-01-01 in ms
+  EXPECT_EQ(EpochIntegerToMicros(999'999'999), std::nullopt);
+  EXPECT_EQ(EpochIntegerToMicros(-1'700'000'000), std::nullopt);
+}
+
+}  // namespace
+}  // namespace schema
+}  // namespace skippr
