@@ -70,6 +70,8 @@ int RunCli(int argc, char** argv) {
   AddDiscoverCommand(app, global, exit_code);
   AddSchemaCommand(app, global, exit_code);
   AddMetadataCommand(app, global, exit_code);
+  AddSyncCommand(app, global, exit_code);
+  AddQueryCommand(app, global, exit_code);
 
   try {
     std::vector<std::string> args = NormaliseLogFlag(argc, argv);

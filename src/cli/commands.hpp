@@ -12,5 +12,7 @@ void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int& exit_code
 void AddDiscoverCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddSchemaCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddMetadataCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddSyncCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddQueryCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace skippr::cli

@@ -48,6 +48,12 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
 Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
                                 const std::function<void(const DiscoverProgress&)>& on_progress) {
   SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
+  return Discover(config, pipeline, state, on_progress);
+}
+
+Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
+                                PipelineState& state,
+                                const std::function<void(const DiscoverProgress&)>& on_progress) {
   schema::PipelineSchema saved;
   {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());

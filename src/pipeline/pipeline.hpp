@@ -13,6 +13,8 @@
 #include "schema/schema.hpp"
 #include "sources/sources.hpp"
 #include "store/store.hpp"
+#include "wal/wal.hpp"
+#include "query/query.hpp"
 
 namespace skippr::pipeline {
 
@@ -28,6 +30,7 @@ class PipelineState {
 
   store::Store& store() { return *store_; }
   const std::string& directory() const { return directory_; }
+  std::string wal_directory() const { return directory_ + "/wal"; }
 
  private:
   std::string directory_;
@@ -59,6 +62,44 @@ struct DiscoverResult {
 // schema in the store. Never writes to a destination; re-runnable, adding what is new.
 Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
                                 const std::function<void(const DiscoverProgress&)>& on_progress);
+// The same, on a pipeline whose lease and store the caller already holds (sync runs it first).
+Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
+                                PipelineState& state,
+                                const std::function<void(const DiscoverProgress&)>& on_progress);
+
+// Buffer thresholds: pipeline setting → environment (BUFFER_THRESHOLD_BYTES, _SECONDS) → default.
+struct BufferThresholds {
+  uint64_t bytes = 10 << 20;
+  double seconds = 60;
+};
+BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline);
+
+struct SyncProgress {
+  uint64_t records_read = 0;
+  uint64_t rows_committed = 0;
+  uint64_t bytes_read = 0;
+  uint64_t segments_committed = 0;
+  uint64_t deadletters = 0;
+  bool is_paused_for_disk = false;
+};
+
+struct SyncResult {
+  bool ran_discover = false;
+  std::vector<schema::NamespaceChange> changes;    // namespaces that evolved during the run
+  std::map<std::string, uint64_t> rows_by_namespace;  // rows committed to the WAL this run
+  uint64_t records_read = 0;
+  uint64_t rows_committed = 0;
+  uint64_t segments_committed = 0;
+  uint64_t deadletter_count = 0;
+  std::vector<schema::Deadletter> deadletters;     // the first kDeadlettersDescribed
+  wal::RecoveryReport recovery;
+};
+
+// One pass: recover the WAL, run discover when no schema exists, read the source from its committed
+// positions, commit batches to the WAL (with their positions and schema changes in the same store
+// transaction) whenever the buffer threshold is reached, until the source has nothing more.
+Result<SyncResult> SyncOnce(const config::Config& config, const config::PipelineConfig& pipeline,
+                            const std::function<void(const SyncProgress&)>& on_progress);
 
 // Replaces one namespace's top-level fields (`skipprd metadata apply`): fields keep their ids by
 // name, new names get new ids, the schema id advances.
@@ -68,5 +109,10 @@ Result<schema::NamespaceSchema> ApplyNamespaceFields(const config::PipelineConfi
 
 // The saved schema (empty when discover has not run).
 Result<schema::PipelineSchema> ReadSchema(const config::PipelineConfig& pipeline);
+
+// A query engine with every namespace of every synced pipeline as the table <pipeline>.<namespace>:
+// the rows of the live WAL slices of one pinned store snapshot per pipeline, projected onto the
+// current schema. (Landed Iceberg data joins these tables when the lake sink arrives.)
+Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config);
 
 }  // namespace skippr::pipeline

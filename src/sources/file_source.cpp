@@ -166,6 +166,7 @@ class JsonLinesReader final : public FileReader {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
       if (!line) {
         SetPosition(batch);
+        batch.bytes_read += bytes_in_batch;
         return true;
       }
       next_byte_offset_ = line->byte_offset + line->text.size() + 1;
@@ -176,7 +177,7 @@ class JsonLinesReader final : public FileReader {
         --skip_records_;
         continue;
       }
-      bytes_in_batch += line->text.size();
+      bytes_in_batch += line->text.size() + 1;
       const schema::RecordOrigin origin{path_, line->line_number, records_};
       if (line->text.size() > kMaxRecordBytes) {
         batch.deadletters.push_back(
@@ -196,6 +197,7 @@ class JsonLinesReader final : public FileReader {
       batch.records.push_back({internal::ValueFromJson(parsed.value_unsafe()), origin});
     }
     SetPosition(batch);
+    batch.bytes_read += bytes_in_batch;
     return false;
   }
 
@@ -301,7 +303,10 @@ class CsvFileReader final : public FileReader {
         batch.deadletters.push_back({{path_, 0, records_ + 1}, next.status().message(), ""});
         return true;
       }
-      if (!*next) return true;
+      if (!*next) {
+        batch.bytes_read += bytes_in_batch;
+        return true;
+      }
       const CsvRow& row = **next;
       ++records_;
       if (skip_records_ > 0) {
@@ -342,6 +347,7 @@ class CsvFileReader final : public FileReader {
       }
       batch.records.push_back({Value::Object(std::move(object)), origin});
     }
+    batch.bytes_read += bytes_in_batch;
     return false;
   }
 

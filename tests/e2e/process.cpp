@@ -1,6 +1,7 @@
 #include "e2e/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,11 +25,12 @@ std::string ReadAll(const std::string& path) {
 }
 }  // namespace
 
-ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,
-                         const ProcessOptions& options) {
-  TempDir capture;
-  const std::string out_path = capture.path() + "/out";
-  const std::string err_path = capture.path() + "/err";
+RunningProcess StartProcess(const std::string& program, const std::vector<std::string>& args,
+                            const ProcessOptions& options) {
+  RunningProcess process;
+  process.capture_ = std::make_unique<TempDir>();
+  const std::string out_path = process.capture_->path() + "/out";
+  const std::string err_path = process.capture_->path() + "/err";
 
   std::map<std::string, std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -63,15 +65,36 @@ ProcessResult RunProcess(const std::string& program, const std::vector<std::stri
     execve(program.c_str(), argv.data(), envp.data());
     _exit(127);
   }
-  int wait_status = 0;
-  while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+  process.pid_ = pid;
+  return process;
+}
+
+RunningProcess::~RunningProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
   }
+}
+
+void RunningProcess::Kill(int signal_number) const {
+  if (pid_ > 0) kill(pid_, signal_number);
+}
+
+ProcessResult RunningProcess::Wait() {
+  int wait_status = 0;
+  while (waitpid(pid_, &wait_status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
   ProcessResult result;
-  result.exit_code =
-      WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-  result.out = ReadAll(out_path);
-  result.err = ReadAll(err_path);
+  result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  result.out = ReadAll(capture_->path() + "/out");
+  result.err = ReadAll(capture_->path() + "/err");
   return result;
+}
+
+ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,
+                         const ProcessOptions& options) {
+  return StartProcess(program, args, options).Wait();
 }
 
 TempDir::TempDir() {

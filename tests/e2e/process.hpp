@@ -1,7 +1,10 @@
 // Runs a program the way a user's shell would, capturing what it prints and how it exits.
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +25,28 @@ struct ProcessOptions {
 
 ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,
                          const ProcessOptions& options = {});
+
+class TempDir;
+
+// A program started in the background (for crash tests: kill it at a moment of the test's choosing).
+class RunningProcess {
+ public:
+  RunningProcess(RunningProcess&&) = default;
+  ~RunningProcess();
+  pid_t pid() const { return pid_; }
+  void Kill(int signal_number) const;
+  ProcessResult Wait();  // waits for it to end and collects its output
+
+ private:
+  friend RunningProcess StartProcess(const std::string&, const std::vector<std::string>&,
+                                     const ProcessOptions&);
+  RunningProcess() = default;
+  pid_t pid_ = -1;
+  std::unique_ptr<TempDir> capture_;
+};
+
+RunningProcess StartProcess(const std::string& program, const std::vector<std::string>& args,
+                            const ProcessOptions& options = {});
 
 // A fresh directory under the system temp dir, removed (with its contents) on destruction.
 class TempDir {

@@ -1,0 +1,18 @@
+// Crash testing built in (issue: the WAL issue; docs/formats/wal.md lists the points).
+// SKIPPR_CRASH_POINT=<name> makes the process SIGKILL itself when it reaches that point, so tests can
+// prove that every step of the commit protocol and of recovery survives a crash.
+#pragma once
+
+#include <string_view>
+
+namespace skippr {
+
+// SIGKILLs the process if SKIPPR_CRASH_POINT names this point. Costs one comparison otherwise.
+void CrashPoint(std::string_view name);
+
+// Chaos mode (pipeline chaos_mode: true or SKIPPR_CHAOS_MODE=yes): a background thread SIGKILLs the
+// process at a random moment between SKIPPR_CHAOS_MIN_SECONDS (15) and SKIPPR_CHAOS_MAX_SECONDS (60)
+// after this call. Logs "Chaos mode throwing a random exit..." first.
+void StartChaosMode();
+
+}  // namespace skippr

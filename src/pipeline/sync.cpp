@@ -1,0 +1,199 @@
+// The sync pass: source → shaper → WAL commit (with positions and schema in one transaction).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/crash.hpp"
+#include "core/disk.hpp"
+#include "pipeline/pipeline.hpp"
+
+namespace skippr::pipeline {
+
+namespace {
+
+std::optional<double> EnvNumber(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || value[0] == '\0') return std::nullopt;
+  char* end = nullptr;
+  const double number = std::strtod(value, &end);
+  if (end == value || number <= 0) return std::nullopt;
+  return number;
+}
+
+bool ChaosRequested(const config::PipelineConfig& pipeline) {
+  if (pipeline.chaos_mode) return true;
+  const char* value = std::getenv("SKIPPR_CHAOS_MODE");
+  if (value == nullptr) return false;
+  const std::string text(value);
+  return text == "yes" || text == "true" || text == "1" || text == "YES" || text == "TRUE";
+}
+
+std::string PositionsJson(const sources::SourcePositions& positions) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [partition, position] : positions) {
+    json[partition] = {{"records_consumed", position.records_consumed},
+                       {"is_closed", position.is_closed}};
+  }
+  return json.dump();
+}
+
+// Waits while the filesystem holding DATA_DIR is under pressure (seeds: pause below 5 GB free or at
+// 90 % used, resume at 80 %).
+void WaitForDisk(const std::string& data_dir, SyncProgress& progress,
+                 const std::function<void(const SyncProgress&)>& on_progress) {
+  bool is_paused = false;
+  while (true) {
+    Result<DiskUsage> usage = MeasureDisk(data_dir);
+    if (!usage.ok()) return;  // cannot measure: do not stall the pipeline on it
+    const bool should_pause = ShouldPauseForDisk(*usage, is_paused);
+    if (!should_pause) {
+      if (is_paused) spdlog::info("disk pressure cleared ({}); reading again", DescribeDiskUsage(*usage));
+      progress.is_paused_for_disk = false;
+      return;
+    }
+    if (!is_paused) {
+      spdlog::warn("disk pressure under {} ({}): reading paused until usage is back to 80 %", data_dir,
+                   DescribeDiskUsage(*usage));
+    }
+    is_paused = true;
+    progress.is_paused_for_disk = true;
+    if (on_progress) on_progress(progress);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace
+
+BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline) {
+  BufferThresholds thresholds;
+  if (pipeline.buffer_threshold_bytes) {
+    thresholds.bytes = static_cast<uint64_t>(*pipeline.buffer_threshold_bytes);
+  } else if (auto bytes = EnvNumber("BUFFER_THRESHOLD_BYTES")) {
+    thresholds.bytes = static_cast<uint64_t>(*bytes);
+  }
+  if (pipeline.buffer_threshold_seconds) {
+    thresholds.seconds = static_cast<double>(*pipeline.buffer_threshold_seconds);
+  } else if (auto seconds = EnvNumber("BUFFER_THRESHOLD_SECONDS")) {
+    thresholds.seconds = *seconds;
+  }
+  return thresholds;
+}
+
+Result<SyncResult> SyncOnce(const config::Config& config, const config::PipelineConfig& pipeline,
+                            const std::function<void(const SyncProgress&)>& on_progress) {
+  SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
+  if (ChaosRequested(pipeline)) StartChaosMode();
+  SyncResult result;
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<wal::Wal> wal,
+                          wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
+
+  schema::PipelineSchema saved;
+  sources::SourcePositions positions;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
+    SKIPPR_ASSIGN_OR_RETURN(positions, sources::LoadPositions(read));
+  }
+  if (saved.namespaces.empty()) {
+    spdlog::info("sync {}: no schema yet, running discover first", pipeline.name);
+    SKIPPR_ASSIGN_OR_RETURN(DiscoverResult discovered, Discover(config, pipeline, state, nullptr));
+    result.ran_discover = true;
+    saved = std::move(discovered.schema);
+  }
+
+  const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
+  const BufferThresholds thresholds = ResolveBufferThresholds(pipeline);
+  sources::ReadOptions options;
+  options.max_bytes_per_batch = std::max<uint64_t>(1, thresholds.bytes);
+  SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
+
+  schema::ShaperOptions shaper_options;
+  shaper_options.default_namespace = pipeline.name;
+  shaper_options.namespace_fields = pipeline.transform.namespace_fields;
+  shaper_options.flatten_events = pipeline.transform.flatten_events;
+  shaper_options.keep_rows = true;
+  schema::Shaper shaper(std::move(saved), shaper_options);
+
+  SyncProgress progress;
+  sources::SourcePositions pending_positions;  // reached by what the shaper holds, not committed yet
+  uint64_t buffered_bytes = 0;
+  auto buffer_started = std::chrono::steady_clock::now();
+
+  const auto commit = [&]() -> Status {
+    if (pending_positions.empty()) return Status::OK();
+    std::vector<schema::NamespaceChange> changes = shaper.Seal();
+    std::vector<Batch> batches = shaper.TakeBatches();
+    const schema::PipelineSchema& schema = shaper.schema();
+    CrashPoint("sync.before_commit");
+    SKIPPR_ASSIGN_OR_RETURN(
+        wal::CommitInfo info,
+        wal->Commit(batches, PositionsJson(pending_positions), [&](store::WriteTransaction& write) {
+          SKIPPR_RETURN_IF_ERROR(sources::SavePositions(write, pending_positions));
+          for (const schema::NamespaceChange& change : changes) {
+            SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, schema.namespaces.at(change.namespace_name)));
+          }
+          return Status::OK();
+        }));
+    CrashPoint("sync.after_commit");
+    for (const Batch& batch : batches) result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
+    for (schema::NamespaceChange& change : changes) {
+      spdlog::info("sync {}: namespace {} {}: {}", pipeline.name, change.namespace_name,
+                   change.is_new_namespace ? "discovered" : "evolved", fmt::join(change.changes, "; "));
+      result.changes.push_back(std::move(change));
+    }
+    result.rows_committed += info.rows;
+    result.segments_committed += info.segment_id != 0 ? 1 : 0;
+    progress.rows_committed = result.rows_committed;
+    progress.segments_committed = result.segments_committed;
+    pending_positions.clear();
+    buffered_bytes = 0;
+    buffer_started = std::chrono::steady_clock::now();
+    return Status::OK();
+  };
+
+  uint64_t batches_read = 0;
+  while (true) {
+    if (batches_read++ % 16 == 0) WaitForDisk(pipeline.data_dir, progress, on_progress);
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
+    if (!batch) break;
+    CrashPoint("sync.after_source_read");
+    for (sources::SourceRecord& record : batch->records) {
+      if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch->context)) {
+        batch->deadletters.push_back(std::move(*deadletter));
+      }
+    }
+    for (schema::Deadletter& deadletter : batch->deadletters) {
+      if (result.deadletter_count++ < kDeadlettersDescribed) {
+        spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
+        result.deadletters.push_back(std::move(deadletter));
+      }
+    }
+    result.records_read += batch->records.size();
+    pending_positions[batch->partition] = batch->position;
+    // Sources that cannot tell their bytes (the sample, Parquet) count a nominal 256 per record.
+    buffered_bytes += batch->bytes_read > 0 ? batch->bytes_read : batch->records.size() * 256;
+    progress.records_read = result.records_read;
+    progress.bytes_read += batch->bytes_read;
+    progress.deadletters = result.deadletter_count;
+    const double buffered_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - buffer_started).count();
+    if (buffered_bytes >= thresholds.bytes || buffered_seconds >= thresholds.seconds) {
+      SKIPPR_RETURN_IF_ERROR(commit());
+    }
+    if (on_progress) on_progress(progress);
+  }
+  SKIPPR_RETURN_IF_ERROR(commit());
+  if (on_progress) on_progress(progress);
+  if (result.deadletter_count > 0 && !pipeline.deadletter_sink) {
+    spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured",
+                 result.deadletter_count);
+  }
+  return result;
+}
+
+}  // namespace skippr::pipeline

@@ -1,0 +1,448 @@
+// The Engine: an in-memory DuckDB, the wal_scan table function, one view per registered table, and
+// SQL runs whose results come back as text.
+#include <duckdb.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "query/query.hpp"
+
+namespace skippr::query {
+
+namespace detail {
+using SourceLookup =
+    std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
+Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup);  // wal_scan.cpp
+}  // namespace detail
+
+namespace {
+
+std::string QuoteIdentifier(const std::string& name) {
+  std::string quoted = "\"";
+  for (char c : name) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string QuoteLiteral(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') quoted += '\'';
+    quoted += c;
+  }
+  return quoted + "'";
+}
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// DuckDB's spelling of a type, as LogicalType::ToString writes it.
+std::string TypeName(duckdb_logical_type type) {
+  const auto child_name = [](duckdb_logical_type child) {
+    std::string name = TypeName(child);
+    duckdb_destroy_logical_type(&child);
+    return name;
+  };
+  const auto member = [](char* raw) {
+    std::string name = raw ? raw : "";
+    duckdb_free(raw);
+    bool plain = !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+    for (char c : name) {
+      plain = plain && (std::islower(static_cast<unsigned char>(c)) ||
+                        std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    }
+    return plain ? name : QuoteIdentifier(name);
+  };
+  switch (duckdb_get_type_id(type)) {
+    case DUCKDB_TYPE_BOOLEAN: return "BOOLEAN";
+    case DUCKDB_TYPE_TINYINT: return "TINYINT";
+    case DUCKDB_TYPE_SMALLINT: return "SMALLINT";
+    case DUCKDB_TYPE_INTEGER: return "INTEGER";
+    case DUCKDB_TYPE_BIGINT: return "BIGINT";
+    case DUCKDB_TYPE_UTINYINT: return "UTINYINT";
+    case DUCKDB_TYPE_USMALLINT: return "USMALLINT";
+    case DUCKDB_TYPE_UINTEGER: return "UINTEGER";
+    case DUCKDB_TYPE_UBIGINT: return "UBIGINT";
+    case DUCKDB_TYPE_HUGEINT: return "HUGEINT";
+    case DUCKDB_TYPE_UHUGEINT: return "UHUGEINT";
+    case DUCKDB_TYPE_FLOAT: return "FLOAT";
+    case DUCKDB_TYPE_DOUBLE: return "DOUBLE";
+    case DUCKDB_TYPE_DECIMAL:
+      return fmt::format("DECIMAL({},{})", duckdb_decimal_width(type), duckdb_decimal_scale(type));
+    case DUCKDB_TYPE_DATE: return "DATE";
+    case DUCKDB_TYPE_TIME: return "TIME";
+    case DUCKDB_TYPE_TIME_NS: return "TIME_NS";
+    case DUCKDB_TYPE_TIME_TZ: return "TIME WITH TIME ZONE";
+    case DUCKDB_TYPE_TIMESTAMP: return "TIMESTAMP";
+    case DUCKDB_TYPE_TIMESTAMP_S: return "TIMESTAMP_S";
+    case DUCKDB_TYPE_TIMESTAMP_MS: return "TIMESTAMP_MS";
+    case DUCKDB_TYPE_TIMESTAMP_NS: return "TIMESTAMP_NS";
+    case DUCKDB_TYPE_TIMESTAMP_TZ: return "TIMESTAMP WITH TIME ZONE";
+    case DUCKDB_TYPE_INTERVAL: return "INTERVAL";
+    case DUCKDB_TYPE_VARCHAR: return "VARCHAR";
+    case DUCKDB_TYPE_BLOB: return "BLOB";
+    case DUCKDB_TYPE_UUID: return "UUID";
+    case DUCKDB_TYPE_BIT: return "BIT";
+    case DUCKDB_TYPE_BIGNUM: return "BIGNUM";
+    case DUCKDB_TYPE_SQLNULL: return "\"NULL\"";
+    case DUCKDB_TYPE_ENUM: {
+      std::string text = "ENUM(";
+      const uint32_t size = duckdb_enum_dictionary_size(type);
+      for (uint32_t i = 0; i < size; ++i) {
+        char* value = duckdb_enum_dictionary_value(type, i);
+        text += (i ? ", " : "") + QuoteLiteral(value ? value : "");
+        duckdb_free(value);
+      }
+      return text + ")";
+    }
+    case DUCKDB_TYPE_LIST: return child_name(duckdb_list_type_child_type(type)) + "[]";
+    case DUCKDB_TYPE_ARRAY:
+      return fmt::format("{}[{}]", child_name(duckdb_array_type_child_type(type)),
+                         duckdb_array_type_array_size(type));
+    case DUCKDB_TYPE_MAP:
+      return fmt::format("MAP({}, {})", child_name(duckdb_map_type_key_type(type)),
+                         child_name(duckdb_map_type_value_type(type)));
+    case DUCKDB_TYPE_STRUCT: {
+      std::string text = "STRUCT(";
+      const idx_t count = duckdb_struct_type_child_count(type);
+      for (idx_t i = 0; i < count; ++i) {
+        text += (i ? ", " : "") + member(duckdb_struct_type_child_name(type, i)) + " " +
+                child_name(duckdb_struct_type_child_type(type, i));
+      }
+      return text + ")";
+    }
+    case DUCKDB_TYPE_UNION: {
+      std::string text = "UNION(";
+      const idx_t count = duckdb_union_type_member_count(type);
+      for (idx_t i = 0; i < count; ++i) {
+        text += (i ? ", " : "") + member(duckdb_union_type_member_name(type, i)) + " " +
+                child_name(duckdb_union_type_member_type(type, i));
+      }
+      return text + ")";
+    }
+    default: return "UNKNOWN";
+  }
+}
+
+// "Catalog Error: Table with name x does not exist!..." → "x".
+std::optional<std::string> MissingTableName(const std::string& message) {
+  static const std::regex kPattern("Table with name ([^ !]+) does not exist");
+  std::smatch match;
+  if (message.find("Catalog Error") == std::string::npos || !std::regex_search(message, match, kPattern)) {
+    return std::nullopt;
+  }
+  return match[1].str();
+}
+
+// Reads every VARCHAR column of a materialized result, chunk by chunk (strings may hold NUL bytes).
+void ReadTextRows(duckdb_result& result, idx_t columns, QueryResult* out) {
+  while (true) {
+    duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
+    if (chunk == nullptr) break;
+    const idx_t size = duckdb_data_chunk_get_size(chunk);
+    const size_t first = out->rows.size();
+    out->rows.resize(first + size, std::vector<std::optional<std::string>>(columns));
+    for (idx_t c = 0; c < columns; ++c) {
+      duckdb_vector vector = duckdb_data_chunk_get_vector(chunk, c);
+      auto* data = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
+      uint64_t* validity = duckdb_vector_get_validity(vector);
+      for (idx_t r = 0; r < size; ++r) {
+        if (validity != nullptr && !duckdb_validity_row_is_valid(validity, r)) continue;
+        out->rows[first + r][c] =
+            std::string(duckdb_string_t_data(&data[r]), duckdb_string_t_length(data[r]));
+      }
+    }
+    duckdb_destroy_data_chunk(&chunk);
+  }
+}
+
+// Strips trailing whitespace and semicolons so the statement can sit inside a subquery.
+std::string StripStatementEnd(std::string sql) {
+  while (!sql.empty() && (std::isspace(static_cast<unsigned char>(sql.back())) || sql.back() == ';')) {
+    sql.pop_back();
+  }
+  return sql;
+}
+
+}  // namespace
+
+struct Engine::Handles {
+  duckdb_database database = nullptr;
+  duckdb_connection connection = nullptr;
+  ~Handles() {
+    if (connection != nullptr) duckdb_disconnect(&connection);
+    if (database != nullptr) duckdb_close(&database);
+  }
+};
+
+Engine::Engine() : handles_(std::make_unique<Handles>()) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Open() {
+  std::unique_ptr<Engine> engine(new Engine());
+  char* error = nullptr;
+  if (duckdb_open_ext(nullptr, &engine->handles_->database, nullptr, &error) != DuckDBSuccess) {
+    std::string message = error ? error : "unknown error";
+    duckdb_free(error);
+    return Status::Internal("could not open DuckDB: " + message);
+  }
+  if (duckdb_connect(engine->handles_->database, &engine->handles_->connection) != DuckDBSuccess) {
+    return Status::Internal("could not connect to DuckDB");
+  }
+  Engine* raw = engine.get();
+  SKIPPR_RETURN_IF_ERROR(detail::RegisterWalScan(
+      engine->handles_->connection,
+      [raw](const std::string& pipeline, const std::string& namespace_name) -> std::shared_ptr<const TableSource> {
+        auto it = raw->tables_.find({pipeline, namespace_name});
+        return it == raw->tables_.end() ? nullptr : it->second;
+      }));
+  // Timestamps with a zone print in UTC, whatever the machine's zone (needs ICU; ignored without).
+  duckdb_result result;
+  duckdb_query(engine->handles_->connection, "SET TimeZone = 'UTC'", &result);
+  duckdb_destroy_result(&result);
+  return engine;
+}
+
+Status Engine::RegisterTable(TableSource table) {
+  if (table.pipeline.empty() || table.namespace_name.empty()) {
+    return Status::InvalidArgument("a query table needs a pipeline and a namespace name");
+  }
+  if (table.fields.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("table {}.{} has no columns", table.pipeline, table.namespace_name));
+  }
+  if (!table.batches) {
+    return Status::InvalidArgument(
+        fmt::format("table {}.{} has no batch provider", table.pipeline, table.namespace_name));
+  }
+  const std::pair<std::string, std::string> key{table.pipeline, table.namespace_name};
+  std::shared_ptr<const TableSource> previous;
+  if (auto it = tables_.find(key); it != tables_.end()) previous = it->second;
+  const std::string pipeline = table.pipeline;
+  const std::string namespace_name = table.namespace_name;
+  tables_[key] = std::make_shared<const TableSource>(std::move(table));
+
+  const std::string schema = QuoteIdentifier(pipeline);
+  const std::string sql =
+      fmt::format("CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS SELECT * FROM "
+                  "wal_scan({2}, {3})",
+                  schema, QuoteIdentifier(namespace_name), QuoteLiteral(pipeline), QuoteLiteral(namespace_name));
+  duckdb_result result;
+  const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
+  std::string error = ok ? "" : duckdb_result_error(&result);
+  duckdb_destroy_result(&result);
+  if (!ok) {
+    if (previous) {
+      tables_[key] = previous;
+    } else {
+      tables_.erase(key);
+    }
+    return Status::InvalidArgument(
+        fmt::format("could not define table {}.{}: {}", pipeline, namespace_name, error));
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> Engine::TableNames() const {
+  std::vector<std::string> names;
+  for (const auto& [key, source] : tables_) names.push_back(key.first + "." + key.second);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status Engine::UnknownTable(const std::string& name) const {
+  const std::vector<std::string> names = TableNames();
+  std::string list;
+  for (const std::string& table : names) list += (list.empty() ? "" : ", ") + table;
+  if (list.empty()) list = "(no tables)";
+  return Status::InvalidArgument(fmt::format(
+      "unknown table '{}'; tables are referenced as <pipeline>.<namespace>: {}", name, list));
+}
+
+// Every table a statement names must be a registered <pipeline>.<namespace> (or a CTE). DuckDB would
+// otherwise resolve unqualified names against its default schema, or read files named as tables.
+// Statements json_serialize_sql cannot parse are left to DuckDB (its Catalog Error is rewritten).
+Status Engine::CheckTableReferences(const std::string& sql) {
+  duckdb_prepared_statement statement = nullptr;
+  if (duckdb_prepare(handles_->connection, "SELECT json_serialize_sql(?::VARCHAR)", &statement) !=
+      DuckDBSuccess) {
+    duckdb_destroy_prepare(&statement);
+    return Status::OK();  // no json extension: DuckDB's catalog errors still apply
+  }
+  duckdb_bind_varchar_length(statement, 1, sql.data(), sql.size());
+  duckdb_result result;
+  std::string serialized;
+  if (duckdb_execute_prepared(statement, &result) == DuckDBSuccess) {
+    duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
+    if (chunk != nullptr && duckdb_data_chunk_get_size(chunk) > 0) {
+      duckdb_vector vector = duckdb_data_chunk_get_vector(chunk, 0);
+      auto* data = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
+      serialized.assign(duckdb_string_t_data(&data[0]), duckdb_string_t_length(data[0]));
+    }
+    if (chunk != nullptr) duckdb_destroy_data_chunk(&chunk);
+  }
+  duckdb_destroy_result(&result);
+  duckdb_destroy_prepare(&statement);
+
+  const nlohmann::json tree = nlohmann::json::parse(serialized, nullptr, /*allow_exceptions=*/false);
+  if (!tree.is_object() || tree.value("error", true)) return Status::OK();
+
+  std::set<std::string> ctes;
+  std::vector<std::tuple<std::string, std::string, std::string>> refs;  // catalog, schema, table
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& node) {
+    if (node.is_array()) {
+      for (const auto& item : node) walk(item);
+      return;
+    }
+    if (!node.is_object()) return;
+    if (node.contains("type") && node["type"] == "BASE_TABLE" && node.contains("table_name")) {
+      refs.emplace_back(node.value("catalog_name", ""), node.value("schema_name", ""),
+                        node.value("table_name", ""));
+    }
+    if (auto cte_map = node.find("cte_map"); cte_map != node.end() && cte_map->is_object()) {
+      if (auto map = cte_map->find("map"); map != cte_map->end() && map->is_array()) {
+        for (const auto& entry : *map) {
+          if (entry.is_object() && entry.contains("key") && entry["key"].is_string()) {
+            ctes.insert(Lower(entry["key"].get<std::string>()));
+          }
+        }
+      }
+    }
+    for (const auto& [key, value] : node.items()) walk(value);
+  };
+  walk(tree);
+
+  for (const auto& [catalog, schema, table] : refs) {
+    if (catalog.empty() && schema.empty() && ctes.count(Lower(table))) continue;
+    bool known = false;
+    if (!schema.empty() && (catalog.empty() || Lower(catalog) == "memory")) {
+      for (const auto& [key, source] : tables_) {
+        if (Lower(key.first) == Lower(schema) && Lower(key.second) == Lower(table)) known = true;
+      }
+    }
+    if (!known) {
+      std::string name;
+      for (const std::string* part : {&catalog, &schema, &table}) {
+        if (!part->empty()) name += (name.empty() ? "" : ".") + *part;
+      }
+      return UnknownTable(name);
+    }
+  }
+  return Status::OK();
+}
+
+Result<QueryResult> Engine::Run(const std::string& sql) {
+  duckdb_connection connection = handles_->connection;
+  const auto fail = [&](const std::string& message) -> Status {
+    if (std::optional<std::string> table = MissingTableName(message)) return UnknownTable(*table);
+    return Status::InvalidArgument(message);
+  };
+  SKIPPR_RETURN_IF_ERROR(CheckTableReferences(sql));
+
+  duckdb_extracted_statements extracted = nullptr;
+  const idx_t count = duckdb_extract_statements(connection, sql.c_str(), &extracted);
+  if (count == 0) {
+    const char* error = duckdb_extract_statements_error(extracted);
+    std::string message = error ? error : "";
+    duckdb_destroy_extracted(&extracted);
+    if (message.empty()) return Status::InvalidArgument("no SQL statement to run");
+    return fail(message);
+  }
+
+  QueryResult out;
+  for (idx_t i = 0; i < count; ++i) {
+    duckdb_prepared_statement statement = nullptr;
+    if (duckdb_prepare_extracted_statement(connection, extracted, i, &statement) != DuckDBSuccess) {
+      std::string message = duckdb_prepare_error(statement) ? duckdb_prepare_error(statement) : "";
+      duckdb_destroy_prepare(&statement);
+      duckdb_destroy_extracted(&extracted);
+      return fail(message);
+    }
+    const bool last = i + 1 == count;
+    if (last) {
+      const idx_t columns = duckdb_prepared_statement_column_count(statement);
+      for (idx_t c = 0; c < columns; ++c) {
+        const char* name = duckdb_prepared_statement_column_name(statement, c);  // ours to free
+        out.header.emplace_back(name ? name : "");
+        duckdb_free(const_cast<char*>(name));
+        duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
+        out.column_types.push_back(TypeName(type));
+        duckdb_destroy_logical_type(&type);
+      }
+      // A single SELECT runs wrapped so DuckDB itself casts every value (nested ones too) to text.
+      if (count == 1 && columns > 0 &&
+          duckdb_prepared_statement_type(statement) == DUCKDB_STATEMENT_TYPE_SELECT) {
+        const std::string wrapped =
+            "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM (\n" + StripStatementEnd(sql) + "\n)";
+        duckdb_prepared_statement text_statement = nullptr;
+        if (duckdb_prepare(connection, wrapped.c_str(), &text_statement) == DuckDBSuccess &&
+            duckdb_prepared_statement_column_count(text_statement) == columns) {
+          duckdb_destroy_prepare(&statement);
+          duckdb_destroy_extracted(&extracted);
+          duckdb_result result;
+          if (duckdb_execute_prepared(text_statement, &result) != DuckDBSuccess) {
+            std::string message = duckdb_result_error(&result);
+            duckdb_destroy_result(&result);
+            duckdb_destroy_prepare(&text_statement);
+            return fail(message);
+          }
+          ReadTextRows(result, columns, &out);
+          duckdb_destroy_result(&result);
+          duckdb_destroy_prepare(&text_statement);
+          return out;
+        }
+        duckdb_destroy_prepare(&text_statement);
+      }
+    }
+    duckdb_result result;
+    if (duckdb_execute_prepared(statement, &result) != DuckDBSuccess) {
+      std::string message = duckdb_result_error(&result);
+      duckdb_destroy_result(&result);
+      duckdb_destroy_prepare(&statement);
+      duckdb_destroy_extracted(&extracted);
+      return fail(message);
+    }
+    if (last) {
+      // Other statements (EXPLAIN, DESCRIBE, PRAGMA, ...): DuckDB's C conversion of each value.
+      const idx_t columns = duckdb_column_count(&result);
+      if (out.header.size() != columns) {
+        out.header.clear();
+        out.column_types.clear();
+        for (idx_t c = 0; c < columns; ++c) {
+          out.header.emplace_back(duckdb_column_name(&result, c));
+          duckdb_logical_type type = duckdb_column_logical_type(&result, c);
+          out.column_types.push_back(TypeName(type));
+          duckdb_destroy_logical_type(&type);
+        }
+      }
+      const idx_t rows = duckdb_row_count(&result);
+      for (idx_t r = 0; r < rows; ++r) {
+        std::vector<std::optional<std::string>> row(columns);
+        for (idx_t c = 0; c < columns; ++c) {
+          if (duckdb_value_is_null(&result, c, r)) continue;
+          char* text = duckdb_value_varchar(&result, c, r);
+          if (text != nullptr) {
+            row[c] = text;
+            duckdb_free(text);
+          }
+        }
+        out.rows.push_back(std::move(row));
+      }
+    }
+    duckdb_destroy_result(&result);
+    duckdb_destroy_prepare(&statement);
+  }
+  duckdb_destroy_extracted(&extracted);
+  return out;
+}
+
+}  // namespace skippr::query

@@ -1,0 +1,521 @@
+// wal_scan(pipeline VARCHAR, namespace VARCHAR): a DuckDB table function that fills output vectors
+// directly from the columnar buffers of Batches, projecting each batch onto the table's current
+// schema by field id.
+#include <duckdb.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "query/query.hpp"
+
+namespace skippr::query::detail {
+
+using SourceLookup =
+    std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Types
+
+struct LogicalTypeHandle {
+  duckdb_logical_type type = nullptr;
+  explicit LogicalTypeHandle(duckdb_logical_type t) : type(t) {}
+  ~LogicalTypeHandle() {
+    if (type != nullptr) duckdb_destroy_logical_type(&type);
+  }
+  LogicalTypeHandle(const LogicalTypeHandle&) = delete;
+  LogicalTypeHandle& operator=(const LogicalTypeHandle&) = delete;
+};
+
+duckdb_logical_type ToDuckType(const LogicalType& type) {
+  switch (type.id()) {
+    case TypeId::kBoolean: return duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN);
+    case TypeId::kInt: return duckdb_create_logical_type(DUCKDB_TYPE_INTEGER);
+    case TypeId::kLong: return duckdb_create_logical_type(DUCKDB_TYPE_BIGINT);
+    case TypeId::kFloat: return duckdb_create_logical_type(DUCKDB_TYPE_FLOAT);
+    case TypeId::kDouble: return duckdb_create_logical_type(DUCKDB_TYPE_DOUBLE);
+    case TypeId::kDecimal:
+      return duckdb_create_decimal_type(static_cast<uint8_t>(type.decimal_precision()),
+                                        static_cast<uint8_t>(type.decimal_scale()));
+    case TypeId::kDate: return duckdb_create_logical_type(DUCKDB_TYPE_DATE);
+    case TypeId::kTime: return duckdb_create_logical_type(DUCKDB_TYPE_TIME);
+    case TypeId::kTimestamp: return duckdb_create_logical_type(DUCKDB_TYPE_TIMESTAMP);
+    case TypeId::kTimestampTz: return duckdb_create_logical_type(DUCKDB_TYPE_TIMESTAMP_TZ);
+    case TypeId::kString: return duckdb_create_logical_type(DUCKDB_TYPE_VARCHAR);
+    case TypeId::kBinary: return duckdb_create_logical_type(DUCKDB_TYPE_BLOB);
+    case TypeId::kUuid: return duckdb_create_logical_type(DUCKDB_TYPE_UUID);
+    case TypeId::kStruct: {
+      const std::vector<Field>& fields = type.children();
+      std::vector<duckdb_logical_type> types;
+      std::vector<const char*> names;
+      for (const Field& field : fields) {
+        types.push_back(ToDuckType(field.type));
+        names.push_back(field.name.c_str());
+      }
+      duckdb_logical_type result =
+          duckdb_create_struct_type(types.data(), names.data(), static_cast<idx_t>(types.size()));
+      for (duckdb_logical_type& t : types) duckdb_destroy_logical_type(&t);
+      return result;
+    }
+    case TypeId::kList: {
+      LogicalTypeHandle element(ToDuckType(type.children()[0].type));
+      return duckdb_create_list_type(element.type);
+    }
+    case TypeId::kMap: {
+      LogicalTypeHandle key(ToDuckType(type.children()[0].type));
+      LogicalTypeHandle value(ToDuckType(type.children()[1].type));
+      return duckdb_create_map_type(key.type, value.type);
+    }
+  }
+  return duckdb_create_logical_type(DUCKDB_TYPE_VARCHAR);
+}
+
+// Whether a batch column of type `from` can be read as the table's type `to` (same type, or a
+// widening the scan casts). Nested types are checked child by child (struct children by id).
+bool Readable(const LogicalType& from, const LogicalType& to, std::string* why) {
+  const auto fail = [&] {
+    if (why) *why = fmt::format("a batch holds {} where the table has {}", from.ToString(), to.ToString());
+    return false;
+  };
+  const PhysicalKind from_kind = PhysicalKindOf(from.id());
+  switch (to.id()) {
+    case TypeId::kBoolean:
+    case TypeId::kDate:
+    case TypeId::kTime:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+    case TypeId::kString:
+    case TypeId::kBinary:
+    case TypeId::kUuid:
+      return from.id() == to.id() ? true : fail();
+    case TypeId::kInt:
+      return from.id() == TypeId::kInt ? true : fail();
+    case TypeId::kLong:
+      return (from.id() == TypeId::kInt || from.id() == TypeId::kLong) ? true : fail();
+    case TypeId::kFloat:
+      return from.id() == TypeId::kFloat ? true : fail();
+    case TypeId::kDouble:
+      // float→double; int/long→double too (a field that widened while its batch was being built).
+      return (from_kind == PhysicalKind::kDouble || from.id() == TypeId::kInt ||
+              from.id() == TypeId::kLong)
+                 ? true
+                 : fail();
+    case TypeId::kDecimal:
+      return (from.id() == TypeId::kDecimal && from.decimal_scale() == to.decimal_scale() &&
+              from.decimal_precision() <= to.decimal_precision())
+                 ? true
+                 : fail();
+    case TypeId::kStruct: {
+      if (from.id() != TypeId::kStruct) return fail();
+      for (const Field& target : to.children()) {
+        for (const Field& source : from.children()) {
+          if (source.id == target.id && !Readable(source.type, target.type, why)) return false;
+        }
+      }
+      return true;
+    }
+    case TypeId::kList:
+      if (from.id() != TypeId::kList) return fail();
+      return Readable(from.children()[0].type, to.children()[0].type, why);
+    case TypeId::kMap:
+      if (from.id() != TypeId::kMap) return fail();
+      return Readable(from.children()[0].type, to.children()[0].type, why) &&
+             Readable(from.children()[1].type, to.children()[1].type, why);
+  }
+  return fail();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filling vectors
+
+// Marks rows [offset, offset + count) of `out` NULL, recursively for struct children (DuckDB expects
+// a NULL struct's children NULL too) and with empty list entries.
+void FillNull(duckdb_vector out, const LogicalType& type, idx_t offset, idx_t count) {
+  duckdb_vector_ensure_validity_writable(out);
+  uint64_t* validity = duckdb_vector_get_validity(out);
+  for (idx_t i = 0; i < count; ++i) duckdb_validity_set_row_invalid(validity, offset + i);
+  switch (type.id()) {
+    case TypeId::kStruct:
+      for (idx_t c = 0; c < type.children().size(); ++c) {
+        FillNull(duckdb_struct_vector_get_child(out, c), type.children()[c].type, offset, count);
+      }
+      break;
+    case TypeId::kList:
+    case TypeId::kMap: {
+      auto* entries = static_cast<duckdb_list_entry*>(duckdb_vector_get_data(out));
+      const idx_t size = duckdb_list_vector_get_size(out);
+      for (idx_t i = 0; i < count; ++i) entries[offset + i] = {size, 0};
+      break;
+    }
+    default: break;
+  }
+}
+
+// Copies validity of source rows [row, row + count) to out rows [offset, offset + count).
+void FillValidity(duckdb_vector out, const Column& src, int64_t row, idx_t offset, idx_t count) {
+  bool any_null = false;
+  for (idx_t i = 0; i < count && !any_null; ++i) any_null = !src.IsValid(row + static_cast<int64_t>(i));
+  uint64_t* validity = duckdb_vector_get_validity(out);
+  if (!any_null && validity == nullptr) return;  // no mask: every row valid
+  duckdb_vector_ensure_validity_writable(out);
+  validity = duckdb_vector_get_validity(out);
+  for (idx_t i = 0; i < count; ++i) {
+    duckdb_validity_set_row_validity(validity, offset + i, src.IsValid(row + static_cast<int64_t>(i)));
+  }
+}
+
+template <typename T>
+T* DataOf(duckdb_vector out) {
+  return static_cast<T*>(duckdb_vector_get_data(out));
+}
+
+uint64_t BigEndian64(const unsigned char* bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value = (value << 8) | bytes[i];
+  return value;
+}
+
+// Writes source rows [row, row + count) of `src` (type checked Readable against `type`) into out rows
+// [offset, offset + count). Returns false with `error` set on data the table type cannot hold.
+bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t row, idx_t offset,
+          idx_t count, std::string* error);
+
+// Fills a LIST/MAP vector: entries from src.offsets, the elements into the child vector after what it
+// holds already.
+bool FillListLike(duckdb_vector out, const LogicalType& type, const Column& src, int64_t row,
+                  idx_t offset, idx_t count, std::string* error) {
+  const int64_t first = src.offsets[row];
+  const int64_t last = src.offsets[row + static_cast<int64_t>(count)];
+  const idx_t base = duckdb_list_vector_get_size(out);
+  const idx_t total = static_cast<idx_t>(last - first);
+  if (duckdb_list_vector_reserve(out, base + total) != DuckDBSuccess) {
+    *error = "could not reserve list space";
+    return false;
+  }
+  auto* entries = DataOf<duckdb_list_entry>(out);
+  for (idx_t i = 0; i < count; ++i) {
+    const int64_t begin = src.offsets[row + static_cast<int64_t>(i)];
+    const int64_t end = src.offsets[row + static_cast<int64_t>(i) + 1];
+    entries[offset + i] = {base + static_cast<idx_t>(begin - first), static_cast<idx_t>(end - begin)};
+  }
+  duckdb_vector child = duckdb_list_vector_get_child(out);
+  if (total > 0) {
+    if (type.id() == TypeId::kList) {
+      if (!Fill(child, type.children()[0].type, src.children[0], first, base, total, error)) return false;
+    } else {
+      // MAP is LIST(STRUCT(key, value)); entries are never NULL.
+      uint64_t* validity = duckdb_vector_get_validity(child);
+      if (validity != nullptr) {
+        for (idx_t i = 0; i < total; ++i) duckdb_validity_set_row_valid(validity, base + i);
+      }
+      if (!Fill(duckdb_struct_vector_get_child(child, 0), type.children()[0].type, src.children[0],
+                first, base, total, error) ||
+          !Fill(duckdb_struct_vector_get_child(child, 1), type.children()[1].type, src.children[1],
+                first, base, total, error)) {
+        return false;
+      }
+    }
+  }
+  duckdb_list_vector_set_size(out, base + total);
+  FillValidity(out, src, row, offset, count);
+  return true;
+}
+
+bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t row, idx_t offset,
+          idx_t count, std::string* error) {
+  const PhysicalKind src_kind = PhysicalKindOf(src.type.id());
+  const uint8_t* fixed = src.fixed.data();
+  switch (type.id()) {
+    case TypeId::kBoolean: {
+      bool* data = DataOf<bool>(out) + offset;
+      for (idx_t i = 0; i < count; ++i) data[i] = fixed[row + i] != 0;
+      break;
+    }
+    case TypeId::kInt:
+    case TypeId::kDate: {  // int64 → int32 (int values and day numbers fit)
+      int32_t* data = DataOf<int32_t>(out) + offset;
+      for (idx_t i = 0; i < count; ++i) {
+        int64_t v;
+        std::memcpy(&v, fixed + (row + i) * 8, 8);
+        data[i] = static_cast<int32_t>(v);
+      }
+      break;
+    }
+    case TypeId::kLong:
+    case TypeId::kTime:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      std::memcpy(DataOf<int64_t>(out) + offset, fixed + row * 8, count * 8);
+      break;
+    case TypeId::kFloat: {
+      float* data = DataOf<float>(out) + offset;
+      for (idx_t i = 0; i < count; ++i) {
+        double v;
+        std::memcpy(&v, fixed + (row + i) * 8, 8);
+        data[i] = static_cast<float>(v);
+      }
+      break;
+    }
+    case TypeId::kDouble:
+      if (src_kind == PhysicalKind::kDouble) {
+        std::memcpy(DataOf<double>(out) + offset, fixed + row * 8, count * 8);
+      } else {  // int/long batch column read as double
+        double* data = DataOf<double>(out) + offset;
+        for (idx_t i = 0; i < count; ++i) {
+          int64_t v;
+          std::memcpy(&v, fixed + (row + i) * 8, 8);
+          data[i] = static_cast<double>(v);
+        }
+      }
+      break;
+    case TypeId::kDecimal: {
+      // Batch: 16-byte little-endian two's complement. DuckDB: int16/int32/int64 by width, else
+      // hugeint {lower, upper} — the same bytes on little-endian machines.
+      const int precision = type.decimal_precision();
+      const uint8_t* base = fixed + row * 16;
+      if (precision > 18) {
+        std::memcpy(DataOf<duckdb_hugeint>(out) + offset, base, count * 16);
+        break;
+      }
+      const auto low = [&](idx_t i) {
+        int64_t v;
+        std::memcpy(&v, base + i * 16, 8);
+        return v;
+      };
+      if (precision <= 4) {
+        int16_t* data = DataOf<int16_t>(out) + offset;
+        for (idx_t i = 0; i < count; ++i) data[i] = static_cast<int16_t>(low(i));
+      } else if (precision <= 9) {
+        int32_t* data = DataOf<int32_t>(out) + offset;
+        for (idx_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>(low(i));
+      } else {
+        int64_t* data = DataOf<int64_t>(out) + offset;
+        for (idx_t i = 0; i < count; ++i) data[i] = low(i);
+      }
+      break;
+    }
+    case TypeId::kString:
+    case TypeId::kBinary: {
+      const char* bytes = src.bytes.data();
+      for (idx_t i = 0; i < count; ++i) {
+        const int64_t r = row + static_cast<int64_t>(i);
+        if (!src.IsValid(r)) continue;
+        duckdb_vector_assign_string_element_len(out, offset + i, bytes + src.offsets[r],
+                                                static_cast<idx_t>(src.offsets[r + 1] - src.offsets[r]));
+      }
+      break;
+    }
+    case TypeId::kUuid: {
+      // DuckDB's UUID: a hugeint of the 16 bytes read big-endian, with the top bit flipped so that
+      // signed order is byte order.
+      auto* data = DataOf<duckdb_hugeint>(out) + offset;
+      for (idx_t i = 0; i < count; ++i) {
+        const int64_t r = row + static_cast<int64_t>(i);
+        if (!src.IsValid(r)) continue;
+        if (src.offsets[r + 1] - src.offsets[r] != 16) {
+          *error = fmt::format("a uuid value holds {} bytes, not 16", src.offsets[r + 1] - src.offsets[r]);
+          return false;
+        }
+        const auto* b = reinterpret_cast<const unsigned char*>(src.bytes.data() + src.offsets[r]);
+        data[i].upper = static_cast<int64_t>(BigEndian64(b) ^ (uint64_t{1} << 63));
+        data[i].lower = BigEndian64(b + 8);
+      }
+      break;
+    }
+    case TypeId::kStruct: {
+      const std::vector<Field>& targets = type.children();
+      const std::vector<Field>& sources = src.type.children();
+      for (size_t c = 0; c < targets.size(); ++c) {
+        duckdb_vector child = duckdb_struct_vector_get_child(out, c);
+        size_t found = sources.size();
+        for (size_t s = 0; s < sources.size(); ++s) {
+          if (sources[s].id == targets[c].id) {
+            found = s;
+            break;
+          }
+        }
+        if (found == sources.size()) {
+          FillNull(child, targets[c].type, offset, count);
+        } else if (!Fill(child, targets[c].type, src.children[found], row, offset, count, error)) {
+          return false;
+        }
+      }
+      break;
+    }
+    case TypeId::kList:
+    case TypeId::kMap: return FillListLike(out, type, src, row, offset, count, error);
+  }
+  FillValidity(out, src, row, offset, count);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table function
+
+struct BindData {
+  std::shared_ptr<const TableSource> source;
+};
+
+struct ScanState {
+  std::vector<std::shared_ptr<const Batch>> batches;
+  // Per batch, per target field: the batch column index, or -1 (reads NULL).
+  std::vector<std::vector<int>> plans;
+  std::vector<idx_t> projected;  // output vector i ← target field projected[i]
+  size_t batch = 0;
+  int64_t row = 0;
+};
+
+std::string GetStringParameter(duckdb_bind_info info, idx_t index) {
+  duckdb_value value = duckdb_bind_get_parameter(info, index);
+  std::string text;
+  if (value != nullptr) {
+    if (!duckdb_is_null_value(value)) {
+      char* chars = duckdb_get_varchar(value);
+      if (chars != nullptr) {
+        text = chars;
+        duckdb_free(chars);
+      }
+    }
+    duckdb_destroy_value(&value);
+  }
+  return text;
+}
+
+void Bind(duckdb_bind_info info) {
+  const auto* lookup = static_cast<const SourceLookup*>(duckdb_bind_get_extra_info(info));
+  const std::string pipeline = GetStringParameter(info, 0);
+  const std::string namespace_name = GetStringParameter(info, 1);
+  std::shared_ptr<const TableSource> source = (*lookup)(pipeline, namespace_name);
+  if (source == nullptr) {
+    duckdb_bind_set_error(
+        info, fmt::format("wal_scan: no table {}.{} is registered", pipeline, namespace_name).c_str());
+    return;
+  }
+  if (source->fields.empty()) {
+    duckdb_bind_set_error(info, fmt::format("table {}.{} has no columns", pipeline, namespace_name).c_str());
+    return;
+  }
+  for (const Field& field : source->fields) {
+    LogicalTypeHandle type(ToDuckType(field.type));
+    duckdb_bind_add_result_column(info, field.name.c_str(), type.type);
+  }
+  duckdb_bind_set_bind_data(info, new BindData{std::move(source)},
+                            [](void* data) { delete static_cast<BindData*>(data); });
+}
+
+void Init(duckdb_init_info info) {
+  const auto* bind = static_cast<const BindData*>(duckdb_init_get_bind_data(info));
+  const TableSource& source = *bind->source;
+  auto state = std::make_unique<ScanState>();
+  duckdb_init_set_max_threads(info, 1);
+
+  const idx_t projected = duckdb_init_get_column_count(info);
+  for (idx_t i = 0; i < projected; ++i) state->projected.push_back(duckdb_init_get_column_index(info, i));
+
+  if (!source.batches) {
+    duckdb_init_set_error(info, "wal_scan: the table has no batch provider");
+    return;
+  }
+  Result<std::vector<std::shared_ptr<const Batch>>> batches = source.batches();
+  if (!batches.ok()) {
+    duckdb_init_set_error(info, fmt::format("reading {}.{}: {}", source.pipeline,
+                                            source.namespace_name, batches.status().message())
+                                    .c_str());
+    return;
+  }
+  for (std::shared_ptr<const Batch>& batch : *batches) {
+    if (batch == nullptr || batch->num_rows == 0) continue;
+    std::vector<int> plan(source.fields.size(), -1);
+    for (size_t f = 0; f < source.fields.size(); ++f) {
+      for (size_t c = 0; c < batch->fields.size() && c < batch->columns.size(); ++c) {
+        if (batch->fields[c].id != source.fields[f].id) continue;
+        std::string why;
+        if (!Readable(batch->columns[c].type, source.fields[f].type, &why)) {
+          duckdb_init_set_error(info, fmt::format("reading {}.{} column {}: {}", source.pipeline,
+                                                  source.namespace_name, source.fields[f].name, why)
+                                          .c_str());
+          return;
+        }
+        plan[f] = static_cast<int>(c);
+        break;
+      }
+    }
+    state->plans.push_back(std::move(plan));
+    state->batches.push_back(std::move(batch));
+  }
+  duckdb_init_set_init_data(info, state.release(), [](void* data) { delete static_cast<ScanState*>(data); });
+}
+
+void Scan(duckdb_function_info info, duckdb_data_chunk output) {
+  const auto* bind = static_cast<const BindData*>(duckdb_function_get_bind_data(info));
+  auto* state = static_cast<ScanState*>(duckdb_function_get_init_data(info));
+  const std::vector<Field>& fields = bind->source->fields;
+  if (state->batch >= state->batches.size()) {
+    duckdb_data_chunk_set_size(output, 0);
+    return;
+  }
+  const Batch& batch = *state->batches[state->batch];
+  const std::vector<int>& plan = state->plans[state->batch];
+  const idx_t count =
+      std::min<idx_t>(duckdb_vector_size(), static_cast<idx_t>(batch.num_rows - state->row));
+  const idx_t vectors = duckdb_data_chunk_get_column_count(output);
+  for (idx_t v = 0; v < vectors; ++v) {
+    duckdb_vector out = duckdb_data_chunk_get_vector(output, v);
+    const idx_t field = v < state->projected.size() ? state->projected[v] : v;
+    if (field >= fields.size()) {
+      // A column DuckDB asked for that is none of ours (a row id for count(*)): leave it NULL.
+      duckdb_vector_ensure_validity_writable(out);
+      uint64_t* validity = duckdb_vector_get_validity(out);
+      for (idx_t i = 0; i < count; ++i) duckdb_validity_set_row_invalid(validity, i);
+      continue;
+    }
+    const int column = plan[field];
+    if (column < 0) {
+      FillNull(out, fields[field].type, 0, count);
+      continue;
+    }
+    std::string error;
+    if (!Fill(out, fields[field].type, batch.columns[column], state->row, 0, count, &error)) {
+      duckdb_function_set_error(info, fmt::format("reading {}.{} column {}: {}", bind->source->pipeline,
+                                                  bind->source->namespace_name, fields[field].name, error)
+                                          .c_str());
+      return;
+    }
+  }
+  duckdb_data_chunk_set_size(output, count);
+  state->row += static_cast<int64_t>(count);
+  if (state->row >= batch.num_rows) {
+    ++state->batch;
+    state->row = 0;
+  }
+}
+
+}  // namespace
+
+Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup) {
+  duckdb_table_function function = duckdb_create_table_function();
+  duckdb_table_function_set_name(function, "wal_scan");
+  {
+    LogicalTypeHandle varchar(duckdb_create_logical_type(DUCKDB_TYPE_VARCHAR));
+    duckdb_table_function_add_parameter(function, varchar.type);
+    duckdb_table_function_add_parameter(function, varchar.type);
+  }
+  duckdb_table_function_set_extra_info(function, new SourceLookup(std::move(lookup)),
+                                       [](void* data) { delete static_cast<SourceLookup*>(data); });
+  duckdb_table_function_set_bind(function, Bind);
+  duckdb_table_function_set_init(function, Init);
+  duckdb_table_function_set_function(function, Scan);
+  duckdb_table_function_supports_projection_pushdown(function, true);
+  const duckdb_state state = duckdb_register_table_function(connection, function);
+  duckdb_destroy_table_function(&function);
+  if (state != DuckDBSuccess) return Status::Internal("could not register the wal_scan table function");
+  return Status::OK();
+}
+
+}  // namespace skippr::query::detail

@@ -1,0 +1,1075 @@
+// WAL segment encoding and decoding. The byte layout is docs/formats/wal.md; keep the two in step.
+#include "wal/segment.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "core/check.hpp"
+
+namespace skippr::wal {
+
+static_assert(std::endian::native == std::endian::little,
+              "the WAL format is little-endian and copies buffers as they are in memory");
+
+namespace {
+
+constexpr char kHeadMagic[8] = {'S', 'K', 'P', 'R', 'W', 'A', 'L', '\0'};
+constexpr char kTailMagic[8] = {'S', 'K', 'P', 'R', 'T', 'A', 'I', 'L'};
+
+constexpr uint64_t kHeaderFixedBytes = 48;   // a header with an empty pipeline and positions
+constexpr uint64_t kTailBytes = 20;          // checksum, footer_bytes, trailing magic
+constexpr uint64_t kFooterMinBytes = 4 + 8 + kTailBytes;  // slice_count, footer_offset, tail
+constexpr uint64_t kFileMinBytes = kHeaderFixedBytes + kFooterMinBytes;
+constexpr uint64_t kIndexEntryFixedBytes = 41;  // an index entry with an empty namespace
+constexpr uint64_t kSliceFixedBytes = 37;       // a slice header up to its namespace
+constexpr uint64_t kFieldFixedBytes = 16;       // a field with an empty name and no children
+constexpr uint64_t kColumnEntryBytes = 40;
+constexpr int kMaxFieldDepth = 64;
+// Level 1, not 3: measured in docs/formats/wal.md ("Compression").
+constexpr int kZstdLevel = 1;
+
+constexpr uint8_t kKindAppend = 0;
+constexpr uint8_t kKindCdc = 1;
+constexpr uint8_t kFieldNullable = 0x01;
+
+// ----- type codes: explicit, so reordering TypeId can never change the format -------------------
+
+uint8_t TypeCode(TypeId id) {
+  switch (id) {
+    case TypeId::kBoolean: return 1;
+    case TypeId::kInt: return 2;
+    case TypeId::kLong: return 3;
+    case TypeId::kFloat: return 4;
+    case TypeId::kDouble: return 5;
+    case TypeId::kDecimal: return 6;
+    case TypeId::kDate: return 7;
+    case TypeId::kTime: return 8;
+    case TypeId::kTimestamp: return 9;
+    case TypeId::kTimestampTz: return 10;
+    case TypeId::kString: return 11;
+    case TypeId::kBinary: return 12;
+    case TypeId::kUuid: return 13;
+    case TypeId::kStruct: return 14;
+    case TypeId::kList: return 15;
+    case TypeId::kMap: return 16;
+  }
+  SKIPPR_CHECK_MSG(false, "unknown TypeId");
+}
+
+std::optional<TypeId> TypeFromCode(uint8_t code) {
+  static constexpr TypeId kByCode[] = {
+      TypeId::kBoolean, TypeId::kInt,         TypeId::kLong,   TypeId::kFloat,  TypeId::kDouble,
+      TypeId::kDecimal, TypeId::kDate,        TypeId::kTime,   TypeId::kTimestamp,
+      TypeId::kTimestampTz, TypeId::kString,  TypeId::kBinary, TypeId::kUuid,   TypeId::kStruct,
+      TypeId::kList,    TypeId::kMap};
+  if (code < 1 || code > std::size(kByCode)) return std::nullopt;
+  return kByCode[code - 1];
+}
+
+bool HasOffsets(PhysicalKind kind) {
+  return kind == PhysicalKind::kBytes || kind == PhysicalKind::kList || kind == PhysicalKind::kMap;
+}
+
+// ----- little-endian byte writing and reading ---------------------------------------------------
+
+class ByteWriter {
+ public:
+  explicit ByteWriter(std::string* out) : out_(out) {}
+  void Raw(const void* data, size_t size) { out_->append(static_cast<const char*>(data), size); }
+  void U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
+  void U32(uint32_t v) { Raw(&v, 4); }
+  void I32(int32_t v) { Raw(&v, 4); }
+  void U64(uint64_t v) { Raw(&v, 8); }
+  void I64(int64_t v) { Raw(&v, 8); }
+  void Text(std::string_view text) {
+    SKIPPR_CHECK_MSG(text.size() <= UINT32_MAX, "a name longer than 4 GiB");
+    U32(static_cast<uint32_t>(text.size()));
+    Raw(text.data(), text.size());
+  }
+
+ private:
+  std::string* out_;
+};
+
+template <typename T>
+void PatchAt(std::string& out, size_t position, T value) {
+  std::memcpy(out.data() + position, &value, sizeof(T));
+}
+
+template <typename T>
+T LoadAt(std::string_view bytes, size_t position) {
+  T value;
+  std::memcpy(&value, bytes.data() + position, sizeof(T));
+  return value;
+}
+
+// Reads from a bounded window of the file; every read checks the bytes are there. `base` is the
+// window's offset in the file, so failures can name absolute offsets.
+class ByteReader {
+ public:
+  ByteReader(std::string_view window, uint64_t base) : window_(window), base_(base) {}
+  uint64_t offset() const { return base_ + position_; }
+  uint64_t remaining() const { return window_.size() - position_; }
+  bool Raw(size_t size, std::string_view* out) {
+    if (size > remaining()) return false;
+    *out = window_.substr(position_, size);
+    position_ += size;
+    return true;
+  }
+  template <typename T>
+  bool Load(T* value) {
+    if (sizeof(T) > remaining()) return false;
+    std::memcpy(value, window_.data() + position_, sizeof(T));
+    position_ += sizeof(T);
+    return true;
+  }
+  bool Text(std::string* out) {
+    uint32_t size = 0;
+    std::string_view view;
+    if (!Load(&size) || !Raw(size, &view)) return false;
+    out->assign(view);
+    return true;
+  }
+
+ private:
+  std::string_view window_;
+  uint64_t base_;
+  size_t position_ = 0;
+};
+
+// ----- encoding ---------------------------------------------------------------------------------
+
+struct Piece {
+  const void* data;
+  size_t size;
+};
+
+// One slice before compression: its header bytes (with the compressed size still to be patched)
+// and the buffers its payload concatenates.
+struct SlicePlan {
+  std::string head;
+  std::vector<Piece> pieces;
+  uint64_t uncompressed_bytes = 0;
+  std::vector<int64_t> cdc_offsets[3];  // event ids, order tokens, business keys
+};
+
+constexpr size_t kHeadSlotBytes = 0;              // u32 slice_header_bytes
+constexpr size_t kHeadSlotUncompressed = 17;      // u64 uncompressed_bytes
+constexpr size_t kHeadSlotCompressed = 25;        // u64 compressed_bytes
+
+void WriteField(ByteWriter& writer, const Field& field) {
+  writer.I32(field.id);
+  writer.U8(TypeCode(field.type.id()));
+  writer.U8(field.nullable ? kFieldNullable : 0);
+  const bool is_decimal = field.type.id() == TypeId::kDecimal;
+  writer.U8(is_decimal ? static_cast<uint8_t>(field.type.decimal_precision()) : 0);
+  writer.U8(is_decimal ? static_cast<uint8_t>(field.type.decimal_scale()) : 0);
+  writer.Text(field.name);
+  const std::vector<Field>& children = field.type.children();
+  writer.U32(static_cast<uint32_t>(children.size()));
+  for (const Field& child : children) WriteField(writer, child);
+}
+
+void AddPiece(SlicePlan& plan, const void* data, size_t size) {
+  if (size == 0) return;
+  plan.pieces.push_back({data, size});
+  plan.uncompressed_bytes += size;
+}
+
+void DescribeColumn(const Column& column, ByteWriter& directory, SlicePlan& plan) {
+  SKIPPR_CHECK(column.children.size() == column.type.children().size());
+  directory.I64(column.length);
+  directory.U64(column.validity.size());
+  directory.U64(column.fixed.size());
+  directory.U64(column.offsets.size());
+  directory.U64(column.bytes.size());
+  AddPiece(plan, column.validity.data(), column.validity.size());
+  AddPiece(plan, column.fixed.data(), column.fixed.size());
+  AddPiece(plan, column.offsets.data(), column.offsets.size() * sizeof(int64_t));
+  AddPiece(plan, column.bytes.data(), column.bytes.size());
+  for (const Column& child : column.children) DescribeColumn(child, directory, plan);
+}
+
+void DescribeStrings(const std::vector<std::string>& strings, std::vector<int64_t>& offsets,
+                     ByteWriter& directory, SlicePlan& plan) {
+  offsets.reserve(strings.size() + 1);
+  offsets.push_back(0);
+  for (const std::string& text : strings) {
+    offsets.push_back(offsets.back() + static_cast<int64_t>(text.size()));
+  }
+  directory.U64(strings.size());
+  directory.U64(static_cast<uint64_t>(offsets.back()));
+  AddPiece(plan, offsets.data(), offsets.size() * sizeof(int64_t));
+  for (const std::string& text : strings) AddPiece(plan, text.data(), text.size());
+}
+
+void PlanSlice(const Batch& batch, SlicePlan& plan) {
+  std::string reason;
+  SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
+  SKIPPR_CHECK_MSG(batch.fields.size() <= UINT32_MAX, "more than 2^32 fields");
+  ByteWriter writer(&plan.head);
+  writer.U32(0);  // slice_header_bytes, patched below
+  writer.U8(batch.cdc ? kKindCdc : kKindAppend);
+  writer.I32(batch.schema_id);
+  writer.I64(batch.num_rows);
+  writer.U64(0);  // uncompressed_bytes, patched below
+  writer.U64(0);  // compressed_bytes, patched when compressed
+  writer.Text(batch.namespace_name);
+  SKIPPR_DCHECK(plan.head.size() == kSliceFixedBytes + batch.namespace_name.size());
+  writer.U32(static_cast<uint32_t>(batch.fields.size()));
+  for (const Field& field : batch.fields) WriteField(writer, field);
+  for (size_t i = 0; i < batch.columns.size(); ++i) {
+    SKIPPR_CHECK_MSG(batch.columns[i].type == batch.fields[i].type,
+                     "a column's type differs from its field's type");
+    DescribeColumn(batch.columns[i], writer, plan);
+  }
+  if (batch.cdc) {
+    const CdcSidecar& cdc = *batch.cdc;
+    writer.U64(cdc.mutations.size());
+    AddPiece(plan, cdc.mutations.data(), cdc.mutations.size());
+    DescribeStrings(cdc.event_ids, plan.cdc_offsets[0], writer, plan);
+    DescribeStrings(cdc.order_tokens, plan.cdc_offsets[1], writer, plan);
+    DescribeStrings(cdc.business_keys, plan.cdc_offsets[2], writer, plan);
+  }
+  SKIPPR_CHECK_MSG(plan.head.size() <= UINT32_MAX, "a slice header longer than 4 GiB");
+  PatchAt<uint32_t>(plan.head, kHeadSlotBytes, static_cast<uint32_t>(plan.head.size()));
+  PatchAt<uint64_t>(plan.head, kHeadSlotUncompressed, plan.uncompressed_bytes);
+}
+
+// Compresses a slice's buffers as one zstd frame straight into the file image: no staging copy of
+// the whole payload (zstd copies into its own window, which stays in cache), and the output grows
+// with what is written instead of being allocated at the compress bound. Pieces smaller than
+// kCoalesceBytes (CDC strings, small columns) are gathered first, so zstd sees few calls.
+class PayloadCompressor {
+ public:
+  PayloadCompressor(std::string* out, uint64_t uncompressed_bytes)
+      : out_(out), start_(out->size()), context_(Context()) {
+    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_reset(context_, ZSTD_reset_session_only)));
+    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kZstdLevel)));
+    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(context_, uncompressed_bytes)));
+  }
+
+  void Add(const void* data, size_t size) {
+    if (size < kCoalesceBytes) {
+      if (small_used_ + size > kCoalesceBytes) FlushSmall();
+      std::memcpy(small_.get() + small_used_, data, size);
+      small_used_ += size;
+      return;
+    }
+    FlushSmall();
+    Feed(data, size, ZSTD_e_continue);
+  }
+
+  // Ends the frame; returns its length in bytes.
+  uint64_t Finish() {
+    FlushSmall();
+    Feed(nullptr, 0, ZSTD_e_end);
+    out_->resize(start_ + written_);
+    return written_;
+  }
+
+ private:
+  static constexpr size_t kCoalesceBytes = 64 * 1024;
+
+  static ZSTD_CCtx* Context() {
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> context(ZSTD_createCCtx(),
+                                                                            ZSTD_freeCCtx);
+    SKIPPR_CHECK(context != nullptr);
+    return context.get();
+  }
+
+  void FlushSmall() {
+    if (small_used_ == 0) return;
+    Feed(small_.get(), small_used_, ZSTD_e_continue);
+    small_used_ = 0;
+  }
+
+  void Feed(const void* data, size_t size, ZSTD_EndDirective mode) {
+    ZSTD_inBuffer input{data, size, 0};
+    while (true) {
+      const size_t room_wanted = ZSTD_CStreamOutSize();
+      if (out_->size() - start_ - written_ < room_wanted) {
+        out_->resize(start_ + written_ + std::max<size_t>(room_wanted, written_));
+      }
+      ZSTD_outBuffer output{out_->data() + start_, out_->size() - start_, written_};
+      const size_t remaining = ZSTD_compressStream2(context_, &output, &input, mode);
+      SKIPPR_CHECK_MSG(!ZSTD_isError(remaining), ZSTD_getErrorName(remaining));
+      written_ = output.pos;
+      if (mode == ZSTD_e_end ? remaining == 0 : input.pos == input.size) return;
+    }
+  }
+
+  std::string* out_;
+  size_t start_;
+  size_t written_ = 0;
+  ZSTD_CCtx* context_;
+  std::unique_ptr<char[]> small_{new char[kCoalesceBytes]};
+  size_t small_used_ = 0;
+};
+
+// Appends the slice record to `out` and returns its length.
+uint64_t EmitSlice(const SlicePlan& plan, std::string& out) {
+  const size_t record_start = out.size();
+  out += plan.head;
+  PayloadCompressor compressor(&out, plan.uncompressed_bytes);
+  for (const Piece& piece : plan.pieces) compressor.Add(piece.data, piece.size);
+  const uint64_t compressed_bytes = compressor.Finish();
+  PatchAt<uint64_t>(out, record_start + kHeadSlotCompressed, compressed_bytes);
+  const uint64_t checksum = XXH3_64bits(out.data() + record_start, out.size() - record_start);
+  ByteWriter(&out).U64(checksum);
+  return out.size() - record_start;
+}
+
+}  // namespace
+
+std::string EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches) {
+  SKIPPR_CHECK_MSG(batches.size() <= UINT32_MAX, "more than 2^32 slices");
+  std::vector<SlicePlan> plans(batches.size());
+  uint64_t reserve_bytes = kFileMinBytes + header.pipeline.size() + header.source_positions.size();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    PlanSlice(batches[i], plans[i]);
+    // Column data usually compresses 3-6x; the string grows if it does not.
+    reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 3 + 8 +
+                     kIndexEntryFixedBytes + batches[i].namespace_name.size();
+  }
+  std::string out;
+  out.reserve(reserve_bytes);
+  ByteWriter writer(&out);
+
+  const uint64_t header_bytes =
+      kHeaderFixedBytes + header.pipeline.size() + header.source_positions.size();
+  SKIPPR_CHECK_MSG(header_bytes <= UINT32_MAX, "a segment header longer than 4 GiB");
+  writer.Raw(kHeadMagic, 8);
+  writer.U32(kSegmentFormatVersion);
+  writer.U32(static_cast<uint32_t>(header_bytes));
+  writer.U64(header.segment_id);
+  writer.U64(header.sequence);
+  writer.I64(header.created_unix_micros);
+  writer.Text(header.pipeline);
+  writer.Text(header.source_positions);
+  SKIPPR_CHECK(out.size() == header_bytes);
+
+  std::vector<uint64_t> record_offsets(batches.size());
+  std::vector<uint64_t> record_bytes(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    record_offsets[i] = out.size();
+    record_bytes[i] = EmitSlice(plans[i], out);
+  }
+
+  const uint64_t footer_offset = out.size();
+  writer.U32(static_cast<uint32_t>(batches.size()));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    writer.U64(record_offsets[i]);
+    writer.U64(record_bytes[i]);
+    writer.U64(plans[i].uncompressed_bytes);
+    writer.I64(batches[i].num_rows);
+    writer.I32(batches[i].schema_id);
+    writer.U8(batches[i].cdc ? kKindCdc : kKindAppend);
+    writer.Text(batches[i].namespace_name);
+  }
+  writer.U64(footer_offset);
+  const uint64_t checksum = XXH3_64bits(out.data(), out.size());
+  writer.U64(checksum);
+  const uint64_t footer_bytes = out.size() + 4 + 8 - footer_offset;
+  SKIPPR_CHECK_MSG(footer_bytes <= UINT32_MAX, "a segment footer longer than 4 GiB");
+  writer.U32(static_cast<uint32_t>(footer_bytes));
+  writer.Raw(kTailMagic, 8);
+  SKIPPR_CHECK(out.size() - footer_offset == footer_bytes);
+  return out;
+}
+
+// ----- reading ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kCommittedAdvice =
+    "a WAL segment holds committed data, so this is data damage: restore DATA_DIR from a backup, "
+    "or re-read the source with a new pipeline";
+
+Status Damaged(std::string_view name, std::string_view what) {
+  return Status::Corruption(fmt::format("WAL segment {} is damaged: {}; {}", name, what,
+                                        kCommittedAdvice));
+}
+
+std::string Printable(std::string_view bytes) {
+  std::string text;
+  for (unsigned char c : bytes) {
+    text += (c >= 0x20 && c < 0x7f && c != '\\') ? std::string(1, static_cast<char>(c))
+                                                 : fmt::format("\\x{:02x}", c);
+  }
+  return text;
+}
+
+// Magic and version: the only checks made before the checksum, because a newer version may place
+// the checksum elsewhere.
+Status CheckStart(std::string_view name, std::string_view start, uint64_t file_bytes) {
+  if (file_bytes < 16) {
+    return Damaged(name, fmt::format("the file has {} bytes, fewer than the 16 that start a "
+                                     "segment (truncated)", file_bytes));
+  }
+  if (std::memcmp(start.data(), kHeadMagic, 8) != 0) {
+    return Damaged(name, fmt::format("bytes 0..8 are '{}', not the segment magic 'SKPRWAL\\x00' "
+                                     "(not a WAL segment, or its start was overwritten)",
+                                     Printable(start.substr(0, 8))));
+  }
+  const uint32_t version = LoadAt<uint32_t>(start, 8);
+  if (version == 0) return Damaged(name, "format version at byte 8 is 0, which no writer uses");
+  if (version > kSegmentFormatVersion) {
+    return Status::NotSupported(fmt::format(
+        "WAL segment {} has format version {}; this skipprd reads versions up to {}: run a newer "
+        "skipprd on this DATA_DIR (if no newer skipprd ever wrote it, the file is damaged: restore "
+        "DATA_DIR from a backup)",
+        name, version, kSegmentFormatVersion));
+  }
+  return Status::OK();
+}
+
+// Trailing magic and footer length, given the last 28 bytes of the file (footer_offset included).
+Status CheckEnd(std::string_view name, std::string_view last28, uint64_t file_bytes,
+                uint64_t* footer_offset) {
+  if (file_bytes < kFileMinBytes) {
+    return Damaged(name, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
+                                     "(truncated)", file_bytes, kFileMinBytes));
+  }
+  if (std::memcmp(last28.data() + 20, kTailMagic, 8) != 0) {
+    return Damaged(name, fmt::format("the last 8 bytes (at offset {}) are '{}', not the trailing "
+                                     "magic 'SKPRTAIL' (truncated, or its end was overwritten)",
+                                     file_bytes - 8, Printable(last28.substr(20, 8))));
+  }
+  const uint32_t footer_bytes = LoadAt<uint32_t>(last28, 16);
+  if (footer_bytes < kFooterMinBytes || footer_bytes > file_bytes - kHeaderFixedBytes) {
+    return Damaged(name, fmt::format("footer length {} at offset {} does not fit a {}-byte file",
+                                     footer_bytes, file_bytes - 12, file_bytes));
+  }
+  const uint64_t stored_footer_offset = LoadAt<uint64_t>(last28, 0);
+  if (stored_footer_offset != file_bytes - footer_bytes) {
+    return Damaged(name, fmt::format("footer length {} puts the footer at offset {}, but the footer "
+                                     "records offset {} (at offset {})",
+                                     footer_bytes, file_bytes - footer_bytes, stored_footer_offset,
+                                     file_bytes - 28));
+  }
+  *footer_offset = stored_footer_offset;
+  return Status::OK();
+}
+
+// The fixed part of a slice header, as found both in the record and (as a copy) in the index.
+struct SliceHead {
+  uint32_t slice_header_bytes = 0;
+  uint8_t kind = 0;
+  int32_t schema_id = 0;
+  int64_t row_count = 0;
+  uint64_t uncompressed_bytes = 0;
+  uint64_t compressed_bytes = 0;
+  std::string namespace_name;
+};
+
+bool ReadSliceHead(ByteReader& reader, SliceHead* head) {
+  return reader.Load(&head->slice_header_bytes) && reader.Load(&head->kind) &&
+         reader.Load(&head->schema_id) && reader.Load(&head->row_count) &&
+         reader.Load(&head->uncompressed_bytes) && reader.Load(&head->compressed_bytes) &&
+         reader.Text(&head->namespace_name);
+}
+
+// Compares a slice record's header with its index entry: the index must describe the slice exactly.
+std::optional<std::string> SliceHeadMismatch(const SliceHead& head, const SliceInfo& info) {
+  if (head.namespace_name != info.namespace_name) {
+    return fmt::format("namespace '{}' differs from the index's '{}'", Printable(head.namespace_name),
+                       Printable(info.namespace_name));
+  }
+  if (head.schema_id != info.schema_id) {
+    return fmt::format("schema id {} differs from the index's {}", head.schema_id, info.schema_id);
+  }
+  if (head.row_count != info.row_count) {
+    return fmt::format("row count {} differs from the index's {}", head.row_count, info.row_count);
+  }
+  if ((head.kind == kKindCdc) != info.is_cdc || head.kind > kKindCdc) {
+    return fmt::format("kind {} differs from the index's {}", head.kind, info.is_cdc ? 1 : 0);
+  }
+  if (head.uncompressed_bytes != info.uncompressed_bytes) {
+    return fmt::format("uncompressed size {} differs from the index's {}", head.uncompressed_bytes,
+                       info.uncompressed_bytes);
+  }
+  // slice_header_bytes + compressed_bytes + 8 == record length, without overflow.
+  if (head.slice_header_bytes > info.payload_bytes - 8 ||
+      head.compressed_bytes != info.payload_bytes - 8 - head.slice_header_bytes ||
+      head.slice_header_bytes < kSliceFixedBytes + head.namespace_name.size()) {
+    return fmt::format("header length {} and compressed length {} do not add up to the record's "
+                       "{} bytes",
+                       head.slice_header_bytes, head.compressed_bytes, info.payload_bytes);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<SegmentReader> SegmentReader::FromBytes(std::string bytes, std::string display_name) {
+  SegmentReader reader;
+  reader.bytes_ = std::move(bytes);
+  reader.display_name_ = std::move(display_name);
+  SKIPPR_RETURN_IF_ERROR(reader.Verify());
+  return reader;
+}
+
+Status SegmentReader::Verify() {
+  const std::string_view bytes = bytes_;
+  const std::string_view name = display_name_;
+  const uint64_t file_bytes = bytes.size();
+  SKIPPR_RETURN_IF_ERROR(CheckStart(name, bytes, file_bytes));
+  uint64_t footer_offset = 0;
+  SKIPPR_RETURN_IF_ERROR(
+      CheckEnd(name, file_bytes >= 28 ? bytes.substr(file_bytes - 28) : bytes, file_bytes,
+               &footer_offset));
+
+  const uint64_t checksum_offset = file_bytes - kTailBytes;
+  const uint64_t stored = LoadAt<uint64_t>(bytes, checksum_offset);
+  const uint64_t computed = XXH3_64bits(bytes.data(), checksum_offset);
+  if (stored != computed) {
+    return Status::Corruption(fmt::format(
+        "WAL segment {} fails its checksum (stored {:016x} at offset {}, computed {:016x} over "
+        "bytes 0..{}); {}",
+        name, stored, checksum_offset, computed, checksum_offset, kCommittedAdvice));
+  }
+  checksum_ = stored;
+  // From here on the bytes are as the writer wrote them; the checks below catch a broken writer.
+
+  const uint32_t header_bytes = LoadAt<uint32_t>(bytes, 12);
+  if (header_bytes < kHeaderFixedBytes || header_bytes > footer_offset) {
+    return Damaged(name, fmt::format("header length {} at offset 12 is outside 48..{}",
+                                     header_bytes, footer_offset));
+  }
+  ByteReader head(bytes.substr(0, header_bytes), 0);
+  std::string_view skipped;
+  if (!head.Raw(16, &skipped) || !head.Load(&header_.segment_id) ||
+      !head.Load(&header_.sequence) || !head.Load(&header_.created_unix_micros) ||
+      !head.Text(&header_.pipeline) || !head.Text(&header_.source_positions) ||
+      head.remaining() != 0) {
+    return Damaged(name, fmt::format("the header's fields do not fill its {} bytes exactly",
+                                     header_bytes));
+  }
+
+  ByteReader index(bytes.substr(footer_offset, checksum_offset - 8 - footer_offset),
+                   footer_offset);
+  uint32_t slice_count = 0;
+  if (!index.Load(&slice_count) || slice_count > index.remaining() / kIndexEntryFixedBytes) {
+    return Damaged(name, fmt::format("slice count {} at offset {} does not fit the footer",
+                                     slice_count, footer_offset));
+  }
+  slices_.resize(slice_count);
+  uint64_t expected_offset = header_bytes;
+  for (uint32_t ordinal = 0; ordinal < slice_count; ++ordinal) {
+    SliceInfo& info = slices_[ordinal];
+    info.ordinal = ordinal;
+    const uint64_t entry_offset = index.offset();
+    uint8_t kind = 0;
+    if (!index.Load(&info.payload_offset) || !index.Load(&info.payload_bytes) ||
+        !index.Load(&info.uncompressed_bytes) || !index.Load(&info.row_count) ||
+        !index.Load(&info.schema_id) || !index.Load(&kind) || !index.Text(&info.namespace_name)) {
+      return Damaged(name, fmt::format("index entry {} at offset {} runs past the footer", ordinal,
+                                       entry_offset));
+    }
+    if (kind > kKindCdc || info.row_count < 0) {
+      return Damaged(name, fmt::format("index entry {} at offset {} has kind {} and row count {}",
+                                       ordinal, entry_offset, kind, info.row_count));
+    }
+    info.is_cdc = kind == kKindCdc;
+    if (info.payload_offset != expected_offset || info.payload_bytes < kSliceFixedBytes + 8 ||
+        info.payload_bytes > footer_offset - expected_offset) {
+      return Damaged(name, fmt::format("index entry {} places slice {} at offset {} ({} bytes), but "
+                                       "slices must tile bytes {}..{} in order",
+                                       ordinal, ordinal, info.payload_offset, info.payload_bytes,
+                                       header_bytes, footer_offset));
+    }
+    ByteReader record(bytes.substr(info.payload_offset, info.payload_bytes - 8),
+                      info.payload_offset);
+    SliceHead slice_head;
+    if (!ReadSliceHead(record, &slice_head)) {
+      return Damaged(name, fmt::format("slice {} at offset {} is shorter than its header", ordinal,
+                                       info.payload_offset));
+    }
+    if (auto mismatch = SliceHeadMismatch(slice_head, info)) {
+      return Damaged(name, fmt::format("slice {} at offset {}: {}", ordinal, info.payload_offset,
+                                       *mismatch));
+    }
+    expected_offset += info.payload_bytes;
+  }
+  if (expected_offset != footer_offset || index.remaining() != 0) {
+    return Damaged(name, fmt::format("the {} slices end at offset {} and the index at offset {}, "
+                                     "but the footer starts at {} and its index ends at {}",
+                                     slice_count, expected_offset, index.offset(), footer_offset,
+                                     checksum_offset - 8));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Status OpenFailed(const std::string& path, int error) {
+  if (error == ENOENT) {
+    return Status::NotFound(fmt::format("WAL segment file '{}' does not exist", path));
+  }
+  return Status::IOError(fmt::format("cannot open WAL segment file '{}': {}", path,
+                                     std::strerror(error)));
+}
+
+Status ReadFully(int fd, const std::string& path, uint64_t offset, char* out, uint64_t size) {
+  while (size > 0) {
+    const ssize_t got = ::pread(fd, out, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return Status::IOError(fmt::format("cannot read WAL segment file '{}' at offset {}: {}", path,
+                                         offset, std::strerror(errno)));
+    }
+    if (got == 0) {
+      return Status::IOError(fmt::format("WAL segment file '{}' shrank while being read (at offset "
+                                         "{}): is another process writing it?", path, offset));
+    }
+    out += got;
+    offset += static_cast<uint64_t>(got);
+    size -= static_cast<uint64_t>(got);
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> FileSize(int fd, const std::string& path) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    return Status::IOError(fmt::format("cannot stat WAL segment file '{}': {}", path,
+                                       std::strerror(errno)));
+  }
+  return static_cast<uint64_t>(info.st_size);
+}
+
+}  // namespace
+
+Result<SegmentReader> SegmentReader::Open(const std::string& path) {
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) return OpenFailed(path, errno);
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
+  std::string bytes(file_bytes, '\0');
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, bytes.data(), file_bytes));
+  return FromBytes(std::move(bytes), path);
+}
+
+Status SegmentReader::CheckTail(const std::string& path) {
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) return OpenFailed(path, errno);
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
+  if (file_bytes < kFileMinBytes) {
+    return Damaged(path, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
+                                     "(truncated)", file_bytes, kFileMinBytes));
+  }
+  char start[8];
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, start, 8));
+  if (std::memcmp(start, kHeadMagic, 8) != 0) {
+    return Damaged(path, fmt::format("bytes 0..8 are '{}', not the segment magic 'SKPRWAL\\x00'",
+                                     Printable(std::string_view(start, 8))));
+  }
+  char last28[28];
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, file_bytes - 28, last28, 28));
+  uint64_t footer_offset = 0;
+  return CheckEnd(path, std::string_view(last28, 28), file_bytes, &footer_offset);
+}
+
+// ----- slice decoding ---------------------------------------------------------------------------
+
+namespace {
+
+// Decompresses a slice's zstd frame straight into the column buffers, in directory order, without
+// a staging copy of the whole payload.
+class PayloadDecompressor {
+ public:
+  explicit PayloadDecompressor(std::string_view compressed)
+      : context_(Context()), input_{compressed.data(), compressed.size(), 0} {
+    SKIPPR_CHECK(!ZSTD_isError(ZSTD_DCtx_reset(context_, ZSTD_reset_session_only)));
+  }
+
+  // Fills exactly `size` bytes; false when the frame is damaged or ends first.
+  bool Read(void* out, size_t size) {
+    ZSTD_outBuffer output{out, size, 0};
+    while (output.pos < output.size) {
+      if (is_frame_done_) return Failed("the frame ends early");
+      if (!Step(output)) return false;
+    }
+    return true;
+  }
+
+  // True when the frame ended exactly after the last byte read and no input is left over.
+  bool Finish() {
+    char extra;
+    while (!is_frame_done_) {
+      ZSTD_outBuffer output{&extra, 1, 0};
+      if (!Step(output)) return false;
+      if (output.pos != 0) return Failed("the frame holds more bytes than described");
+    }
+    if (input_.pos != input_.size) return Failed("bytes follow the end of the frame");
+    return true;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  static ZSTD_DCtx* Context() {
+    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(),
+                                                                            ZSTD_freeDCtx);
+    SKIPPR_CHECK(context != nullptr);
+    return context.get();
+  }
+
+  bool Step(ZSTD_outBuffer& output) {
+    const size_t input_before = input_.pos;
+    const size_t output_before = output.pos;
+    const size_t hint = ZSTD_decompressStream(context_, &output, &input_);
+    if (ZSTD_isError(hint)) return Failed(ZSTD_getErrorName(hint));
+    if (hint == 0) {
+      is_frame_done_ = true;
+    } else if (input_.pos == input_before && output.pos == output_before) {
+      return Failed("the frame is cut short");
+    }
+    return true;
+  }
+
+  bool Failed(std::string_view what) {
+    error_ = what;
+    return false;
+  }
+
+  ZSTD_DCtx* context_;
+  ZSTD_inBuffer input_;
+  bool is_frame_done_ = false;
+  std::string error_;
+};
+
+// Decodes one slice record whose checksum has been verified. Every failure is a Corruption message
+// fragment (the caller adds the segment and slice).
+class SliceDecoder {
+ public:
+  SliceDecoder(std::string_view record, uint64_t record_offset, const SliceInfo& info)
+      : record_(record), record_offset_(record_offset), info_(info),
+        reader_(record.substr(0, record.size() - 8), record_offset) {}
+
+  Result<Batch> Decode() {
+    SliceHead head;
+    if (!ReadSliceHead(reader_, &head)) return Fail("the slice header is cut short");
+    if (auto mismatch = SliceHeadMismatch(head, info_)) return Fail(*mismatch);
+    payload_left_ = head.uncompressed_bytes;
+    const std::string_view compressed =
+        record_.substr(head.slice_header_bytes, head.compressed_bytes);
+    const unsigned long long frame_content_bytes =
+        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    if (frame_content_bytes != head.uncompressed_bytes) {
+      return Fail(fmt::format("the zstd frame at offset {} declares {} bytes, the slice {}",
+                              record_offset_ + head.slice_header_bytes,
+                              static_cast<int64_t>(frame_content_bytes), head.uncompressed_bytes));
+    }
+
+    Batch batch;
+    batch.namespace_name = std::move(head.namespace_name);
+    batch.schema_id = head.schema_id;
+    batch.num_rows = head.row_count;
+    uint32_t field_count = 0;
+    if (!reader_.Load(&field_count) || field_count > reader_.remaining() / kFieldFixedBytes) {
+      return Fail("the field count does not fit the slice header");
+    }
+    batch.fields.reserve(field_count);
+    for (uint32_t i = 0; i < field_count; ++i) {
+      SKIPPR_ASSIGN_OR_RETURN(Field field, ReadField(0));
+      batch.fields.push_back(std::move(field));
+    }
+    batch.columns.reserve(field_count);
+    for (const Field& field : batch.fields) {
+      batch.columns.emplace_back(field.type);
+      SKIPPR_RETURN_IF_ERROR(ReadColumnShape(batch.columns.back()));
+    }
+    std::vector<uint64_t> cdc_counts;
+    if (head.kind == kKindCdc) {
+      batch.cdc.emplace();
+      SKIPPR_RETURN_IF_ERROR(ReadCdcShape(head.row_count, *batch.cdc, cdc_counts));
+    }
+    if (reader_.offset() != record_offset_ + head.slice_header_bytes) {
+      return Fail(fmt::format("the slice header ends at offset {}, not at offset {} as recorded",
+                              reader_.offset(), record_offset_ + head.slice_header_bytes));
+    }
+    if (payload_left_ != 0) {
+      return Fail(fmt::format("the column directory accounts for {} of the {} uncompressed bytes",
+                              head.uncompressed_bytes - payload_left_, head.uncompressed_bytes));
+    }
+
+    PayloadDecompressor payload(compressed);
+    for (Column& column : batch.columns) {
+      if (!FillColumn(payload, column)) return PayloadFailed(payload, head);
+    }
+    if (batch.cdc) SKIPPR_RETURN_IF_ERROR(FillCdc(payload, head, *batch.cdc, cdc_counts));
+    if (!payload.Finish()) return PayloadFailed(payload, head);
+
+    std::string reason;
+    if (!batch.Validate(&reason)) return Fail("the decoded batch is inconsistent: " + reason);
+    SKIPPR_CHECK(batch.num_rows == info_.row_count);
+    return batch;
+  }
+
+ private:
+  Status Fail(std::string_view what) const {
+    return Status::Corruption(fmt::format("slice {} at offset {}: {}", info_.ordinal,
+                                          record_offset_, what));
+  }
+
+  Result<Field> ReadField(int depth) {
+    if (depth > kMaxFieldDepth) {
+      return Fail(fmt::format("fields nest deeper than {} levels", kMaxFieldDepth));
+    }
+    const uint64_t field_offset = reader_.offset();
+    Field field;
+    uint8_t code = 0, flags = 0, precision = 0, scale = 0;
+    uint32_t child_count = 0;
+    if (!reader_.Load(&field.id) || !reader_.Load(&code) || !reader_.Load(&flags) ||
+        !reader_.Load(&precision) || !reader_.Load(&scale) || !reader_.Text(&field.name) ||
+        !reader_.Load(&child_count)) {
+      return Fail(fmt::format("the field at offset {} is cut short", field_offset));
+    }
+    const std::optional<TypeId> type_id = TypeFromCode(code);
+    if (!type_id) return Fail(fmt::format("field at offset {} has unknown type code {}", field_offset, code));
+    if ((flags & ~kFieldNullable) != 0) {
+      return Fail(fmt::format("field at offset {} has unknown flags {:#04x}", field_offset, flags));
+    }
+    field.nullable = (flags & kFieldNullable) != 0;
+    bool counts_fit = child_count == 0;
+    switch (*type_id) {
+      case TypeId::kStruct: counts_fit = child_count <= reader_.remaining() / kFieldFixedBytes; break;
+      case TypeId::kList: counts_fit = child_count == 1; break;
+      case TypeId::kMap: counts_fit = child_count == 2; break;
+      default: break;
+    }
+    if (!counts_fit) {
+      return Fail(fmt::format("field at offset {} (type code {}) has {} children", field_offset,
+                              code, child_count));
+    }
+    if (*type_id != TypeId::kDecimal && (precision != 0 || scale != 0)) {
+      return Fail(fmt::format("field at offset {} is not a decimal but has precision {} and scale {}",
+                              field_offset, precision, scale));
+    }
+    std::vector<Field> children;
+    children.reserve(child_count);
+    for (uint32_t i = 0; i < child_count; ++i) {
+      SKIPPR_ASSIGN_OR_RETURN(Field child, ReadField(depth + 1));
+      children.push_back(std::move(child));
+    }
+    switch (*type_id) {
+      case TypeId::kBoolean: field.type = LogicalType::Boolean(); break;
+      case TypeId::kInt: field.type = LogicalType::Int(); break;
+      case TypeId::kLong: field.type = LogicalType::Long(); break;
+      case TypeId::kFloat: field.type = LogicalType::Float(); break;
+      case TypeId::kDouble: field.type = LogicalType::Double(); break;
+      case TypeId::kDecimal: {
+        Result<LogicalType> decimal = LogicalType::Decimal(precision, scale);
+        if (!decimal.ok()) {
+          return Fail(fmt::format("field at offset {} has decimal({}, {})", field_offset, precision,
+                                  scale));
+        }
+        field.type = *decimal;
+        break;
+      }
+      case TypeId::kDate: field.type = LogicalType::Date(); break;
+      case TypeId::kTime: field.type = LogicalType::Time(); break;
+      case TypeId::kTimestamp: field.type = LogicalType::Timestamp(); break;
+      case TypeId::kTimestampTz: field.type = LogicalType::TimestampTz(); break;
+      case TypeId::kString: field.type = LogicalType::String(); break;
+      case TypeId::kBinary: field.type = LogicalType::Binary(); break;
+      case TypeId::kUuid: field.type = LogicalType::Uuid(); break;
+      case TypeId::kStruct: field.type = LogicalType::Struct(std::move(children)); break;
+      case TypeId::kList: field.type = LogicalType::List(std::move(children[0])); break;
+      case TypeId::kMap: {
+        const bool key_nullable = children[0].nullable;
+        field.type = LogicalType::Map(std::move(children[0]), std::move(children[1]));
+        field.type.mutable_children()[0].nullable = key_nullable;  // as written, not as Map() sets it
+        break;
+      }
+    }
+    return field;
+  }
+
+  // Takes `size` bytes from the payload budget; false when the directory claims more than there is.
+  bool Claim(uint64_t size) {
+    if (size > payload_left_) return false;
+    payload_left_ -= size;
+    return true;
+  }
+
+  // Reads a column's directory entry (and its children's), checks the sizes against the column's
+  // type, and sizes its buffers; FillColumn copies the bytes in after decompression.
+  Status ReadColumnShape(Column& column) {
+    const uint64_t entry_offset = reader_.offset();
+    int64_t length = 0;
+    uint64_t validity_bytes = 0, fixed_bytes = 0, offsets_count = 0, bytes_bytes = 0;
+    if (!reader_.Load(&length) || !reader_.Load(&validity_bytes) || !reader_.Load(&fixed_bytes) ||
+        !reader_.Load(&offsets_count) || !reader_.Load(&bytes_bytes)) {
+      return Fail(fmt::format("the column directory entry at offset {} is cut short", entry_offset));
+    }
+    const PhysicalKind kind = PhysicalKindOf(column.type.id());
+    const uint64_t width = FixedWidthBytes(kind);
+    const auto rows = static_cast<uint64_t>(length);
+    const bool sizes_match =
+        length >= 0 && validity_bytes == rows / 8 + (rows % 8 != 0) &&
+        (width == 0 ? fixed_bytes == 0 : fixed_bytes % width == 0 && fixed_bytes / width == rows) &&
+        offsets_count == (HasOffsets(kind) ? rows + 1 : 0) &&
+        (kind == PhysicalKind::kBytes || bytes_bytes == 0) &&
+        offsets_count <= UINT64_MAX / 8;
+    if (!sizes_match) {
+      return Fail(fmt::format("the {} column entry at offset {} has {} rows with {} validity, {} "
+                              "fixed, {} offsets and {} data bytes, which do not fit its type",
+                              column.type.ToString(), entry_offset, length, validity_bytes,
+                              fixed_bytes, offsets_count, bytes_bytes));
+    }
+    if (!Claim(validity_bytes) || !Claim(fixed_bytes) || !Claim(offsets_count * 8) ||
+        !Claim(bytes_bytes)) {
+      return Fail(fmt::format("the column entry at offset {} claims more bytes than the payload "
+                              "holds", entry_offset));
+    }
+    column.length = length;
+    column.validity.resize(validity_bytes);
+    column.fixed.resize(fixed_bytes);
+    column.offsets.resize(offsets_count);
+    column.bytes.resize(bytes_bytes);
+    for (Column& child : column.children) SKIPPR_RETURN_IF_ERROR(ReadColumnShape(child));
+    return Status::OK();
+  }
+
+  Status ReadCdcShape(int64_t row_count, CdcSidecar& cdc, std::vector<uint64_t>& counts) {
+    const uint64_t entry_offset = reader_.offset();
+    uint64_t mutations = 0;
+    if (!reader_.Load(&mutations) || mutations != static_cast<uint64_t>(row_count) ||
+        !Claim(mutations)) {
+      return Fail(fmt::format("the CDC directory at offset {} has {} mutations for {} rows",
+                              entry_offset, mutations, row_count));
+    }
+    cdc.mutations.resize(mutations);
+    for (int i = 0; i < 3; ++i) {
+      uint64_t count = 0, bytes = 0;
+      if (!reader_.Load(&count) || !reader_.Load(&bytes) || count >= payload_left_ / 8 ||
+          !Claim((count + 1) * 8) || !Claim(bytes)) {
+        return Fail(fmt::format("the CDC directory at offset {} claims more bytes than the payload "
+                                "holds", entry_offset));
+      }
+      counts.push_back(count);
+      counts.push_back(bytes);
+    }
+    return Status::OK();
+  }
+
+  Status PayloadFailed(const PayloadDecompressor& payload, const SliceHead& head) const {
+    return Fail(fmt::format("the zstd payload at offset {} ({} bytes) does not decompress to the "
+                            "{} bytes its directory describes: {}",
+                            record_offset_ + head.slice_header_bytes, head.compressed_bytes,
+                            head.uncompressed_bytes, payload.error()));
+  }
+
+  static bool FillColumn(PayloadDecompressor& payload, Column& column) {
+    if (!payload.Read(column.validity.data(), column.validity.size()) ||
+        !payload.Read(column.fixed.data(), column.fixed.size()) ||
+        !payload.Read(column.offsets.data(), column.offsets.size() * sizeof(int64_t)) ||
+        !payload.Read(column.bytes.data(), column.bytes.size())) {
+      return false;
+    }
+    for (Column& child : column.children) {
+      if (!FillColumn(payload, child)) return false;
+    }
+    return true;
+  }
+
+  Status FillCdc(PayloadDecompressor& payload, const SliceHead& head, CdcSidecar& cdc,
+                 const std::vector<uint64_t>& counts) {
+    if (!payload.Read(cdc.mutations.data(), cdc.mutations.size())) return PayloadFailed(payload, head);
+    for (size_t row = 0; row < cdc.mutations.size(); ++row) {
+      if (static_cast<uint8_t>(cdc.mutations[row]) > static_cast<uint8_t>(Mutation::kDelete)) {
+        return Fail(fmt::format("row {} has mutation code {}", row,
+                                static_cast<uint8_t>(cdc.mutations[row])));
+      }
+    }
+    std::vector<std::string>* targets[3] = {&cdc.event_ids, &cdc.order_tokens, &cdc.business_keys};
+    static constexpr const char* kNames[3] = {"event ids", "order tokens", "business keys"};
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t count = counts[2 * i];
+      const uint64_t bytes = counts[2 * i + 1];
+      std::vector<int64_t> offsets(count + 1);
+      std::string text(bytes, '\0');
+      if (!payload.Read(offsets.data(), offsets.size() * sizeof(int64_t)) ||
+          !payload.Read(text.data(), text.size())) {
+        return PayloadFailed(payload, head);
+      }
+      if (offsets[0] != 0 || static_cast<uint64_t>(offsets[count]) != bytes) {
+        return Fail(fmt::format("the CDC {} offsets do not span their {} bytes", kNames[i], bytes));
+      }
+      for (uint64_t j = 0; j < count; ++j) {
+        if (offsets[j] > offsets[j + 1]) {
+          return Fail(fmt::format("the CDC {} offsets decrease at entry {}", kNames[i], j));
+        }
+      }
+      targets[i]->reserve(count);
+      for (uint64_t j = 0; j < count; ++j) {
+        targets[i]->push_back(text.substr(static_cast<size_t>(offsets[j]),
+                                          static_cast<size_t>(offsets[j + 1] - offsets[j])));
+      }
+    }
+    return Status::OK();
+  }
+
+  std::string_view record_;
+  uint64_t record_offset_;
+  const SliceInfo& info_;
+  ByteReader reader_;
+  uint64_t payload_left_ = 0;
+};
+
+}  // namespace
+
+Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal) const {
+  if (ordinal >= slices_.size()) {
+    return Status::InvalidArgument(fmt::format("WAL segment {} has {} slices; there is no slice {}",
+                                               display_name_, slices_.size(), ordinal));
+  }
+  const SliceInfo& info = slices_[ordinal];
+  const std::string_view record = std::string_view(bytes_).substr(info.payload_offset,
+                                                                  info.payload_bytes);
+  const uint64_t stored = LoadAt<uint64_t>(record, record.size() - 8);
+  const uint64_t computed = XXH3_64bits(record.data(), record.size() - 8);
+  if (stored != computed) {
+    return Status::Corruption(fmt::format(
+        "WAL segment {}: slice {} fails its checksum (stored {:016x} at offset {}, computed {:016x} "
+        "over bytes {}..{}); {}",
+        display_name_, ordinal, stored, info.payload_offset + record.size() - 8, computed,
+        info.payload_offset, info.payload_offset + record.size() - 8, kCommittedAdvice));
+  }
+  Result<Batch> batch = SliceDecoder(record, info.payload_offset, info).Decode();
+  if (!batch.ok()) {
+    return Status::Corruption(fmt::format("WAL segment {}: {}; {}", display_name_,
+                                          batch.status().message(), kCommittedAdvice));
+  }
+  return batch;
+}
+
+}  // namespace skippr::wal

@@ -1,0 +1,76 @@
+// The WAL segment file (DESIGN.md §5; every byte is documented in docs/formats/wal.md): a header,
+// one slice per batch (self-describing fields + zstd-compressed column buffers, each slice with its
+// own checksum), and a footer with the slice index and a checksum of every byte before it.
+// Internal to wal/: other modules include wal/wal.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "core/status.hpp"
+
+namespace skippr::wal {
+
+inline constexpr uint32_t kSegmentFormatVersion = 1;
+
+struct SegmentHeader {
+  std::string pipeline;
+  uint64_t segment_id = 0;
+  uint64_t sequence = 0;  // commit sequence number, strictly increasing per pipeline
+  int64_t created_unix_micros = 0;
+  std::string source_positions;  // opaque bytes (JSON) describing the source offsets covered
+};
+
+struct SliceInfo {  // from the footer index, without decoding payloads
+  uint32_t ordinal = 0;  // position of the slice in its segment, 0-based
+  std::string namespace_name;
+  int32_t schema_id = 0;
+  int64_t row_count = 0;
+  bool is_cdc = false;
+  uint64_t payload_offset = 0;  // byte offset of the slice record in the file
+  uint64_t payload_bytes = 0;   // its length
+  uint64_t uncompressed_bytes = 0;
+};
+
+// A complete segment file: header, one slice per batch, footer. Every batch must Validate() and
+// each column's type must equal its field's type (both SKIPPR_CHECKed: a batch that breaks them is
+// a bug upstream, and writing it would commit data no reader could decode).
+std::string EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches);
+
+class SegmentReader {
+ public:
+  // Reads the whole file and verifies it (magic, version, footer checksum over every byte before
+  // it, index consistency). A damaged file is Status::Corruption naming the path, what failed
+  // (stored vs computed checksum in hex, offsets) and saying it was committed data: restore DATA_DIR
+  // or re-read the source. A file from a newer format version is NotSupported. A missing file is
+  // NotFound, an unreadable one IOError.
+  static Result<SegmentReader> Open(const std::string& path);
+  static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
+  // Cheap check used at recovery: file size, leading and trailing magic and footer length only (no
+  // checksum, no version).
+  static Status CheckTail(const std::string& path);
+
+  const SegmentHeader& header() const { return header_; }
+  const std::vector<SliceInfo>& slices() const { return slices_; }
+  uint64_t file_bytes() const { return bytes_.size(); }
+  uint64_t checksum() const { return checksum_; }  // the footer checksum
+
+  // Decodes one slice: fields (with ids and types, nested), columns, CDC sidecar. Checks the slice's
+  // own checksum, that decoded row counts match the index, and Batch::Validate. Damage is
+  // Corruption; an ordinal past the last slice is InvalidArgument.
+  Result<Batch> ReadSlice(uint32_t ordinal) const;
+
+ private:
+  SegmentReader() = default;
+  Status Verify();
+
+  std::string bytes_;
+  std::string display_name_;
+  SegmentHeader header_;
+  std::vector<SliceInfo> slices_;
+  uint64_t checksum_ = 0;
+};
+
+}  // namespace skippr::wal

@@ -1,0 +1,311 @@
+#include "wal/wal.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/check.hpp"
+#include "core/crash.hpp"
+#include "core/disk.hpp"
+
+namespace skippr::wal {
+
+namespace {
+
+constexpr int kCatalogFormatVersion = 1;
+
+// catalog family: ("segment", id) → the segment entry; ("wal_state") → the next ids.
+std::string SegmentKey(uint64_t segment_id) {
+  return store::KeyBuilder().Text("segment").U64(segment_id).key();
+}
+std::string SegmentPrefix() { return store::KeyBuilder().Text("segment").key(); }
+std::string WalStateKey() { return store::KeyBuilder().Text("wal_state").key(); }
+
+std::string SegmentFileName(uint64_t segment_id) { return fmt::format("{:020}.seg", segment_id); }
+
+nlohmann::json EntryToJson(const SegmentEntry& entry) {
+  nlohmann::json slices = nlohmann::json::array();
+  for (const SliceSummary& slice : entry.slices) {
+    slices.push_back({{"ordinal", slice.ordinal},
+                      {"namespace", slice.namespace_name},
+                      {"schema_id", slice.schema_id},
+                      {"rows", slice.rows},
+                      {"bytes", slice.bytes}});
+  }
+  return {{"format_version", kCatalogFormatVersion},
+          {"segment_id", entry.segment_id},
+          {"sequence", entry.sequence},
+          {"file", entry.file_name},
+          {"file_bytes", entry.file_bytes},
+          {"checksum", fmt::format("{:016x}", entry.checksum)},
+          {"created_unix_micros", entry.created_unix_micros},
+          {"state", "live"},
+          {"slices", std::move(slices)}};
+}
+
+Result<SegmentEntry> EntryFromJson(std::string_view text) {
+  try {
+    const nlohmann::json json = nlohmann::json::parse(text);
+    if (json.at("format_version").get<int>() != kCatalogFormatVersion) {
+      return Status::NotSupported(fmt::format("WAL catalog entry has format version {}; this skipprd "
+                                              "reads {}",
+                                              json.at("format_version").get<int>(), kCatalogFormatVersion));
+    }
+    SegmentEntry entry;
+    entry.segment_id = json.at("segment_id").get<uint64_t>();
+    entry.sequence = json.at("sequence").get<uint64_t>();
+    entry.file_name = json.at("file").get<std::string>();
+    entry.file_bytes = json.at("file_bytes").get<uint64_t>();
+    entry.checksum = std::stoull(json.at("checksum").get<std::string>(), nullptr, 16);
+    entry.created_unix_micros = json.at("created_unix_micros").get<int64_t>();
+    for (const auto& slice : json.at("slices")) {
+      entry.slices.push_back({slice.at("ordinal").get<uint32_t>(), slice.at("namespace").get<std::string>(),
+                              slice.at("schema_id").get<int32_t>(), slice.at("rows").get<int64_t>(),
+                              slice.at("bytes").get<uint64_t>()});
+    }
+    return entry;
+  } catch (const std::exception& error) {
+    return Status::Corruption(fmt::format("WAL catalog entry is unreadable: {}", error.what()));
+  }
+}
+
+template <typename Transaction>
+Result<std::vector<SegmentEntry>> ScanEntries(const Transaction& transaction) {
+  std::vector<SegmentEntry> entries;
+  Status failure;
+  SKIPPR_RETURN_IF_ERROR(transaction.Scan(
+      store::Family::kCatalog, SegmentPrefix(), [&](std::string_view, std::string_view value) {
+        Result<SegmentEntry> entry = EntryFromJson(value);
+        if (!entry.ok()) {
+          failure = entry.status();
+          return false;
+        }
+        entries.push_back(std::move(entry).value());
+        return true;
+      }));
+  SKIPPR_RETURN_IF_ERROR(failure);
+  return entries;  // U64 keys sort numerically: oldest first
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status FsyncDirectory(const std::string& directory) {
+  const int fd = open(directory.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    return Status::IOError(fmt::format("cannot open WAL directory '{}' to sync it: {}", directory,
+                                       std::strerror(errno)));
+  }
+  const int rc = fsync(fd);
+  const int saved_errno = errno;
+  close(fd);
+  if (rc != 0) {
+    return Status::IOError(fmt::format("fsync of WAL directory '{}' failed: {}; the commit did not "
+                                       "happen and the run stops (check the disk)",
+                                       directory, std::strerror(saved_errno)));
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> SegmentFilesIn(const std::string& directory) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = item.path().filename().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+int64_t SegmentEntry::rows() const {
+  int64_t total = 0;
+  for (const SliceSummary& slice : slices) total += slice.rows;
+  return total;
+}
+
+Result<std::unique_ptr<Wal>> Wal::Open(const std::string& directory, const std::string& pipeline,
+                                       store::Store& store, RecoveryReport* report) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) {
+    return Status::IOError(fmt::format("cannot create WAL directory '{}': {}", directory, error.message()));
+  }
+  chmod(directory.c_str(), 0700);
+  std::unique_ptr<Wal> wal(new Wal(directory, pipeline, store));
+  SKIPPR_RETURN_IF_ERROR(wal->Recover(report));
+  return wal;
+}
+
+Status Wal::Recover(RecoveryReport* report) {
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<SegmentEntry> entries, ScanEntries(read));
+  std::map<std::string, const SegmentEntry*> committed;
+  for (const SegmentEntry& entry : entries) committed.emplace(entry.file_name, &entry);
+
+  size_t orphans = 0;
+  for (const std::string& name : SegmentFilesIn(directory_)) {
+    if (committed.count(name)) continue;
+    // Written before a crash, never committed: its records were not acknowledged to the source,
+    // which will hand them over again.
+    CrashPoint("recovery.before_orphan_delete");
+    const std::string path = directory_ + "/" + name;
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::IOError(fmt::format("cannot delete orphan WAL segment '{}': {}", path, std::strerror(errno)));
+    }
+    spdlog::warn("WAL {}: deleted orphan segment {} (written but never committed, from a crash)",
+                 pipeline_, name);
+    ++orphans;
+    CrashPoint("recovery.after_orphan_delete");
+  }
+  if (orphans > 0) SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory_));
+
+  for (const SegmentEntry& entry : entries) {
+    const std::string path = directory_ + "/" + entry.file_name;
+    struct stat info {};
+    if (stat(path.c_str(), &info) != 0) {
+      return Status::Corruption(fmt::format(
+          "WAL segment {} is committed in the catalog but its file '{}' is missing: committed data "
+          "was removed from DATA_DIR; restore DATA_DIR from a backup, or re-read the source with a new "
+          "pipeline",
+          entry.segment_id, path));
+    }
+    if (static_cast<uint64_t>(info.st_size) != entry.file_bytes) {
+      return Status::Corruption(fmt::format(
+          "WAL segment file '{}' has {} bytes, the catalog committed {}: the file was damaged or "
+          "replaced; restore DATA_DIR from a backup, or re-read the source with a new pipeline",
+          path, info.st_size, entry.file_bytes));
+    }
+    SKIPPR_RETURN_IF_ERROR(SegmentReader::CheckTail(path));
+  }
+  CrashPoint("recovery.after_scan");
+  if (report != nullptr) *report = {entries.size(), orphans};
+  spdlog::info("WAL {}: recovered {} live segment(s), deleted {} orphan(s)", pipeline_, entries.size(), orphans);
+  return Status::OK();
+}
+
+Status Wal::WriteDurably(const std::string& file_name, const std::string& bytes) {
+  const std::string path = directory_ + "/" + file_name;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IOError(fmt::format("cannot create WAL segment '{}': {}", path, std::strerror(errno)));
+  }
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved_errno = errno;
+      close(fd);
+      return saved_errno == ENOSPC
+                 ? Status::NoSpace(fmt::format("disk full writing WAL segment '{}'; free space under "
+                                               "DATA_DIR and run again",
+                                               path))
+                 : Status::IOError(fmt::format("cannot write WAL segment '{}': {}", path,
+                                               std::strerror(saved_errno)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  CrashPoint("wal.after_segment_write");
+  // An fdatasync failure is final for this file: the kernel may have dropped the dirty pages, so a
+  // retry on the same descriptor could falsely succeed (PostgreSQL's fsyncgate). The file stays an
+  // orphan, deleted at the next recovery, and this run fails.
+  if (fdatasync(fd) != 0) {
+    const int saved_errno = errno;
+    close(fd);
+    return Status::IOError(fmt::format("fdatasync of WAL segment '{}' failed: {}; nothing was "
+                                       "committed and the run stops (check the disk)",
+                                       path, std::strerror(saved_errno)));
+  }
+  close(fd);
+  CrashPoint("wal.after_fdatasync");
+  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory_));
+  CrashPoint("wal.after_directory_fsync");
+  return Status::OK();
+}
+
+Result<CommitInfo> Wal::Commit(const std::vector<Batch>& batches, const std::string& source_positions,
+                               const SameTransaction& same_transaction) {
+  SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+  nlohmann::json state = {{"next_segment_id", 1}, {"next_sequence", 1}};
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored_state, write.Get(store::Family::kCatalog, WalStateKey()));
+  if (stored_state) state = nlohmann::json::parse(*stored_state);
+  CommitInfo info;
+  info.sequence = state["next_sequence"].get<uint64_t>();
+
+  if (!batches.empty()) {
+    SegmentHeader header;
+    header.pipeline = pipeline_;
+    header.segment_id = state["next_segment_id"].get<uint64_t>();
+    header.sequence = info.sequence;
+    header.created_unix_micros = NowMicros();
+    header.source_positions = source_positions;
+    const std::string bytes = EncodeSegment(header, batches);
+    // Assert on this side of the disk boundary what the reader checks on the other.
+    SKIPPR_ASSIGN_OR_RETURN(SegmentReader check, SegmentReader::FromBytes(bytes, "segment being written"));
+    SKIPPR_CHECK(check.slices().size() == batches.size());
+
+    SegmentEntry entry;
+    entry.segment_id = header.segment_id;
+    entry.sequence = header.sequence;
+    entry.file_name = SegmentFileName(header.segment_id);
+    entry.file_bytes = bytes.size();
+    entry.checksum = check.checksum();
+    entry.created_unix_micros = header.created_unix_micros;
+    for (const SliceInfo& slice : check.slices()) {
+      entry.slices.push_back({slice.ordinal, slice.namespace_name, slice.schema_id, slice.row_count,
+                              slice.payload_bytes});
+      SKIPPR_CHECK(slice.row_count == batches[slice.ordinal].num_rows);
+    }
+    SKIPPR_RETURN_IF_ERROR(WriteDurably(entry.file_name, bytes));
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SegmentKey(entry.segment_id), EntryToJson(entry).dump()));
+    state["next_segment_id"] = entry.segment_id + 1;
+    info.segment_id = entry.segment_id;
+    info.rows = entry.rows();
+    info.file_bytes = entry.file_bytes;
+  }
+  state["next_sequence"] = info.sequence + 1;
+  SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, WalStateKey(), state.dump()));
+  if (same_transaction) SKIPPR_RETURN_IF_ERROR(same_transaction(write));
+  CrashPoint("wal.before_store_commit");
+  SKIPPR_RETURN_IF_ERROR(write.Commit());  // the commit point
+  CrashPoint("wal.after_store_commit");
+  if (info.segment_id != 0) {
+    spdlog::info("WAL {}: committed segment {} ({} slices, {} rows, {})", pipeline_, info.segment_id,
+                 batches.size(), info.rows, FormatBytes(info.file_bytes));
+  }
+  return info;
+}
+
+Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& transaction) {
+  return ScanEntries(transaction);
+}
+
+Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry) {
+  const std::string path = directory + "/" + entry.file_name;
+  SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path));
+  if (reader.checksum() != entry.checksum || reader.header().segment_id != entry.segment_id) {
+    return Status::Corruption(fmt::format(
+        "WAL segment file '{}' is not the segment the catalog committed (checksum {:016x}, catalog "
+        "{:016x}); restore DATA_DIR from a backup, or re-read the source with a new pipeline",
+        path, reader.checksum(), entry.checksum));
+  }
+  return reader;
+}
+
+}  // namespace skippr::wal

@@ -1,0 +1,87 @@
+// The write-ahead log (DESIGN.md §5, docs/formats/wal.md): every batch is committed here before
+// anything else happens. A commit writes one segment file, makes it durable (fdatasync, then fsync of
+// the directory), then records it in the store's catalog family in ONE transaction together with
+// whatever the caller adds (source positions, schema changes) — that transaction is the commit point.
+// Recovery deletes segment files the catalog does not know (orphans of a crash before the commit
+// point) and fails loudly when a committed segment is missing or damaged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "core/status.hpp"
+#include "store/store.hpp"
+#include "wal/segment.hpp"
+
+namespace skippr::wal {
+
+// What the catalog family records for a committed segment.
+struct SliceSummary {
+  uint32_t ordinal = 0;
+  std::string namespace_name;
+  int32_t schema_id = 0;
+  int64_t rows = 0;
+  uint64_t bytes = 0;  // compressed payload bytes
+};
+
+struct SegmentEntry {
+  uint64_t segment_id = 0;
+  uint64_t sequence = 0;
+  std::string file_name;  // relative to the WAL directory
+  uint64_t file_bytes = 0;
+  uint64_t checksum = 0;  // the segment footer's checksum
+  int64_t created_unix_micros = 0;
+  std::vector<SliceSummary> slices;
+
+  int64_t rows() const;
+};
+
+struct CommitInfo {
+  uint64_t segment_id = 0;  // 0 when the commit wrote no segment (positions only)
+  uint64_t sequence = 0;
+  int64_t rows = 0;
+  uint64_t file_bytes = 0;
+};
+
+struct RecoveryReport {
+  size_t live_segments = 0;
+  size_t orphans_deleted = 0;
+};
+
+// Adds the caller's writes to the commit transaction (source positions, schema changes).
+using SameTransaction = std::function<Status(store::WriteTransaction&)>;
+
+class Wal {
+ public:
+  // Opens the WAL in `directory` (created 0700) for the pipeline, recovering as described above.
+  static Result<std::unique_ptr<Wal>> Open(const std::string& directory, const std::string& pipeline,
+                                           store::Store& store, RecoveryReport* report = nullptr);
+
+  // Commits `batches` as one segment (none: no file, only the transaction) together with
+  // `same_transaction`'s writes. On success everything is durable and visible.
+  Result<CommitInfo> Commit(const std::vector<Batch>& batches, const std::string& source_positions,
+                            const SameTransaction& same_transaction);
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  Wal(std::string directory, std::string pipeline, store::Store& store)
+      : directory_(std::move(directory)), pipeline_(std::move(pipeline)), store_(store) {}
+  Status Recover(RecoveryReport* report);
+  Status WriteDurably(const std::string& file_name, const std::string& bytes);
+
+  std::string directory_;
+  std::string pipeline_;
+  store::Store& store_;
+};
+
+// The live segments a read snapshot sees, oldest first.
+Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& transaction);
+// Opens a live segment's file and checks it is the one the catalog committed.
+Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry);
+
+}  // namespace skippr::wal

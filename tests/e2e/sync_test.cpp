@@ -1,0 +1,214 @@
+// `skipprd sync` end to end: every source row committed to the WAL exactly once, also across
+// SIGKILLs at random moments and at every crash point of the commit protocol and of recovery.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "e2e/process.hpp"
+#include "e2e/wal_reader.hpp"
+#include "sources/sources.hpp"
+
+namespace skippr::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+ProcessOptions OptionsFor(const TempDir& dir, std::map<std::string, std::string> env = {}) {
+  ProcessOptions options;
+  options.working_dir = dir.path();
+  options.unset_env = {"SKIPPR_CONFIG_FILE", "PIPELINE_NAME", "SKIPPR_CRASH_POINT", "SKIPPR_CHAOS_MODE",
+                       "BUFFER_THRESHOLD_BYTES", "BUFFER_THRESHOLD_SECONDS", "SYNC_FREQUENCY"};
+  options.set_env = std::move(env);
+  options.set_env["DATA_DIR"] = dir.path() + "/data";
+  return options;
+}
+
+ProcessResult Skipprd(const TempDir& dir, const std::vector<std::string>& args,
+                      std::map<std::string, std::string> env = {}) {
+  return RunProcess(SKIPPRD_BINARY, args, OptionsFor(dir, std::move(env)));
+}
+
+TEST(SyncSample, MillionRowsLandInTheWalWithTheGeneratorsFigures) {
+  TempDir dir;
+  dir.Write("skippr.yml", R"(data_sources:
+  sample: {Sample: {rows: 1000000, seed: 42}}
+pipelines:
+  bikehire:
+    data_source: data_sources.sample
+)");
+  ProcessResult result = Skipprd(dir, {"sync", "--pipeline", "bikehire", "--once", "--output", "text"});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_THAT(result.out, HasSubstr("Sync started: pipeline=bikehire\n[start] Ingesting\n"));
+  EXPECT_THAT(result.out, HasSubstr("Sync complete: pipeline=bikehire namespaces=1 rows=1000000 "));
+
+  const sources::SampleFigures expected = sources::ComputeSampleFigures(1000000, 42);
+  int64_t cents = 0;
+  int64_t seconds = 0;
+  uint64_t members = 0;
+  std::set<int64_t> ride_ids;
+  const WalRows wal = ReadWalRows(dir.path() + "/data/bikehire", [&](const std::string& ns, const Value& row) {
+    EXPECT_EQ(ns, "bikehire");
+    cents += row.Find("amount")->as_int();
+    seconds += row.Find("duration_seconds")->as_int();
+    members += row.Find("rider_type")->as_string() == "member" ? 1 : 0;
+    ride_ids.insert(row.Find("ride_id")->as_int());
+  });
+  EXPECT_EQ(wal.rows, 1000000);
+  EXPECT_EQ(ride_ids.size(), 1000000u);
+  EXPECT_EQ(cents, expected.amount_cents_sum);
+  EXPECT_EQ(seconds, expected.duration_seconds_sum);
+  EXPECT_EQ(members, expected.member_rides);
+  EXPECT_GT(wal.segments, 1u);  // the 10 MiB buffer threshold split the run
+
+  // Nothing new: a second pass commits nothing.
+  ProcessResult again = Skipprd(dir, {"sync", "-p", "bikehire", "--once", "--output", "json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":0"));
+}
+
+// ----- files, with a crash test ---------------------------------------------------------------
+
+// Writes `files` JSON-lines and CSV files holding `rows` rows with unique ids starting at `first_id`;
+// returns the sum of a content checksum over all rows.
+int64_t WriteInput(const TempDir& dir, int files, int64_t rows, int64_t first_id = 0,
+                   const std::string& prefix = "part") {
+  int64_t checksum = 0;
+  const int64_t per_file = rows / files;
+  for (int file = 0; file < files; ++file) {
+    const bool is_csv = file % 2 == 1;
+    std::string text = is_csv ? "id,name,amount\n" : "";
+    for (int64_t i = first_id + file * per_file; i < first_id + (file + 1) * per_file; ++i) {
+      const int64_t amount = (i * 7919) % 100000;
+      checksum += i * 31 + amount;
+      const std::string name = "rider-" + std::to_string(i % 977);
+      text += is_csv ? std::to_string(i) + "," + name + "," + std::to_string(amount) + "\n"
+                     : "{\"id\":" + std::to_string(i) + ",\"name\":\"" + name + "\",\"amount\":" +
+                           std::to_string(amount) + "}\n";
+    }
+    dir.Write("input/" + prefix + "-" + std::to_string(1000 + file) + (is_csv ? ".csv" : ".jsonl"), text);
+  }
+  return checksum;
+}
+
+struct WalCheck {
+  int64_t rows = 0;
+  size_t unique_ids = 0;
+  int64_t checksum = 0;
+};
+
+WalCheck CheckWal(const TempDir& dir, const std::string& pipeline) {
+  WalCheck check;
+  std::set<int64_t> ids;
+  const WalRows wal = ReadWalRows(dir.path() + "/data/" + pipeline, [&](const std::string&, const Value& row) {
+    const int64_t id = row.Find("id")->as_int();
+    ids.insert(id);
+    check.checksum += id * 31 + row.Find("amount")->as_int();
+  });
+  check.rows = wal.rows;
+  check.unique_ids = ids.size();
+  return check;
+}
+
+const char* kFilesConfig = R"(data_sources:
+  files: {File: {path: input}}
+pipelines:
+  events:
+    data_source: data_sources.files
+)";
+
+TEST(SyncFiles, JsonLinesAndCsvLandExactlyOnce) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const int64_t checksum = WriteInput(dir, 6, 300000);
+  ProcessResult result = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, 300000);
+  EXPECT_EQ(check.unique_ids, 300000u);
+  EXPECT_EQ(check.checksum, checksum);
+}
+
+// Runs sync in the background and SIGKILLs it after `delay`; returns its exit code.
+int SyncAndKillAfter(const TempDir& dir, std::chrono::milliseconds delay,
+                     std::map<std::string, std::string> env) {
+  RunningProcess sync = StartProcess(SKIPPRD_BINARY, {"sync", "-p", "events", "--once", "--output", "text"},
+                                     OptionsFor(dir, std::move(env)));
+  std::this_thread::sleep_for(delay);
+  sync.Kill(SIGKILL);
+  return sync.Wait().exit_code;
+}
+
+TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const int64_t checksum = WriteInput(dir, 10, 2000000);
+  // Small commits so that kills land between, inside and after many of them.
+  const std::map<std::string, std::string> small_buffers = {{"BUFFER_THRESHOLD_BYTES", "4000000"}};
+  std::mt19937 random(20261130);
+  std::uniform_int_distribution<int> delay_ms(50, 1500);
+  int kills = 0;
+  for (int round = 0; round < 50; ++round) {
+    SyncAndKillAfter(dir, std::chrono::milliseconds(delay_ms(random)), small_buffers);
+    ++kills;
+  }
+  // Then one crash at every named point, each with new input so that there is work to commit.
+  const std::vector<std::string> crash_points = {
+      "sync.after_source_read",       "sync.before_commit",      "wal.after_segment_write",
+      "wal.after_fdatasync",          "wal.after_directory_fsync", "wal.before_store_commit",
+      "wal.after_store_commit",       "sync.after_commit",       "recovery.before_orphan_delete",
+      "recovery.after_orphan_delete", "recovery.after_scan"};
+  int64_t expected_rows = 2000000;
+  int64_t expected_checksum = checksum;
+  const auto add_input = [&](const std::string& prefix) {
+    expected_checksum += WriteInput(dir, 2, 20000, expected_rows, prefix);
+    expected_rows += 20000;
+  };
+  for (const std::string& point : crash_points) {
+    add_input("extra-" + point);
+    if (point.rfind("recovery.", 0) == 0) {
+      // Leave an orphan segment behind first, so that recovery has one to delete.
+      auto orphan_env = small_buffers;
+      orphan_env["SKIPPR_CRASH_POINT"] = "wal.after_directory_fsync";
+      ProcessResult orphaned = Skipprd(dir, {"sync", "-p", "events", "--once"}, orphan_env);
+      EXPECT_EQ(orphaned.exit_code, 128 + SIGKILL) << point;
+    }
+    auto env = small_buffers;
+    env["SKIPPR_CRASH_POINT"] = point;
+    ProcessResult crashed = Skipprd(dir, {"sync", "-p", "events", "--once"}, env);
+    EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << "crash point " << point << " was not reached\n"
+                                               << crashed.err;
+  }
+  ProcessResult final_run = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
+  ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, expected_rows) << "after " << kills << " random kills";
+  EXPECT_EQ(check.unique_ids, static_cast<size_t>(expected_rows));
+  EXPECT_EQ(check.checksum, expected_checksum);
+}
+
+TEST(SyncRecovery, MissingCommittedSegmentFailsLoudly) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  WriteInput(dir, 2, 1000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/data/events/wal")) {
+    std::filesystem::remove(entry.path());
+    break;
+  }
+  ProcessResult result = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("is committed in the catalog but its file"));
+  EXPECT_THAT(result.err, HasSubstr("is missing"));
+}
+
+}  // namespace
+}  // namespace skippr::testing

@@ -1,0 +1,416 @@
+// query/: the DuckDB engine — wal_scan over hand-built Batches of every type, projection of older
+// batches onto the current schema, table-name rules, errors, and the output formats.
+#include "query/query.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "core/types.hpp"
+#include "core/value.hpp"
+
+namespace skippr::query {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Row = std::vector<std::optional<std::string>>;
+using Batches = std::vector<std::shared_ptr<const Batch>>;
+
+Field F(int32_t id, std::string name, LogicalType type) { return Field{id, std::move(name), std::move(type), true}; }
+LogicalType Dec(int p, int s) { return LogicalType::Decimal(p, s).value(); }
+Value Obj(ValueObject fields) { return Value::Object(std::move(fields)); }
+Value List(ValueList items) { return Value::List(std::move(items)); }
+
+// A batch of `fields` from rows of Values (one Value per field, Null allowed).
+std::shared_ptr<Batch> MakeBatch(std::vector<Field> fields, const std::vector<std::vector<Value>>& rows) {
+  auto batch = std::make_shared<Batch>();
+  batch->namespace_name = "ns";
+  batch->fields = fields;
+  for (const Field& field : fields) batch->columns.emplace_back(field.type);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < fields.size(); ++c) batch->columns[c].Append(row[c]);
+  }
+  batch->num_rows = static_cast<int64_t>(rows.size());
+  std::string reason;
+  EXPECT_TRUE(batch->Validate(&reason)) << reason;
+  return batch;
+}
+
+TableSource Source(std::string pipeline, std::string ns, std::vector<Field> fields, Batches batches) {
+  return TableSource{std::move(pipeline), std::move(ns), std::move(fields),
+                     [batches]() -> Result<Batches> { return batches; }};
+}
+
+std::unique_ptr<Engine> OpenEngine() {
+  Result<std::unique_ptr<Engine>> engine = Engine::Open();
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return std::move(engine).value();
+}
+
+QueryResult MustRun(Engine& engine, const std::string& sql) {
+  Result<QueryResult> result = engine.Run(sql);
+  EXPECT_TRUE(result.ok()) << sql << ": " << result.status().ToString();
+  if (!result.ok()) return {};
+  return std::move(result).value();
+}
+
+std::string Scalar(Engine& engine, const std::string& sql) {
+  QueryResult result = MustRun(engine, sql);
+  if (result.rows.size() != 1 || result.rows[0].size() != 1 || !result.rows[0][0]) return "<none>";
+  return *result.rows[0][0];
+}
+
+std::string Bytes(std::initializer_list<int> values) {
+  std::string bytes;
+  for (int v : values) bytes += static_cast<char>(v);
+  return bytes;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(QueryEngineTest, EveryTypeReadsBackWithDuckDbTypesAndTextForms) {
+  const LogicalType point = LogicalType::Struct({F(17, "a", LogicalType::Int()), F(18, "b", LogicalType::String())});
+  const LogicalType longs = LogicalType::List(F(20, "element", LogicalType::Long()));
+  const LogicalType map = LogicalType::Map(F(22, "key", LogicalType::String()), F(23, "value", LogicalType::Double()));
+  const LogicalType items =
+      LogicalType::List(F(26, "element", LogicalType::Struct({F(25, "x", LogicalType::Int())})));
+  const std::vector<Field> fields = {
+      F(1, "b", LogicalType::Boolean()),      F(2, "i", LogicalType::Int()),
+      F(3, "l", LogicalType::Long()),         F(4, "f", LogicalType::Float()),
+      F(5, "d", LogicalType::Double()),       F(6, "dec", Dec(10, 2)),
+      F(7, "dsmall", Dec(4, 1)),              F(8, "dbig", Dec(38, 3)),
+      F(9, "dt", LogicalType::Date()),        F(10, "tm", LogicalType::Time()),
+      F(11, "ts", LogicalType::Timestamp()),  F(12, "tz", LogicalType::TimestampTz()),
+      F(13, "s", LogicalType::String()),      F(14, "bin", LogicalType::Binary()),
+      F(15, "u", LogicalType::Uuid()),        F(16, "st", point),
+      F(19, "li", longs),                     F(21, "m", map),
+      F(24, "items", items),
+  };
+  const std::string uuid1 = Bytes({0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x12, 0x34, 0x56, 0x78,
+                                   0x9a, 0xbc, 0xde, 0xf0});
+  const std::string uuid2 = Bytes({0xff, 0xee, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01});
+  std::vector<std::vector<Value>> rows = {
+      {Value::Bool(true), Value::Int(42), Value::Int(-9000000000), Value::Double(1.5), Value::Double(2.25),
+       Value::Decimal(12345, 10, 2), Value::Decimal(-15, 4, 1), Value::Decimal(0, 38, 3),
+       Value::Date(19723), Value::Int(3723000001), Value::Timestamp(1704067200123456),
+       Value::TimestampTz(1704067200000000), Value::String("h\xc3\xa9llo, \"w\""),
+       Value::Binary(Bytes({0, 0xff, 'a', 'b'})), Value::Binary(uuid1),
+       Obj({{"a", Value::Int(1)}, {"b", Value::String("x")}}),
+       List({Value::Int(1), Value::Int(2), Value::Null()}),
+       Obj({{"k1", Value::Double(1.5)}, {"k2", Value::Null()}}),
+       List({Obj({{"x", Value::Int(1)}}), Value::Null(), Obj({})})},
+      std::vector<Value>(fields.size(), Value::Null()),
+      {Value::Bool(false), Value::Int(-2147483648), Value::Int(0), Value::Double(-0.25), Value::Double(1e300),
+       Value::Decimal(-1, 10, 2), Value::Decimal(9999, 4, 1), Value::Decimal(0, 38, 3), Value::Date(-1),
+       Value::Int(0), Value::Timestamp(0), Value::TimestampTz(-1), Value::String(""), Value::Binary(""),
+       Value::Binary(uuid2), Obj({{"a", Value::Null()}}), List({}), Obj({}), List({})},
+  };
+  std::shared_ptr<Batch> batch = MakeBatch(fields, rows);
+  // decimal(38,3) needs all 128 bits: 123456789012345678901234 and -123456789012345678901234.
+  const __int128 big = static_cast<__int128>(1234567890123456789LL) * 100000 + 1234;
+  const __int128 values[2] = {big, -big};
+  std::memcpy(batch->columns[7].fixed.data() + 0 * 16, &values[0], 16);
+  std::memcpy(batch->columns[7].fixed.data() + 2 * 16, &values[1], 16);
+
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "all", fields, {batch})).ok());
+  QueryResult result = MustRun(*engine, "SELECT * FROM p.all");
+  EXPECT_THAT(result.header, ElementsAre("b", "i", "l", "f", "d", "dec", "dsmall", "dbig", "dt", "tm", "ts",
+                                         "tz", "s", "bin", "u", "st", "li", "m", "items"));
+  EXPECT_THAT(result.column_types,
+              ElementsAre("BOOLEAN", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL(10,2)", "DECIMAL(4,1)",
+                          "DECIMAL(38,3)", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "VARCHAR",
+                          "BLOB", "UUID", "STRUCT(a INTEGER, b VARCHAR)", "BIGINT[]", "MAP(VARCHAR, DOUBLE)",
+                          "STRUCT(x INTEGER)[]"));
+  ASSERT_EQ(result.rows.size(), 3u);
+  EXPECT_THAT(result.rows[0],
+              ElementsAre("true", "42", "-9000000000", "1.5", "2.25", "123.45", "-1.5", "123456789012345678901.234",
+                          "2024-01-01", "01:02:03.000001", "2024-01-01 00:00:00.123456", "2024-01-01 00:00:00+00",
+                          "h\xc3\xa9llo, \"w\"", "\\x00\\xFFab", "12345678-9abc-def0-1234-56789abcdef0",
+                          "{'a': 1, 'b': x}", "[1, 2, NULL]", "{k1=1.5, k2=NULL}", "[{'x': 1}, NULL, {'x': NULL}]"));
+  EXPECT_EQ(result.rows[1], Row(fields.size(), std::nullopt));
+  EXPECT_THAT(result.rows[2],
+              ElementsAre("false", "-2147483648", "0", "-0.25", "1e+300", "-0.01", "999.9",
+                          "-123456789012345678901.234", "1969-12-31", "00:00:00", "1970-01-01 00:00:00",
+                          "1969-12-31 23:59:59.999999+00", "", "", "ffee0000-0000-0000-0000-000000000001",
+                          "{'a': NULL, 'b': NULL}", "[]", "{}", "[]"));
+
+  // The values are typed in DuckDB, not text: arithmetic, nested access and UUID order work.
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(i)::VARCHAR || '/' || sum(l)::VARCHAR FROM p.all"),
+            "-2147483606/-9000000000");
+  EXPECT_EQ(Scalar(*engine, "SELECT st.b FROM p.all WHERE i = 42"), "x");
+  EXPECT_EQ(Scalar(*engine, "SELECT li[2] + items[1].x FROM p.all WHERE b"), "3");
+  EXPECT_EQ(Scalar(*engine, "SELECT m['k1'] FROM p.all WHERE b"), "1.5");
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.all WHERE u > '80000000-0000-0000-0000-000000000000'"), "1");
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(dbig) FROM p.all"), "0.000");
+  EXPECT_EQ(Scalar(*engine, "SELECT octet_length(bin) FROM p.all WHERE b"), "4");
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.all"), "3");
+}
+
+TEST(QueryEngineTest, AggregatesOverManyBatchesCrossingVectorBoundaries) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long()), F(2, "v", LogicalType::Int()),
+                                     F(3, "s", LogicalType::String()), F(4, "x", LogicalType::Double())};
+  Batches batches;
+  int64_t next = 0;
+  int64_t sum_id = 0, sum_v = 0, count_v = 0, sum_len = 0;
+  int64_t sum_x4 = 0;
+  for (int64_t size : {70001, 100000, 2047, 1, 127951}) {
+    std::vector<std::vector<Value>> rows;
+    for (int64_t r = 0; r < size; ++r, ++next) {
+      const bool v_null = next % 7 == 3;
+      const int64_t v = (next * 37) % 1000 - 500;
+      const std::string s = std::string(static_cast<size_t>(next % 13), 'z');
+      const double x = static_cast<double>(next % 100) / 4.0;
+      rows.push_back({Value::Int(next), v_null ? Value::Null() : Value::Int(v), Value::String(s), Value::Double(x)});
+      sum_id += next;
+      if (!v_null) sum_v += v, ++count_v;
+      sum_len += static_cast<int64_t>(s.size());
+      sum_x4 += next % 100;
+    }
+    batches.push_back(MakeBatch(fields, rows));
+  }
+  ASSERT_EQ(next, 300000);
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "big", fields, batches)).ok());
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.big"), "300000");
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(id) FROM p.big"), std::to_string(sum_id));
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(v) FROM p.big"), std::to_string(sum_v));
+  EXPECT_EQ(Scalar(*engine, "SELECT count(v) FROM p.big"), std::to_string(count_v));
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(length(s)) FROM p.big"), std::to_string(sum_len));
+  EXPECT_EQ(Scalar(*engine, "SELECT CAST(sum(x) * 4 AS BIGINT) FROM p.big"), std::to_string(sum_x4));
+  EXPECT_EQ(Scalar(*engine, "SELECT count(DISTINCT id) FROM p.big WHERE id BETWEEN 2040 AND 2060"), "21");
+  EXPECT_EQ(Scalar(*engine, "SELECT string_agg(id::VARCHAR, ',' ORDER BY id) FROM p.big "
+                            "WHERE id IN (0, 70000, 70001, 170000, 172047, 172048, 299999)"),
+            "0,70000,70001,170000,172047,172048,299999");
+
+  // Every row, in order, through the text path.
+  QueryResult ordered = MustRun(*engine, "SELECT id, v FROM p.big ORDER BY id DESC");
+  ASSERT_EQ(ordered.rows.size(), 300000u);
+  for (size_t r = 0; r < ordered.rows.size(); ++r) {
+    const int64_t id = 299999 - static_cast<int64_t>(r);
+    ASSERT_EQ(ordered.rows[r][0], std::to_string(id)) << r;
+    const std::optional<std::string> v =
+        id % 7 == 3 ? std::nullopt : std::optional<std::string>(std::to_string((id * 37) % 1000 - 500));
+    ASSERT_EQ(ordered.rows[r][1], v) << r;
+  }
+}
+
+TEST(QueryEngineTest, OlderBatchesAreProjectedOntoTheCurrentSchemaById) {
+  // Old schema: id long, n int, name string, st struct<a int>, f float, dec decimal(5,2).
+  const std::vector<Field> old_fields = {
+      F(3, "n", LogicalType::Int()),  // a different order from the target
+      F(1, "id", LogicalType::Long()),
+      F(2, "name", LogicalType::String()),
+      F(5, "st", LogicalType::Struct({F(6, "a", LogicalType::Int())})),
+      F(8, "f", LogicalType::Float()),
+      F(9, "dec", Dec(5, 2)),
+      F(10, "dropped", LogicalType::String()),
+  };
+  // Current schema: n widened to long, a new column `added`, st gained child c, f double, dec(20,2),
+  // `dropped` gone, and `label` renamed from `name` (same id).
+  const std::vector<Field> fields = {
+      F(1, "id", LogicalType::Long()),
+      F(2, "label", LogicalType::String()),
+      F(3, "n", LogicalType::Long()),
+      F(4, "added", LogicalType::Double()),
+      F(5, "st", LogicalType::Struct({F(6, "a", LogicalType::Long()), F(7, "c", LogicalType::String())})),
+      F(8, "f", LogicalType::Double()),
+      F(9, "dec", Dec(20, 2)),
+  };
+  auto old_batch = MakeBatch(old_fields, {
+      {Value::Int(2147483647), Value::Int(1), Value::String("one"), Obj({{"a", Value::Int(-7)}}),
+       Value::Double(0.5), Value::Decimal(-12345, 5, 2), Value::String("gone")},
+      {Value::Null(), Value::Int(2), Value::Null(), Value::Null(), Value::Null(), Value::Null(), Value::Null()},
+  });
+  auto new_batch = MakeBatch(fields, {
+      {Value::Int(3), Value::String("three"), Value::Int(5000000000), Value::Double(3.5),
+       Obj({{"a", Value::Int(8)}, {"c", Value::String("cc")}}), Value::Double(0.1),
+       Value::Decimal(123456789012345678, 20, 2)},
+  });
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "evolved", fields, {old_batch, new_batch})).ok());
+  QueryResult result = MustRun(*engine, "SELECT * FROM p.evolved ORDER BY id");
+  EXPECT_THAT(result.header, ElementsAre("id", "label", "n", "added", "st", "f", "dec"));
+  EXPECT_THAT(result.column_types, ElementsAre("BIGINT", "VARCHAR", "BIGINT", "DOUBLE",
+                                               "STRUCT(a BIGINT, c VARCHAR)", "DOUBLE", "DECIMAL(20,2)"));
+  ASSERT_EQ(result.rows.size(), 3u);
+  EXPECT_THAT(result.rows[0], ElementsAre("1", "one", "2147483647", std::nullopt, "{'a': -7, 'c': NULL}", "0.5",
+                                          "-123.45"));
+  EXPECT_THAT(result.rows[1], ElementsAre("2", std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                          std::nullopt, std::nullopt));
+  EXPECT_THAT(result.rows[2], ElementsAre("3", "three", "5000000000", "3.5", "{'a': 8, 'c': cc}", "0.1",
+                                          "1234567890123456.78"));
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(n) FROM p.evolved"), "7147483647");
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.evolved WHERE st.c IS NULL"), "2");
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(dec) FROM p.evolved"), "1234567890123333.33");
+
+  // A batch whose column cannot be read as the table's type fails the query, naming the column.
+  auto bad = MakeBatch({F(1, "id", LogicalType::String())}, {{Value::String("x")}});
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "bad", {F(1, "id", LogicalType::Long())}, {bad})).ok());
+  Result<QueryResult> failed = engine->Run("SELECT * FROM p.bad");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(failed.status().message(), HasSubstr("reading p.bad column id: a batch holds string where the table has long"));
+}
+
+TEST(QueryEngineTest, TheProviderIsCalledAtEachQuery) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
+  auto batches = std::make_shared<Batches>();
+  batches->push_back(MakeBatch(fields, {{Value::Int(1)}, {Value::Int(2)}}));
+  int calls = 0;
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "live", fields, [batches, &calls]() -> Result<Batches> {
+                ++calls;
+                return *batches;
+              }}).ok());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live"), "2");
+  EXPECT_EQ(calls, 1);
+  batches->push_back(MakeBatch(fields, {{Value::Int(3)}}));
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(id) FROM p.live"), "6");
+  EXPECT_EQ(calls, 2);
+  // Two scans in one query: one call each.
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live a JOIN p.live b ON a.id = b.id"), "3");
+  EXPECT_EQ(calls, 4);
+
+  // A provider failure fails the query with its message.
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "broken", fields, []() -> Result<Batches> {
+                return Status::IOError("segment 7 unreadable");
+              }}).ok());
+  Result<QueryResult> failed = engine->Run("SELECT * FROM p.broken");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(failed.status().message(), HasSubstr("reading p.broken: segment 7 unreadable"));
+}
+
+TEST(QueryEngineTest, TablesMustBeNamedPipelineDotNamespace) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
+  auto batch = MakeBatch(fields, {{Value::Int(1)}});
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "b", fields, {batch})).ok());
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "a", fields, {batch})).ok());
+  ASSERT_TRUE(engine->RegisterTable(Source("main", "orders", fields, {batch})).ok());
+  EXPECT_THAT(engine->TableNames(), ElementsAre("main.orders", "p.a", "p.b"));
+
+  const auto expect_unknown = [&](const std::string& sql, const std::string& name) {
+    Result<QueryResult> result = engine->Run(sql);
+    ASSERT_FALSE(result.ok()) << sql;
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << sql;
+    EXPECT_EQ(result.status().message(),
+              "unknown table '" + name +
+                  "'; tables are referenced as <pipeline>.<namespace>: main.orders, p.a, p.b")
+        << sql;
+  };
+  expect_unknown("SELECT * FROM a", "a");
+  expect_unknown("SELECT * FROM q.a", "q.a");
+  expect_unknown("SELECT * FROM p.c", "p.c");
+  expect_unknown("SELECT * FROM p.a JOIN nowhere USING (id)", "nowhere");
+  expect_unknown("SELECT * FROM p.a WHERE id IN (SELECT id FROM b)", "b");
+  // Unqualified names that DuckDB would resolve in its default schema are refused too.
+  expect_unknown("SELECT * FROM orders", "orders");
+  MustRun(*engine, "CREATE TABLE main.t AS SELECT 1 AS id");
+  expect_unknown("SELECT * FROM t", "t");
+  // Found through DuckDB's catalog error for statements the check does not parse.
+  expect_unknown("INSERT INTO main.t SELECT * FROM nowhere", "nowhere");
+
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM main.orders"), "1");
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM \"P\".\"A\""), "1");
+  EXPECT_EQ(Scalar(*engine, "WITH a AS (SELECT * FROM p.a) SELECT count(*) FROM a, p.b"), "1");
+  QueryResult described = MustRun(*engine, "DESCRIBE p.a");
+  ASSERT_FALSE(described.rows.empty());
+  EXPECT_EQ(described.rows[0][0], "id");
+  EXPECT_EQ(described.rows[0][1], "BIGINT");
+}
+
+TEST(QueryEngineTest, OtherDuckDbErrorsCarryDuckDbsMessage) {
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "a", {F(1, "id", LogicalType::Long())}, {})).ok());
+  Result<QueryResult> syntax = engine->Run("SELEC id FROM p.a");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_EQ(syntax.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(syntax.status().message(), HasSubstr("Parser Error: syntax error at or near \"SELEC\""));
+
+  Result<QueryResult> column = engine->Run("SELECT nope FROM p.a");
+  ASSERT_FALSE(column.ok());
+  EXPECT_EQ(column.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(column.status().message(), HasSubstr("Binder Error: Referenced column \"nope\" not found"));
+
+  // An empty table is fine.
+  QueryResult empty = MustRun(*engine, "SELECT * FROM p.a");
+  EXPECT_THAT(empty.header, ElementsAre("id"));
+  EXPECT_TRUE(empty.rows.empty());
+  // Several statements: the last one's rows.
+  QueryResult last = MustRun(*engine, "SELECT 1; SELECT 2 AS two, 'x' AS s");
+  EXPECT_THAT(last.header, ElementsAre("two", "s"));
+  ASSERT_EQ(last.rows.size(), 1u);
+  EXPECT_THAT(last.rows[0], ElementsAre("2", "x"));
+}
+
+// ------------------------------------------------------------------------------------------------
+
+QueryResult SmallResult() {
+  QueryResult result;
+  result.header = {"id", "name", "score", "ok"};
+  result.column_types = {"INTEGER", "VARCHAR", "DOUBLE", "BOOLEAN"};
+  result.rows = {
+      {"1", "alice", "1.5", "true"},
+      {"20", "b,\"q\"", std::nullopt, "false"},
+      {std::nullopt, "", "inf", std::nullopt},
+  };
+  return result;
+}
+
+TEST(QueryFormatTest, Table) {
+  EXPECT_EQ(FormatTable(SmallResult()),
+            "id   | name  | score | ok\n"
+            "-----+-------+-------+------\n"
+            "   1 | alice |   1.5 | true\n"
+            "  20 | b,\"q\" |  NULL | false\n"
+            "NULL |       |   inf | NULL\n"
+            "(3 rows)\n");
+  QueryResult one;
+  one.header = {"x"};
+  one.column_types = {"VARCHAR"};
+  one.rows = {{"line1\nline2"}};
+  EXPECT_EQ(FormatTable(one), "x\n------------\nline1\\nline2\n(1 row)\n");
+  EXPECT_EQ(FormatTable(QueryResult{}), "(0 rows)\n");
+}
+
+TEST(QueryFormatTest, Csv) {
+  EXPECT_EQ(FormatCsv(SmallResult()),
+            "id,name,score,ok\n"
+            "1,alice,1.5,true\n"
+            "20,\"b,\"\"q\"\"\",,false\n"
+            ",\"\",inf,\n");
+}
+
+TEST(QueryFormatTest, Json) {
+  EXPECT_EQ(FormatJson(SmallResult()),
+            "[{\"id\":1,\"name\":\"alice\",\"score\":1.5,\"ok\":true},"
+            "{\"id\":20,\"name\":\"b,\\\"q\\\"\",\"score\":null,\"ok\":false},"
+            "{\"id\":null,\"name\":\"\",\"score\":\"inf\",\"ok\":null}]\n");
+  EXPECT_EQ(FormatJson(QueryResult{}), "[]\n");
+}
+
+TEST(QueryFormatTest, Plain) {
+  EXPECT_EQ(FormatPlain(SmallResult()),
+            "{\"header\":[\"id\",\"name\",\"score\",\"ok\"],\"rows\":[[\"1\",\"alice\",\"1.5\",\"true\"],"
+            "[\"20\",\"b,\\\"q\\\"\",null,\"false\"],[null,\"\",\"inf\",null]]}\n");
+  EXPECT_EQ(FormatPlain(QueryResult{}), "{\"header\":[],\"rows\":[]}\n");
+}
+
+TEST(QueryFormatTest, RealResultThroughJson) {
+  auto engine = OpenEngine();
+  QueryResult result =
+      MustRun(*engine, "SELECT 12.50::DECIMAL(6,2) AS d, 3::HUGEINT AS h, true AS t, [1, 2] AS l, NULL::INT AS n");
+  EXPECT_EQ(FormatJson(result), "[{\"d\":12.50,\"h\":3,\"t\":true,\"l\":\"[1, 2]\",\"n\":null}]\n");
+}
+
+}  // namespace
+}  // namespace skippr::query
