@@ -14,10 +14,21 @@ step skipprd doctor
 "$skipprd" doctor
 step skipprd doctor --output json
 "$skipprd" doctor --output json
+# Start from a clean slate so that the output below is what a newcomer sees.
+rm -rf "$DATA_DIR"
+
 step skipprd discover --pipeline bikehire --output text
 "$skipprd" discover --pipeline bikehire --output text
 step skipprd schema --pipeline bikehire
 "$skipprd" schema --pipeline bikehire
-step skipprd metadata show --pipeline bikehire
-"$skipprd" metadata show --pipeline bikehire
+step skipprd sync --pipeline bikehire --once --output text
+"$skipprd" sync --pipeline bikehire --once --output text
+step skipprd status
+"$skipprd" status
+step 'skipprd query --sql "SELECT rider_type, count(*) AS rides, sum(amount) AS revenue, round(avg(duration_seconds) / 60, 1) AS avg_minutes FROM bikehire.bikehire GROUP BY rider_type ORDER BY rides DESC"'
+"$skipprd" query --sql "SELECT rider_type, count(*) AS rides, sum(amount) AS revenue, round(avg(duration_seconds) / 60, 1) AS avg_minutes FROM bikehire.bikehire GROUP BY rider_type ORDER BY rides DESC"
+step 'skipprd query --sql "SELECT start_station.name AS station, count(*) AS rides FROM bikehire.bikehire GROUP BY 1 ORDER BY 2 DESC LIMIT 5"'
+"$skipprd" query --sql "SELECT start_station.name AS station, count(*) AS rides FROM bikehire.bikehire GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
+step 'skipprd query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"'
+"$skipprd" query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"
 printf '\nThe log of these runs is in %s/logs/.\n' "$DATA_DIR"

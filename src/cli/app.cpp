@@ -72,6 +72,7 @@ int RunCli(int argc, char** argv) {
   AddMetadataCommand(app, global, exit_code);
   AddSyncCommand(app, global, exit_code);
   AddQueryCommand(app, global, exit_code);
+  AddStatusCommand(app, global, exit_code);
 
   try {
     std::vector<std::string> args = NormaliseLogFlag(argc, argv);

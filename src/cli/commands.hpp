@@ -14,5 +14,6 @@ void AddSchemaCommand(CLI::App& app, const GlobalOptions& global, int& exit_code
 void AddMetadataCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddSyncCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddQueryCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddStatusCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace skippr::cli

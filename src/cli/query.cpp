@@ -44,6 +44,7 @@ int RunStatement(const config::Config& config, const std::string& sql, const Que
   }
   const std::string text = Render(*result, flags);
   fmt::print("{}{}", text, text.empty() || text.back() == '\n' ? "" : "\n");
+  std::fflush(stdout);  // the result before the timing line, also when both go to one terminal
   if (!flags.plain) {
     fmt::print(stderr, "Query time: {:.3f} seconds\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -14,6 +14,7 @@
 #include "sources/sources.hpp"
 #include "store/store.hpp"
 #include "wal/wal.hpp"
+#include "core/disk.hpp"
 #include "query/query.hpp"
 
 namespace skippr::pipeline {
@@ -109,6 +110,34 @@ Result<schema::NamespaceSchema> ApplyNamespaceFields(const config::PipelineConfi
 
 // The saved schema (empty when discover has not run).
 Result<schema::PipelineSchema> ReadSchema(const config::PipelineConfig& pipeline);
+
+// The last sync pass's outcome, recorded in the catalog family (key Text("last_run")).
+struct LastRun {
+  bool ok = false;
+  int64_t finished_unix_micros = 0;
+  uint64_t records_read = 0;
+  uint64_t rows_committed = 0;
+  uint64_t segments_committed = 0;
+  uint64_t deadletters = 0;
+  std::string error;
+};
+
+struct PipelineStatus {
+  std::string pipeline;
+  bool has_state = false;  // false: never discovered or synced
+  bool has_sink = false;
+  size_t live_segments = 0;
+  uint64_t live_bytes = 0;
+  int64_t live_rows = 0;
+  std::optional<int64_t> oldest_live_unix_micros;  // the oldest batch not landed (all, without a sink)
+  sources::SourcePositions positions;
+  std::optional<DiskUsage> disk;
+  bool is_under_disk_pressure = false;
+  std::optional<LastRun> last_run;
+};
+
+// What `skipprd status` shows, read from one snapshot without taking the lease.
+Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline);
 
 // A query engine with every namespace of every synced pipeline as the table <pipeline>.<namespace>:
 // the rows of the live WAL slices of one pinned store snapshot per pipeline, projected onto the

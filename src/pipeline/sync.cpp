@@ -83,10 +83,93 @@ BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline)
   return thresholds;
 }
 
+namespace {
+std::string LastRunKey() { return store::KeyBuilder().Text("last_run").key(); }
+
+// Best effort: a pass that failed because the store itself failed cannot record that.
+void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
+  nlohmann::json json = {{"format_version", 1},
+                         {"ok", result.ok()},
+                         {"finished_unix_micros",
+                          std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()}};
+  if (result.ok()) {
+    json["records_read"] = result->records_read;
+    json["rows_committed"] = result->rows_committed;
+    json["segments_committed"] = result->segments_committed;
+    json["deadletters"] = result->deadletter_count;
+  } else {
+    json["error"] = result.status().message();
+  }
+  Result<store::WriteTransaction> write = state.store().BeginWrite();
+  if (!write.ok()) return;
+  if (write->Put(store::Family::kCatalog, LastRunKey(), json.dump()).ok()) (void)write->Commit();
+}
+
+Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,
+                           PipelineState& state,
+                           const std::function<void(const SyncProgress&)>& on_progress);
+}  // namespace
+
 Result<SyncResult> SyncOnce(const config::Config& config, const config::PipelineConfig& pipeline,
                             const std::function<void(const SyncProgress&)>& on_progress) {
   SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
   if (ChaosRequested(pipeline)) StartChaosMode();
+  Result<SyncResult> result = RunPass(config, pipeline, state, on_progress);
+  RecordLastRun(state, result);
+  return result;
+}
+
+Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
+  PipelineStatus status;
+  status.pipeline = pipeline.name;
+  status.has_sink = pipeline.data_sink.has_value();
+  if (Result<DiskUsage> usage = MeasureDisk(pipeline.data_dir); usage.ok()) {
+    status.disk = *usage;
+    status.is_under_disk_pressure = ShouldPauseForDisk(*usage, false);
+  }
+  Result<PipelineState> state = PipelineState::OpenForReading(pipeline);
+  if (!state.ok()) {
+    if (state.status().code() == StatusCode::kNotFound) return status;
+    return state.status();
+  }
+  status.has_state = true;
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state->store().BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
+  for (const wal::SegmentEntry& entry : segments) {
+    ++status.live_segments;
+    status.live_bytes += entry.file_bytes;
+    status.live_rows += entry.rows();
+    if (!status.oldest_live_unix_micros || entry.created_unix_micros < *status.oldest_live_unix_micros) {
+      status.oldest_live_unix_micros = entry.created_unix_micros;
+    }
+  }
+  SKIPPR_ASSIGN_OR_RETURN(status.positions, sources::LoadPositions(read));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_run, read.Get(store::Family::kCatalog, LastRunKey()));
+  if (last_run) {
+    try {
+      const nlohmann::json json = nlohmann::json::parse(*last_run);
+      LastRun run;
+      run.ok = json.at("ok").get<bool>();
+      run.finished_unix_micros = json.at("finished_unix_micros").get<int64_t>();
+      run.records_read = json.value("records_read", uint64_t{0});
+      run.rows_committed = json.value("rows_committed", uint64_t{0});
+      run.segments_committed = json.value("segments_committed", uint64_t{0});
+      run.deadletters = json.value("deadletters", uint64_t{0});
+      run.error = json.value("error", std::string());
+      status.last_run = run;
+    } catch (const nlohmann::json::exception& error) {
+      return Status::Corruption(std::string("the last run record is unreadable: ") + error.what());
+    }
+  }
+  return status;
+}
+
+namespace {
+Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,
+                           PipelineState& state,
+                           const std::function<void(const SyncProgress&)>& on_progress) {
   SyncResult result;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<wal::Wal> wal,
                           wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
@@ -195,5 +278,6 @@ Result<SyncResult> SyncOnce(const config::Config& config, const config::Pipeline
   }
   return result;
 }
+}  // namespace
 
 }  // namespace skippr::pipeline

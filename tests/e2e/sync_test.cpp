@@ -13,6 +13,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "e2e/process.hpp"
 #include "e2e/wal_reader.hpp"
 #include "sources/sources.hpp"
@@ -208,6 +210,79 @@ TEST(SyncRecovery, MissingCommittedSegmentFailsLoudly) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.err, HasSubstr("is committed in the catalog but its file"));
   EXPECT_THAT(result.err, HasSubstr("is missing"));
+}
+
+}  // namespace
+}  // namespace skippr::testing
+
+namespace skippr::testing {
+namespace {
+
+// `query` during a running sync sees one consistent cut each time: the count never decreases, never
+// exceeds the source, and ends equal to it.
+TEST(SyncQuery, CountDuringSyncIsMonotoneAndEndsEqual) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  WriteInput(dir, 8, 1600000);
+  RunningProcess sync = StartProcess(SKIPPRD_BINARY, {"sync", "-p", "events", "--once", "--output", "text"},
+                                     OptionsFor(dir, {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
+  int64_t last_count = -1;
+  int successful_queries = 0;
+  bool sync_running = true;
+  for (int attempt = 0; attempt < 2000 && sync_running; ++attempt) {
+    sync_running = waitpid(sync.pid(), nullptr, WNOHANG) == 0;
+    ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", "SELECT count(*) AS n FROM events.events"});
+    if (query.exit_code != 0) {
+      // Before the first commit there is no table yet; after it, every query must succeed.
+      EXPECT_EQ(last_count, -1) << query.err;
+      continue;
+    }
+    const auto json = nlohmann::json::parse(query.out);
+    const int64_t count = std::stoll(json["rows"][0][0].get<std::string>());
+    EXPECT_GE(count, last_count) << "a later query saw fewer rows";
+    EXPECT_LE(count, 1600000);
+    last_count = count;
+    ++successful_queries;
+  }
+  ProcessResult finished = sync.Wait();
+  EXPECT_TRUE(finished.exit_code == 0 || finished.exit_code == -1) << finished.err;
+  ProcessResult final_query = Skipprd(dir, {"query", "--plain", "--sql", "SELECT count(*) AS n FROM events.events"});
+  ASSERT_EQ(final_query.exit_code, 0) << final_query.err;
+  EXPECT_EQ(nlohmann::json::parse(final_query.out)["rows"][0][0], "1600000");
+  EXPECT_GE(successful_queries, 1);
+  RecordProperty("queries_during_sync", successful_queries);
+}
+
+TEST(SyncQuery, PlainOutputSumsAndErrors) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const int64_t checksum = WriteInput(dir, 4, 200000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  ProcessResult sums = Skipprd(dir, {"query", "--plain", "--sql",
+                                     "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM events.events"});
+  ASSERT_EQ(sums.exit_code, 0) << sums.err;
+  const auto json = nlohmann::json::parse(sums.out);
+  EXPECT_EQ(json["rows"][0][0], "200000");
+  EXPECT_EQ(json["rows"][0][1], "200000");
+  EXPECT_EQ(json["rows"][0][2], std::to_string(checksum));
+  ProcessResult unqualified = Skipprd(dir, {"query", "--plain", "--sql", "SELECT * FROM events"});
+  EXPECT_EQ(unqualified.exit_code, 1);
+  EXPECT_THAT(unqualified.err, HasSubstr("query failed: unknown table 'events'"));
+  EXPECT_THAT(unqualified.err, HasSubstr("events.events"));
+  ProcessResult broken = Skipprd(dir, {"query", "--sql", "SELEC 1"});
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_THAT(broken.err, HasSubstr("query failed: "));
+  ProcessResult status = Skipprd(dir, {"status", "-p", "events", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const auto pipeline_status = nlohmann::json::parse(status.out)["pipelines"][0];
+  EXPECT_EQ(pipeline_status["live_rows"], 200000);
+  EXPECT_EQ(pipeline_status["destination"], "WAL-only");
+  EXPECT_EQ(pipeline_status["last_run"]["ok"], true);
+  EXPECT_EQ(pipeline_status["last_run"]["rows_committed"], 200000);
+  EXPECT_EQ(pipeline_status["source_positions"].size(), 4u);
+  ProcessResult df = Skipprd(dir, {"df", "--namespace", "events.events"});
+  ASSERT_EQ(df.exit_code, 0) << df.err;
+  EXPECT_EQ(nlohmann::json::parse(df.out)["rows"].size(), 200000u);
 }
 
 }  // namespace

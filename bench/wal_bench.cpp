@@ -1,0 +1,743 @@
+// bench/wal: what it costs to get records into the WAL, each beside a baseline measured in the same
+// run (STYLE.md, "Benchmarks print ratios from one run"); targets are printed, never asserted.
+//
+//   1. file → WAL: the real `skipprd sync --once` (a child process, discover included) on a JSON-lines
+//      and a CSV file, beside DuckDB COPY read_json / read_csv → Parquet with one thread.
+//   2. WAL append bandwidth: wal::Wal::Commit in-process (encode, zstd, write, fdatasync, directory
+//      fsync, store commit) beside `dd conv=fdatasync`.
+//   3. peak RSS of `skipprd sync --once` on a large JSON-lines file (the child's ru_maxrss).
+//
+//   bench_wal [--rows N] [--quick] [--large-gb G] [--only-large] [--skipprd PATH] [--dir PATH]
+//
+// Everything is written under a temporary directory (in --dir, else $TMPDIR) removed at the end.
+#include <duckdb.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "schema/schema.hpp"
+#include "sources/sources.hpp"
+#include "store/store.hpp"
+#include "wal/wal.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using namespace skippr;
+
+namespace {
+
+constexpr uint64_t kDefaultRows = 2'000'000;
+constexpr uint64_t kQuickRows = 200'000;
+constexpr uint64_t kBytesPerMib = 1 << 20;
+constexpr double kBytesPerMb = 1e6;
+constexpr double kBytesPerGb = 1e9;
+constexpr uint64_t kDefaultWalTargetBytes = 512 * kBytesPerMib;
+constexpr uint64_t kQuickWalTargetBytes = 128 * kBytesPerMib;
+constexpr double kDefaultLargeInputGb = 1.0;
+constexpr double kQuickLargeInputGb = 0.2;
+constexpr int kTimedRuns = 3;  // after one warm-up run
+// What sync commits per segment from the Sample source: one 100,000-record batch (its nominal 256
+// bytes per record pass the 10 MiB buffer threshold at every batch).
+constexpr uint64_t kRowsPerCommit = 100'000;
+constexpr const char* kPipeline = "p";
+
+fs::path work_dir_to_remove;  // removed on failure too
+
+[[noreturn]] void Fail(const std::string& message) {
+  fmt::print(stderr, "bench/wal: {}\n", message);
+  if (!work_dir_to_remove.empty()) {
+    std::error_code ignored;
+    fs::remove_all(work_dir_to_remove, ignored);
+  }
+  std::exit(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+
+struct Flags {
+  uint64_t rows = kDefaultRows;
+  uint64_t wal_target_bytes = kDefaultWalTargetBytes;
+  double large_input_gb = kDefaultLargeInputGb;
+  bool is_only_large = false;
+  fs::path skipprd;     // default: the skipprd of this build tree
+  fs::path parent_dir;  // where the temporary directory is made; default $TMPDIR
+};
+
+fs::path DefaultSkipprd() {
+  const fs::path bench_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  return (bench_dir / ".." / "src" / "skipprd").lexically_normal();
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  bool is_quick = false;
+  std::optional<uint64_t> rows;
+  std::optional<double> large_input_gb;
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Fail(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "--rows") {
+      rows = std::stoull(value());
+    } else if (arg == "--quick") {
+      is_quick = true;
+    } else if (arg == "--large-gb") {
+      large_input_gb = std::stod(value());
+    } else if (arg == "--only-large") {
+      flags.is_only_large = true;
+    } else if (arg == "--skipprd") {
+      flags.skipprd = value();
+    } else if (arg == "--dir") {
+      flags.parent_dir = value();
+    } else {
+      Fail(fmt::format("unknown flag {} (use --rows N, --quick, --large-gb G, --only-large, "
+                       "--skipprd PATH, --dir PATH)",
+                       arg));
+    }
+  }
+  flags.rows = rows.value_or(is_quick ? kQuickRows : kDefaultRows);
+  flags.large_input_gb = large_input_gb.value_or(is_quick ? kQuickLargeInputGb : kDefaultLargeInputGb);
+  if (is_quick) flags.wal_target_bytes = kQuickWalTargetBytes;
+  if (flags.skipprd.empty()) flags.skipprd = DefaultSkipprd();
+  if (flags.parent_dir.empty()) flags.parent_dir = fs::temp_directory_path();
+  if (flags.rows == 0 || flags.large_input_gb <= 0) Fail("--rows and --large-gb must be positive");
+  if (access(flags.skipprd.c_str(), X_OK) != 0) {
+    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH", flags.skipprd.string()));
+  }
+  return flags;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input files: rides-like records, a pure function of the row index (as in bench/discover).
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Draws successive small random numbers from one row's seed.
+class RowRandom {
+ public:
+  explicit RowRandom(uint64_t index) : state_(SplitMix64(index)) {}
+  uint64_t Below(uint64_t bound) {
+    state_ = SplitMix64(state_);
+    return state_ % bound;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+constexpr std::array<std::string_view, 8> kFirstNames = {"Ada",   "Grace", "Alan",     "Edsger",
+                                                         "Barbara", "Ken", "Margaret", "Dennis"};
+constexpr std::array<std::string_view, 8> kLastNames = {"Lovelace", "Hopper", "Turing", "Dijkstra",
+                                                        "Liskov",   "Thompson", "Hamilton", "Ritchie"};
+constexpr std::array<std::string_view, 12> kWords = {
+    "smooth", "ride", "along", "the", "canal", "flat", "tyre", "rain", "bike", "dock", "full", "late"};
+constexpr std::array<std::string_view, 4> kBikeModels = {"classic", "e-bike", "cargo", "tandem"};
+
+struct Ride {
+  int64_t ride_id = 0;      // long: 16 digits (not read as an epoch timestamp)
+  int32_t station_id = 0;   // int
+  int32_t amount_cents = 0; // written as a double with two decimals
+  std::string rider_name;
+  std::string comment;      // 1–12 words; some with a comma, a few with a quoted word
+  bool is_member = false;
+  std::string started_at;   // "2024-01-15T10:30:00Z"
+  std::string ride_date;    // "2024-01-15"
+  std::string_view bike_model;  // the nested object (JSON lines only)
+  int32_t bike_battery_pct = 0;
+  bool bike_is_electric = false;
+};
+
+std::string MakeComment(RowRandom& random) {
+  std::string comment;
+  const uint64_t word_count = 1 + random.Below(12);
+  const bool has_comma = random.Below(10) == 0;
+  const bool has_quote = random.Below(50) == 0;
+  for (uint64_t w = 0; w < word_count; ++w) {
+    if (w > 0) comment += (has_comma && w == 1) ? ", " : " ";
+    const std::string_view word = kWords[random.Below(kWords.size())];
+    if (has_quote && w == word_count - 1) {
+      comment += fmt::format("\"{}\"", word);
+    } else {
+      comment += word;
+    }
+  }
+  return comment;
+}
+
+Ride MakeRide(uint64_t index) {
+  using namespace std::chrono;
+  RowRandom random(index);
+  Ride ride;
+  ride.ride_id = 4'000'000'000'000'000 + static_cast<int64_t>(index);
+  ride.station_id = 1 + static_cast<int32_t>(random.Below(4999));
+  ride.amount_cents = 150 + static_cast<int32_t>(random.Below(9850));
+  ride.rider_name = fmt::format("{} {}", kFirstNames[random.Below(kFirstNames.size())],
+                                kLastNames[random.Below(kLastNames.size())]);
+  ride.comment = MakeComment(random);
+  ride.is_member = random.Below(3) != 0;
+  const sys_seconds start = sys_days(year{2024} / January / 1) + seconds(random.Below(180 * 86400));
+  const sys_days day = floor<days>(start);
+  const year_month_day date(day);
+  const hh_mm_ss<seconds> time(start - day);
+  ride.ride_date = fmt::format("{:04}-{:02}-{:02}", static_cast<int>(date.year()),
+                               static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()));
+  ride.started_at = fmt::format("{}T{:02}:{:02}:{:02}Z", ride.ride_date, time.hours().count(),
+                                time.minutes().count(), time.seconds().count());
+  ride.bike_model = kBikeModels[random.Below(kBikeModels.size())];
+  ride.bike_battery_pct = static_cast<int32_t>(random.Below(101));
+  ride.bike_is_electric = ride.bike_model == "e-bike";
+  return ride;
+}
+
+std::string JsonEscaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string CsvField(std::string_view text) {
+  if (text.find_first_of(",\"\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void AppendJsonLine(fmt::memory_buffer& out, const Ride& ride) {
+  fmt::format_to(std::back_inserter(out),
+                 R"({{"ride_id":{},"station_id":{},"amount":{}.{:02},"rider_name":"{}",)"
+                 R"("comment":"{}","is_member":{},"started_at":"{}","ride_date":"{}",)"
+                 R"("bike":{{"model":"{}","battery_pct":{},"is_electric":{}}}}})"
+                 "\n",
+                 ride.ride_id, ride.station_id, ride.amount_cents / 100, ride.amount_cents % 100,
+                 ride.rider_name, JsonEscaped(ride.comment), ride.is_member, ride.started_at,
+                 ride.ride_date, ride.bike_model, ride.bike_battery_pct, ride.bike_is_electric);
+}
+
+constexpr std::string_view kCsvHeader =
+    "ride_id,station_id,amount,rider_name,comment,is_member,started_at,ride_date\n";
+
+void AppendCsvLine(fmt::memory_buffer& out, const Ride& ride) {
+  fmt::format_to(std::back_inserter(out), "{},{},{}.{:02},{},{},{},{},{}\n", ride.ride_id,
+                 ride.station_id, ride.amount_cents / 100, ride.amount_cents % 100,
+                 CsvField(ride.rider_name), CsvField(ride.comment), ride.is_member, ride.started_at,
+                 ride.ride_date);
+}
+
+constexpr size_t kFlushBytes = 4 << 20;
+
+void Flush(std::ofstream& file, fmt::memory_buffer& buffer) {
+  file.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  buffer.clear();
+}
+
+struct InputFiles {
+  fs::path jsonl;
+  fs::path csv;
+};
+
+// Writes both files in one pass over the rows, flushing every few MB.
+InputFiles WriteInputFiles(const fs::path& dir, uint64_t rows) {
+  InputFiles files{dir / "rides.jsonl", dir / "rides.csv"};
+  std::ofstream jsonl(files.jsonl, std::ios::binary);
+  std::ofstream csv(files.csv, std::ios::binary);
+  fmt::memory_buffer jsonl_buffer;
+  fmt::memory_buffer csv_buffer;
+  csv_buffer.append(kCsvHeader);
+  for (uint64_t i = 0; i < rows; ++i) {
+    const Ride ride = MakeRide(i);
+    AppendJsonLine(jsonl_buffer, ride);
+    AppendCsvLine(csv_buffer, ride);
+    if (jsonl_buffer.size() >= kFlushBytes) Flush(jsonl, jsonl_buffer);
+    if (csv_buffer.size() >= kFlushBytes) Flush(csv, csv_buffer);
+  }
+  Flush(jsonl, jsonl_buffer);
+  Flush(csv, csv_buffer);
+  if (!jsonl.good() || !csv.good()) Fail(fmt::format("cannot write the input files in {}", dir.string()));
+  return files;
+}
+
+// Streams JSON lines to `path` until it holds at least `target_bytes`; returns the rows written.
+uint64_t WriteLargeJsonLines(const fs::path& path, uint64_t target_bytes) {
+  std::ofstream file(path, std::ios::binary);
+  fmt::memory_buffer buffer;
+  uint64_t written_bytes = 0;
+  uint64_t rows = 0;
+  while (written_bytes + buffer.size() < target_bytes) {
+    AppendJsonLine(buffer, MakeRide(rows++));
+    if (buffer.size() >= kFlushBytes) {
+      written_bytes += buffer.size();
+      Flush(file, buffer);
+    }
+  }
+  Flush(file, buffer);
+  if (!file.good()) Fail(fmt::format("cannot write the large input {}", path.string()));
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One warm-up run, then the best of kTimedRuns. `run` returns the seconds of its timed part.
+double BestOfSeconds(const std::function<double()>& run) {
+  run();
+  double best_seconds = run();
+  for (int i = 1; i < kTimedRuns; ++i) best_seconds = std::min(best_seconds, run());
+  return best_seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: fork/exec, stdout captured, stderr to a file, peak RSS from wait4().
+
+struct ChildRun {
+  double seconds = 0;  // fork to reaped, wall clock
+  int exit_code = -1;  // -1: killed by a signal
+  std::string stdout_text;
+  uint64_t peak_rss_kib = 0;
+};
+
+// The environment of this process with `overrides` (NAME → value) replacing or adding entries.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    if (!overrides.count(std::string(text.substr(0, text.find('='))))) entries.emplace_back(text);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& text : strings) pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+std::string ReadAll(int fd) {
+  std::string text;
+  std::array<char, 1 << 16> chunk;
+  ssize_t n = 0;
+  while ((n = read(fd, chunk.data(), chunk.size())) != 0) {
+    if (n > 0) text.append(chunk.data(), static_cast<size_t>(n));
+    if (n < 0 && errno != EINTR) break;
+  }
+  return text;
+}
+
+ChildRun RunChild(std::vector<std::string> argv, const std::map<std::string, std::string>& env_overrides,
+                  const fs::path& stderr_path) {
+  std::vector<std::string> env = ChildEnvironment(env_overrides);
+  std::vector<char*> argv_pointers = NullTerminated(argv);
+  std::vector<char*> env_pointers = NullTerminated(env);
+  int stdout_pipe[2];
+  if (pipe2(stdout_pipe, O_CLOEXEC) != 0) Fail("cannot create a pipe");
+  const int stderr_fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (stderr_fd < 0) Fail(fmt::format("cannot create {}", stderr_path.string()));
+
+  ChildRun run;
+  const Clock::time_point start = Clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) Fail("fork failed");
+  if (pid == 0) {  // only async-signal-safe calls until execve
+    dup2(stdout_pipe[1], STDOUT_FILENO);
+    dup2(stderr_fd, STDERR_FILENO);
+    execve(argv_pointers[0], argv_pointers.data(), env_pointers.data());
+    _exit(127);
+  }
+  close(stdout_pipe[1]);
+  close(stderr_fd);
+  run.stdout_text = ReadAll(stdout_pipe[0]);
+  close(stdout_pipe[0]);
+  int wait_status = 0;
+  rusage usage{};
+  while (wait4(pid, &wait_status, 0, &usage) < 0) {
+    if (errno != EINTR) Fail(fmt::format("wait4 for {} failed", argv[0]));
+  }
+  run.seconds = SecondsSince(start);
+  run.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  run.peak_rss_kib = static_cast<uint64_t>(usage.ru_maxrss);  // KiB on Linux
+  return run;
+}
+
+std::string FileText(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// skipprd side: `skipprd sync --pipeline p --once --output json` on a File source.
+
+struct SyncRun {
+  double seconds = 0;
+  uint64_t total_rows = 0;
+  uint64_t peak_rss_kib = 0;
+};
+
+fs::path WriteConfig(const fs::path& dir, const fs::path& input) {
+  const fs::path config = dir / "skippr.yml";
+  std::ofstream(config) << fmt::format(
+      "data_sources:\n"
+      "  files:\n"
+      "    File:\n"
+      "      path: {}\n"
+      "pipelines:\n"
+      "  {}:\n"
+      "    data_source: data_sources.files\n",
+      nlohmann::json(input.string()).dump(), kPipeline);  // a JSON string is a YAML scalar
+  return config;
+}
+
+// total_rows of the sync_complete event among skipprd's JSON-lines output.
+std::optional<uint64_t> TotalRowsFrom(const std::string& stdout_text) {
+  std::istringstream lines(stdout_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", "") == "sync_complete") {
+      return event.at("total_rows").get<uint64_t>();
+    }
+  }
+  return std::nullopt;
+}
+
+// One sync into a fresh DATA_DIR (removed afterwards); fails unless it committed `expected_rows`.
+SyncRun RunSkipprdSync(const fs::path& skipprd, const fs::path& config, const fs::path& work_dir,
+                       uint64_t expected_rows) {
+  const fs::path data_dir = work_dir / "data";
+  const fs::path stderr_path = work_dir / "skipprd.stderr";
+  fs::remove_all(data_dir);
+  const ChildRun child = RunChild({skipprd.string(), "--config", config.string(), "sync", "--pipeline",
+                                   kPipeline, "--once", "--output", "json"},
+                                  {{"DATA_DIR", data_dir.string()}}, stderr_path);
+  const std::optional<uint64_t> total_rows = TotalRowsFrom(child.stdout_text);
+  if (child.exit_code != 0 || total_rows != expected_rows) {
+    Fail(fmt::format("skipprd sync exited {} with total_rows {}, expected exit 0 and {} rows\n"
+                     "stdout:\n{}stderr:\n{}",
+                     child.exit_code, total_rows ? fmt::to_string(*total_rows) : "missing",
+                     expected_rows, child.stdout_text, FileText(stderr_path)));
+  }
+  fs::remove_all(data_dir);
+  fs::remove(stderr_path);
+  return {child.seconds, *total_rows, child.peak_rss_kib};
+}
+
+// ---------------------------------------------------------------------------------------------
+// DuckDB side: an in-memory database, one thread, COPY ... TO Parquet.
+
+class DuckDb {
+ public:
+  DuckDb() {
+    if (duckdb_open(nullptr, &database_) != DuckDBSuccess) Fail("cannot open an in-memory DuckDB");
+    if (duckdb_connect(database_, &connection_) != DuckDBSuccess) Fail("cannot connect to DuckDB");
+    QueryInt64("SET threads = 1");
+  }
+  ~DuckDb() {
+    duckdb_disconnect(&connection_);
+    duckdb_close(&database_);
+  }
+  DuckDb(const DuckDb&) = delete;
+  DuckDb& operator=(const DuckDb&) = delete;
+
+  // The first value of the result (0 when there is none).
+  int64_t QueryInt64(const std::string& sql) {
+    duckdb_result result;
+    if (duckdb_query(connection_, sql.c_str(), &result) != DuckDBSuccess) {
+      const std::string error = duckdb_result_error(&result);
+      duckdb_destroy_result(&result);
+      Fail(fmt::format("DuckDB: {}\n  in: {}", error, sql));
+    }
+    const int64_t value = duckdb_row_count(&result) > 0 ? duckdb_value_int64(&result, 0, 0) : 0;
+    duckdb_destroy_result(&result);
+    return value;
+  }
+
+ private:
+  duckdb_database database_ = nullptr;
+  duckdb_connection connection_ = nullptr;
+};
+
+std::string SqlQuoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string ReadJsonSql(const fs::path& file) {
+  return fmt::format("read_json({}, format = 'newline_delimited')", SqlQuoted(file.string()));
+}
+
+std::string ReadCsvSql(const fs::path& file) {
+  return fmt::format("read_csv({})", SqlQuoted(file.string()));
+}
+
+double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function, const fs::path& parquet,
+                      uint64_t expected_rows) {
+  const Clock::time_point start = Clock::now();
+  const int64_t rows = duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} (FORMAT parquet)",
+                                                     table_function, SqlQuoted(parquet.string())));
+  const double seconds = SecondsSince(start);
+  if (rows != static_cast<int64_t>(expected_rows)) {
+    Fail(fmt::format("DuckDB copied {} rows from {}, expected {}", rows, table_function, expected_rows));
+  }
+  fs::remove(parquet);
+  return seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WAL side: Wal::Commit of one realistic batch, again and again, into a fresh store and WAL.
+
+// One Sample-source batch shaped as sync shapes it (all rides of one namespace).
+std::vector<Batch> MakeSampleBatches() {
+  config::ConnectorConfig connector;
+  connector.kind = "Sample";
+  connector.settings["rows"] = static_cast<int64_t>(kRowsPerCommit);
+  connector.settings["seed"] = int64_t{42};
+  Result<std::unique_ptr<sources::Source>> source = sources::MakeSource(connector);
+  if (!source.ok()) Fail(fmt::format("Sample source: {}", source.status().message()));
+  if (Status opened = (*source)->Open({}, sources::ReadOptions{}); !opened.ok()) {
+    Fail(fmt::format("Sample source open: {}", opened.message()));
+  }
+  Result<std::optional<sources::SourceBatch>> batch = (*source)->Next();
+  if (!batch.ok() || !*batch) Fail("the Sample source gave no batch");
+  schema::ShaperOptions options{.default_namespace = "bench", .keep_rows = true};
+  schema::Shaper shaper({}, options);
+  for (sources::SourceRecord& record : (*batch)->records) {
+    if (shaper.Absorb(std::move(record.value), record.origin, (*batch)->context)) Fail("a sample deadletter");
+  }
+  shaper.Seal();
+  std::vector<Batch> batches = shaper.TakeBatches();
+  if (batches.size() != 1 || batches[0].num_rows != static_cast<int64_t>(kRowsPerCommit)) {
+    Fail("the Sample batch is not one namespace of kRowsPerCommit rows");
+  }
+  return batches;
+}
+
+uint64_t ColumnBufferBytes(const Column& column) {
+  uint64_t bytes = column.validity.size() + column.fixed.size() +
+                   column.offsets.size() * sizeof(int64_t) + column.bytes.size();
+  for (const Column& child : column.children) bytes += ColumnBufferBytes(child);
+  return bytes;
+}
+
+uint64_t ColumnBufferBytes(const std::vector<Batch>& batches) {
+  uint64_t bytes = 0;
+  for (const Batch& batch : batches) {
+    for (const Column& column : batch.columns) bytes += ColumnBufferBytes(column);
+  }
+  return bytes;
+}
+
+struct WalRun {
+  double seconds = 0;
+  uint64_t commits = 0;
+  uint64_t segment_bytes = 0;
+};
+
+// Commits `batches` until `target_bytes` of segment files are written; times the commits only.
+WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches, uint64_t target_bytes) {
+  const fs::path dir = work_dir / "wal_bench";
+  fs::remove_all(dir);
+  WalRun run;
+  {
+    Result<std::unique_ptr<store::Store>> store = store::Store::Open({.directory = (dir / "store").string()});
+    if (!store.ok()) Fail(fmt::format("store: {}", store.status().message()));
+    Result<std::unique_ptr<wal::Wal>> wal = wal::Wal::Open((dir / "wal").string(), "bench", **store);
+    if (!wal.ok()) Fail(fmt::format("WAL: {}", wal.status().message()));
+    const Clock::time_point start = Clock::now();
+    while (run.segment_bytes < target_bytes) {
+      Result<wal::CommitInfo> info = (*wal)->Commit(batches, "{}", nullptr);
+      if (!info.ok()) Fail(fmt::format("WAL commit: {}", info.status().message()));
+      run.segment_bytes += info->file_bytes;
+      ++run.commits;
+    }
+    run.seconds = SecondsSince(start);
+  }
+  fs::remove_all(dir);
+  return run;
+}
+
+// `dd if=/dev/zero of=<dir>/dd.bin bs=1M count=<MiB> conv=fdatasync`, timed fork to exit.
+double TimeDd(const fs::path& work_dir, uint64_t bytes) {
+  const fs::path output = work_dir / "dd.bin";
+  const fs::path stderr_path = work_dir / "dd.stderr";
+  const ChildRun child = RunChild({"/bin/dd", "if=/dev/zero", "of=" + output.string(), "bs=1M",
+                                   fmt::format("count={}", bytes / kBytesPerMib), "conv=fdatasync"},
+                                  {}, stderr_path);
+  if (child.exit_code != 0) Fail(fmt::format("dd failed: {}", FileText(stderr_path)));
+  fs::remove(output);
+  fs::remove(stderr_path);
+  return child.seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The three measurements and their report
+
+std::string Throughput(double seconds, uint64_t rows, uint64_t bytes) {
+  return fmt::format("{:6.2f} s  {:6.2f} M rows/s  {:5.0f} MB/s", seconds, rows / seconds / 1e6,
+                     bytes / seconds / kBytesPerMb);
+}
+
+double Mib(uint64_t bytes) { return static_cast<double>(bytes) / kBytesPerMib; }
+
+struct FileMeasurement {
+  double duckdb_seconds = 0;
+  double skipprd_seconds = 0;
+  uint64_t skipprd_peak_rss_kib = 0;
+};
+
+FileMeasurement MeasureFileToWal(const Flags& flags, const fs::path& work_dir, DuckDb& duckdb,
+                                 const fs::path& input, const std::string& table_function) {
+  FileMeasurement measurement;
+  measurement.duckdb_seconds = BestOfSeconds(
+      [&] { return TimeDuckDbCopy(duckdb, table_function, work_dir / "x.parquet", flags.rows); });
+  const fs::path config = WriteConfig(work_dir, input);
+  measurement.skipprd_seconds = BestOfSeconds([&] {
+    const SyncRun run = RunSkipprdSync(flags.skipprd, config, work_dir, flags.rows);
+    measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
+    return run.seconds;
+  });
+  return measurement;
+}
+
+void PrintFileMeasurement(const FileMeasurement& measurement, const std::string& duckdb_label,
+                          const std::string& format_label, uint64_t rows, uint64_t input_bytes) {
+  fmt::print("  {:<37}{}   (baseline, same run)\n", duckdb_label,
+             Throughput(measurement.duckdb_seconds, rows, input_bytes));
+  fmt::print("  {:<37}{}   ratio {:.2f}  (target >= 0.5)   peak RSS {:.0f} MiB\n",
+             fmt::format("skipprd sync --once ({})", format_label),
+             Throughput(measurement.skipprd_seconds, rows, input_bytes),
+             measurement.duckdb_seconds / measurement.skipprd_seconds,
+             measurement.skipprd_peak_rss_kib / 1024.0);
+}
+
+void RunFileToWal(const Flags& flags, const fs::path& work_dir) {
+  const InputFiles files = WriteInputFiles(work_dir, flags.rows);
+  const uint64_t jsonl_bytes = fs::file_size(files.jsonl);
+  const uint64_t csv_bytes = fs::file_size(files.csv);
+  fmt::print("bench/wal  rows={} threads=1  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n", flags.rows,
+             jsonl_bytes / kBytesPerMb, csv_bytes / kBytesPerMb);
+  std::fflush(stdout);
+  DuckDb duckdb;
+  const FileMeasurement json = MeasureFileToWal(flags, work_dir, duckdb, files.jsonl, ReadJsonSql(files.jsonl));
+  PrintFileMeasurement(json, "duckdb COPY read_json -> parquet", "JSON lines", flags.rows, jsonl_bytes);
+  std::fflush(stdout);
+  const FileMeasurement csv = MeasureFileToWal(flags, work_dir, duckdb, files.csv, ReadCsvSql(files.csv));
+  PrintFileMeasurement(csv, "duckdb COPY read_csv -> parquet", "CSV", flags.rows, csv_bytes);
+  std::fflush(stdout);
+  fs::remove(files.jsonl);
+  fs::remove(files.csv);
+  fs::remove(work_dir / "skippr.yml");
+}
+
+void RunWalBandwidth(const Flags& flags, const fs::path& work_dir) {
+  const std::vector<Batch> batches = MakeSampleBatches();
+  const uint64_t column_bytes_per_commit = ColumnBufferBytes(batches);
+  const double dd_seconds = BestOfSeconds([&] { return TimeDd(work_dir, flags.wal_target_bytes); });
+  const double dd_mib_per_second = Mib(flags.wal_target_bytes) / dd_seconds;
+  WalRun best;
+  BestOfSeconds([&] {
+    const WalRun run = RunWalCommits(work_dir, batches, flags.wal_target_bytes);
+    if (best.commits == 0 || run.seconds < best.seconds) best = run;
+    return run.seconds;
+  });
+  const double segment_mib_per_second = Mib(best.segment_bytes) / best.seconds;
+  const double column_mib_per_second = Mib(column_bytes_per_commit * best.commits) / best.seconds;
+  fmt::print("  {:<37}{:7.0f} MiB/s   ({} MiB, best of {})   (baseline, same run)\n",
+             "dd conv=fdatasync", dd_mib_per_second, flags.wal_target_bytes / kBytesPerMib, kTimedRuns);
+  fmt::print("  {:<37}{:7.0f} MiB/s   ({:.0f} MiB/s of column data)   ratio {:.2f}  (target >= 0.7)\n",
+             "WAL commit (segment bytes)", segment_mib_per_second, column_mib_per_second,
+             segment_mib_per_second / dd_mib_per_second);
+  fmt::print("    {} commits of {} rows in {:.2f} s: {:.1f} MiB per segment, {:.1f} MiB of column data "
+             "({:.1f}x compression), {:.1f} ms per commit\n",
+             best.commits, kRowsPerCommit, best.seconds, Mib(best.segment_bytes) / best.commits,
+             Mib(column_bytes_per_commit), static_cast<double>(column_bytes_per_commit * best.commits) / best.segment_bytes,
+             best.seconds * 1000 / best.commits);
+  std::fflush(stdout);
+}
+
+void RunLargeInput(const Flags& flags, const fs::path& work_dir) {
+  const fs::path input = work_dir / "large.jsonl";
+  const uint64_t rows = WriteLargeJsonLines(input, static_cast<uint64_t>(flags.large_input_gb * kBytesPerGb));
+  const uint64_t input_bytes = fs::file_size(input);
+  const fs::path config = WriteConfig(work_dir, input);
+  const SyncRun run = RunSkipprdSync(flags.skipprd, config, work_dir, rows);
+  fmt::print("  {:<37}{} rows in {:.2f} s ({:.0f} MB/s), peak RSS {:.0f} MiB  (target < 1 GiB)\n",
+             fmt::format("large input {:.1f} GB JSON lines", input_bytes / kBytesPerGb), rows, run.seconds,
+             input_bytes / run.seconds / kBytesPerMb, run.peak_rss_kib / 1024.0);
+  std::fflush(stdout);
+  fs::remove(input);
+  fs::remove(config);
+}
+
+fs::path MakeWorkDir(const fs::path& parent_dir) {
+  fs::create_directories(parent_dir);
+  std::string pattern = (parent_dir / "bench_wal.XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) Fail(fmt::format("cannot create a directory in {}", parent_dir.string()));
+  return pattern;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // the in-process WAL logs every commit at info
+  const fs::path work_dir = MakeWorkDir(flags.parent_dir);
+  work_dir_to_remove = work_dir;
+  if (flags.is_only_large) {
+    fmt::print("bench/wal  threads=1  skipprd={}\n", flags.skipprd.string());
+  } else {
+    RunFileToWal(flags, work_dir);
+    RunWalBandwidth(flags, work_dir);
+  }
+  RunLargeInput(flags, work_dir);
+  fs::remove_all(work_dir);
+  return 0;
+}

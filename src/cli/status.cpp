@@ -1,0 +1,158 @@
+// `skipprd status`: per pipeline, the live WAL (segments, bytes, rows, age of the oldest unlanded
+// batch), source positions, disk pressure and the last run's result. Reads one snapshot; never takes
+// the writer lease, so it works while a sync runs.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "pipeline/pipeline.hpp"
+
+namespace skippr::cli {
+
+namespace {
+
+struct StatusFlags {
+  std::string pipeline;
+  std::string output = "text";
+};
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Age(int64_t since_unix_micros) {
+  const int64_t seconds = (NowMicros() - since_unix_micros) / 1'000'000;
+  if (seconds < 120) return fmt::format("{} s", seconds);
+  if (seconds < 7200) return fmt::format("{} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600.0);
+}
+
+nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
+  nlohmann::ordered_json positions = nlohmann::ordered_json::object();
+  for (const auto& [partition, position] : status.positions) {
+    positions[partition] = {{"records_consumed", position.records_consumed},
+                            {"is_closed", position.is_closed},
+                            {"size_bytes", position.size_bytes}};
+  }
+  nlohmann::ordered_json json = {{"pipeline", status.pipeline},
+                                 {"has_state", status.has_state},
+                                 {"destination", status.has_sink ? "sink" : "WAL-only"},
+                                 {"live_segments", status.live_segments},
+                                 {"live_bytes", status.live_bytes},
+                                 {"live_rows", status.live_rows},
+                                 {"oldest_unlanded_age_seconds",
+                                  status.oldest_live_unix_micros
+                                      ? nlohmann::ordered_json((NowMicros() - *status.oldest_live_unix_micros) / 1'000'000)
+                                      : nlohmann::ordered_json(nullptr)},
+                                 {"source_positions", std::move(positions)},
+                                 {"disk_pressure", status.is_under_disk_pressure}};
+  if (status.disk) {
+    json["disk"] = {{"path", status.disk->measured_path},
+                    {"available_bytes", status.disk->available_bytes},
+                    {"total_bytes", status.disk->total_bytes},
+                    {"used_percent", status.disk->used_percent()}};
+  }
+  if (status.last_run) {
+    const pipeline::LastRun& run = *status.last_run;
+    json["last_run"] = {{"ok", run.ok},
+                        {"finished_unix_micros", run.finished_unix_micros},
+                        {"records_read", run.records_read},
+                        {"rows_committed", run.rows_committed},
+                        {"segments_committed", run.segments_committed},
+                        {"deadletters", run.deadletters}};
+    if (!run.ok) json["last_run"]["error"] = run.error;
+  } else {
+    json["last_run"] = nullptr;
+  }
+  return json;
+}
+
+void PrintText(const pipeline::PipelineStatus& status) {
+  fmt::print("Pipeline {}\n", status.pipeline);
+  if (!status.has_state) {
+    fmt::print("  no state yet: run `skipprd discover` or `skipprd sync --pipeline {}`\n", status.pipeline);
+  } else {
+    fmt::print("  WAL: {} live segment(s), {}, {} rows{}\n", status.live_segments,
+               FormatBytes(status.live_bytes), status.live_rows,
+               status.has_sink ? "" : " (no data_sink: the WAL is the dataset and is never reclaimed)");
+    if (status.oldest_live_unix_micros) {
+      fmt::print("  oldest unlanded batch: {} old\n", Age(*status.oldest_live_unix_micros));
+    }
+    size_t closed = 0;
+    uint64_t records = 0;
+    for (const auto& [partition, position] : status.positions) {
+      closed += position.is_closed ? 1 : 0;
+      records += position.records_consumed;
+    }
+    fmt::print("  source: {} partition(s), {} read to the end, {} records consumed\n",
+               status.positions.size(), closed, records);
+  }
+  if (status.disk) {
+    fmt::print("  disk: {}{}\n", DescribeDiskUsage(*status.disk),
+               status.is_under_disk_pressure ? " — UNDER PRESSURE: sync pauses reading until 80 % used" : "");
+  }
+  if (status.last_run) {
+    const pipeline::LastRun& run = *status.last_run;
+    if (run.ok) {
+      fmt::print("  last run: ok {} ago: {} records read, {} rows committed in {} segment(s), {} deadletters\n",
+                 Age(run.finished_unix_micros), run.records_read, run.rows_committed,
+                 run.segments_committed, run.deadletters);
+    } else {
+      fmt::print("  last run: FAILED {} ago: {}\n", Age(run.finished_unix_micros), run.error);
+    }
+  }
+}
+
+int RunStatus(const GlobalOptions& global, const StatusFlags& flags) {
+  Result<config::Config> config = LoadConfigForCommand(global);
+  if (!config.ok()) {
+    ReportConfigFailure(config.status());
+    return kExitFailure;
+  }
+  Result<const config::PipelineConfig*> named = ResolvePipeline(*config, flags.pipeline, false);
+  if (!named.ok()) {
+    fmt::print(stderr, "status failed: {}\n", named.status().message());
+    return kExitFailure;
+  }
+  std::vector<const config::PipelineConfig*> pipelines;
+  if (*named != nullptr) {
+    pipelines.push_back(*named);
+  } else {
+    for (const auto& [name, pipeline] : config->pipelines) pipelines.push_back(&pipeline);
+  }
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const config::PipelineConfig* pipeline : pipelines) {
+    Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(*pipeline);
+    if (!status.ok()) {
+      fmt::print(stderr, "status failed: pipeline={}: {}\n", pipeline->name, status.status().message());
+      return kExitFailure;
+    }
+    if (flags.output == "json") {
+      all.push_back(ToJson(*status));
+    } else {
+      PrintText(*status);
+    }
+  }
+  if (flags.output == "json") fmt::print("{}\n", nlohmann::ordered_json{{"pipelines", std::move(all)}}.dump());
+  return kExitSuccess;
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  auto* command = app.add_subcommand("status", "Show each pipeline's WAL, source positions, disk and last run");
+  auto flags = std::make_shared<StatusFlags>();
+  command->add_option("-p,--pipeline", flags->pipeline, "Pipeline name (else all)");
+  command->add_option("--output", flags->output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  command->callback([&global, &exit_code, flags] { exit_code = RunStatus(global, *flags); });
+}
+
+}  // namespace skippr::cli
