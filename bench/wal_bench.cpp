@@ -1,8 +1,8 @@
 // bench/wal: what it costs to get records into the WAL, each beside a baseline measured in the same
 // run (STYLE.md, "Benchmarks print ratios from one run"); targets are printed, never asserted.
 //
-//   1. file → WAL: the real `skipprd sync --once` (a child process, discover included) on a JSON-lines
-//      and a CSV file, beside DuckDB COPY read_json / read_csv → Parquet with one thread.
+//   1. file → WAL: the real `skipprd sync --once` (a child process, discover included) on a
+//      JSON-lines and a CSV file, beside DuckDB COPY read_json / read_csv → Parquet, one thread.
 //   2. WAL append bandwidth: wal::Wal::Commit in-process (encode, zstd, write, fdatasync, directory
 //      fsync, store commit) beside `dd conv=fdatasync`.
 //   3. peak RSS of `skipprd sync --once` on a large JSON-lines file (the child's ru_maxrss).
@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,19 +117,22 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (arg == "--dir") {
       flags.parent_dir = value();
     } else {
-      Fail(fmt::format("unknown flag {} (use --rows N, --quick, --large-gb G, --only-large, "
-                       "--skipprd PATH, --dir PATH)",
-                       arg));
+      Fail(
+          fmt::format("unknown flag {} (use --rows N, --quick, --large-gb G, --only-large, "
+                      "--skipprd PATH, --dir PATH)",
+                      arg));
     }
   }
   flags.rows = rows.value_or(is_quick ? kQuickRows : kDefaultRows);
-  flags.large_input_gb = large_input_gb.value_or(is_quick ? kQuickLargeInputGb : kDefaultLargeInputGb);
+  flags.large_input_gb =
+      large_input_gb.value_or(is_quick ? kQuickLargeInputGb : kDefaultLargeInputGb);
   if (is_quick) flags.wal_target_bytes = kQuickWalTargetBytes;
   if (flags.skipprd.empty()) flags.skipprd = DefaultSkipprd();
   if (flags.parent_dir.empty()) flags.parent_dir = fs::temp_directory_path();
   if (flags.rows == 0 || flags.large_input_gb <= 0) Fail("--rows and --large-gb must be positive");
   if (access(flags.skipprd.c_str(), X_OK) != 0) {
-    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH", flags.skipprd.string()));
+    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH",
+                     flags.skipprd.string()));
   }
   return flags;
 }
@@ -156,23 +160,24 @@ class RowRandom {
   uint64_t state_;
 };
 
-constexpr std::array<std::string_view, 8> kFirstNames = {"Ada",   "Grace", "Alan",     "Edsger",
-                                                         "Barbara", "Ken", "Margaret", "Dennis"};
-constexpr std::array<std::string_view, 8> kLastNames = {"Lovelace", "Hopper", "Turing", "Dijkstra",
-                                                        "Liskov",   "Thompson", "Hamilton", "Ritchie"};
-constexpr std::array<std::string_view, 12> kWords = {
-    "smooth", "ride", "along", "the", "canal", "flat", "tyre", "rain", "bike", "dock", "full", "late"};
+constexpr std::array<std::string_view, 8> kFirstNames = {"Ada",     "Grace", "Alan",     "Edsger",
+                                                         "Barbara", "Ken",   "Margaret", "Dennis"};
+constexpr std::array<std::string_view, 8> kLastNames = {
+    "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Thompson", "Hamilton", "Ritchie"};
+constexpr std::array<std::string_view, 12> kWords = {"smooth", "ride", "along", "the",
+                                                     "canal",  "flat", "tyre",  "rain",
+                                                     "bike",   "dock", "full",  "late"};
 constexpr std::array<std::string_view, 4> kBikeModels = {"classic", "e-bike", "cargo", "tandem"};
 
 struct Ride {
-  int64_t ride_id = 0;      // long: 16 digits (not read as an epoch timestamp)
-  int32_t station_id = 0;   // int
-  int32_t amount_cents = 0; // written as a double with two decimals
+  int64_t ride_id = 0;       // long: 16 digits (not read as an epoch timestamp)
+  int32_t station_id = 0;    // int
+  int32_t amount_cents = 0;  // written as a double with two decimals
   std::string rider_name;
-  std::string comment;      // 1–12 words; some with a comma, a few with a quoted word
+  std::string comment;  // 1–12 words; some with a comma, a few with a quoted word
   bool is_member = false;
-  std::string started_at;   // "2024-01-15T10:30:00Z"
-  std::string ride_date;    // "2024-01-15"
+  std::string started_at;       // "2024-01-15T10:30:00Z"
+  std::string ride_date;        // "2024-01-15"
   std::string_view bike_model;  // the nested object (JSON lines only)
   int32_t bike_battery_pct = 0;
   bool bike_is_electric = false;
@@ -210,8 +215,9 @@ Ride MakeRide(uint64_t index) {
   const sys_days day = floor<days>(start);
   const year_month_day date(day);
   const hh_mm_ss<seconds> time(start - day);
-  ride.ride_date = fmt::format("{:04}-{:02}-{:02}", static_cast<int>(date.year()),
-                               static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()));
+  ride.ride_date =
+      fmt::format("{:04}-{:02}-{:02}", static_cast<int>(date.year()),
+                  static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()));
   ride.started_at = fmt::format("{}T{:02}:{:02}:{:02}Z", ride.ride_date, time.hours().count(),
                                 time.minutes().count(), time.seconds().count());
   ride.bike_model = kBikeModels[random.Below(kBikeModels.size())];
@@ -289,7 +295,9 @@ InputFiles WriteInputFiles(const fs::path& dir, uint64_t rows) {
   }
   Flush(jsonl, jsonl_buffer);
   Flush(csv, csv_buffer);
-  if (!jsonl.good() || !csv.good()) Fail(fmt::format("cannot write the input files in {}", dir.string()));
+  if (!jsonl.good() || !csv.good()) {
+    Fail(fmt::format("cannot write the input files in {}", dir.string()));
+  }
   return files;
 }
 
@@ -330,12 +338,24 @@ double BestOfSeconds(const std::function<double()>& run) {
 
 // ---------------------------------------------------------------------------------------------
 // Child processes: fork/exec, stdout captured, stderr to a file, peak RSS from wait4().
+//
+// A child's ru_maxrss starts at the resident set of the process it was forked from (at exec the
+// kernel records the old address space's high-water mark), so a skipprd forked from this process
+// after DuckDB and the WAL batches have grown it would report their memory as its own. Children are
+// therefore forked by a Launcher: a helper forked at the start of main, while this process is
+// small.
+
+struct Command {
+  std::vector<std::string> argv;  // argv[0] is a path
+  std::vector<std::string> env;   // NAME=value
+  fs::path stderr_path;
+};
 
 struct ChildRun {
   double seconds = 0;  // fork to reaped, wall clock
   int exit_code = -1;  // -1: killed by a signal
-  std::string stdout_text;
   uint64_t peak_rss_kib = 0;
+  std::string stdout_text;
 };
 
 // The environment of this process with `overrides` (NAME → value) replacing or adding entries.
@@ -367,15 +387,14 @@ std::string ReadAll(int fd) {
   return text;
 }
 
-ChildRun RunChild(std::vector<std::string> argv, const std::map<std::string, std::string>& env_overrides,
-                  const fs::path& stderr_path) {
-  std::vector<std::string> env = ChildEnvironment(env_overrides);
-  std::vector<char*> argv_pointers = NullTerminated(argv);
-  std::vector<char*> env_pointers = NullTerminated(env);
+ChildRun ForkExecWait(Command command) {
+  std::vector<char*> argv = NullTerminated(command.argv);
+  std::vector<char*> env = NullTerminated(command.env);
   int stdout_pipe[2];
   if (pipe2(stdout_pipe, O_CLOEXEC) != 0) Fail("cannot create a pipe");
-  const int stderr_fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (stderr_fd < 0) Fail(fmt::format("cannot create {}", stderr_path.string()));
+  const int stderr_fd =
+      open(command.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (stderr_fd < 0) Fail(fmt::format("cannot create {}", command.stderr_path.string()));
 
   ChildRun run;
   const Clock::time_point start = Clock::now();
@@ -384,7 +403,7 @@ ChildRun RunChild(std::vector<std::string> argv, const std::map<std::string, std
   if (pid == 0) {  // only async-signal-safe calls until execve
     dup2(stdout_pipe[1], STDOUT_FILENO);
     dup2(stderr_fd, STDERR_FILENO);
-    execve(argv_pointers[0], argv_pointers.data(), env_pointers.data());
+    execve(argv[0], argv.data(), env.data());
     _exit(127);
   }
   close(stdout_pipe[1]);
@@ -394,13 +413,126 @@ ChildRun RunChild(std::vector<std::string> argv, const std::map<std::string, std
   int wait_status = 0;
   rusage usage{};
   while (wait4(pid, &wait_status, 0, &usage) < 0) {
-    if (errno != EINTR) Fail(fmt::format("wait4 for {} failed", argv[0]));
+    if (errno != EINTR) Fail(fmt::format("wait4 for {} failed", command.argv[0]));
   }
   run.seconds = SecondsSince(start);
   run.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
   run.peak_rss_kib = static_cast<uint64_t>(usage.ru_maxrss);  // KiB on Linux
   return run;
 }
+
+// The Launcher's wire format over its socket: a count, then that many length-prefixed strings.
+bool ReadExact(int fd, void* data, size_t size) {
+  auto* bytes = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = read(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void WriteExact(int fd, const void* data, size_t size) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) Fail("the launcher socket broke");
+    bytes += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void SendStrings(int fd, const std::vector<std::string>& strings) {
+  const uint64_t count = strings.size();
+  WriteExact(fd, &count, sizeof(count));
+  for (const std::string& text : strings) {
+    const uint64_t size_bytes = text.size();
+    WriteExact(fd, &size_bytes, sizeof(size_bytes));
+    WriteExact(fd, text.data(), text.size());
+  }
+}
+
+std::optional<std::vector<std::string>> ReceiveStrings(int fd) {
+  uint64_t count = 0;
+  if (!ReadExact(fd, &count, sizeof(count))) return std::nullopt;
+  std::vector<std::string> strings(count);
+  for (std::string& text : strings) {
+    uint64_t size_bytes = 0;
+    if (!ReadExact(fd, &size_bytes, sizeof(size_bytes))) return std::nullopt;
+    text.resize(size_bytes);
+    if (!ReadExact(fd, text.data(), size_bytes)) return std::nullopt;
+  }
+  return strings;
+}
+
+class Launcher {
+ public:
+  // Forks the helper; call before this process grows.
+  Launcher() {
+    int sockets[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+      Fail("cannot create a socketpair");
+    }
+    pid_ = fork();
+    if (pid_ < 0) Fail("fork failed");
+    if (pid_ == 0) {
+      close(sockets[0]);
+      Serve(sockets[1]);
+    }
+    close(sockets[1]);
+    socket_fd_ = sockets[0];
+  }
+  ~Launcher() {
+    close(socket_fd_);  // the helper reads end-of-file and exits
+    waitpid(pid_, nullptr, 0);
+  }
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  ChildRun Run(const Command& command) {
+    std::vector<std::string> request = {command.stderr_path.string(),
+                                        std::to_string(command.argv.size())};
+    request.insert(request.end(), command.argv.begin(), command.argv.end());
+    request.insert(request.end(), command.env.begin(), command.env.end());
+    SendStrings(socket_fd_, request);
+    std::optional<std::vector<std::string>> reply = ReceiveStrings(socket_fd_);
+    if (!reply || reply->size() != 4) {
+      Fail(fmt::format("the launcher died running {}", command.argv[0]));
+    }
+    return {std::stod((*reply)[0]), std::stoi((*reply)[1]), std::stoull((*reply)[2]),
+            std::move((*reply)[3])};
+  }
+
+ private:
+  // The helper: runs each request's command and replies with its ChildRun, until end-of-file.
+  [[noreturn]] static void Serve(int fd) {
+    while (std::optional<std::vector<std::string>> request = ReceiveStrings(fd)) {
+      Command command;
+      command.stderr_path = (*request)[0];
+      const size_t argc = std::stoull((*request)[1]);
+      command.argv.assign(request->begin() + 2,
+                          request->begin() + 2 + static_cast<ptrdiff_t>(argc));
+      command.env.assign(request->begin() + 2 + static_cast<ptrdiff_t>(argc), request->end());
+      const ChildRun run = ForkExecWait(std::move(command));
+      SendStrings(fd, {fmt::format("{:.9f}", run.seconds), std::to_string(run.exit_code),
+                       std::to_string(run.peak_rss_kib), run.stdout_text});
+    }
+    _exit(0);
+  }
+
+  int socket_fd_ = -1;
+  pid_t pid_ = -1;
+};
+
+// What every measurement needs.
+struct Bench {
+  const Flags& flags;
+  fs::path work_dir;  // temporary, removed at the end
+  Launcher& launcher;
+};
 
 std::string FileText(const fs::path& path) {
   std::ifstream file(path);
@@ -446,20 +578,22 @@ std::optional<uint64_t> TotalRowsFrom(const std::string& stdout_text) {
 }
 
 // One sync into a fresh DATA_DIR (removed afterwards); fails unless it committed `expected_rows`.
-SyncRun RunSkipprdSync(const fs::path& skipprd, const fs::path& config, const fs::path& work_dir,
-                       uint64_t expected_rows) {
-  const fs::path data_dir = work_dir / "data";
-  const fs::path stderr_path = work_dir / "skipprd.stderr";
+SyncRun RunSkipprdSync(const Bench& bench, const fs::path& config, uint64_t expected_rows) {
+  const fs::path data_dir = bench.work_dir / "data";
+  const fs::path stderr_path = bench.work_dir / "skipprd.stderr";
   fs::remove_all(data_dir);
-  const ChildRun child = RunChild({skipprd.string(), "--config", config.string(), "sync", "--pipeline",
-                                   kPipeline, "--once", "--output", "json"},
-                                  {{"DATA_DIR", data_dir.string()}}, stderr_path);
+  const ChildRun child =
+      bench.launcher.Run({{bench.flags.skipprd.string(), "--config", config.string(), "sync",
+                           "--pipeline", kPipeline, "--once", "--output", "json"},
+                          ChildEnvironment({{"DATA_DIR", data_dir.string()}}),
+                          stderr_path});
   const std::optional<uint64_t> total_rows = TotalRowsFrom(child.stdout_text);
   if (child.exit_code != 0 || total_rows != expected_rows) {
-    Fail(fmt::format("skipprd sync exited {} with total_rows {}, expected exit 0 and {} rows\n"
-                     "stdout:\n{}stderr:\n{}",
-                     child.exit_code, total_rows ? fmt::to_string(*total_rows) : "missing",
-                     expected_rows, child.stdout_text, FileText(stderr_path)));
+    Fail(
+        fmt::format("skipprd sync exited {} with total_rows {}, expected exit 0 and {} rows\n"
+                    "stdout:\n{}stderr:\n{}",
+                    child.exit_code, total_rows ? fmt::to_string(*total_rows) : "missing",
+                    expected_rows, child.stdout_text, FileText(stderr_path)));
   }
   fs::remove_all(data_dir);
   fs::remove(stderr_path);
@@ -521,11 +655,13 @@ std::string ReadCsvSql(const fs::path& file) {
 double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function, const fs::path& parquet,
                       uint64_t expected_rows) {
   const Clock::time_point start = Clock::now();
-  const int64_t rows = duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} (FORMAT parquet)",
-                                                     table_function, SqlQuoted(parquet.string())));
+  const int64_t rows =
+      duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} (FORMAT parquet)",
+                                    table_function, SqlQuoted(parquet.string())));
   const double seconds = SecondsSince(start);
   if (rows != static_cast<int64_t>(expected_rows)) {
-    Fail(fmt::format("DuckDB copied {} rows from {}, expected {}", rows, table_function, expected_rows));
+    Fail(fmt::format("DuckDB copied {} rows from {}, expected {}", rows, table_function,
+                     expected_rows));
   }
   fs::remove(parquet);
   return seconds;
@@ -550,7 +686,9 @@ std::vector<Batch> MakeSampleBatches() {
   schema::ShaperOptions options{.default_namespace = "bench", .keep_rows = true};
   schema::Shaper shaper({}, options);
   for (sources::SourceRecord& record : (*batch)->records) {
-    if (shaper.Absorb(std::move(record.value), record.origin, (*batch)->context)) Fail("a sample deadletter");
+    if (shaper.Absorb(std::move(record.value), record.origin, (*batch)->context)) {
+      Fail("a sample record became a deadletter");
+    }
   }
   shaper.Seal();
   std::vector<Batch> batches = shaper.TakeBatches();
@@ -582,14 +720,17 @@ struct WalRun {
 };
 
 // Commits `batches` until `target_bytes` of segment files are written; times the commits only.
-WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches, uint64_t target_bytes) {
+WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches,
+                     uint64_t target_bytes) {
   const fs::path dir = work_dir / "wal_bench";
   fs::remove_all(dir);
   WalRun run;
   {
-    Result<std::unique_ptr<store::Store>> store = store::Store::Open({.directory = (dir / "store").string()});
+    Result<std::unique_ptr<store::Store>> store =
+        store::Store::Open({.directory = (dir / "store").string()});
     if (!store.ok()) Fail(fmt::format("store: {}", store.status().message()));
-    Result<std::unique_ptr<wal::Wal>> wal = wal::Wal::Open((dir / "wal").string(), "bench", **store);
+    Result<std::unique_ptr<wal::Wal>> wal =
+        wal::Wal::Open((dir / "wal").string(), "bench", **store);
     if (!wal.ok()) Fail(fmt::format("WAL: {}", wal.status().message()));
     const Clock::time_point start = Clock::now();
     while (run.segment_bytes < target_bytes) {
@@ -605,12 +746,14 @@ WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches
 }
 
 // `dd if=/dev/zero of=<dir>/dd.bin bs=1M count=<MiB> conv=fdatasync`, timed fork to exit.
-double TimeDd(const fs::path& work_dir, uint64_t bytes) {
-  const fs::path output = work_dir / "dd.bin";
-  const fs::path stderr_path = work_dir / "dd.stderr";
-  const ChildRun child = RunChild({"/bin/dd", "if=/dev/zero", "of=" + output.string(), "bs=1M",
-                                   fmt::format("count={}", bytes / kBytesPerMib), "conv=fdatasync"},
-                                  {}, stderr_path);
+double TimeDd(const Bench& bench, uint64_t bytes) {
+  const fs::path output = bench.work_dir / "dd.bin";
+  const fs::path stderr_path = bench.work_dir / "dd.stderr";
+  const ChildRun child =
+      bench.launcher.Run({{"/bin/dd", "if=/dev/zero", "of=" + output.string(), "bs=1M",
+                           fmt::format("count={}", bytes / kBytesPerMib), "conv=fdatasync"},
+                          ChildEnvironment({}),
+                          stderr_path});
   if (child.exit_code != 0) Fail(fmt::format("dd failed: {}", FileText(stderr_path)));
   fs::remove(output);
   fs::remove(stderr_path);
@@ -633,14 +776,15 @@ struct FileMeasurement {
   uint64_t skipprd_peak_rss_kib = 0;
 };
 
-FileMeasurement MeasureFileToWal(const Flags& flags, const fs::path& work_dir, DuckDb& duckdb,
-                                 const fs::path& input, const std::string& table_function) {
+FileMeasurement MeasureFileToWal(const Bench& bench, DuckDb& duckdb, const fs::path& input,
+                                 const std::string& table_function) {
+  const uint64_t rows = bench.flags.rows;
   FileMeasurement measurement;
   measurement.duckdb_seconds = BestOfSeconds(
-      [&] { return TimeDuckDbCopy(duckdb, table_function, work_dir / "x.parquet", flags.rows); });
-  const fs::path config = WriteConfig(work_dir, input);
+      [&] { return TimeDuckDbCopy(duckdb, table_function, bench.work_dir / "x.parquet", rows); });
+  const fs::path config = WriteConfig(bench.work_dir, input);
   measurement.skipprd_seconds = BestOfSeconds([&] {
-    const SyncRun run = RunSkipprdSync(flags.skipprd, config, work_dir, flags.rows);
+    const SyncRun run = RunSkipprdSync(bench, config, rows);
     measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
     return run.seconds;
   });
@@ -658,60 +802,79 @@ void PrintFileMeasurement(const FileMeasurement& measurement, const std::string&
              measurement.skipprd_peak_rss_kib / 1024.0);
 }
 
-void RunFileToWal(const Flags& flags, const fs::path& work_dir) {
-  const InputFiles files = WriteInputFiles(work_dir, flags.rows);
+void RunFileToWal(const Bench& bench) {
+  const Flags& flags = bench.flags;
+  const InputFiles files = WriteInputFiles(bench.work_dir, flags.rows);
   const uint64_t jsonl_bytes = fs::file_size(files.jsonl);
   const uint64_t csv_bytes = fs::file_size(files.csv);
-  fmt::print("bench/wal  rows={} threads=1  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n", flags.rows,
-             jsonl_bytes / kBytesPerMb, csv_bytes / kBytesPerMb);
+  fmt::print("bench/wal  rows={} threads=1  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n",
+             flags.rows, jsonl_bytes / kBytesPerMb, csv_bytes / kBytesPerMb);
   std::fflush(stdout);
   DuckDb duckdb;
-  const FileMeasurement json = MeasureFileToWal(flags, work_dir, duckdb, files.jsonl, ReadJsonSql(files.jsonl));
-  PrintFileMeasurement(json, "duckdb COPY read_json -> parquet", "JSON lines", flags.rows, jsonl_bytes);
+  const FileMeasurement json =
+      MeasureFileToWal(bench, duckdb, files.jsonl, ReadJsonSql(files.jsonl));
+  PrintFileMeasurement(json, "duckdb COPY read_json -> parquet", "JSON lines", flags.rows,
+                       jsonl_bytes);
   std::fflush(stdout);
-  const FileMeasurement csv = MeasureFileToWal(flags, work_dir, duckdb, files.csv, ReadCsvSql(files.csv));
+  const FileMeasurement csv = MeasureFileToWal(bench, duckdb, files.csv, ReadCsvSql(files.csv));
   PrintFileMeasurement(csv, "duckdb COPY read_csv -> parquet", "CSV", flags.rows, csv_bytes);
   std::fflush(stdout);
   fs::remove(files.jsonl);
   fs::remove(files.csv);
-  fs::remove(work_dir / "skippr.yml");
+  fs::remove(bench.work_dir / "skippr.yml");
 }
 
-void RunWalBandwidth(const Flags& flags, const fs::path& work_dir) {
+struct WalBandwidth {
+  uint64_t dd_bytes = 0;
+  double dd_seconds = 0;
+  WalRun wal;  // the best run
+  uint64_t column_bytes_per_commit = 0;
+};
+
+WalBandwidth MeasureWalBandwidth(const Bench& bench) {
+  const uint64_t target_bytes = bench.flags.wal_target_bytes;
   const std::vector<Batch> batches = MakeSampleBatches();
-  const uint64_t column_bytes_per_commit = ColumnBufferBytes(batches);
-  const double dd_seconds = BestOfSeconds([&] { return TimeDd(work_dir, flags.wal_target_bytes); });
-  const double dd_mib_per_second = Mib(flags.wal_target_bytes) / dd_seconds;
-  WalRun best;
+  WalBandwidth bandwidth{.dd_bytes = target_bytes,
+                         .column_bytes_per_commit = ColumnBufferBytes(batches)};
+  bandwidth.dd_seconds = BestOfSeconds([&] { return TimeDd(bench, target_bytes); });
   BestOfSeconds([&] {
-    const WalRun run = RunWalCommits(work_dir, batches, flags.wal_target_bytes);
-    if (best.commits == 0 || run.seconds < best.seconds) best = run;
+    const WalRun run = RunWalCommits(bench.work_dir, batches, target_bytes);
+    if (bandwidth.wal.commits == 0 || run.seconds < bandwidth.wal.seconds) bandwidth.wal = run;
     return run.seconds;
   });
-  const double segment_mib_per_second = Mib(best.segment_bytes) / best.seconds;
-  const double column_mib_per_second = Mib(column_bytes_per_commit * best.commits) / best.seconds;
-  fmt::print("  {:<37}{:7.0f} MiB/s   ({} MiB, best of {})   (baseline, same run)\n",
-             "dd conv=fdatasync", dd_mib_per_second, flags.wal_target_bytes / kBytesPerMib, kTimedRuns);
-  fmt::print("  {:<37}{:7.0f} MiB/s   ({:.0f} MiB/s of column data)   ratio {:.2f}  (target >= 0.7)\n",
-             "WAL commit (segment bytes)", segment_mib_per_second, column_mib_per_second,
-             segment_mib_per_second / dd_mib_per_second);
-  fmt::print("    {} commits of {} rows in {:.2f} s: {:.1f} MiB per segment, {:.1f} MiB of column data "
-             "({:.1f}x compression), {:.1f} ms per commit\n",
-             best.commits, kRowsPerCommit, best.seconds, Mib(best.segment_bytes) / best.commits,
-             Mib(column_bytes_per_commit), static_cast<double>(column_bytes_per_commit * best.commits) / best.segment_bytes,
-             best.seconds * 1000 / best.commits);
+  return bandwidth;
+}
+
+void PrintWalBandwidth(const WalBandwidth& bandwidth) {
+  const WalRun& wal = bandwidth.wal;
+  const uint64_t column_bytes = bandwidth.column_bytes_per_commit * wal.commits;
+  const double dd_mib_per_second = Mib(bandwidth.dd_bytes) / bandwidth.dd_seconds;
+  const double segment_mib_per_second = Mib(wal.segment_bytes) / wal.seconds;
+  fmt::print("  {:<37}{:7.0f} MiB/s   ({:.0f} MiB, best of {})   (baseline, same run)\n",
+             "dd conv=fdatasync", dd_mib_per_second, Mib(bandwidth.dd_bytes), kTimedRuns);
+  fmt::print(
+      "  {:<37}{:7.0f} MiB/s   ({:.0f} MiB/s of column data)   ratio {:.2f}  (target >= 0.7)\n",
+      "WAL commit (segment bytes)", segment_mib_per_second, Mib(column_bytes) / wal.seconds,
+      segment_mib_per_second / dd_mib_per_second);
+  fmt::print(
+      "    {} commits of {} rows in {:.2f} s: {:.1f} ms and {:.1f} MiB per segment, "
+      "{:.1f} MiB of column data ({:.1f}x compression)\n",
+      wal.commits, kRowsPerCommit, wal.seconds, wal.seconds * 1000 / wal.commits,
+      Mib(wal.segment_bytes) / wal.commits, Mib(bandwidth.column_bytes_per_commit),
+      static_cast<double>(column_bytes) / wal.segment_bytes);
   std::fflush(stdout);
 }
 
-void RunLargeInput(const Flags& flags, const fs::path& work_dir) {
-  const fs::path input = work_dir / "large.jsonl";
-  const uint64_t rows = WriteLargeJsonLines(input, static_cast<uint64_t>(flags.large_input_gb * kBytesPerGb));
+void RunLargeInput(const Bench& bench) {
+  const fs::path input = bench.work_dir / "large.jsonl";
+  const uint64_t target_bytes = static_cast<uint64_t>(bench.flags.large_input_gb * kBytesPerGb);
+  const uint64_t rows = WriteLargeJsonLines(input, target_bytes);
   const uint64_t input_bytes = fs::file_size(input);
-  const fs::path config = WriteConfig(work_dir, input);
-  const SyncRun run = RunSkipprdSync(flags.skipprd, config, work_dir, rows);
+  const fs::path config = WriteConfig(bench.work_dir, input);
+  const SyncRun run = RunSkipprdSync(bench, config, rows);
   fmt::print("  {:<37}{} rows in {:.2f} s ({:.0f} MB/s), peak RSS {:.0f} MiB  (target < 1 GiB)\n",
-             fmt::format("large input {:.1f} GB JSON lines", input_bytes / kBytesPerGb), rows, run.seconds,
-             input_bytes / run.seconds / kBytesPerMb, run.peak_rss_kib / 1024.0);
+             fmt::format("large input {:.1f} GB JSON lines", input_bytes / kBytesPerGb), rows,
+             run.seconds, input_bytes / run.seconds / kBytesPerMb, run.peak_rss_kib / 1024.0);
   std::fflush(stdout);
   fs::remove(input);
   fs::remove(config);
@@ -720,7 +883,9 @@ void RunLargeInput(const Flags& flags, const fs::path& work_dir) {
 fs::path MakeWorkDir(const fs::path& parent_dir) {
   fs::create_directories(parent_dir);
   std::string pattern = (parent_dir / "bench_wal.XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) Fail(fmt::format("cannot create a directory in {}", parent_dir.string()));
+  if (mkdtemp(pattern.data()) == nullptr) {
+    Fail(fmt::format("cannot create a directory in {}", parent_dir.string()));
+  }
   return pattern;
 }
 
@@ -728,16 +893,17 @@ fs::path MakeWorkDir(const fs::path& parent_dir) {
 
 int main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  Launcher launcher;  // first, while this process is small (see "Child processes")
   spdlog::set_level(spdlog::level::warn);  // the in-process WAL logs every commit at info
-  const fs::path work_dir = MakeWorkDir(flags.parent_dir);
-  work_dir_to_remove = work_dir;
+  const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher};
+  work_dir_to_remove = bench.work_dir;
   if (flags.is_only_large) {
     fmt::print("bench/wal  threads=1  skipprd={}\n", flags.skipprd.string());
   } else {
-    RunFileToWal(flags, work_dir);
-    RunWalBandwidth(flags, work_dir);
+    RunFileToWal(bench);
+    PrintWalBandwidth(MeasureWalBandwidth(bench));
   }
-  RunLargeInput(flags, work_dir);
-  fs::remove_all(work_dir);
+  RunLargeInput(bench);
+  fs::remove_all(bench.work_dir);
   return 0;
 }

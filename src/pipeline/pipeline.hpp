@@ -68,7 +68,11 @@ Result<DiscoverResult> Discover(const config::Config& config, const config::Pipe
                                 PipelineState& state,
                                 const std::function<void(const DiscoverProgress&)>& on_progress);
 
-// Buffer thresholds: pipeline setting → environment (BUFFER_THRESHOLD_BYTES, _SECONDS) → default.
+// When sync commits what it has buffered (pipeline setting → environment → default):
+//   bytes   BUFFER_THRESHOLD_BYTES (10 MiB), capped by the target segment size WAL_BYTES_PER_FILE
+//           (default: the buffer size, clamped to 4–64 MiB), since one commit writes one segment;
+//   seconds BUFFER_THRESHOLD_SECONDS (60), capped by WAL_MAX_DELAY_SECONDS (60), the age after which
+//           an undersized segment is committed anyway.
 struct BufferThresholds {
   uint64_t bytes = 10 << 20;
   double seconds = 60;

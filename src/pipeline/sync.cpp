@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,13 @@ BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline)
   } else if (auto seconds = EnvNumber("BUFFER_THRESHOLD_SECONDS")) {
     thresholds.seconds = *seconds;
   }
+  constexpr uint64_t kMinSegmentBytes = 4 << 20;
+  constexpr uint64_t kMaxSegmentBytes = 64 << 20;
+  const uint64_t segment_bytes = std::clamp<uint64_t>(
+      static_cast<uint64_t>(EnvNumber("WAL_BYTES_PER_FILE").value_or(static_cast<double>(thresholds.bytes))),
+      kMinSegmentBytes, kMaxSegmentBytes);
+  thresholds.bytes = std::min(thresholds.bytes, segment_bytes);
+  thresholds.seconds = std::min(thresholds.seconds, EnvNumber("WAL_MAX_DELAY_SECONDS").value_or(60));
   return thresholds;
 }
 

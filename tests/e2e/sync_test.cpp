@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "e2e/process.hpp"
@@ -70,6 +71,18 @@ pipelines:
   EXPECT_EQ(seconds, expected.duration_seconds_sum);
   EXPECT_EQ(members, expected.member_rides);
   EXPECT_GT(wal.segments, 1u);  // the 10 MiB buffer threshold split the run
+
+  // And through `skipprd query`, the same figures.
+  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql",
+                                      "SELECT count(*), count(DISTINCT ride_id), sum(amount), sum(duration_seconds), "
+                                      "count(*) FILTER (WHERE rider_type = 'member') FROM bikehire.bikehire"});
+  ASSERT_EQ(query.exit_code, 0) << query.err;
+  const auto figures = nlohmann::json::parse(query.out)["rows"][0];
+  EXPECT_EQ(figures[0], "1000000");
+  EXPECT_EQ(figures[1], "1000000");
+  EXPECT_EQ(figures[2], fmt::format("{}.{:02}", expected.amount_cents_sum / 100, expected.amount_cents_sum % 100));
+  EXPECT_EQ(figures[3], std::to_string(expected.duration_seconds_sum));
+  EXPECT_EQ(figures[4], std::to_string(expected.member_rides));
 
   // Nothing new: a second pass commits nothing.
   ProcessResult again = Skipprd(dir, {"sync", "-p", "bikehire", "--once", "--output", "json"});
@@ -137,6 +150,13 @@ TEST(SyncFiles, JsonLinesAndCsvLandExactlyOnce) {
   EXPECT_EQ(check.rows, 300000);
   EXPECT_EQ(check.unique_ids, 300000u);
   EXPECT_EQ(check.checksum, checksum);
+  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql",
+                                      "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM events.events"});
+  ASSERT_EQ(query.exit_code, 0) << query.err;
+  const auto row = nlohmann::json::parse(query.out)["rows"][0];
+  EXPECT_EQ(row[0], "300000");
+  EXPECT_EQ(row[1], "300000");
+  EXPECT_EQ(row[2], std::to_string(checksum));
 }
 
 // Runs sync in the background and SIGKILLs it after `delay`; returns its exit code.
