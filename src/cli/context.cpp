@@ -73,6 +73,20 @@ Result<const config::PipelineConfig*> ResolvePipeline(const config::Config& conf
                     : fmt::format("defined: {}", fmt::join(names, ", "))));
 }
 
+Result<std::vector<const config::PipelineConfig*>> ResolvePipelines(const config::Config& config,
+                                                                   const std::string& flag_value,
+                                                                   bool env_fallback) {
+  SKIPPR_ASSIGN_OR_RETURN(const config::PipelineConfig* named,
+                          ResolvePipeline(config, flag_value, env_fallback));
+  std::vector<const config::PipelineConfig*> pipelines;
+  if (named != nullptr) {
+    pipelines.push_back(named);
+  } else {
+    for (const auto& [name, pipeline] : config.pipelines) pipelines.push_back(&pipeline);
+  }
+  return pipelines;
+}
+
 void ReportConfigFailure(const Status& status) {
   fmt::print(stderr, "[skippr] config failed: {}\n", status.message());
   spdlog::error("config failed: {}", status.message());

@@ -26,6 +26,11 @@ Result<const config::PipelineConfig*> ResolvePipeline(const config::Config& conf
                                                       const std::string& flag_value,
                                                       bool env_fallback);
 
+// The pipelines a command runs on: the one named (as ResolvePipeline), else all of them.
+Result<std::vector<const config::PipelineConfig*>> ResolvePipelines(const config::Config& config,
+                                                                   const std::string& flag_value,
+                                                                   bool env_fallback);
+
 // Prints "[skippr] config failed: ..." for a configuration that did not load.
 void ReportConfigFailure(const Status& status);
 

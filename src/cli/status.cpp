@@ -115,17 +115,13 @@ int RunStatus(const GlobalOptions& global, const StatusFlags& flags) {
     ReportConfigFailure(config.status());
     return kExitFailure;
   }
-  Result<const config::PipelineConfig*> named = ResolvePipeline(*config, flags.pipeline, false);
-  if (!named.ok()) {
-    fmt::print(stderr, "status failed: {}\n", named.status().message());
+  Result<std::vector<const config::PipelineConfig*>> resolved =
+      ResolvePipelines(*config, flags.pipeline, /*env_fallback=*/false);
+  if (!resolved.ok()) {
+    fmt::print(stderr, "status failed: {}\n", resolved.status().message());
     return kExitFailure;
   }
-  std::vector<const config::PipelineConfig*> pipelines;
-  if (*named != nullptr) {
-    pipelines.push_back(*named);
-  } else {
-    for (const auto& [name, pipeline] : config->pipelines) pipelines.push_back(&pipeline);
-  }
+  const std::vector<const config::PipelineConfig*>& pipelines = *resolved;
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const config::PipelineConfig* pipeline : pipelines) {
     Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(*pipeline);

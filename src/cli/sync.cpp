@@ -107,17 +107,13 @@ int RunSync(const GlobalOptions& global, const SyncFlags& flags) {
     fmt::print(stderr, "[skippr] config failed: {}\n", problem.message);
     return kExitFailure;
   }
-  Result<const config::PipelineConfig*> named = ResolvePipeline(*config, flags.pipeline, true);
-  if (!named.ok()) {
-    fmt::print(stderr, "sync failed: {}\n", named.status().message());
+  Result<std::vector<const config::PipelineConfig*>> resolved =
+      ResolvePipelines(*config, flags.pipeline, /*env_fallback=*/true);
+  if (!resolved.ok()) {
+    fmt::print(stderr, "sync failed: {}\n", resolved.status().message());
     return kExitFailure;
   }
-  std::vector<const config::PipelineConfig*> pipelines;
-  if (*named != nullptr) {
-    pipelines.push_back(*named);
-  } else {
-    for (const auto& [name, pipeline] : config->pipelines) pipelines.push_back(&pipeline);
-  }
+  const std::vector<const config::PipelineConfig*>& pipelines = *resolved;
   if (pipelines.empty()) {
     fmt::print(stderr, "sync: no pipelines are defined; add one under 'pipelines:' in skippr.yml\n");
     return kExitFailure;

@@ -1,4 +1,5 @@
 #include "pipeline/pipeline.hpp"
+#include "pipeline/shaping.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +9,34 @@
 namespace skippr::pipeline {
 
 namespace fs = std::filesystem;
+
+namespace internal {
+
+schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool keep_rows) {
+  schema::ShaperOptions options;
+  options.default_namespace = pipeline.name;
+  options.namespace_fields = pipeline.transform.namespace_fields;
+  options.flatten_events = pipeline.transform.flatten_events;
+  options.keep_rows = keep_rows;
+  return options;
+}
+
+void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
+                 std::vector<schema::Deadletter>& described) {
+  for (sources::SourceRecord& record : batch.records) {
+    if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch.context)) {
+      batch.deadletters.push_back(std::move(*deadletter));
+    }
+  }
+  for (schema::Deadletter& deadletter : batch.deadletters) {
+    if (deadletter_count++ < kDeadlettersDescribed) {
+      spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
+      described.push_back(std::move(deadletter));
+    }
+  }
+}
+
+}  // namespace internal
 
 namespace {
 std::string StoreDirectory(const std::string& state_dir) { return (fs::path(state_dir) / "store").string(); }
@@ -65,28 +94,14 @@ Result<DiscoverResult> Discover(const config::Config& config, const config::Pipe
   options.max_records_per_partition = kDiscoverSampleRecordsPerPartition;
   SKIPPR_RETURN_IF_ERROR(source->Open({}, options));
 
-  schema::ShaperOptions shaper_options;
-  shaper_options.default_namespace = pipeline.name;
-  shaper_options.namespace_fields = pipeline.transform.namespace_fields;
-  shaper_options.flatten_events = pipeline.transform.flatten_events;
-  schema::Shaper shaper(std::move(saved), shaper_options);
+  schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(pipeline, /*keep_rows=*/false));
 
   DiscoverResult result;
   DiscoverProgress progress;
   while (true) {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
     if (!batch) break;
-    for (sources::SourceRecord& record : batch->records) {
-      if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch->context)) {
-        batch->deadletters.push_back(std::move(*deadletter));
-      }
-    }
-    for (schema::Deadletter& deadletter : batch->deadletters) {
-      if (result.deadletter_count++ < kDeadlettersDescribed) {
-        spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
-        result.deadletters.push_back(std::move(deadletter));
-      }
-    }
+    internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters);
     result.records += batch->records.size();
     result.bytes += batch->bytes_read;
     progress = {result.records, result.deadletter_count, result.bytes};

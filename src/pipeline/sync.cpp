@@ -11,6 +11,7 @@
 #include "core/crash.hpp"
 #include "core/disk.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/shaping.hpp"
 
 namespace skippr::pipeline {
 
@@ -203,12 +204,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   options.max_bytes_per_batch = std::max<uint64_t>(1, thresholds.bytes);
   SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
 
-  schema::ShaperOptions shaper_options;
-  shaper_options.default_namespace = pipeline.name;
-  shaper_options.namespace_fields = pipeline.transform.namespace_fields;
-  shaper_options.flatten_events = pipeline.transform.flatten_events;
-  shaper_options.keep_rows = true;
-  schema::Shaper shaper(std::move(saved), shaper_options);
+  schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(pipeline, /*keep_rows=*/true));
 
   SyncProgress progress;
   sources::SourcePositions pending_positions;  // reached by what the shaper holds, not committed yet
@@ -253,17 +249,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
     if (!batch) break;
     CrashPoint("sync.after_source_read");
-    for (sources::SourceRecord& record : batch->records) {
-      if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch->context)) {
-        batch->deadletters.push_back(std::move(*deadletter));
-      }
-    }
-    for (schema::Deadletter& deadletter : batch->deadletters) {
-      if (result.deadletter_count++ < kDeadlettersDescribed) {
-        spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
-        result.deadletters.push_back(std::move(deadletter));
-      }
-    }
+    internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters);
     result.records_read += batch->records.size();
     pending_positions[batch->partition] = batch->position;
     // Sources that cannot tell their bytes (the sample, Parquet) count a nominal 256 per record.
