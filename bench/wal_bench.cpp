@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "config/config.hpp"
 #include "schema/schema.hpp"
 #include "sources/sources.hpp"
@@ -47,19 +48,16 @@ extern char** environ;
 
 namespace fs = std::filesystem;
 using namespace skippr;
+using namespace skippr::bench;
 
 namespace {
 
-constexpr uint64_t kDefaultRows = 2'000'000;
-constexpr uint64_t kQuickRows = 200'000;
 constexpr uint64_t kBytesPerMib = 1 << 20;
-constexpr double kBytesPerMb = 1e6;
 constexpr double kBytesPerGb = 1e9;
 constexpr uint64_t kDefaultWalTargetBytes = 512 * kBytesPerMib;
 constexpr uint64_t kQuickWalTargetBytes = 128 * kBytesPerMib;
 constexpr double kDefaultLargeInputGb = 1.0;
 constexpr double kQuickLargeInputGb = 0.2;
-constexpr int kTimedRuns = 3;  // after one warm-up run
 // What sync commits per segment from the Sample source: one 100,000-record batch (its nominal 256
 // bytes per record pass the 10 MiB buffer threshold at every batch).
 constexpr uint64_t kRowsPerCommit = 100'000;
@@ -138,168 +136,7 @@ Flags ParseFlags(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Input files: rides-like records, a pure function of the row index (as in bench/discover).
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Draws successive small random numbers from one row's seed.
-class RowRandom {
- public:
-  explicit RowRandom(uint64_t index) : state_(SplitMix64(index)) {}
-  uint64_t Below(uint64_t bound) {
-    state_ = SplitMix64(state_);
-    return state_ % bound;
-  }
-
- private:
-  uint64_t state_;
-};
-
-constexpr std::array<std::string_view, 8> kFirstNames = {"Ada",     "Grace", "Alan",     "Edsger",
-                                                         "Barbara", "Ken",   "Margaret", "Dennis"};
-constexpr std::array<std::string_view, 8> kLastNames = {
-    "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Thompson", "Hamilton", "Ritchie"};
-constexpr std::array<std::string_view, 12> kWords = {"smooth", "ride", "along", "the",
-                                                     "canal",  "flat", "tyre",  "rain",
-                                                     "bike",   "dock", "full",  "late"};
-constexpr std::array<std::string_view, 4> kBikeModels = {"classic", "e-bike", "cargo", "tandem"};
-
-struct Ride {
-  int64_t ride_id = 0;       // long: 16 digits (not read as an epoch timestamp)
-  int32_t station_id = 0;    // int
-  int32_t amount_cents = 0;  // written as a double with two decimals
-  std::string rider_name;
-  std::string comment;  // 1–12 words; some with a comma, a few with a quoted word
-  bool is_member = false;
-  std::string started_at;       // "2024-01-15T10:30:00Z"
-  std::string ride_date;        // "2024-01-15"
-  std::string_view bike_model;  // the nested object (JSON lines only)
-  int32_t bike_battery_pct = 0;
-  bool bike_is_electric = false;
-};
-
-std::string MakeComment(RowRandom& random) {
-  std::string comment;
-  const uint64_t word_count = 1 + random.Below(12);
-  const bool has_comma = random.Below(10) == 0;
-  const bool has_quote = random.Below(50) == 0;
-  for (uint64_t w = 0; w < word_count; ++w) {
-    if (w > 0) comment += (has_comma && w == 1) ? ", " : " ";
-    const std::string_view word = kWords[random.Below(kWords.size())];
-    if (has_quote && w == word_count - 1) {
-      comment += fmt::format("\"{}\"", word);
-    } else {
-      comment += word;
-    }
-  }
-  return comment;
-}
-
-Ride MakeRide(uint64_t index) {
-  using namespace std::chrono;
-  RowRandom random(index);
-  Ride ride;
-  ride.ride_id = 4'000'000'000'000'000 + static_cast<int64_t>(index);
-  ride.station_id = 1 + static_cast<int32_t>(random.Below(4999));
-  ride.amount_cents = 150 + static_cast<int32_t>(random.Below(9850));
-  ride.rider_name = fmt::format("{} {}", kFirstNames[random.Below(kFirstNames.size())],
-                                kLastNames[random.Below(kLastNames.size())]);
-  ride.comment = MakeComment(random);
-  ride.is_member = random.Below(3) != 0;
-  const sys_seconds start = sys_days(year{2024} / January / 1) + seconds(random.Below(180 * 86400));
-  const sys_days day = floor<days>(start);
-  const year_month_day date(day);
-  const hh_mm_ss<seconds> time(start - day);
-  ride.ride_date =
-      fmt::format("{:04}-{:02}-{:02}", static_cast<int>(date.year()),
-                  static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()));
-  ride.started_at = fmt::format("{}T{:02}:{:02}:{:02}Z", ride.ride_date, time.hours().count(),
-                                time.minutes().count(), time.seconds().count());
-  ride.bike_model = kBikeModels[random.Below(kBikeModels.size())];
-  ride.bike_battery_pct = static_cast<int32_t>(random.Below(101));
-  ride.bike_is_electric = ride.bike_model == "e-bike";
-  return ride;
-}
-
-std::string JsonEscaped(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-std::string CsvField(std::string_view text) {
-  if (text.find_first_of(",\"\n") == std::string_view::npos) return std::string(text);
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-void AppendJsonLine(fmt::memory_buffer& out, const Ride& ride) {
-  fmt::format_to(std::back_inserter(out),
-                 R"({{"ride_id":{},"station_id":{},"amount":{}.{:02},"rider_name":"{}",)"
-                 R"("comment":"{}","is_member":{},"started_at":"{}","ride_date":"{}",)"
-                 R"("bike":{{"model":"{}","battery_pct":{},"is_electric":{}}}}})"
-                 "\n",
-                 ride.ride_id, ride.station_id, ride.amount_cents / 100, ride.amount_cents % 100,
-                 ride.rider_name, JsonEscaped(ride.comment), ride.is_member, ride.started_at,
-                 ride.ride_date, ride.bike_model, ride.bike_battery_pct, ride.bike_is_electric);
-}
-
-constexpr std::string_view kCsvHeader =
-    "ride_id,station_id,amount,rider_name,comment,is_member,started_at,ride_date\n";
-
-void AppendCsvLine(fmt::memory_buffer& out, const Ride& ride) {
-  fmt::format_to(std::back_inserter(out), "{},{},{}.{:02},{},{},{},{},{}\n", ride.ride_id,
-                 ride.station_id, ride.amount_cents / 100, ride.amount_cents % 100,
-                 CsvField(ride.rider_name), CsvField(ride.comment), ride.is_member, ride.started_at,
-                 ride.ride_date);
-}
-
-constexpr size_t kFlushBytes = 4 << 20;
-
-void Flush(std::ofstream& file, fmt::memory_buffer& buffer) {
-  file.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-  buffer.clear();
-}
-
-struct InputFiles {
-  fs::path jsonl;
-  fs::path csv;
-};
-
-// Writes both files in one pass over the rows, flushing every few MB.
-InputFiles WriteInputFiles(const fs::path& dir, uint64_t rows) {
-  InputFiles files{dir / "rides.jsonl", dir / "rides.csv"};
-  std::ofstream jsonl(files.jsonl, std::ios::binary);
-  std::ofstream csv(files.csv, std::ios::binary);
-  fmt::memory_buffer jsonl_buffer;
-  fmt::memory_buffer csv_buffer;
-  csv_buffer.append(kCsvHeader);
-  for (uint64_t i = 0; i < rows; ++i) {
-    const Ride ride = MakeRide(i);
-    AppendJsonLine(jsonl_buffer, ride);
-    AppendCsvLine(csv_buffer, ride);
-    if (jsonl_buffer.size() >= kFlushBytes) Flush(jsonl, jsonl_buffer);
-    if (csv_buffer.size() >= kFlushBytes) Flush(csv, csv_buffer);
-  }
-  Flush(jsonl, jsonl_buffer);
-  Flush(csv, csv_buffer);
-  if (!jsonl.good() || !csv.good()) {
-    Fail(fmt::format("cannot write the input files in {}", dir.string()));
-  }
-  return files;
-}
+// Input files: the shared rides (bench_common), and one large JSON-lines file.
 
 // Streams JSON lines to `path` until it holds at least `target_bytes`; returns the rows written.
 uint64_t WriteLargeJsonLines(const fs::path& path, uint64_t target_bytes) {
@@ -317,23 +154,6 @@ uint64_t WriteLargeJsonLines(const fs::path& path, uint64_t target_bytes) {
   Flush(file, buffer);
   if (!file.good()) Fail(fmt::format("cannot write the large input {}", path.string()));
   return rows;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Timing
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// One warm-up run, then the best of kTimedRuns. `run` returns the seconds of its timed part.
-double BestOfSeconds(const std::function<double()>& run) {
-  run();
-  double best_seconds = run();
-  for (int i = 1; i < kTimedRuns; ++i) best_seconds = std::min(best_seconds, run());
-  return best_seconds;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,23 +455,6 @@ class DuckDb {
   duckdb_connection connection_ = nullptr;
 };
 
-std::string SqlQuoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'";
-}
-
-std::string ReadJsonSql(const fs::path& file) {
-  return fmt::format("read_json({}, format = 'newline_delimited')", SqlQuoted(file.string()));
-}
-
-std::string ReadCsvSql(const fs::path& file) {
-  return fmt::format("read_csv({})", SqlQuoted(file.string()));
-}
-
 double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function, const fs::path& parquet,
                       uint64_t expected_rows) {
   const Clock::time_point start = Clock::now();
@@ -763,11 +566,6 @@ double TimeDd(const Bench& bench, uint64_t bytes) {
 // ---------------------------------------------------------------------------------------------
 // The three measurements and their report
 
-std::string Throughput(double seconds, uint64_t rows, uint64_t bytes) {
-  return fmt::format("{:6.2f} s  {:6.2f} M rows/s  {:5.0f} MB/s", seconds, rows / seconds / 1e6,
-                     bytes / seconds / kBytesPerMb);
-}
-
 double Mib(uint64_t bytes) { return static_cast<double>(bytes) / kBytesPerMib; }
 
 struct FileMeasurement {
@@ -804,7 +602,11 @@ void PrintFileMeasurement(const FileMeasurement& measurement, const std::string&
 
 void RunFileToWal(const Bench& bench) {
   const Flags& flags = bench.flags;
-  const InputFiles files = WriteInputFiles(bench.work_dir, flags.rows);
+  const std::optional<InputFiles> written = WriteInputFiles(bench.work_dir, flags.rows);
+  if (!written) {
+    Fail(fmt::format("cannot write the input files in {}", bench.work_dir.string()));
+  }
+  const InputFiles& files = *written;
   const uint64_t jsonl_bytes = fs::file_size(files.jsonl);
   const uint64_t csv_bytes = fs::file_size(files.csv);
   fmt::print("bench/wal  rows={} threads=1  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n",

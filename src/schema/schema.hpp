@@ -90,6 +90,9 @@ struct RecordContext {
   const std::map<std::string, LogicalType>* declared_types = nullptr;
   // The source's own namespace for the record (a table name), used without namespace_fields.
   std::string source_namespace;
+  // False when the format cannot repeat a key within one object (CSV headers are made unique, typed
+  // sources build their objects): the duplicate-key check is skipped.
+  bool keys_may_repeat = true;
 };
 
 struct NamespaceChange {

@@ -76,12 +76,13 @@ std::optional<std::string_view> DuplicateName(const ValueObject& object) {
   return std::nullopt;
 }
 
-std::optional<std::string> Untypable(const Value& value, int depth, const PathLink* path) {
+std::optional<std::string> Untypable(const Value& value, int depth, const PathLink* path,
+                                     bool keys_may_repeat) {
   if (depth > kMaxNestingDepth) {
     return fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth, RenderPath(path));
   }
   if (value.kind() == Value::Kind::kObject) {
-    if (auto duplicate = DuplicateName(value.as_object())) {
+    if (auto duplicate = keys_may_repeat ? DuplicateName(value.as_object()) : std::nullopt) {
       const std::string where = RenderPath(path);
       return fmt::format("field '{}' appears twice in one object{}", *duplicate,
                          where.empty() ? "" : " at '" + where + "'");
@@ -90,7 +91,7 @@ std::optional<std::string> Untypable(const Value& value, int depth, const PathLi
       const bool is_leaf = child.kind() != Value::Kind::kObject && child.kind() != Value::Kind::kList;
       if (is_leaf && depth < kMaxNestingDepth) continue;  // a single value cannot break a rule
       const PathLink link{path, name};
-      if (auto reason = Untypable(child, depth + 1, &link)) return reason;
+      if (auto reason = Untypable(child, depth + 1, &link, keys_may_repeat)) return reason;
     }
   } else if (value.kind() == Value::Kind::kList) {
     bool mixed = false;
@@ -103,7 +104,7 @@ std::optional<std::string> Untypable(const Value& value, int depth, const PathLi
     for (const Value& item : value.as_list()) {
       const bool is_leaf = item.kind() != Value::Kind::kObject && item.kind() != Value::Kind::kList;
       if (is_leaf && depth < kMaxNestingDepth) continue;
-      if (auto reason = Untypable(item, depth + 1, &link)) return reason;
+      if (auto reason = Untypable(item, depth + 1, &link, keys_may_repeat)) return reason;
     }
   }
   return std::nullopt;
@@ -309,6 +310,9 @@ struct Shaper::NamespaceState {
   int32_t NextFieldId() { return ++schema->last_field_id; }
 
   void AbsorbObject(std::vector<Field>& fields, ValueObject& object, std::vector<std::string>& path);
+  // Places a value that does not fit its field in the sibling field; returns the sibling's name.
+  std::string PlaceInSibling(std::vector<Field>& fields, const std::string& name, Value& value,
+                             std::vector<std::string>& path);
   bool Place(Field& field, Value& value, std::vector<std::string>& path);
   bool PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
                    std::string_view name);
@@ -501,11 +505,13 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
 
 void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObject& object,
                                           std::vector<std::string>& path) {
-  ValueObject conformed;
-  conformed.reserve(object.size());
-  for (auto& [name, value] : object) {
+  // Conformed in place: kept entries move down over dropped nulls, siblings rename their entry.
+  size_t kept = 0;
+  size_t guess = 0;  // records mostly list their fields in schema order
+  for (size_t i = 0; i < object.size(); ++i) {
+    auto& [name, value] = object[i];
     const bool is_empty_list = value.kind() == Value::Kind::kList && value.as_list().empty();
-    Field* field = FindIn(fields, name);
+    Field* field = guess < fields.size() && fields[guess].name == name ? &fields[guess] : FindIn(fields, name);
     if (field == nullptr && (value.is_null() || is_empty_list)) {
       std::vector<std::string> full_path = path;
       full_path.push_back(name);
@@ -518,39 +524,42 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
       field = &fields.back();
       changes.push_back(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
     }
-    if (Place(*field, value, path)) {
-      conformed.emplace_back(std::move(name), std::move(value));
-      continue;
-    }
-    // A value of another type goes to the sibling `<field>_<type>`; the field itself is untouched.
-    std::string sibling_name = name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
-    Field* sibling = FindIn(fields, sibling_name);
-    if (sibling == nullptr) {
-      fields.push_back(NewField(sibling_name, value, false));
-      sibling = &fields.back();
-      changes.push_back(fmt::format("added {} ({}) for values of {} that are not {}",
-                                    JoinPath(path, sibling_name), ShapeName(sibling->type),
-                                    JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
-    }
-    if (!Place(*sibling, value, path)) {
-      // Even the sibling's type is taken by another shape (a list of other elements, say): keep the
-      // value losslessly as JSON text in `<field>_json`.
-      sibling_name = name + "_json";
-      Value text = Value::String(value.ToJson());
-      sibling = FindIn(fields, sibling_name);
-      if (sibling == nullptr) {
-        fields.push_back(NewField(sibling_name, text, false));
-        sibling = &fields.back();
-        sibling->type = LogicalType::String();
-        changes.push_back(fmt::format("added {} (string) for values of {} as JSON text",
-                                      JoinPath(path, sibling_name), JoinPath(path, name)));
-      }
-      SKIPPR_CHECK(Place(*sibling, text, path));
-      value = std::move(text);
-    }
-    conformed.emplace_back(std::move(sibling_name), std::move(value));
+    guess = static_cast<size_t>(field - fields.data()) + 1;
+    if (!Place(*field, value, path)) name = PlaceInSibling(fields, name, value, path);
+    if (kept != i) object[kept] = std::move(object[i]);
+    ++kept;
   }
-  object = std::move(conformed);
+  object.resize(kept);
+}
+
+std::string Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields, const std::string& name,
+                                                   Value& value, std::vector<std::string>& path) {
+  // A value of another type goes to the sibling `<field>_<type>`; the field itself is untouched.
+  std::string sibling_name = name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
+  Field* sibling = FindIn(fields, sibling_name);
+  if (sibling == nullptr) {
+    fields.push_back(NewField(sibling_name, value, false));
+    sibling = &fields.back();
+    changes.push_back(fmt::format("added {} ({}) for values of {} that are not {}",
+                                  JoinPath(path, sibling_name), ShapeName(sibling->type),
+                                  JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
+  }
+  if (Place(*sibling, value, path)) return sibling_name;
+  // Even the sibling's type is taken by another shape (a list of other elements, say): keep the
+  // value losslessly as JSON text in `<field>_json`.
+  sibling_name = name + "_json";
+  Value text = Value::String(value.ToJson());
+  sibling = FindIn(fields, sibling_name);
+  if (sibling == nullptr) {
+    fields.push_back(NewField(sibling_name, text, false));
+    sibling = &fields.back();
+    sibling->type = LogicalType::String();
+    changes.push_back(fmt::format("added {} (string) for values of {} as JSON text",
+                                  JoinPath(path, sibling_name), JoinPath(path, name)));
+  }
+  SKIPPR_CHECK(Place(*sibling, text, path));
+  value = std::move(text);
+  return sibling_name;
 }
 
 void Shaper::NamespaceState::CreateNullOnlyFields() {
@@ -607,12 +616,12 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   if (record.kind() != Value::Kind::kObject) {
     return deadletter(fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
   }
-  if (auto reason = Untypable(record, 0, nullptr)) return deadletter(*reason);
+  if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat)) return deadletter(*reason);
   if (options_.flatten_events) {
     ValueObject flat;
     FlattenInto(flat, "", std::move(record.mutable_object()));
     record = Value::Object(std::move(flat));
-    if (auto reason = Untypable(record, 0, nullptr)) return deadletter(*reason + " after flattening");
+    if (auto reason = Untypable(record, 0, nullptr, true)) return deadletter(*reason + " after flattening");
   }
 
   std::string namespace_name = context.source_namespace.empty() ? options_.default_namespace
@@ -671,12 +680,22 @@ std::vector<Batch> Shaper::TakeBatches() {
       batch.columns.emplace_back(batch.fields[i].type);
       index_by_name.emplace(batch.fields[i].name, i);
     }
+    for (Column& column : batch.columns) {
+      column.fixed.reserve(state->rows.size() * FixedWidthBytes(PhysicalKindOf(column.type.id())));
+      column.validity.reserve((state->rows.size() + 7) / 8);
+    }
     int64_t row_number = 0;
     for (const Value& row : state->rows) {
+      // Rows mostly list their fields in schema order: try the next column before hashing the name.
+      size_t guess = 0;
       for (const auto& [field_name, value] : row.as_object()) {
-        Column& column = batch.columns[index_by_name.at(field_name)];
+        const size_t index = guess < batch.fields.size() && batch.fields[guess].name == field_name
+                                 ? guess
+                                 : index_by_name.at(field_name);
+        Column& column = batch.columns[index];
         column.PadNullsTo(row_number);
         column.Append(value);
+        guess = index + 1;
       }
       ++row_number;
     }

@@ -556,6 +556,9 @@ class FileSource final : public Source {
       SourceBatch batch;
       batch.partition = current_.path;
       batch.context.infer_epoch_timestamps = current_format_ != FileFormat::kParquet;
+      // Only JSON objects can name a key twice (CSV headers are made unique, Parquet has a schema).
+      batch.context.keys_may_repeat =
+          current_format_ == FileFormat::kJsonLines || current_format_ == FileFormat::kJsonArray;
       if (current_format_ == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
       uint64_t limit = options_.max_records_per_batch;
       if (options_.max_records_per_partition > 0) {

@@ -51,11 +51,15 @@ uint64_t Draw(uint64_t seed, uint64_t index, uint64_t salt) {
 
 constexpr int64_t kFirstRideMicros = 1'704'067'200'000'000;  // 2024-01-01T00:00:00
 
+// Built with emplace_back: an initializer list would copy every Value (and its strings).
 Value StationValue(const Station& station) {
-  return Value::Object({{"id", Value::Int(station.id)},
-                        {"name", Value::String(station.name)},
-                        {"latitude", Value::Double(station.latitude)},
-                        {"longitude", Value::Double(station.longitude)}});
+  ValueObject fields;
+  fields.reserve(4);
+  fields.emplace_back("id", Value::Int(station.id));
+  fields.emplace_back("name", Value::String(station.name));
+  fields.emplace_back("latitude", Value::Double(station.latitude));
+  fields.emplace_back("longitude", Value::Double(station.longitude));
+  return Value::Object(std::move(fields));
 }
 
 struct Ride {
@@ -98,6 +102,7 @@ class SampleSource final : public Source {
     SourceBatch batch;
     batch.partition = kPartition;
     batch.context.infer_epoch_timestamps = false;  // typed values: no guessing
+    batch.context.keys_may_repeat = false;
     batch.context.declared_types = &declared_types_;
     const uint64_t end = std::min(limit_, next_index_ + options_.max_records_per_batch);
     batch.records.reserve(end - next_index_);
@@ -132,22 +137,21 @@ Value SampleRide(uint64_t seed, uint64_t index) {
   const double distance_km =
       static_cast<double>(ride.duration_seconds * (150 + Draw(seed, index, 6) % 200) / 1000) /
       100.0;
-  ValueObject ride_fields = {
-      {"ride_id", Value::Int(static_cast<int64_t>(index) + 1)},
-      {"bike_id", Value::Int(static_cast<int64_t>(1000 + Draw(seed, index, 7) % 9000))},
-      {"rider_type", Value::String(ride.is_member ? "member" : "casual")},
-      {"is_electric", Value::Bool(Draw(seed, index, 8) % 4 == 0)},
-      {"start_station", StationValue(start)},
-      {"end_station", StationValue(end)},
-      {"started_at", Value::Timestamp(started_at)},
-      {"ended_at", Value::Timestamp(started_at + ride.duration_seconds * 1'000'000)},
-      {"duration_seconds", Value::Int(ride.duration_seconds)},
-      {"distance_km", Value::Double(distance_km)},
-      {"amount", Value::Decimal(ride.amount_cents, 10, 2)},
-  };
+  ValueObject ride_fields;
+  ride_fields.reserve(12);
+  ride_fields.emplace_back("ride_id", Value::Int(static_cast<int64_t>(index) + 1));
+  ride_fields.emplace_back("bike_id", Value::Int(static_cast<int64_t>(1000 + Draw(seed, index, 7) % 9000)));
+  ride_fields.emplace_back("rider_type", Value::String(ride.is_member ? "member" : "casual"));
+  ride_fields.emplace_back("is_electric", Value::Bool(Draw(seed, index, 8) % 4 == 0));
+  ride_fields.emplace_back("start_station", StationValue(start));
+  ride_fields.emplace_back("end_station", StationValue(end));
+  ride_fields.emplace_back("started_at", Value::Timestamp(started_at));
+  ride_fields.emplace_back("ended_at", Value::Timestamp(started_at + ride.duration_seconds * 1'000'000));
+  ride_fields.emplace_back("duration_seconds", Value::Int(ride.duration_seconds));
+  ride_fields.emplace_back("distance_km", Value::Double(distance_km));
+  ride_fields.emplace_back("amount", Value::Decimal(ride.amount_cents, 10, 2));
   const uint64_t rating = Draw(seed, index, 9) % 6;  // 0: the rider gave no rating
-  ride_fields.emplace_back("rating",
-                           rating == 0 ? Value::Null() : Value::Int(static_cast<int64_t>(rating)));
+  ride_fields.emplace_back("rating", rating == 0 ? Value::Null() : Value::Int(static_cast<int64_t>(rating)));
   return Value::Object(std::move(ride_fields));
 }
 
