@@ -97,24 +97,4 @@ ProcessResult RunProcess(const std::string& program, const std::vector<std::stri
   return StartProcess(program, args, options).Wait();
 }
 
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "skippr-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error(std::string("mkdtemp failed: ") + std::strerror(errno));
-  }
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::Write(const std::string& relative_path, const std::string& contents) const {
-  const std::filesystem::path full = std::filesystem::path(path_) / relative_path;
-  std::filesystem::create_directories(full.parent_path());
-  std::ofstream(full, std::ios::binary) << contents;
-  return full.string();
-}
-
 }  // namespace skippr::testing

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
+
 namespace skippr::testing {
 
 struct ProcessResult {
@@ -25,8 +27,6 @@ struct ProcessOptions {
 
 ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,
                          const ProcessOptions& options = {});
-
-class TempDir;
 
 // A program started in the background (for crash tests: kill it at a moment of the test's choosing).
 class RunningProcess {
@@ -47,19 +47,5 @@ class RunningProcess {
 
 RunningProcess StartProcess(const std::string& program, const std::vector<std::string>& args,
                             const ProcessOptions& options = {});
-
-// A fresh directory under the system temp dir, removed (with its contents) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Write(const std::string& relative_path, const std::string& contents) const;
-
- private:
-  std::string path_;
-};
 
 }  // namespace skippr::testing

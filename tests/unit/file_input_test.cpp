@@ -16,6 +16,7 @@
 
 #include "sources/csv_reader.hpp"
 #include "sources/input_stream.hpp"
+#include "support/temp_dir.hpp"
 
 namespace skippr::sources {
 namespace {
@@ -26,23 +27,7 @@ using ::testing::HasSubstr;
 
 // ----- helpers ----------------------------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "skippr_file_input_XXXXXX").string();
-    const char* created = ::mkdtemp(pattern.data());
-    if (created == nullptr) std::abort();
-    path_ = created;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string File(std::string_view name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using skippr::testing::TempDir;
 
 void WriteFile(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -147,26 +132,26 @@ TEST(InputStream, PlainGzipAndZstdGiveIdenticalBytesAndLines) {
   const std::string half_one = text.substr(0, text.size() / 3);
   const std::string half_two = text.substr(text.size() / 3);
 
-  WriteFile(dir.File("plain.txt"), text);
-  WriteGzip(dir.File("one.gz"), text);
-  WriteGzip(dir.File("two_members.gz"), half_one);
-  WriteGzip(dir.File("two_members.gz"), half_two, "ab");
-  WriteFile(dir.File("one.zst"), ZstdFrame(text));
-  WriteFile(dir.File("two_frames.zst"), ZstdFrame(half_one) + ZstdFrame(half_two));
+  WriteFile(dir.Sub("plain.txt"), text);
+  WriteGzip(dir.Sub("one.gz"), text);
+  WriteGzip(dir.Sub("two_members.gz"), half_one);
+  WriteGzip(dir.Sub("two_members.gz"), half_two, "ab");
+  WriteFile(dir.Sub("one.zst"), ZstdFrame(text));
+  WriteFile(dir.Sub("two_frames.zst"), ZstdFrame(half_one) + ZstdFrame(half_two));
   // Names lie on purpose: detection is by magic bytes.
-  WriteFile(dir.File("gzip_named.csv"), ReadFile(dir.File("one.gz")));
+  WriteFile(dir.Sub("gzip_named.csv"), ReadFile(dir.Sub("one.gz")));
 
   const std::vector<std::pair<std::string, Compression>> files = {
       {"plain.txt", Compression::kNone},      {"one.gz", Compression::kGzip},
       {"two_members.gz", Compression::kGzip}, {"one.zst", Compression::kZstd},
       {"two_frames.zst", Compression::kZstd}, {"gzip_named.csv", Compression::kGzip}};
-  const std::vector<LineCopy> expected_lines = ReadLinesOrDie(dir.File("plain.txt"));
+  const std::vector<LineCopy> expected_lines = ReadLinesOrDie(dir.Sub("plain.txt"));
   ASSERT_EQ(expected_lines.size(), 150'000u);
   EXPECT_EQ(expected_lines[1].byte_offset, expected_lines[0].text.size() + 1);
 
   for (const auto& [name, compression] : files) {
     SCOPED_TRACE(name);
-    const std::string path = dir.File(name);
+    const std::string path = dir.Sub(name);
     const uint64_t file_bytes = fs::file_size(path);
     if (compression != Compression::kNone) {
       EXPECT_GT(file_bytes, size_t{1} << 20) << "should span several compressed reads";
@@ -188,8 +173,8 @@ TEST(InputStream, PlainGzipAndZstdGiveIdenticalBytesAndLines) {
 TEST(InputStream, TruncatedCompressedFilesAreCorruptionNamingThePath) {
   TempDir dir;
   const std::string text = GeneratedLines(100'000);
-  WriteGzip(dir.File("full.gz"), text);
-  const std::string gzip_bytes = ReadFile(dir.File("full.gz"));
+  WriteGzip(dir.Sub("full.gz"), text);
+  const std::string gzip_bytes = ReadFile(dir.Sub("full.gz"));
   const std::string zstd_bytes = ZstdFrame(text);
 
   const std::vector<std::pair<std::string, std::string>> damaged = {
@@ -204,7 +189,7 @@ TEST(InputStream, TruncatedCompressedFilesAreCorruptionNamingThePath) {
   };
   for (const auto& [name, bytes] : damaged) {
     SCOPED_TRACE(name);
-    const std::string path = dir.File(name);
+    const std::string path = dir.Sub(name);
     WriteFile(path, bytes);
     auto stream = OpenOrDie(path);
     auto all = ReadAll(*stream);
@@ -219,29 +204,29 @@ TEST(InputStream, TruncatedCompressedFilesAreCorruptionNamingThePath) {
 TEST(InputStream, DamagedCompressedDataIsCorruption) {
   TempDir dir;
   const std::string text = GeneratedLines(50'000);
-  WriteGzip(dir.File("ok.gz"), text);
-  std::string gzip_bytes = ReadFile(dir.File("ok.gz"));
+  WriteGzip(dir.Sub("ok.gz"), text);
+  std::string gzip_bytes = ReadFile(dir.Sub("ok.gz"));
   std::string zstd_bytes = ZstdFrame(text);
   for (size_t i = 100; i < 400; ++i) {
     gzip_bytes[gzip_bytes.size() / 2 + i] ^= 0x5a;
     zstd_bytes[zstd_bytes.size() / 2 + i] ^= 0x5a;
   }
-  WriteFile(dir.File("bad.gz"), gzip_bytes);
-  WriteFile(dir.File("bad.zst"), zstd_bytes);
+  WriteFile(dir.Sub("bad.gz"), gzip_bytes);
+  WriteFile(dir.Sub("bad.zst"), zstd_bytes);
   for (const std::string name : {"bad.gz", "bad.zst"}) {
     SCOPED_TRACE(name);
-    auto stream = OpenOrDie(dir.File(name));
+    auto stream = OpenOrDie(dir.Sub(name));
     auto all = ReadAll(*stream, size_t{1} << 20);
     ASSERT_FALSE(all.ok());
     EXPECT_EQ(all.status().code(), StatusCode::kCorruption);
-    EXPECT_THAT(all.status().message(), HasSubstr(dir.File(name)));
+    EXPECT_THAT(all.status().message(), HasSubstr(dir.Sub(name)));
     EXPECT_THAT(all.status().message(), HasSubstr("damaged"));
   }
 }
 
 TEST(InputStream, OpenAtResumesPlainFilesWithStreamByteOffsets) {
   TempDir dir;
-  const std::string path = dir.File("plain.txt");
+  const std::string path = dir.Sub("plain.txt");
   WriteFile(path, "alpha\nbeta\r\ngamma\n");
   auto stream = InputStream::OpenAt(path, 6);
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
@@ -264,7 +249,7 @@ TEST(InputStream, OpenAtResumesPlainFilesWithStreamByteOffsets) {
 
 TEST(InputStream, OpenAtPastTheFirstReadBuffer) {
   TempDir dir;
-  const std::string path = dir.File("big.txt");
+  const std::string path = dir.Sub("big.txt");
   const std::string text = GeneratedLines(100'000);
   WriteFile(path, text);
   const size_t offset = text.find('\n', 3'000'000) + 1;
@@ -278,16 +263,16 @@ TEST(InputStream, OpenAtPastTheFirstReadBuffer) {
 
 TEST(InputStream, OpenAtOnCompressedFilesIsNotSupported) {
   TempDir dir;
-  WriteGzip(dir.File("a.gz"), "one\ntwo\n");
-  WriteFile(dir.File("a.zst"), ZstdFrame("one\ntwo\n"));
+  WriteGzip(dir.Sub("a.gz"), "one\ntwo\n");
+  WriteFile(dir.Sub("a.zst"), ZstdFrame("one\ntwo\n"));
   for (const std::string name : {"a.gz", "a.zst"}) {
-    auto stream = InputStream::OpenAt(dir.File(name), 4);
+    auto stream = InputStream::OpenAt(dir.Sub(name), 4);
     ASSERT_FALSE(stream.ok());
     EXPECT_EQ(stream.status().code(), StatusCode::kNotSupported);
-    EXPECT_THAT(stream.status().message(), HasSubstr(dir.File(name)));
+    EXPECT_THAT(stream.status().message(), HasSubstr(dir.Sub(name)));
   }
   // Offset 0 is the start, which every file supports.
-  auto from_start = InputStream::OpenAt(dir.File("a.gz"), 0);
+  auto from_start = InputStream::OpenAt(dir.Sub("a.gz"), 0);
   ASSERT_TRUE(from_start.ok());
   auto lines = ReadLines(std::move(from_start).value());
   ASSERT_TRUE(lines.ok());
@@ -296,14 +281,14 @@ TEST(InputStream, OpenAtOnCompressedFilesIsNotSupported) {
 
 TEST(InputStream, OpenErrorsNameThePath) {
   TempDir dir;
-  auto missing = InputStream::Open(dir.File("missing.csv"));
+  auto missing = InputStream::Open(dir.Sub("missing.csv"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr(dir.File("missing.csv")));
+  EXPECT_THAT(missing.status().message(), HasSubstr(dir.Sub("missing.csv")));
   EXPECT_THAT(missing.status().message(), HasSubstr("No such file"));
 
-  fs::create_directory(dir.File("a_directory"));
-  auto directory = InputStream::Open(dir.File("a_directory"));
+  fs::create_directory(dir.Sub("a_directory"));
+  auto directory = InputStream::Open(dir.Sub("a_directory"));
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(directory.status().code(), StatusCode::kIOError);
   EXPECT_THAT(directory.status().message(), HasSubstr("directory"));
@@ -313,33 +298,33 @@ TEST(InputStream, OpenErrorsNameThePath) {
 
 TEST(LineReader, LineEndsNumbersAndOffsets) {
   TempDir dir;
-  WriteFile(dir.File("mixed.txt"), "a\nbb\r\n\nccc\r\n\r\nlast");
-  EXPECT_THAT(ReadLinesOrDie(dir.File("mixed.txt")),
+  WriteFile(dir.Sub("mixed.txt"), "a\nbb\r\n\nccc\r\n\r\nlast");
+  EXPECT_THAT(ReadLinesOrDie(dir.Sub("mixed.txt")),
               ElementsAre(LineCopy{"a", 1, 0}, LineCopy{"bb", 2, 2}, LineCopy{"", 3, 6},
                           LineCopy{"ccc", 4, 7}, LineCopy{"", 5, 12}, LineCopy{"last", 6, 14}));
 
-  WriteFile(dir.File("trailing.txt"), "x\ny\n");
-  EXPECT_THAT(ReadLinesOrDie(dir.File("trailing.txt")),
+  WriteFile(dir.Sub("trailing.txt"), "x\ny\n");
+  EXPECT_THAT(ReadLinesOrDie(dir.Sub("trailing.txt")),
               ElementsAre(LineCopy{"x", 1, 0}, LineCopy{"y", 2, 2}));
 }
 
 TEST(LineReader, EmptyFileYieldsNothing) {
   TempDir dir;
-  WriteFile(dir.File("empty.txt"), "");
-  EXPECT_TRUE(ReadLinesOrDie(dir.File("empty.txt")).empty());
-  WriteGzip(dir.File("empty.gz"), "");
-  EXPECT_TRUE(ReadLinesOrDie(dir.File("empty.gz")).empty());
-  WriteFile(dir.File("bom_only.txt"), "\xEF\xBB\xBF");
-  EXPECT_TRUE(ReadLinesOrDie(dir.File("bom_only.txt")).empty());
+  WriteFile(dir.Sub("empty.txt"), "");
+  EXPECT_TRUE(ReadLinesOrDie(dir.Sub("empty.txt")).empty());
+  WriteGzip(dir.Sub("empty.gz"), "");
+  EXPECT_TRUE(ReadLinesOrDie(dir.Sub("empty.gz")).empty());
+  WriteFile(dir.Sub("bom_only.txt"), "\xEF\xBB\xBF");
+  EXPECT_TRUE(ReadLinesOrDie(dir.Sub("bom_only.txt")).empty());
 }
 
 TEST(LineReader, SkipsAByteOrderMarkOnlyAtTheStart) {
   TempDir dir;
-  WriteFile(dir.File("bom.txt"), "\xEF\xBB\xBF{\"a\":1}\n\xEF\xBB\xBFkept\n");
-  EXPECT_THAT(ReadLinesOrDie(dir.File("bom.txt")),
+  WriteFile(dir.Sub("bom.txt"), "\xEF\xBB\xBF{\"a\":1}\n\xEF\xBB\xBFkept\n");
+  EXPECT_THAT(ReadLinesOrDie(dir.Sub("bom.txt")),
               ElementsAre(LineCopy{"{\"a\":1}", 1, 3}, LineCopy{"\xEF\xBB\xBFkept", 2, 11}));
-  WriteFile(dir.File("bom.zst"), ZstdFrame("\xEF\xBB\xBFid\n"));
-  EXPECT_THAT(ReadLinesOrDie(dir.File("bom.zst")), ElementsAre(LineCopy{"id", 1, 3}));
+  WriteFile(dir.Sub("bom.zst"), ZstdFrame("\xEF\xBB\xBFid\n"));
+  EXPECT_THAT(ReadLinesOrDie(dir.Sub("bom.zst")), ElementsAre(LineCopy{"id", 1, 3}));
 }
 
 TEST(LineReader, FiftyMegabyteLineThenAShortOne) {
@@ -349,11 +334,11 @@ TEST(LineReader, FiftyMegabyteLineThenAShortOne) {
   text.front() = '<';
   text.back() = '>';
   text += "\nshort\n";
-  WriteFile(dir.File("long.txt"), text);
+  WriteFile(dir.Sub("long.txt"), text);
   text.clear();
   text.shrink_to_fit();
 
-  LineReader reader(OpenOrDie(dir.File("long.txt")));
+  LineReader reader(OpenOrDie(dir.Sub("long.txt")));
   auto first = reader.Next();
   ASSERT_TRUE(first.ok() && first->has_value());
   const Line& long_line = **first;
@@ -381,8 +366,8 @@ TEST(LineReader, LongGzipLineGrowsTheWindowThroughShortReads) {
   std::string long_line = GeneratedLines(200'000);  // ~8 MB with its newlines replaced
   std::replace(long_line.begin(), long_line.end(), '\n', ' ');
   text += long_line + "\nend";
-  WriteGzip(dir.File("long.gz"), text);
-  auto lines = ReadLinesOrDie(dir.File("long.gz"));
+  WriteGzip(dir.Sub("long.gz"), text);
+  auto lines = ReadLinesOrDie(dir.Sub("long.gz"));
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_TRUE(lines[3].text == long_line);
   EXPECT_EQ(lines[4], (LineCopy{"end", 5, text.size() - 3}));
@@ -395,9 +380,9 @@ TEST(LineReader, PaddingAfterEveryLineIsReadable) {
   std::string window_sized(kFileReadBytes - 1, 'w');
   window_sized += '\n';
   const std::string text = GeneratedLines(1000) + window_sized + std::string(kFileReadBytes, 'z');
-  WriteFile(dir.File("padded.txt"), text);
+  WriteFile(dir.Sub("padded.txt"), text);
 
-  LineReader reader(OpenOrDie(dir.File("padded.txt")));
+  LineReader reader(OpenOrDie(dir.Sub("padded.txt")));
   size_t line_count = 0;
   uint64_t padding_byte_sum = 0;
   while (true) {
@@ -460,10 +445,10 @@ std::vector<RowCopy> CsvRowsOrDie(const std::string& path, CsvOptions options = 
 
 TEST(CsvReader, HeaderAndRows) {
   TempDir dir;
-  WriteFile(dir.File("a.csv"), "\xEF\xBB\xBFid,name,score\n1,alice,9.5\n2,bob,\n");
+  WriteFile(dir.Sub("a.csv"), "\xEF\xBB\xBFid,name,score\n1,alice,9.5\n2,bob,\n");
   std::vector<std::string> header;
   char delimiter = 0;
-  auto rows = CsvRowsOrDie(dir.File("a.csv"), {}, &header, &delimiter);
+  auto rows = CsvRowsOrDie(dir.Sub("a.csv"), {}, &header, &delimiter);
   EXPECT_THAT(header, ElementsAre("id", "name", "score"));
   EXPECT_EQ(delimiter, ',');
   EXPECT_THAT(rows,
@@ -472,12 +457,12 @@ TEST(CsvReader, HeaderAndRows) {
 
 TEST(CsvReader, WithoutHeaderTheFirstRowIsData) {
   TempDir dir;
-  WriteFile(dir.File("a.csv"), "1|x\n2|y");
+  WriteFile(dir.Sub("a.csv"), "1|x\n2|y");
   CsvOptions options;
   options.has_header = false;
   options.delimiter = '|';
   std::vector<std::string> header = {"unset"};
-  auto rows = CsvRowsOrDie(dir.File("a.csv"), options, &header);
+  auto rows = CsvRowsOrDie(dir.Sub("a.csv"), options, &header);
   EXPECT_TRUE(header.empty());
   EXPECT_THAT(rows, ElementsAre(RowCopy{{"1", "x"}, 1, 0}, RowCopy{{"2", "y"}, 2, 4}));
 }
@@ -495,10 +480,10 @@ TEST_P(CsvSniffing, FindsTheDelimiter) {
     std::erase(note, d);
     text += fmt::format("{1}{0}Paris{0}{2}\n", d, i, note);
   }
-  WriteFile(dir.File("sniff.csv"), text);
+  WriteFile(dir.Sub("sniff.csv"), text);
   std::vector<std::string> header;
   char delimiter = 0;
-  auto rows = CsvRowsOrDie(dir.File("sniff.csv"), {}, &header, &delimiter);
+  auto rows = CsvRowsOrDie(dir.Sub("sniff.csv"), {}, &header, &delimiter);
   EXPECT_EQ(delimiter, d);
   EXPECT_THAT(header, ElementsAre("id", "city", "note"));
   ASSERT_EQ(rows.size(), 60u);
@@ -521,14 +506,14 @@ INSTANTIATE_TEST_SUITE_P(Delimiters, CsvSniffing, ::testing::Values(',', '\t', '
 
 TEST(CsvReader, SniffsSemicolonWhenQuotedFieldsHoldCommas) {
   TempDir dir;
-  WriteFile(dir.File("eu.csv"),
+  WriteFile(dir.Sub("eu.csv"),
             "name;address;amount\n"
             "\"Smith, John\";\"1 Main St, Springfield\";\"1,50\"\n"
             "\"Doe, Jane\";\"2 Elm St, Apt 4, Shelbyville\";\"20,00\"\n"
             "\"Roe, R.\";\"3 Oak St\";\"3,25\"\n");
   std::vector<std::string> header;
   char delimiter = 0;
-  auto rows = CsvRowsOrDie(dir.File("eu.csv"), {}, &header, &delimiter);
+  auto rows = CsvRowsOrDie(dir.Sub("eu.csv"), {}, &header, &delimiter);
   EXPECT_EQ(delimiter, ';');
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_THAT(rows[1].fields, ElementsAre("Doe, Jane", "2 Elm St, Apt 4, Shelbyville", "20,00"));
@@ -560,8 +545,8 @@ TEST(CsvReader, QuotedFields) {
       "4,plain\"quote,w\n"
       "5,\"\",\"\"\"\"\n"
       "6,\"a\"\"\nb\"\"\",v\n";
-  WriteFile(dir.File("q.csv"), text);
-  auto rows = CsvRowsOrDie(dir.File("q.csv"));
+  WriteFile(dir.Sub("q.csv"), text);
+  auto rows = CsvRowsOrDie(dir.Sub("q.csv"));
   ASSERT_EQ(rows.size(), 6u);
   EXPECT_EQ(rows[0], (RowCopy{{"1", "a,b", "x"}, 2, text.find("1,")}));
   EXPECT_EQ(rows[1], (RowCopy{{"2", "line one\nline two", "y"}, 3, text.find("2,")}));
@@ -573,17 +558,17 @@ TEST(CsvReader, QuotedFields) {
 
 TEST(CsvReader, CrLfLineEnds) {
   TempDir dir;
-  WriteFile(dir.File("crlf.csv"), "a,b\r\n1,2\r\n\"x\r\ny\",3\r\n4,\"5\"\r\n6,7");
-  auto rows = CsvRowsOrDie(dir.File("crlf.csv"));
+  WriteFile(dir.Sub("crlf.csv"), "a,b\r\n1,2\r\n\"x\r\ny\",3\r\n4,\"5\"\r\n6,7");
+  auto rows = CsvRowsOrDie(dir.Sub("crlf.csv"));
   EXPECT_THAT(rows, ElementsAre(RowCopy{{"1", "2"}, 2, 5}, RowCopy{{"x\r\ny", "3"}, 3, 10},
                                 RowCopy{{"4", "5"}, 5, 20}, RowCopy{{"6", "7"}, 6, 27}));
 }
 
 TEST(CsvReader, RaggedRowsAreReturnedAsTheyAre) {
   TempDir dir;
-  WriteFile(dir.File("ragged.csv"), "a,b,c\n1,2\n1,2,3,4\n1,2,3\n");
+  WriteFile(dir.Sub("ragged.csv"), "a,b,c\n1,2\n1,2,3,4\n1,2,3\n");
   std::vector<std::string> header;
-  auto rows = CsvRowsOrDie(dir.File("ragged.csv"), {}, &header);
+  auto rows = CsvRowsOrDie(dir.Sub("ragged.csv"), {}, &header);
   ASSERT_EQ(header.size(), 3u);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].fields.size(), 2u);
@@ -594,9 +579,9 @@ TEST(CsvReader, RaggedRowsAreReturnedAsTheyAre) {
 
 TEST(CsvReader, BlankLinesAreSkippedButCounted) {
   TempDir dir;
-  WriteFile(dir.File("blank.csv"), "\na,b\n\n1,2\r\n\r\n\n3,4\n\"\"\n\n");
+  WriteFile(dir.Sub("blank.csv"), "\na,b\n\n1,2\r\n\r\n\n3,4\n\"\"\n\n");
   std::vector<std::string> header;
-  auto rows = CsvRowsOrDie(dir.File("blank.csv"), {}, &header);
+  auto rows = CsvRowsOrDie(dir.Sub("blank.csv"), {}, &header);
   EXPECT_THAT(header, ElementsAre("a", "b"));
   // A quoted empty field is a row, not a blank line.
   EXPECT_THAT(rows, ElementsAre(RowCopy{{"1", "2"}, 4, 6}, RowCopy{{"3", "4"}, 7, 14},
@@ -605,7 +590,7 @@ TEST(CsvReader, BlankLinesAreSkippedButCounted) {
 
 TEST(CsvReader, UnterminatedQuoteNamesTheLineWhereItStarted) {
   TempDir dir;
-  const std::string path = dir.File("open.csv");
+  const std::string path = dir.Sub("open.csv");
   WriteFile(path, "a,b\n1,2\n3,\"open\n4,5\n6,7\n");
   auto reader = OpenCsv(path);
   ASSERT_TRUE(reader.ok());
@@ -629,29 +614,29 @@ TEST(CsvReader, UnterminatedQuoteNamesTheLineWhereItStarted) {
 
 TEST(CsvReader, InvalidOptions) {
   TempDir dir;
-  WriteFile(dir.File("a.csv"), "a,b\n");
+  WriteFile(dir.Sub("a.csv"), "a,b\n");
   CsvOptions options;
   options.delimiter = '"';
-  auto reader = OpenCsv(dir.File("a.csv"), options);
+  auto reader = OpenCsv(dir.Sub("a.csv"), options);
   ASSERT_FALSE(reader.ok());
   EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(reader.status().message(), HasSubstr(dir.File("a.csv")));
+  EXPECT_THAT(reader.status().message(), HasSubstr(dir.Sub("a.csv")));
 }
 
 TEST(CsvReader, OtherQuoteCharacter) {
   TempDir dir;
-  WriteFile(dir.File("a.csv"), "a;b\n'x;y';'it''s'\n");
+  WriteFile(dir.Sub("a.csv"), "a;b\n'x;y';'it''s'\n");
   CsvOptions options;
   options.quote = '\'';
-  auto rows = CsvRowsOrDie(dir.File("a.csv"), options);
+  auto rows = CsvRowsOrDie(dir.Sub("a.csv"), options);
   EXPECT_THAT(rows, ElementsAre(RowCopy{{"x;y", "it's"}, 2, 4}));
 }
 
 TEST(CsvReader, GzipCsv) {
   TempDir dir;
-  WriteGzip(dir.File("data.csv.gz"), "id\tname\n1\t\"tab\there\"\n2\tbob\n");
+  WriteGzip(dir.Sub("data.csv.gz"), "id\tname\n1\t\"tab\there\"\n2\tbob\n");
   char delimiter = 0;
-  auto rows = CsvRowsOrDie(dir.File("data.csv.gz"), {}, nullptr, &delimiter);
+  auto rows = CsvRowsOrDie(dir.Sub("data.csv.gz"), {}, nullptr, &delimiter);
   EXPECT_EQ(delimiter, '\t');
   EXPECT_THAT(rows, ElementsAre(RowCopy{{"1", "tab\there"}, 2, 8}, RowCopy{{"2", "bob"}, 3, 21}));
 }
@@ -665,8 +650,8 @@ TEST(CsvReader, HugeQuotedFieldAcrossManyWindows) {
     escaped += "chunk " + std::to_string(i) + " \"\"q\"\"\n";
   }
   const std::string text = "id,body\n1,\"" + escaped + "\"\n2,after\n";
-  WriteFile(dir.File("big.csv"), text);
-  auto rows = CsvRowsOrDie(dir.File("big.csv"));
+  WriteFile(dir.Sub("big.csv"), text);
+  auto rows = CsvRowsOrDie(dir.Sub("big.csv"));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_TRUE(rows[0].fields[1] == big_field);
   EXPECT_EQ(rows[1], (RowCopy{{"2", "after"}, 2 + 300'000 + 1, text.size() - 8}));
@@ -674,7 +659,7 @@ TEST(CsvReader, HugeQuotedFieldAcrossManyWindows) {
 
 TEST(CsvReader, MillionRowsWithAColumnChecksum) {
   TempDir dir;
-  const std::string path = dir.File("million.csv");
+  const std::string path = dir.Sub("million.csv");
   const size_t row_count = 1'000'000;
   uint64_t expected_value_sum = 0;
   size_t expected_quoted_rows = 0;

@@ -22,6 +22,7 @@
 #include "core/value.hpp"
 #include "schema/text_values.hpp"
 #include "store/store.hpp"
+#include "support/temp_dir.hpp"
 
 namespace skippr {
 
@@ -1089,24 +1090,7 @@ TEST(SchemaIcebergJson, MalformedSchemasAreCorruptionNotCrashes) {
 
 // ----- persistence -------------------------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "skippr-schema-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using skippr::testing::TempDir;
 
 std::unique_ptr<store::Store> OpenStore(const std::string& directory) {
   store::StoreOptions options;

@@ -23,6 +23,7 @@
 #include "core/batch.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
+#include "support/temp_dir.hpp"
 
 namespace skippr {
 
@@ -297,18 +298,7 @@ void ResealSlices(std::string& bytes, const std::vector<SliceInfo>& slices) {
   ResealFooter(bytes);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "segment_test.XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using skippr::testing::TempDir;
 
 void WriteFile(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -565,7 +555,7 @@ TEST(SegmentDamage, ANewerFormatVersionIsNotSupported) {
 TEST(SegmentDamage, EveryTruncationIsDetectedByOpenAndCheckTail) {
   const std::string original = SmallSegment();
   TempDir dir;
-  const std::string path = dir.File("truncated.seg");
+  const std::string path = dir.Sub("truncated.seg");
   for (size_t length = 0; length < original.size(); ++length) {
     const std::string prefix = original.substr(0, length);
     Result<SegmentReader> reader = SegmentReader::FromBytes(prefix, "truncated.seg");
@@ -639,7 +629,7 @@ TEST(SegmentDamage, ResealedFlipsNeverCrashTheDecoder) {
 
 TEST(SegmentFile, WrittenToDiskAndOpened) {
   TempDir dir;
-  const std::string path = dir.File("00000000000000000042.seg");
+  const std::string path = dir.Sub("00000000000000000042.seg");
   const std::vector<Batch> batches = {AllTypesBatch("rides", 3, 12), CdcBatch(4)};
   const std::string bytes = EncodeSegment(MakeHeader(), batches);
   WriteFile(path, bytes);
@@ -667,7 +657,7 @@ TEST(SegmentFile, WrittenToDiskAndOpened) {
 
 TEST(SegmentFile, AMissingFileIsNotFoundNamingThePath) {
   TempDir dir;
-  const std::string path = dir.File("missing.seg");
+  const std::string path = dir.Sub("missing.seg");
   Result<SegmentReader> reader = SegmentReader::Open(path);
   ASSERT_EQ(reader.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(reader.status().message(), HasSubstr(path));
@@ -678,7 +668,7 @@ TEST(SegmentFile, AMissingFileIsNotFoundNamingThePath) {
 
 TEST(SegmentFile, ADirectoryIsAnIOError) {
   TempDir dir;
-  const std::string path = dir.File("a_directory.seg");
+  const std::string path = dir.Sub("a_directory.seg");
   std::filesystem::create_directory(path);
   Result<SegmentReader> reader = SegmentReader::Open(path);
   ASSERT_FALSE(reader.ok());

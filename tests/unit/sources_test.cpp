@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "sources/sources.hpp"
+#include "support/temp_dir.hpp"
 
 namespace skippr::sources {
 namespace {
@@ -14,24 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class TempDirectory {
- public:
-  TempDirectory() {
-    std::string pattern = (fs::temp_directory_path() / "skippr-sources-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDirectory() { fs::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    const fs::path full = fs::path(path_) / name;
-    fs::create_directories(full.parent_path());
-    std::ofstream(full, std::ios::binary) << text;
-    return full.string();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using skippr::testing::TempDir;
 
 config::ConnectorConfig FileConnector(const std::string& path) {
   config::ConnectorConfig connector;
@@ -130,7 +114,7 @@ TEST(SampleSource, ResumesAfterTheCommittedRecord) {
 // ----- File: resume, closed and changed files -------------------------------------------------
 
 TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
-  TempDirectory dir;
+  TempDir dir;
   const std::string path = dir.Write("in/events.jsonl", JsonLines(1, 1000));
   auto source = Make(FileConnector(dir.path() + "/in"));
   ReadResult first = Read(*source, {}, 100, 2);
@@ -150,7 +134,7 @@ TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
 }
 
 TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
-  TempDirectory dir;
+  TempDir dir;
   const std::string path = dir.path() + "/events.jsonl.gz";
   const std::string text = JsonLines(1, 500);
   gzFile file = gzopen(path.c_str(), "wb");
@@ -167,7 +151,7 @@ TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
 }
 
 TEST(FileSource, CsvResumes) {
-  TempDirectory dir;
+  TempDir dir;
   std::string csv = "id,name\n";
   for (int i = 1; i <= 300; ++i) csv += std::to_string(i) + ",n" + std::to_string(i) + "\n";
   const std::string path = dir.Write("rows.csv", csv);
@@ -180,7 +164,7 @@ TEST(FileSource, CsvResumes) {
 }
 
 TEST(FileSource, ClosedUnchangedFilesAreSkippedAndChangedOnesReadAgain) {
-  TempDirectory dir;
+  TempDir dir;
   const std::string path = dir.Write("events.jsonl", JsonLines(1, 50));
   auto source = Make(FileConnector(dir.path()));
   ReadResult all = Read(*source, {}, 1000);
@@ -194,7 +178,7 @@ TEST(FileSource, ClosedUnchangedFilesAreSkippedAndChangedOnesReadAgain) {
 }
 
 TEST(FileSource, AnUnfinishedFileThatGrewContinuesWhereItStopped) {
-  TempDirectory dir;
+  TempDir dir;
   const std::string path = dir.Write("events.jsonl", JsonLines(1, 100));
   auto source = Make(FileConnector(path));
   ReadResult first = Read(*source, {}, 40, 1);
@@ -208,7 +192,7 @@ TEST(FileSource, AnUnfinishedFileThatGrewContinuesWhereItStopped) {
 // ----- File: listing and formats --------------------------------------------------------------
 
 TEST(FileSource, ListsDirectoriesSortedSkippingHiddenFilesAndExpandsGlobs) {
-  TempDirectory dir;
+  TempDir dir;
   dir.Write("b/2.jsonl", JsonLines(3, 3));
   dir.Write("a/1.jsonl", JsonLines(1, 2));
   dir.Write(".hidden/x.jsonl", JsonLines(9, 9));
@@ -230,7 +214,7 @@ TEST(FileSource, MissingPathIsExplained) {
 }
 
 TEST(FileSource, JsonArrayFilesAndTsv) {
-  TempDirectory dir;
+  TempDir dir;
   dir.Write("list.json", "[{\"id\":1},{\"id\":2},\n{\"id\":3}]");
   dir.Write("rows.tsv", "id\tname\n4\ta,b\n");
   auto source = Make(FileConnector(dir.path()));
@@ -241,7 +225,7 @@ TEST(FileSource, JsonArrayFilesAndTsv) {
 }
 
 TEST(FileSource, SampleLimitPerPartition) {
-  TempDirectory dir;
+  TempDir dir;
   dir.Write("a.jsonl", JsonLines(1, 100));
   dir.Write("b.jsonl", JsonLines(101, 200));
   auto source = Make(FileConnector(dir.path()));
@@ -261,7 +245,7 @@ TEST(FileSource, SampleLimitPerPartition) {
 // ----- positions in the store -----------------------------------------------------------------
 
 TEST(SourcePositionsStore, RoundTrip) {
-  TempDirectory dir;
+  TempDir dir;
   auto opened = store::Store::Open(store::StoreOptions{dir.path() + "/store"});
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   SourcePositions positions;

@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "support/temp_dir.hpp"
+
 namespace skippr::store {
 namespace {
 
@@ -35,26 +37,7 @@ using ::testing::StartsWith;
 constexpr std::array<Family, kFamilyCount> kAllFamilies = {Family::kCatalog, Family::kStreamState,
                                                            Family::kOffsets, Family::kSchema};
 
-// A fresh directory under the system temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "skippr-store-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using skippr::testing::TempDir;
 
 std::unique_ptr<Store> OpenOrDie(const std::string& directory, uint64_t map_size_bytes = 0) {
   StoreOptions options;
@@ -1006,7 +989,7 @@ TEST(KeyBuilder, EncodedKeysSortLikeTheirComponentTuples) {
     for (const auto& [tuple_a, key_a] : items) {
       for (const auto& [tuple_b, key_b] : items) {
         ASSERT_EQ(tuple_a < tuple_b, key_a < key_b)
-            << testing::PrintToString(tuple_a) << " vs " << testing::PrintToString(tuple_b);
+            << ::testing::PrintToString(tuple_a) << " vs " << ::testing::PrintToString(tuple_b);
         ASSERT_EQ(tuple_a == tuple_b, key_a == key_b);
       }
     }
@@ -1053,7 +1036,7 @@ TEST(KeyReader, MalformedKeysAreCorruption) {
   for (const std::string& bad : {std::string("abc"), std::string("abc\0", 4),
                                  std::string("ab\0\x02", 4), std::string("", 0)}) {
     Status status = text_status(bad);
-    EXPECT_EQ(status.code(), StatusCode::kCorruption) << testing::PrintToString(bad);
+    EXPECT_EQ(status.code(), StatusCode::kCorruption) << ::testing::PrintToString(bad);
     EXPECT_THAT(status.message(), StartsWith("malformed store key"));
   }
   Status bad_marker = text_status(std::string("ab\0\x02", 4));
