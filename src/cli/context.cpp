@@ -50,7 +50,12 @@ Result<config::Config> LoadConfigForCommand(const GlobalOptions& options) {
     Warn(fmt::format("config file '{}' not found; using '{}'", *location.fell_back_from,
                      *location.path));
   }
-  if (loaded.ok()) spdlog::info("loaded configuration from {}", *location.path);
+  if (loaded.ok()) {
+    spdlog::info("loaded configuration from {}", *location.path);
+  } else {
+    fmt::print(stderr, "[skippr] config failed: {}\n", loaded.status().message());
+    spdlog::error("config failed: {}", loaded.status().message());
+  }
   return loaded;
 }
 
@@ -85,11 +90,6 @@ Result<std::vector<const config::PipelineConfig*>> ResolvePipelines(const config
     for (const auto& [name, pipeline] : config.pipelines) pipelines.push_back(&pipeline);
   }
   return pipelines;
-}
-
-void ReportConfigFailure(const Status& status) {
-  fmt::print(stderr, "[skippr] config failed: {}\n", status.message());
-  spdlog::error("config failed: {}", status.message());
 }
 
 }  // namespace skippr::cli

@@ -31,9 +31,6 @@ Result<std::vector<const config::PipelineConfig*>> ResolvePipelines(const config
                                                                    const std::string& flag_value,
                                                                    bool env_fallback);
 
-// Prints "[skippr] config failed: ..." for a configuration that did not load.
-void ReportConfigFailure(const Status& status);
-
 // DATA_DIR from the environment, else ./data: where the process log goes (pipelines may override
 // their own data_dir in skippr.yml).
 std::string ProcessDataDir();

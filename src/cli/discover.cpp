@@ -17,18 +17,9 @@ struct DiscoverFlags {
   std::string output = "progress";
 };
 
-OutputMode ParseOutputMode(const std::string& text) {
-  if (text == "json") return OutputMode::kJson;
-  if (text == "text") return OutputMode::kText;
-  return OutputMode::kProgress;
-}
-
 int RunDiscover(const GlobalOptions& global, const DiscoverFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   Result<const config::PipelineConfig*> pipeline = ResolvePipeline(*config, flags.pipeline, true);
   if (!pipeline.ok()) {
     fmt::print(stderr, "discover failed: {}\n", pipeline.status().message());

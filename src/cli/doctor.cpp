@@ -156,8 +156,6 @@ void PrintText(const std::vector<Check>& checks) {
 int RunDoctor(const GlobalOptions& global, const std::string& output) {
   Result<config::Config> config = LoadConfigForCommand(global);
   if (!config.ok()) {
-    fmt::print(stderr, "[skippr] config failed: {}\n", config.status().message());
-    spdlog::error("doctor: config failed: {}", config.status().message());
     if (output == "json") {
       const std::vector<Check> failed = {{false, "config failed: " + config.status().message()}};
       fmt::print("{}\n", ToJson(failed).dump());

@@ -57,10 +57,7 @@ int Fail(const std::string& error) {
 Result<const config::PipelineConfig*> LoadPipeline(const GlobalOptions& global, const std::string& name,
                                                    config::Config& config) {
   Result<config::Config> loaded = LoadConfigForCommand(global);
-  if (!loaded.ok()) {
-    ReportConfigFailure(loaded.status());
-    return loaded.status();
-  }
+  if (!loaded.ok()) return loaded.status();  // reported by LoadConfigForCommand
   config = std::move(loaded).value();
   return ResolvePipeline(config, name, false);
 }

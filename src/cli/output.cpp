@@ -8,6 +8,12 @@
 
 namespace skippr::cli {
 
+OutputMode ParseOutputMode(const std::string& text) {
+  if (text == "json") return OutputMode::kJson;
+  if (text == "text") return OutputMode::kText;
+  return OutputMode::kProgress;
+}
+
 std::string UtcTimestampNow() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);

@@ -8,6 +8,8 @@
 namespace skippr::cli {
 
 enum class OutputMode { kProgress, kText, kJson };
+// "progress" | "text" | "json" (the flag's values are checked by CLI11).
+OutputMode ParseOutputMode(const std::string& text);
 
 // One run's output: text lines on stdout, or JSON events (one per line) each carrying event,
 // run_id, phase and timestamp; in progress mode a live line on stderr when it is a terminal.

@@ -54,10 +54,7 @@ int RunStatement(const config::Config& config, const std::string& sql, const Que
 
 int RunQuery(const GlobalOptions& global, const QueryFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   if (!flags.sql.empty()) return RunStatement(*config, flags.sql, flags);
   // Interactive: one statement per line until :q, :quit, exit or end of input.
   const bool is_terminal = isatty(STDIN_FILENO) == 1;
@@ -80,10 +77,7 @@ struct DfFlags {
 
 int RunDf(const GlobalOptions& global, const DfFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   std::string pipeline_name = flags.pipeline;
   std::string namespace_name = flags.namespace_name;
   if (const size_t dot = namespace_name.find('.'); dot != std::string::npos) {

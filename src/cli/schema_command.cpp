@@ -42,10 +42,7 @@ void PrintFields(const std::vector<Field>& fields, int depth) {
 
 int RunSchema(const GlobalOptions& global, const SchemaFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   Result<const config::PipelineConfig*> pipeline = ResolvePipeline(*config, flags.pipeline, false);
   if (!pipeline.ok()) {
     fmt::print(stderr, "schema failed: {}\n", pipeline.status().message());

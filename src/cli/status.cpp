@@ -111,10 +111,7 @@ void PrintText(const pipeline::PipelineStatus& status) {
 
 int RunStatus(const GlobalOptions& global, const StatusFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   Result<std::vector<const config::PipelineConfig*>> resolved =
       ResolvePipelines(*config, flags.pipeline, /*env_fallback=*/false);
   if (!resolved.ok()) {

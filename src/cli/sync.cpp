@@ -23,10 +23,6 @@ struct SyncFlags {
   std::string output = "progress";
 };
 
-OutputMode ModeFrom(const std::string& text) {
-  return text == "json" ? OutputMode::kJson : text == "text" ? OutputMode::kText : OutputMode::kProgress;
-}
-
 // One pass of one pipeline, reported in the chosen output mode; true when it succeeded.
 bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pipeline, OutputMode mode) {
   RunOutput output(mode, "sync");
@@ -99,10 +95,7 @@ std::optional<int64_t> SyncFrequencyOverride() {
 
 int RunSync(const GlobalOptions& global, const SyncFlags& flags) {
   Result<config::Config> config = LoadConfigForCommand(global);
-  if (!config.ok()) {
-    ReportConfigFailure(config.status());
-    return kExitFailure;
-  }
+  if (!config.ok()) return kExitFailure;  // reported by LoadConfigForCommand
   for (const config::ConfigProblem& problem : config::CheckWholeConfig(*config)) {
     fmt::print(stderr, "[skippr] config failed: {}\n", problem.message);
     return kExitFailure;
@@ -118,7 +111,7 @@ int RunSync(const GlobalOptions& global, const SyncFlags& flags) {
     fmt::print(stderr, "sync: no pipelines are defined; add one under 'pipelines:' in skippr.yml\n");
     return kExitFailure;
   }
-  const OutputMode mode = ModeFrom(flags.output);
+  const OutputMode mode = ParseOutputMode(flags.output);
   std::map<std::string, std::chrono::steady_clock::time_point> last_run;
   while (true) {
     bool all_ok = true;
