@@ -6,6 +6,7 @@
 //   bench_discover [--rows N] [--quick] [--dir PATH] [--threads T]
 #include <duckdb.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -19,7 +20,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 #include <vector>
 
 #include "bench_common.hpp"
@@ -124,7 +124,9 @@ SkipprRun ReadWithSkippr(const fs::path& file) {
     if (!batch.ok()) Fail(fmt::format("File source read: {}", batch.status().message()));
     if (!*batch) break;
     for (sources::SourceRecord& record : (*batch)->records) {
-      if (shaper.Absorb(std::move(record.value), record.origin, (*batch)->context)) ++run.deadletters;
+      if (shaper.Absorb(std::move(record.value), (*batch)->OriginOf(record), (*batch)->context)) {
+        ++run.deadletters;
+      }
     }
     run.records += (*batch)->records.size();
     run.deadletters += (*batch)->deadletters.size();
@@ -163,7 +165,9 @@ class DuckDb {
   DuckDb(const DuckDb&) = delete;
   DuckDb& operator=(const DuckDb&) = delete;
 
-  void Execute(const std::string& sql) { Query(sql, [](duckdb_result&) {}); }
+  void Execute(const std::string& sql) {
+    Query(sql, [](duckdb_result&) {});
+  }
 
   int64_t QueryInt64(const std::string& sql) {
     int64_t value = 0;
@@ -204,7 +208,8 @@ double TimeDuckDb(DuckDb& duckdb, const std::string& table_function, uint64_t ex
   const double seconds = SecondsSince(start);
   const int64_t rows = duckdb.QueryInt64("SELECT count(*) FROM t");
   if (rows != static_cast<int64_t>(expected_rows)) {
-    Fail(fmt::format("DuckDB read {} rows from {}, expected {}", rows, table_function, expected_rows));
+    Fail(fmt::format("DuckDB read {} rows from {}, expected {}", rows, table_function,
+                     expected_rows));
   }
   types = duckdb.QueryText(
       "SELECT string_agg(lower(data_type), ', ' ORDER BY ordinal_position) "
@@ -265,20 +270,24 @@ int main(int argc, char** argv) {
   FileResult json{"JSON lines", "read_json", fs::file_size(files.jsonl)};
   FileResult csv{"CSV", "read_csv ", fs::file_size(files.csv)};
   fmt::print("bench/discover  rows={} threads={}  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n",
-             flags.rows, flags.threads, json.file_bytes / kBytesPerMb, csv.file_bytes / kBytesPerMb);
+             flags.rows, flags.threads, json.file_bytes / kBytesPerMb,
+             csv.file_bytes / kBytesPerMb);
 
   // skipprd first, then DuckDB, so that each side's peak RSS is its own.
   ResetPeakRss();
-  json.skippr.seconds = BestOfSeconds([&] { return TimeSkippr(files.jsonl, flags.rows, json.skippr.types); });
-  csv.skippr.seconds = BestOfSeconds([&] { return TimeSkippr(files.csv, flags.rows, csv.skippr.types); });
+  json.skippr.seconds =
+      BestOfSeconds([&] { return TimeSkippr(files.jsonl, flags.rows, json.skippr.types); });
+  csv.skippr.seconds =
+      BestOfSeconds([&] { return TimeSkippr(files.csv, flags.rows, csv.skippr.types); });
   const double skippr_peak_rss_mib = PeakRssMib();
 
   ResetPeakRss();
   double duckdb_peak_rss_mib = 0;
   {
     DuckDb duckdb(flags.threads);
-    json.duckdb.seconds = BestOfSeconds(
-        [&] { return TimeDuckDb(duckdb, ReadJsonSql(files.jsonl), flags.rows, json.duckdb.types); });
+    json.duckdb.seconds = BestOfSeconds([&] {
+      return TimeDuckDb(duckdb, ReadJsonSql(files.jsonl), flags.rows, json.duckdb.types);
+    });
     csv.duckdb.seconds = BestOfSeconds(
         [&] { return TimeDuckDb(duckdb, ReadCsvSql(files.csv), flags.rows, csv.duckdb.types); });
     duckdb_peak_rss_mib = PeakRssMib();
@@ -286,8 +295,9 @@ int main(int argc, char** argv) {
 
   PrintFileResult(json, flags.rows);
   PrintFileResult(csv, flags.rows);
-  fmt::print("  peak RSS  skipprd {:.0f} MiB   duckdb {:.0f} MiB   (high-water mark of each side)\n",
-             skippr_peak_rss_mib, duckdb_peak_rss_mib);
+  fmt::print(
+      "  peak RSS  skipprd {:.0f} MiB   duckdb {:.0f} MiB   (high-water mark of each side)\n",
+      skippr_peak_rss_mib, duckdb_peak_rss_mib);
 
   if (is_temporary) fs::remove_all(dir);
   return 0;

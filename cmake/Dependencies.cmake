@@ -26,3 +26,7 @@ get_filename_component(DUCKDB_LIBRARY_DIR "${DUCKDB_LIBRARY}" DIRECTORY)
 # The binary finds libduckdb.so beside the build through its RPATH.
 set(CMAKE_BUILD_RPATH "${DUCKDB_LIBRARY_DIR}")
 find_package(ZLIB REQUIRED)
+
+# jemalloc serves the binary's allocations: ingest makes and frees many small objects per record,
+# and glibc's malloc spent a sixth of a file → WAL sync in consolidating and unlinking chunks.
+find_library(JEMALLOC_LIBRARY jemalloc REQUIRED)

@@ -1,10 +1,11 @@
 #include "pipeline/pipeline.hpp"
-#include "pipeline/shaping.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+
+#include "pipeline/shaping.hpp"
 
 namespace skippr::pipeline {
 
@@ -12,25 +13,29 @@ namespace fs = std::filesystem;
 
 namespace internal {
 
-schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool keep_rows) {
+schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool build_columns) {
   schema::ShaperOptions options;
   options.default_namespace = pipeline.name;
   options.namespace_fields = pipeline.transform.namespace_fields;
   options.flatten_events = pipeline.transform.flatten_events;
-  options.keep_rows = keep_rows;
+  options.build_columns = build_columns;
   return options;
 }
 
 void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
                  std::vector<schema::Deadletter>& described) {
+  schema::RecordOrigin origin{batch.partition};
   for (sources::SourceRecord& record : batch.records) {
-    if (auto deadletter = shaper.Absorb(std::move(record.value), record.origin, batch.context)) {
+    origin.line = record.line;
+    origin.row = record.row;
+    if (auto deadletter = shaper.Absorb(std::move(record.value), origin, batch.context)) {
       batch.deadletters.push_back(std::move(*deadletter));
     }
   }
   for (schema::Deadletter& deadletter : batch.deadletters) {
     if (deadletter_count++ < kDeadlettersDescribed) {
-      spdlog::warn("Deadletter id={} err={}", deadletter.origin.source, schema::DescribeDeadletter(deadletter));
+      spdlog::warn("Deadletter id={} err={}", deadletter.origin.source,
+                   schema::DescribeDeadletter(deadletter));
       described.push_back(std::move(deadletter));
     }
   }
@@ -39,7 +44,9 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
 }  // namespace internal
 
 namespace {
-std::string StoreDirectory(const std::string& state_dir) { return (fs::path(state_dir) / "store").string(); }
+std::string StoreDirectory(const std::string& state_dir) {
+  return (fs::path(state_dir) / "store").string();
+}
 }  // namespace
 
 Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline) {
@@ -48,15 +55,16 @@ Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig
   std::error_code error;
   fs::create_directories(state.directory_, error);
   if (error) {
-    return Status::IOError(fmt::format("cannot create the pipeline directory '{}': {}; check DATA_DIR "
-                                       "(or pipelines.{}.data_dir)",
-                                       state.directory_, error.message(), pipeline.name));
+    return Status::IOError(
+        fmt::format("cannot create the pipeline directory '{}': {}; check DATA_DIR "
+                    "(or pipelines.{}.data_dir)",
+                    state.directory_, error.message(), pipeline.name));
   }
   SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
                           store::WriterLease::Acquire(state.directory_, pipeline.name));
   state.lease_.emplace(std::move(lease));
-  SKIPPR_ASSIGN_OR_RETURN(state.store_,
-                          store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_ASSIGN_OR_RETURN(
+      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
   return state;
 }
 
@@ -69,20 +77,22 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
         "pipeline '{}' has no state in {} yet; run `skipprd discover --pipeline {}` first",
         pipeline.name, state.directory_, pipeline.name));
   }
-  SKIPPR_ASSIGN_OR_RETURN(state.store_,
-                          store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_ASSIGN_OR_RETURN(
+      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
   return state;
 }
 
-Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
+Result<DiscoverResult> Discover(const config::Config& config,
+                                const config::PipelineConfig& pipeline,
                                 const std::function<void(const DiscoverProgress&)>& on_progress) {
   SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
   return Discover(config, pipeline, state, on_progress);
 }
 
-Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
-                                PipelineState& state,
-                                const std::function<void(const DiscoverProgress&)>& on_progress) {
+Result<DiscoverResult> Discover(const config::Config& config,
+                                const config::PipelineConfig& pipeline, PipelineState& state,
+                                const std::function<void(const DiscoverProgress&)>& on_progress,
+                                uint64_t sample_records_per_partition) {
   schema::PipelineSchema saved;
   {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
@@ -91,10 +101,11 @@ Result<DiscoverResult> Discover(const config::Config& config, const config::Pipe
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
   sources::ReadOptions options;
-  options.max_records_per_partition = kDiscoverSampleRecordsPerPartition;
+  options.max_records_per_partition = sample_records_per_partition;
   SKIPPR_RETURN_IF_ERROR(source->Open({}, options));
 
-  schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(pipeline, /*keep_rows=*/false));
+  schema::Shaper shaper(std::move(saved),
+                        internal::ShaperOptionsFor(pipeline, /*build_columns=*/false));
 
   DiscoverResult result;
   DiscoverProgress progress;
@@ -108,7 +119,8 @@ Result<DiscoverResult> Discover(const config::Config& config, const config::Pipe
     if (on_progress) on_progress(progress);
   }
   if (result.deadletter_count > kDeadlettersDescribed) {
-    spdlog::warn("{} more deadletters not described one by one", result.deadletter_count - kDeadlettersDescribed);
+    spdlog::warn("{} more deadletters not described one by one",
+                 result.deadletter_count - kDeadlettersDescribed);
   }
 
   result.changes = shaper.Seal();
@@ -136,7 +148,8 @@ Result<schema::NamespaceSchema> ApplyNamespaceFields(const config::PipelineConfi
   SKIPPR_ASSIGN_OR_RETURN(schema::PipelineSchema saved, schema::LoadSchema(write));
   schema::NamespaceSchema ns;
   ns.name = namespace_name;
-  if (auto it = saved.namespaces.find(namespace_name); it != saved.namespaces.end()) ns = it->second;
+  if (auto it = saved.namespaces.find(namespace_name); it != saved.namespaces.end())
+    ns = it->second;
   // Ids by name: a field that keeps its name keeps its id (and its nested ids when its type is
   // unchanged); everything else gets fresh ids, never reusing one.
   std::function<void(Field&, const Field*)> assign = [&](Field& field, const Field* previous) {

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/disk.hpp"
 #include "core/status.hpp"
+#include "query/query.hpp"
 #include "schema/schema.hpp"
 #include "sources/sources.hpp"
 #include "store/store.hpp"
 #include "wal/wal.hpp"
-#include "core/disk.hpp"
-#include "query/query.hpp"
 
 namespace skippr::pipeline {
 
@@ -41,6 +41,10 @@ class PipelineState {
 
 // Records read per file (partition) when discover samples a source.
 inline constexpr uint64_t kDiscoverSampleRecordsPerPartition = 100'000;
+// The smaller sample of the discover that sync runs first on a pipeline without a schema: sync
+// evolves the schema with every record it reads anyway, so this pass only names the first shape
+// (DuckDB's read_json samples 20,480 records the same way).
+inline constexpr uint64_t kSyncDiscoverSampleRecordsPerPartition = 20'480;
 // Deadletters described one by one in results and logs; the rest are counted.
 inline constexpr size_t kDeadlettersDescribed = 100;
 
@@ -61,17 +65,20 @@ struct DiscoverResult {
 
 // Samples the pipeline's source, infers every field (nested included), and saves the evolved
 // schema in the store. Never writes to a destination; re-runnable, adding what is new.
-Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
+Result<DiscoverResult> Discover(const config::Config& config,
+                                const config::PipelineConfig& pipeline,
                                 const std::function<void(const DiscoverProgress&)>& on_progress);
 // The same, on a pipeline whose lease and store the caller already holds (sync runs it first).
-Result<DiscoverResult> Discover(const config::Config& config, const config::PipelineConfig& pipeline,
-                                PipelineState& state,
-                                const std::function<void(const DiscoverProgress&)>& on_progress);
+Result<DiscoverResult> Discover(
+    const config::Config& config, const config::PipelineConfig& pipeline, PipelineState& state,
+    const std::function<void(const DiscoverProgress&)>& on_progress,
+    uint64_t sample_records_per_partition = kDiscoverSampleRecordsPerPartition);
 
 // When sync commits what it has buffered (pipeline setting → environment → default):
 //   bytes   BUFFER_THRESHOLD_BYTES (10 MiB), capped by the target segment size WAL_BYTES_PER_FILE
 //           (default: the buffer size, clamped to 4–64 MiB), since one commit writes one segment;
-//   seconds BUFFER_THRESHOLD_SECONDS (60), capped by WAL_MAX_DELAY_SECONDS (60), the age after which
+//   seconds BUFFER_THRESHOLD_SECONDS (60), capped by WAL_MAX_DELAY_SECONDS (60), the age after
+//   which
 //           an undersized segment is committed anyway.
 struct BufferThresholds {
   uint64_t bytes = 10 << 20;
@@ -90,13 +97,13 @@ struct SyncProgress {
 
 struct SyncResult {
   bool ran_discover = false;
-  std::vector<schema::NamespaceChange> changes;    // namespaces that evolved during the run
+  std::vector<schema::NamespaceChange> changes;       // namespaces that evolved during the run
   std::map<std::string, uint64_t> rows_by_namespace;  // rows committed to the WAL this run
   uint64_t records_read = 0;
   uint64_t rows_committed = 0;
   uint64_t segments_committed = 0;
   uint64_t deadletter_count = 0;
-  std::vector<schema::Deadletter> deadletters;     // the first kDeadlettersDescribed
+  std::vector<schema::Deadletter> deadletters;  // the first kDeadlettersDescribed
   wal::RecoveryReport recovery;
 };
 
@@ -133,7 +140,8 @@ struct PipelineStatus {
   size_t live_segments = 0;
   uint64_t live_bytes = 0;
   int64_t live_rows = 0;
-  std::optional<int64_t> oldest_live_unix_micros;  // the oldest batch not landed (all, without a sink)
+  std::optional<int64_t>
+      oldest_live_unix_micros;  // the oldest batch not landed (all, without a sink)
   sources::SourcePositions positions;
   std::optional<DiskUsage> disk;
   bool is_under_disk_pressure = false;

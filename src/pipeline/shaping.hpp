@@ -7,7 +7,7 @@
 
 namespace skippr::pipeline::internal {
 
-schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool keep_rows);
+schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool build_columns);
 
 // Absorbs every record of `batch`. Deadletters (the source's and the shaper's) are counted into
 // `deadletter_count`, logged, and the first kDeadlettersDescribed kept in `described`.

@@ -17,6 +17,9 @@ namespace skippr::pipeline {
 
 namespace {
 
+constexpr uint64_t kSourceBatchBytes = 1 << 20;
+constexpr uint64_t kSourceBatchRecords = 4096;
+
 std::optional<double> EnvNumber(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || value[0] == '\0') return std::nullopt;
@@ -53,13 +56,14 @@ void WaitForDisk(const std::string& data_dir, SyncProgress& progress,
     if (!usage.ok()) return;  // cannot measure: do not stall the pipeline on it
     const bool should_pause = ShouldPauseForDisk(*usage, is_paused);
     if (!should_pause) {
-      if (is_paused) spdlog::info("disk pressure cleared ({}); reading again", DescribeDiskUsage(*usage));
+      if (is_paused)
+        spdlog::info("disk pressure cleared ({}); reading again", DescribeDiskUsage(*usage));
       progress.is_paused_for_disk = false;
       return;
     }
     if (!is_paused) {
-      spdlog::warn("disk pressure under {} ({}): reading paused until usage is back to 80 %", data_dir,
-                   DescribeDiskUsage(*usage));
+      spdlog::warn("disk pressure under {} ({}): reading paused until usage is back to 80 %",
+                   data_dir, DescribeDiskUsage(*usage));
     }
     is_paused = true;
     progress.is_paused_for_disk = true;
@@ -85,10 +89,12 @@ BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline)
   constexpr uint64_t kMinSegmentBytes = 4 << 20;
   constexpr uint64_t kMaxSegmentBytes = 64 << 20;
   const uint64_t segment_bytes = std::clamp<uint64_t>(
-      static_cast<uint64_t>(EnvNumber("WAL_BYTES_PER_FILE").value_or(static_cast<double>(thresholds.bytes))),
+      static_cast<uint64_t>(
+          EnvNumber("WAL_BYTES_PER_FILE").value_or(static_cast<double>(thresholds.bytes))),
       kMinSegmentBytes, kMaxSegmentBytes);
   thresholds.bytes = std::min(thresholds.bytes, segment_bytes);
-  thresholds.seconds = std::min(thresholds.seconds, EnvNumber("WAL_MAX_DELAY_SECONDS").value_or(60));
+  thresholds.seconds =
+      std::min(thresholds.seconds, EnvNumber("WAL_MAX_DELAY_SECONDS").value_or(60));
   return thresholds;
 }
 
@@ -97,12 +103,12 @@ std::string LastRunKey() { return store::KeyBuilder().Text("last_run").key(); }
 
 // Best effort: a pass that failed because the store itself failed cannot record that.
 void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
-  nlohmann::json json = {{"format_version", 1},
-                         {"ok", result.ok()},
-                         {"finished_unix_micros",
-                          std::chrono::duration_cast<std::chrono::microseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()}};
+  nlohmann::json json = {
+      {"format_version", 1},
+      {"ok", result.ok()},
+      {"finished_unix_micros", std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count()}};
   if (result.ok()) {
     json["records_read"] = result->records_read;
     json["rows_committed"] = result->rows_committed;
@@ -150,12 +156,14 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
     ++status.live_segments;
     status.live_bytes += entry.file_bytes;
     status.live_rows += entry.rows();
-    if (!status.oldest_live_unix_micros || entry.created_unix_micros < *status.oldest_live_unix_micros) {
+    if (!status.oldest_live_unix_micros ||
+        entry.created_unix_micros < *status.oldest_live_unix_micros) {
       status.oldest_live_unix_micros = entry.created_unix_micros;
     }
   }
   SKIPPR_ASSIGN_OR_RETURN(status.positions, sources::LoadPositions(read));
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_run, read.Get(store::Family::kCatalog, LastRunKey()));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_run,
+                          read.Get(store::Family::kCatalog, LastRunKey()));
   if (last_run) {
     try {
       const nlohmann::json json = nlohmann::json::parse(*last_run);
@@ -180,8 +188,9 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
                            PipelineState& state,
                            const std::function<void(const SyncProgress&)>& on_progress) {
   SyncResult result;
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<wal::Wal> wal,
-                          wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
+  SKIPPR_ASSIGN_OR_RETURN(
+      std::unique_ptr<wal::Wal> wal,
+      wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
 
   schema::PipelineSchema saved;
   sources::SourcePositions positions;
@@ -192,7 +201,9 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   }
   if (saved.namespaces.empty()) {
     spdlog::info("sync {}: no schema yet, running discover first", pipeline.name);
-    SKIPPR_ASSIGN_OR_RETURN(DiscoverResult discovered, Discover(config, pipeline, state, nullptr));
+    SKIPPR_ASSIGN_OR_RETURN(
+        DiscoverResult discovered,
+        Discover(config, pipeline, state, nullptr, kSyncDiscoverSampleRecordsPerPartition));
     result.ran_discover = true;
     saved = std::move(discovered.schema);
   }
@@ -201,13 +212,18 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
   const BufferThresholds thresholds = ResolveBufferThresholds(pipeline);
   sources::ReadOptions options;
-  options.max_bytes_per_batch = std::max<uint64_t>(1, thresholds.bytes);
+  // Small source batches: their records are shaped into columns and freed while still in cache;
+  // the commit thresholds decide how much is buffered before a segment is written.
+  options.max_bytes_per_batch = std::clamp<uint64_t>(thresholds.bytes, 1, kSourceBatchBytes);
+  options.max_records_per_batch = kSourceBatchRecords;
   SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
 
-  schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(pipeline, /*keep_rows=*/true));
+  schema::Shaper shaper(std::move(saved),
+                        internal::ShaperOptionsFor(pipeline, /*build_columns=*/true));
 
   SyncProgress progress;
-  sources::SourcePositions pending_positions;  // reached by what the shaper holds, not committed yet
+  sources::SourcePositions
+      pending_positions;  // reached by what the shaper holds, not committed yet
   uint64_t buffered_bytes = 0;
   auto buffer_started = std::chrono::steady_clock::now();
 
@@ -222,15 +238,18 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
         wal->Commit(batches, PositionsJson(pending_positions), [&](store::WriteTransaction& write) {
           SKIPPR_RETURN_IF_ERROR(sources::SavePositions(write, pending_positions));
           for (const schema::NamespaceChange& change : changes) {
-            SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, schema.namespaces.at(change.namespace_name)));
+            SKIPPR_RETURN_IF_ERROR(
+                schema::SaveNamespace(write, schema.namespaces.at(change.namespace_name)));
           }
           return Status::OK();
         }));
     CrashPoint("sync.after_commit");
-    for (const Batch& batch : batches) result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
+    for (const Batch& batch : batches)
+      result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
     for (schema::NamespaceChange& change : changes) {
       spdlog::info("sync {}: namespace {} {}: {}", pipeline.name, change.namespace_name,
-                   change.is_new_namespace ? "discovered" : "evolved", fmt::join(change.changes, "; "));
+                   change.is_new_namespace ? "discovered" : "evolved",
+                   fmt::join(change.changes, "; "));
       result.changes.push_back(std::move(change));
     }
     result.rows_committed += info.rows;

@@ -53,14 +53,14 @@ Result<PipelineSchema> LoadSchema(const store::WriteTransaction& transaction);
 Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns);
 Status DeleteNamespace(store::WriteTransaction& transaction, const std::string& namespace_name);
 
-// How a CSV cell (or other untyped text) reads as a value: booleans, integers without leading zeros,
-// decimals and exponents become numbers; everything else stays a string (dates and timestamps are
-// recognised later, from any string). An empty cell is null.
+// How a CSV cell (or other untyped text) reads as a value: booleans, integers without leading
+// zeros, decimals and exponents become numbers; everything else stays a string (dates and
+// timestamps are recognised later, from any string). An empty cell is null.
 Value ValueFromText(std::string_view text);
 
 // Where a record came from, for deadletters: `source` is a file path (or the source's name), `line`
-// the 1-based line where the record starts (0 when the format has no lines), `row` the 1-based record
-// number within the source.
+// the 1-based line where the record starts (0 when the format has no lines), `row` the 1-based
+// record number within the source.
 struct RecordOrigin {
   std::string source;
   uint64_t line = 0;
@@ -78,7 +78,7 @@ struct ShaperOptions {
   std::string default_namespace;              // used without namespace_fields: the pipeline's name
   std::vector<std::string> namespace_fields;  // transform.namespace_fields
   bool flatten_events = false;                // transform.flatten_events
-  bool keep_rows = false;                     // keep conformed rows so TakeBatches() can build them
+  bool build_columns = false;                 // append conformed rows to columns for TakeBatches()
 };
 
 // What a source knows about a record beyond its value.
@@ -120,8 +120,8 @@ class Shaper {
   // and fields created so far can no longer change type except by Iceberg promotions.
   std::vector<NamespaceChange> Seal();
 
-  // The rows kept since the last call, as one Batch per namespace, built against the current schema
-  // (call Seal() first so the schema ids are final).
+  // The rows absorbed since the last call, as one Batch per namespace conformed to the current
+  // schema (call Seal() first so the schema ids are final).
   std::vector<Batch> TakeBatches();
 
   const PipelineSchema& schema() const { return schema_; }

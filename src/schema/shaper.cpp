@@ -2,9 +2,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <functional>
 #include <map>
-#include <cmath>
 #include <unordered_map>
 
 #include "config/config.hpp"
@@ -55,13 +56,25 @@ std::string RenderPath(const PathLink* link) {
   return text;
 }
 
+uint64_t NameFingerprint(std::string_view name) {
+  if (name.empty()) return 0;
+  const auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(name[i])); };
+  return name.size() << 24 | byte(0) << 16 | byte(name.size() / 2) << 8 | byte(name.size() - 1);
+}
+
 // A field named twice in one object: pairwise for the usual small objects, sorted for wide ones.
 std::optional<std::string_view> DuplicateName(const ValueObject& object) {
   constexpr size_t kPairwiseLimit = 32;
   if (object.size() <= kPairwiseLimit) {
-    for (size_t i = 1; i < object.size(); ++i) {
+    // Names are compared pairwise by a cheap fingerprint (length and three bytes) first: ordinary
+    // records then need no byte-by-byte comparison.
+    std::array<uint64_t, kPairwiseLimit> fingerprints;
+    for (size_t i = 0; i < object.size(); ++i) {
+      fingerprints[i] = NameFingerprint(object[i].first);
       for (size_t j = 0; j < i; ++j) {
-        if (object[i].first == object[j].first) return std::string_view(object[i].first);
+        if (fingerprints[i] == fingerprints[j] && object[i].first == object[j].first) {
+          return std::string_view(object[i].first);
+        }
       }
     }
     return std::nullopt;
@@ -88,7 +101,8 @@ std::optional<std::string> Untypable(const Value& value, int depth, const PathLi
                          where.empty() ? "" : " at '" + where + "'");
     }
     for (const auto& [name, child] : value.as_object()) {
-      const bool is_leaf = child.kind() != Value::Kind::kObject && child.kind() != Value::Kind::kList;
+      const bool is_leaf =
+          child.kind() != Value::Kind::kObject && child.kind() != Value::Kind::kList;
       if (is_leaf && depth < kMaxNestingDepth) continue;  // a single value cannot break a rule
       const PathLink link{path, name};
       if (auto reason = Untypable(child, depth + 1, &link, keys_may_repeat)) return reason;
@@ -97,8 +111,9 @@ std::optional<std::string> Untypable(const Value& value, int depth, const PathLi
     bool mixed = false;
     ShapeOfList(value.as_list(), &mixed);
     if (mixed) {
-      return fmt::format("list '{}' mixes objects, lists and single values; a column holds one kind",
-                         RenderPath(path));
+      return fmt::format(
+          "list '{}' mixes objects, lists and single values; a column holds one kind",
+          RenderPath(path));
     }
     const PathLink link{path, "[]"};
     for (const Value& item : value.as_list()) {
@@ -132,15 +147,24 @@ std::string NamespaceValueText(const Value& value) {
 std::optional<std::string> TextOf(const Value& value) {
   using K = Value::Kind;
   switch (value.kind()) {
-    case K::kString: return value.as_string();
-    case K::kBool: return value.as_bool() ? "true" : "false";
-    case K::kInt: return std::to_string(value.as_int());
-    case K::kDouble: return fmt::format("{}", value.as_double());
-    case K::kDecimal: return value.ToJson();
-    case K::kDate: return internal::FormatDate(static_cast<int32_t>(value.as_int()));
-    case K::kTimestamp: return internal::FormatTimestamp(value.as_int(), false);
-    case K::kTimestampTz: return internal::FormatTimestamp(value.as_int(), true);
-    default: return std::nullopt;
+    case K::kString:
+      return value.as_string();
+    case K::kBool:
+      return value.as_bool() ? "true" : "false";
+    case K::kInt:
+      return std::to_string(value.as_int());
+    case K::kDouble:
+      return fmt::format("{}", value.as_double());
+    case K::kDecimal:
+      return value.ToJson();
+    case K::kDate:
+      return internal::FormatDate(static_cast<int32_t>(value.as_int()));
+    case K::kTimestamp:
+      return internal::FormatTimestamp(value.as_int(), false);
+    case K::kTimestampTz:
+      return internal::FormatTimestamp(value.as_int(), true);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -171,7 +195,8 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
       if (kind == K::kInt) integer = value.as_int();
       if (text) integer = internal::ParseInteger(*text);
       if (!integer) return std::nullopt;
-      if (type.id() == TypeId::kInt && (*integer < INT32_MIN || *integer > INT32_MAX)) return std::nullopt;
+      if (type.id() == TypeId::kInt && (*integer < INT32_MIN || *integer > INT32_MAX))
+        return std::nullopt;
       return Value::Int(*integer);
     }
     case TypeId::kFloat:
@@ -179,7 +204,8 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
       if (kind == K::kDouble) return value;
       if (kind == K::kInt) return Value::Double(static_cast<double>(value.as_int()));
       if (kind == K::kDecimal) {
-        return Value::Double(static_cast<double>(value.as_int()) / std::pow(10.0, value.decimal_scale()));
+        return Value::Double(static_cast<double>(value.as_int()) /
+                             std::pow(10.0, value.decimal_scale()));
       }
       if (text) {
         if (auto real = internal::ParseReal(*text)) return Value::Double(*real);
@@ -190,8 +216,10 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
       std::optional<int64_t> unscaled;
       if (kind == K::kDecimal && value.decimal_scale() == scale) {
         unscaled = value.as_int();
-      } else if (kind == K::kDecimal || kind == K::kInt || kind == K::kDouble || kind == K::kString) {
-        unscaled = internal::ParseDecimal(kind == K::kDecimal ? value.ToJson() : *TextOf(value), scale);
+      } else if (kind == K::kDecimal || kind == K::kInt || kind == K::kDouble ||
+                 kind == K::kString) {
+        unscaled =
+            internal::ParseDecimal(kind == K::kDecimal ? value.ToJson() : *TextOf(value), scale);
       }
       if (!unscaled || !FitsPrecision(*unscaled, type.decimal_precision())) return std::nullopt;
       return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
@@ -223,7 +251,8 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
         }
       }
       if (!micros) return std::nullopt;
-      return type.id() == TypeId::kTimestamp ? Value::Timestamp(*micros) : Value::TimestampTz(*micros);
+      return type.id() == TypeId::kTimestamp ? Value::Timestamp(*micros)
+                                             : Value::TimestampTz(*micros);
     }
     case TypeId::kString:
       if (kind == K::kString) return value;
@@ -235,7 +264,8 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
       if (kind == K::kBinary) return value;
       if (text && type.id() == TypeId::kBinary) return Value::Binary(*text);
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -243,12 +273,15 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
 LogicalType ScalarTypeOf(const Value& value, bool infer_epoch_timestamps) {
   using K = Value::Kind;
   switch (value.kind()) {
-    case K::kBool: return LogicalType::Boolean();
+    case K::kBool:
+      return LogicalType::Boolean();
     case K::kInt:
-      if (infer_epoch_timestamps && EpochIntegerToMicros(value.as_int())) return LogicalType::Timestamp();
+      if (infer_epoch_timestamps && EpochIntegerToMicros(value.as_int()))
+        return LogicalType::Timestamp();
       return value.as_int() >= INT32_MIN && value.as_int() <= INT32_MAX ? LogicalType::Int()
                                                                         : LogicalType::Long();
-    case K::kDouble: return LogicalType::Double();
+    case K::kDouble:
+      return LogicalType::Double();
     case K::kString: {
       const std::string& text = value.as_string();
       if (internal::ParseDate(text)) return LogicalType::Date();
@@ -257,12 +290,18 @@ LogicalType ScalarTypeOf(const Value& value, bool infer_epoch_timestamps) {
       }
       return LogicalType::String();
     }
-    case K::kBinary: return LogicalType::Binary();
-    case K::kDate: return LogicalType::Date();
-    case K::kTimestamp: return LogicalType::Timestamp();
-    case K::kTimestampTz: return LogicalType::TimestampTz();
-    case K::kDecimal: return LogicalType::Decimal(38, value.decimal_scale()).value();
-    default: return LogicalType::String();
+    case K::kBinary:
+      return LogicalType::Binary();
+    case K::kDate:
+      return LogicalType::Date();
+    case K::kTimestamp:
+      return LogicalType::Timestamp();
+    case K::kTimestampTz:
+      return LogicalType::TimestampTz();
+    case K::kDecimal:
+      return LogicalType::Decimal(38, value.decimal_scale()).value();
+    default:
+      return LogicalType::String();
   }
 }
 
@@ -283,8 +322,10 @@ LogicalType MergeScalarTypes(const LogicalType& a, const LogicalType& b) {
 // The suffix naming a sibling field for values of this shape: price_string, tags_list, ...
 std::string SiblingSuffix(const Value& value, bool infer_epoch_timestamps) {
   switch (value.kind()) {
-    case Value::Kind::kObject: return "struct";
-    case Value::Kind::kList: return "list";
+    case Value::Kind::kObject:
+      return "struct";
+    case Value::Kind::kList:
+      return "list";
     default: {
       std::string name = ScalarTypeOf(value, infer_epoch_timestamps).ToString();
       const size_t paren = name.find('(');
@@ -304,12 +345,27 @@ struct Shaper::NamespaceState {
   std::vector<std::string> changes;
   // Seen, but only ever as null (false) or as an empty list (true).
   std::map<std::vector<std::string>, bool> null_only_paths;
-  std::vector<Value> rows;
   const RecordContext* context = nullptr;  // of the record being absorbed
+  uint64_t schema_edits = 0;               // every change ever made, to know when columns lag
+
+  // The rows absorbed since the last TakeBatches(), already columnar: one column per top-level
+  // field, in schema order (ShaperOptions::build_columns).
+  std::vector<Column> columns;
+  std::unordered_map<std::string, size_t> column_by_name;
+  int64_t column_rows = 0;
+  uint64_t columns_conformed_at_edit = 0;
+  int64_t previous_batch_rows = 0;  // a guess at how much to reserve
 
   int32_t NextFieldId() { return ++schema->last_field_id; }
+  void Changed(std::string what) {
+    changes.push_back(std::move(what));
+    ++schema_edits;
+  }
+  void AppendRow(const ValueObject& row);
+  void ConformColumns();
 
-  void AbsorbObject(std::vector<Field>& fields, ValueObject& object, std::vector<std::string>& path);
+  void AbsorbObject(std::vector<Field>& fields, ValueObject& object,
+                    std::vector<std::string>& path);
   // Places a value that does not fit its field in the sibling field; returns the sibling's name.
   std::string PlaceInSibling(std::vector<Field>& fields, const std::string& name, Value& value,
                              std::vector<std::string>& path);
@@ -343,7 +399,8 @@ Field* FindIn(std::vector<Field>& fields, const std::string& name) {
 }
 }  // namespace
 
-Field Shaper::NamespaceState::NewField(const std::string& name, const Value& value, bool top_level) {
+Field Shaper::NamespaceState::NewField(const std::string& name, const Value& value,
+                                       bool top_level) {
   Field field;
   field.id = NextFieldId();
   field.name = name;
@@ -385,7 +442,8 @@ Field Shaper::NamespaceState::NewField(const std::string& name, const Value& val
         }
       }
       if (element.type.id() != TypeId::kList) {
-        element.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+        element.type =
+            LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
       }
     } else {
       std::optional<LogicalType> merged;
@@ -408,44 +466,55 @@ namespace {
 bool IsExactScalar(const Value& value, const LogicalType& type) {
   using K = Value::Kind;
   switch (type.id()) {
-    case TypeId::kBoolean: return value.kind() == K::kBool;
+    case TypeId::kBoolean:
+      return value.kind() == K::kBool;
     case TypeId::kInt:
       return value.kind() == K::kInt && value.as_int() >= INT32_MIN && value.as_int() <= INT32_MAX;
-    case TypeId::kLong: return value.kind() == K::kInt;
+    case TypeId::kLong:
+      return value.kind() == K::kInt;
     case TypeId::kFloat:
-    case TypeId::kDouble: return value.kind() == K::kDouble;
-    case TypeId::kString: return value.kind() == K::kString;
-    case TypeId::kTimestamp: return value.kind() == K::kTimestamp;
-    case TypeId::kTimestampTz: return value.kind() == K::kTimestampTz;
-    case TypeId::kDate: return value.kind() == K::kDate;
-    default: return false;
+    case TypeId::kDouble:
+      return value.kind() == K::kDouble;
+    case TypeId::kString:
+      return value.kind() == K::kString;
+    case TypeId::kTimestamp:
+      return value.kind() == K::kTimestamp;
+    case TypeId::kTimestampTz:
+      return value.kind() == K::kTimestampTz;
+    case TypeId::kDate:
+      return value.kind() == K::kDate;
+    default:
+      return false;
   }
 }
 }  // namespace
 
-bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
+bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value,
+                                         const std::vector<std::string>& path,
                                          std::string_view name) {
   using K = Value::Kind;
   if (IsExactScalar(value, field.type)) return true;
   const TypeId id = field.type.id();
   // Iceberg promotes int → long at any time; a field created in this unit of work may also widen
   // to double, since nothing has been committed with its old type.
-  const bool is_integer_value = value.kind() == K::kInt ||
-                                (value.kind() == K::kString && internal::ParseInteger(value.as_string()));
+  const bool is_integer_field = id == TypeId::kInt || id == TypeId::kLong;
+  const bool is_integer_value =
+      is_integer_field && (value.kind() == K::kInt || (value.kind() == K::kString &&
+                                                       internal::ParseInteger(value.as_string())));
   if (id == TypeId::kInt && is_integer_value) {
-    const int64_t integer = value.kind() == K::kInt ? value.as_int()
-                                                    : *internal::ParseInteger(value.as_string());
+    const int64_t integer =
+        value.kind() == K::kInt ? value.as_int() : *internal::ParseInteger(value.as_string());
     if (integer < INT32_MIN || integer > INT32_MAX) {
       field.type = LogicalType::Long();
-      changes.push_back(fmt::format("promoted {} int → long", JoinPath(path, std::string(name))));
+      Changed(fmt::format("promoted {} int → long", JoinPath(path, std::string(name))));
     }
   }
-  if ((id == TypeId::kInt || id == TypeId::kLong) && !is_integer_value &&
+  if (is_integer_field && !is_integer_value &&
       (value.kind() == K::kDouble ||
        (value.kind() == K::kString && internal::ParseReal(value.as_string()))) &&
       mutable_field_ids.count(field.id) != 0) {
     field.type = LogicalType::Double();
-    changes.push_back(fmt::format("widened {} to double", JoinPath(path, std::string(name))));
+    Changed(fmt::format("widened {} to double", JoinPath(path, std::string(name))));
   }
   std::optional<Value> converted = ConvertScalar(value, field.type);
   if (!converted) return false;
@@ -488,7 +557,8 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
       path.pop_back();
       return true;
     }
-    case TypeId::kList: return PlaceList(field, value, path);
+    case TypeId::kList:
+      return PlaceList(field, value, path);
     case TypeId::kMap: {
       if (value.kind() != Value::Kind::kObject) return false;
       Field& value_field = field.type.mutable_children()[1];
@@ -499,7 +569,8 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
       value.mutable_object() = std::move(converted);
       return true;
     }
-    default: return PlaceScalar(field, value, path, field.name);
+    default:
+      return PlaceScalar(field, value, path, field.name);
   }
 }
 
@@ -511,7 +582,8 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
   for (size_t i = 0; i < object.size(); ++i) {
     auto& [name, value] = object[i];
     const bool is_empty_list = value.kind() == Value::Kind::kList && value.as_list().empty();
-    Field* field = guess < fields.size() && fields[guess].name == name ? &fields[guess] : FindIn(fields, name);
+    Field* field =
+        guess < fields.size() && fields[guess].name == name ? &fields[guess] : FindIn(fields, name);
     if (field == nullptr && (value.is_null() || is_empty_list)) {
       std::vector<std::string> full_path = path;
       full_path.push_back(name);
@@ -522,7 +594,7 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
     if (field == nullptr) {
       fields.push_back(NewField(name, value, path.empty()));
       field = &fields.back();
-      changes.push_back(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
+      Changed(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
     }
     guess = static_cast<size_t>(field - fields.data()) + 1;
     if (!Place(*field, value, path)) name = PlaceInSibling(fields, name, value, path);
@@ -532,17 +604,18 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
   object.resize(kept);
 }
 
-std::string Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields, const std::string& name,
-                                                   Value& value, std::vector<std::string>& path) {
+std::string Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields,
+                                                   const std::string& name, Value& value,
+                                                   std::vector<std::string>& path) {
   // A value of another type goes to the sibling `<field>_<type>`; the field itself is untouched.
   std::string sibling_name = name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
   Field* sibling = FindIn(fields, sibling_name);
   if (sibling == nullptr) {
     fields.push_back(NewField(sibling_name, value, false));
     sibling = &fields.back();
-    changes.push_back(fmt::format("added {} ({}) for values of {} that are not {}",
-                                  JoinPath(path, sibling_name), ShapeName(sibling->type),
-                                  JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
+    Changed(fmt::format("added {} ({}) for values of {} that are not {}",
+                        JoinPath(path, sibling_name), ShapeName(sibling->type),
+                        JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
   }
   if (Place(*sibling, value, path)) return sibling_name;
   // Even the sibling's type is taken by another shape (a list of other elements, say): keep the
@@ -554,8 +627,8 @@ std::string Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields, c
     fields.push_back(NewField(sibling_name, text, false));
     sibling = &fields.back();
     sibling->type = LogicalType::String();
-    changes.push_back(fmt::format("added {} (string) for values of {} as JSON text",
-                                  JoinPath(path, sibling_name), JoinPath(path, name)));
+    Changed(fmt::format("added {} (string) for values of {} as JSON text",
+                        JoinPath(path, sibling_name), JoinPath(path, name)));
   }
   SKIPPR_CHECK(Place(*sibling, text, path));
   value = std::move(text);
@@ -578,13 +651,75 @@ void Shaper::NamespaceState::CreateNullOnlyFields() {
     }
     if (!reachable || FindIn(*fields, full_path.back()) != nullptr) continue;
     Field field{NextFieldId(), full_path.back(), LogicalType::String(), true};
-    if (is_list) field.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+    if (is_list)
+      field.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
     std::vector<std::string> parents(full_path.begin(), full_path.end() - 1);
-    changes.push_back(fmt::format("added {} ({}; only {} seen so far)", JoinPath(parents, field.name),
-                                  field.type.ToString(), is_list ? "empty lists" : "nulls"));
+    Changed(fmt::format("added {} ({}; only {} seen so far)", JoinPath(parents, field.name),
+                        field.type.ToString(), is_list ? "empty lists" : "nulls"));
     fields->push_back(std::move(field));
   }
   null_only_paths.clear();
+}
+
+namespace {
+// Brings a column built earlier in this unit of work up to its field's current type. The schema
+// only ever grows: structs gain fields (null-padded child columns here), ints are promoted to long
+// (same int64 layout) or, while the field is new, widened to double (values rewritten).
+void ConformColumn(Column& column, const LogicalType& type) {
+  const PhysicalKind wanted = PhysicalKindOf(type.id());
+  if (PhysicalKindOf(column.type.id()) == PhysicalKind::kInt64 && wanted == PhysicalKind::kDouble) {
+    column.ConvertInt64ToDouble();
+  }
+  SKIPPR_CHECK_MSG(PhysicalKindOf(column.type.id()) == wanted, "a field changed its column layout");
+  const std::vector<Field>& fields = type.children();
+  SKIPPR_CHECK(column.children.size() <= fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i == column.children.size()) {
+      column.children.emplace_back(fields[i].type);
+      column.children.back().PadNullsTo(column.length);  // only structs gain children
+    }
+    ConformColumn(column.children[i], fields[i].type);
+  }
+  column.type = type;
+}
+}  // namespace
+
+void Shaper::NamespaceState::ConformColumns() {
+  const std::vector<Field>& fields = schema->fields;
+  SKIPPR_CHECK(columns.size() <= fields.size());
+  if (columns.empty()) columns.reserve(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i == columns.size()) {
+      columns.emplace_back(fields[i].type);
+      Column& column = columns.back();
+      column.fixed.reserve(previous_batch_rows * FixedWidthBytes(PhysicalKindOf(column.type.id())));
+      column.validity.reserve((previous_batch_rows + 7) / 8);
+      column.PadNullsTo(column_rows);
+    }
+    ConformColumn(columns[i], fields[i].type);
+  }
+  if (column_by_name.size() != fields.size()) {
+    for (size_t i = 0; i < fields.size(); ++i) column_by_name.emplace(fields[i].name, i);
+  }
+  columns_conformed_at_edit = schema_edits;
+}
+
+void Shaper::NamespaceState::AppendRow(const ValueObject& row) {
+  if (columns_conformed_at_edit != schema_edits || columns.size() != schema->fields.size()) {
+    ConformColumns();
+  }
+  // Rows mostly list their fields in schema order: try the next column before hashing the name.
+  size_t guess = 0;
+  for (const auto& [field_name, value] : row) {
+    const size_t index = guess < columns.size() && schema->fields[guess].name == field_name
+                             ? guess
+                             : column_by_name.at(field_name);
+    Column& column = columns[index];
+    column.PadNullsTo(column_rows);
+    column.Append(value);
+    guess = index + 1;
+  }
+  ++column_rows;
 }
 
 Shaper::Shaper(PipelineSchema schema, ShaperOptions options)
@@ -614,26 +749,30 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
     return Deadletter{origin, std::move(reason), std::move(payload)};
   };
   if (record.kind() != Value::Kind::kObject) {
-    return deadletter(fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
+    return deadletter(
+        fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
   }
-  if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat)) return deadletter(*reason);
+  if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat))
+    return deadletter(*reason);
   if (options_.flatten_events) {
     ValueObject flat;
     FlattenInto(flat, "", std::move(record.mutable_object()));
     record = Value::Object(std::move(flat));
-    if (auto reason = Untypable(record, 0, nullptr, true)) return deadletter(*reason + " after flattening");
+    if (auto reason = Untypable(record, 0, nullptr, true))
+      return deadletter(*reason + " after flattening");
   }
 
-  std::string namespace_name = context.source_namespace.empty() ? options_.default_namespace
-                                                                 : context.source_namespace;
+  std::string namespace_name =
+      context.source_namespace.empty() ? options_.default_namespace : context.source_namespace;
   if (!options_.namespace_fields.empty()) {
     std::string joined;
     for (const std::string& name : options_.namespace_fields) {
       const Value* value = record.Find(name);
       if (value == nullptr || value->is_null()) {
-        return deadletter(fmt::format("namespace field '{}' is missing or null; with "
-                                      "transform.namespace_fields every record needs it",
-                                      name));
+        return deadletter(
+            fmt::format("namespace field '{}' is missing or null; with "
+                        "transform.namespace_fields every record needs it",
+                        name));
       }
       joined += (joined.empty() ? "" : "_") + NamespaceValueText(*value);
     }
@@ -646,7 +785,7 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   std::vector<std::string> path;
   state.AbsorbObject(state.schema->fields, record.mutable_object(), path);
   state.context = nullptr;
-  if (options_.keep_rows) state.rows.push_back(std::move(record));
+  if (options_.build_columns) state.AppendRow(record.as_object());
   ++records_absorbed_;
   return std::nullopt;
 }
@@ -670,40 +809,21 @@ std::vector<NamespaceChange> Shaper::Seal() {
 std::vector<Batch> Shaper::TakeBatches() {
   std::vector<Batch> batches;
   for (auto& [name, state] : states_) {
-    if (state->rows.empty()) continue;
+    if (state->column_rows == 0) continue;
+    state->ConformColumns();  // Seal() may have added fields seen only as nulls
     Batch batch;
     batch.namespace_name = name;
     batch.schema_id = state->schema->schema_id;
     batch.fields = state->schema->fields;
-    std::unordered_map<std::string_view, size_t> index_by_name;
-    for (size_t i = 0; i < batch.fields.size(); ++i) {
-      batch.columns.emplace_back(batch.fields[i].type);
-      index_by_name.emplace(batch.fields[i].name, i);
-    }
-    for (Column& column : batch.columns) {
-      column.fixed.reserve(state->rows.size() * FixedWidthBytes(PhysicalKindOf(column.type.id())));
-      column.validity.reserve((state->rows.size() + 7) / 8);
-    }
-    int64_t row_number = 0;
-    for (const Value& row : state->rows) {
-      // Rows mostly list their fields in schema order: try the next column before hashing the name.
-      size_t guess = 0;
-      for (const auto& [field_name, value] : row.as_object()) {
-        const size_t index = guess < batch.fields.size() && batch.fields[guess].name == field_name
-                                 ? guess
-                                 : index_by_name.at(field_name);
-        Column& column = batch.columns[index];
-        column.PadNullsTo(row_number);
-        column.Append(value);
-        guess = index + 1;
-      }
-      ++row_number;
-    }
-    for (Column& column : batch.columns) column.PadNullsTo(row_number);
-    batch.num_rows = row_number;
+    batch.num_rows = state->column_rows;
+    for (Column& column : state->columns) column.PadNullsTo(batch.num_rows);
+    batch.columns = std::move(state->columns);
     std::string reason;
     SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
-    state->rows.clear();
+    state->previous_batch_rows = batch.num_rows;
+    state->columns.clear();
+    state->column_by_name.clear();
+    state->column_rows = 0;
     batches.push_back(std::move(batch));
   }
   return batches;
@@ -736,8 +856,21 @@ Value ValueFromText(std::string_view text) {
   }
   const char first = text[0];
   if ((first >= '0' && first <= '9') || first == '-') {
-    if (auto integer = internal::ParseInteger(text)) return Value::Int(*integer);
-    if (auto real = internal::ParseReal(text)) return Value::Double(*real);
+    // One scan decides which parser can succeed, so that dates and identifiers skip both.
+    bool is_digits = true;
+    bool is_numeric = true;
+    for (size_t i = 1; i < text.size() && is_numeric; ++i) {
+      const char c = text[i];
+      const bool is_digit = c >= '0' && c <= '9';
+      is_digits &= is_digit;
+      is_numeric = is_digit || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+    }
+    if (is_digits) {
+      if (auto integer = internal::ParseInteger(text)) return Value::Int(*integer);
+    }
+    if (is_numeric) {
+      if (auto real = internal::ParseReal(text)) return Value::Double(*real);
+    }
   }
   return Value::String(std::string(text));
 }

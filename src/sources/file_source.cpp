@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "schema/schema.hpp"
@@ -22,8 +23,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxRecordBytes = 16 << 20;          // a larger record is a deadletter
+constexpr uint64_t kMaxRecordBytes = 16 << 20;           // a larger record is a deadletter
 constexpr uint64_t kMaxJsonArrayFileBytes = 1ull << 30;  // JSON arrays are parsed whole
+constexpr uint64_t kRecordsReservedPerBatch = 4096;      // sync reads batches of at most this many
+
+// Most cells are ASCII; checking that eight bytes at a time is cheaper than a UTF-8 validator call.
+bool IsAscii(std::string_view text) {
+  constexpr uint64_t kHighBits = 0x8080808080808080ull;
+  size_t at = 0;
+  for (; at + 8 <= text.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, text.data() + at, 8);
+    if (word & kHighBits) return false;
+  }
+  for (; at < text.size(); ++at) {
+    if (static_cast<unsigned char>(text[at]) >= 0x80) return false;
+  }
+  return true;
+}
 
 enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary };
 
@@ -98,7 +115,8 @@ std::string StripCompressionSuffix(std::string name) {
 }
 
 // The format from the setting, else the extension, else the first decompressed bytes.
-Result<FileFormat> DetectFormat(const std::string& path, const std::optional<std::string>& setting) {
+Result<FileFormat> DetectFormat(const std::string& path,
+                                const std::optional<std::string>& setting) {
   SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
   std::string head(4096, '\0');
   SKIPPR_ASSIGN_OR_RETURN(size_t size, input->Read(head.data(), head.size()));
@@ -124,9 +142,7 @@ Result<FileFormat> DetectFormat(const std::string& path, const std::optional<std
   return FileFormat::kCsv;
 }
 
-std::string Truncated(std::string_view text) {
-  return std::string(text.substr(0, 1024));
-}
+std::string Truncated(std::string_view text) { return std::string(text.substr(0, 1024)); }
 
 // ----- readers of one file ------------------------------------------------------------------
 
@@ -153,8 +169,8 @@ class JsonLinesReader final : public FileReader {
       SKIPPR_ASSIGN_OR_RETURN(input, InputStream::Open(path));
     }
     const uint64_t first_line = resumes_in_place ? start.next_line : 1;
-    auto reader = std::unique_ptr<JsonLinesReader>(
-        new JsonLinesReader(path, std::move(input), first_line, resumes_in_place ? start.byte_offset : 0));
+    auto reader = std::unique_ptr<JsonLinesReader>(new JsonLinesReader(
+        path, std::move(input), first_line, resumes_in_place ? start.byte_offset : 0));
     reader->records_ = resumes_in_place ? start.records_consumed : 0;
     reader->skip_records_ = resumes_in_place ? 0 : start.records_consumed;
     return std::unique_ptr<FileReader>(std::move(reader));
@@ -162,7 +178,8 @@ class JsonLinesReader final : public FileReader {
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
     uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records && bytes_in_batch < max_bytes) {
+    while (batch.records.size() + batch.deadletters.size() < max_records &&
+           bytes_in_batch < max_bytes) {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
       if (!line) {
         SetPosition(batch);
@@ -178,23 +195,27 @@ class JsonLinesReader final : public FileReader {
         continue;
       }
       bytes_in_batch += line->text.size() + 1;
-      const schema::RecordOrigin origin{path_, line->line_number, records_};
+      // Built only for a deadletter: a path copy per record would cost more than the record.
+      const auto origin = [&] { return schema::RecordOrigin{path_, line->line_number, records_}; };
       if (line->text.size() > kMaxRecordBytes) {
         batch.deadletters.push_back(
-            {origin,
-             fmt::format("record of {} bytes exceeds the {} MiB limit; split it into smaller records",
-                         line->text.size(), kMaxRecordBytes >> 20),
+            {origin(),
+             fmt::format(
+                 "record of {} bytes exceeds the {} MiB limit; split it into smaller records",
+                 line->text.size(), kMaxRecordBytes >> 20),
              Truncated(line->text)});
         continue;
       }
-      auto parsed = parser_.parse(line->text.data(), line->text.size(), /*realloc_if_needed=*/false);
+      auto parsed =
+          parser_.parse(line->text.data(), line->text.size(), /*realloc_if_needed=*/false);
       if (parsed.error()) {
         batch.deadletters.push_back(
-            {origin, fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())),
+            {origin(), fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())),
              Truncated(line->text)});
         continue;
       }
-      batch.records.push_back({internal::ValueFromJson(parsed.value_unsafe()), origin});
+      batch.records.push_back(
+          {internal::ValueFromJson(parsed.value_unsafe()), line->line_number, records_});
     }
     SetPosition(batch);
     batch.bytes_read += bytes_in_batch;
@@ -245,13 +266,15 @@ class JsonArrayReader final : public FileReader {
     reader->text_ = simdjson::padded_string(text);
     auto parsed = reader->parser_.parse(reader->text_);
     if (parsed.error()) {
-      reader->error_ = fmt::format("invalid JSON array: {}", simdjson::error_message(parsed.error()));
+      reader->error_ =
+          fmt::format("invalid JSON array: {}", simdjson::error_message(parsed.error()));
     } else if (!parsed.value_unsafe().is_array()) {
       reader->error_ = "a JSON file starting with '[' must hold one array of records";
     } else {
       reader->array_ = parsed.value_unsafe().get_array().value_unsafe();
       reader->next_ = reader->array_.begin();
-      for (; reader->skip_ < skip_records && reader->next_ != reader->array_.end(); ++reader->skip_) {
+      for (; reader->skip_ < skip_records && reader->next_ != reader->array_.end();
+           ++reader->skip_) {
         ++reader->next_;
       }
     }
@@ -266,7 +289,7 @@ class JsonArrayReader final : public FileReader {
     while (batch.records.size() < max_records) {
       if (next_ == array_.end()) return true;
       ++skip_;
-      batch.records.push_back({internal::ValueFromJson(*next_), schema::RecordOrigin{path_, 0, skip_}});
+      batch.records.push_back({internal::ValueFromJson(*next_), /*line=*/0, /*row=*/skip_});
       ++next_;
     }
     return next_ == array_.end();
@@ -297,7 +320,8 @@ class CsvFileReader final : public FileReader {
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
     uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records && bytes_in_batch < max_bytes) {
+    while (batch.records.size() + batch.deadletters.size() < max_records &&
+           bytes_in_batch < max_bytes) {
       Result<std::optional<CsvRow>> next = csv_->Next();
       if (!next.ok()) {  // an unterminated quote: the rest of the file is one broken record
         batch.deadletters.push_back({{path_, 0, records_ + 1}, next.status().message(), ""});
@@ -313,30 +337,33 @@ class CsvFileReader final : public FileReader {
         --skip_records_;
         continue;
       }
-      const schema::RecordOrigin origin{path_, row.line_number, records_};
+      const auto origin = [&] { return schema::RecordOrigin{path_, row.line_number, records_}; };
       uint64_t row_bytes = 0;
       bool is_utf8 = true;
       for (std::string_view field : row.fields) {
         row_bytes += field.size() + 1;
-        if (!simdjson::validate_utf8(field.data(), field.size())) is_utf8 = false;
+        if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size()))
+          is_utf8 = false;
       }
       bytes_in_batch += row_bytes;
       if (row.fields.size() != names_.size()) {
         batch.deadletters.push_back(
-            {origin,
+            {origin(),
              fmt::format("row has {} fields, the header {}; quote fields that contain the "
                          "delimiter '{}'",
-                         row.fields.size(), names_.size(), csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
+                         row.fields.size(), names_.size(),
+                         csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
              Truncated(JoinRow(row))});
         continue;
       }
       if (!is_utf8) {
-        batch.deadletters.push_back({origin, "invalid UTF-8; save the file as UTF-8", ""});
+        batch.deadletters.push_back({origin(), "invalid UTF-8; save the file as UTF-8", ""});
         continue;
       }
       if (row_bytes > kMaxRecordBytes) {
-        batch.deadletters.push_back({origin, fmt::format("record of {} bytes exceeds the {} MiB limit",
-                                                         row_bytes, kMaxRecordBytes >> 20),
+        batch.deadletters.push_back({origin(),
+                                     fmt::format("record of {} bytes exceeds the {} MiB limit",
+                                                 row_bytes, kMaxRecordBytes >> 20),
                                      ""});
         continue;
       }
@@ -345,7 +372,7 @@ class CsvFileReader final : public FileReader {
       for (size_t i = 0; i < names_.size(); ++i) {
         object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
       }
-      batch.records.push_back({Value::Object(std::move(object)), origin});
+      batch.records.push_back({Value::Object(std::move(object)), row.line_number, records_});
     }
     batch.bytes_read += bytes_in_batch;
     return false;
@@ -422,7 +449,8 @@ class DuckdbConnection {
   }
   Status Open() {
     if (database_) return Status::OK();
-    if (duckdb_open(nullptr, &database_) != DuckDBSuccess || duckdb_connect(database_, &connection_) != DuckDBSuccess) {
+    if (duckdb_open(nullptr, &database_) != DuckDBSuccess ||
+        duckdb_connect(database_, &connection_) != DuckDBSuccess) {
       return Status::Internal("cannot start the embedded DuckDB");
     }
     return Status::OK();
@@ -443,7 +471,8 @@ class ParquetReader final : public FileReader {
     auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(path));
     const std::string source = "read_parquet(" + SqlQuote(path) + ")";
     duckdb_result described;
-    if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + source).c_str(), &described) != DuckDBSuccess) {
+    if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + source).c_str(), &described) !=
+        DuckDBSuccess) {
       reader->error_ = fmt::format("unreadable Parquet: {}", duckdb_result_error(&described));
       duckdb_destroy_result(&described);
       return std::unique_ptr<FileReader>(std::move(reader));
@@ -459,7 +488,8 @@ class ParquetReader final : public FileReader {
     duckdb_destroy_result(&described);
     // Each row as JSON text with the declared types above: values convert back exactly
     // (timestamps and decimals as text), and nested values arrive as objects and lists.
-    const std::string sql = fmt::format("SELECT to_json(t)::VARCHAR FROM {} t OFFSET {}", source, skip_records);
+    const std::string sql =
+        fmt::format("SELECT to_json(t)::VARCHAR FROM {} t OFFSET {}", source, skip_records);
     duckdb_prepared_statement statement;
     if (duckdb_prepare(duckdb.get(), sql.c_str(), &statement) != DuckDBSuccess ||
         duckdb_execute_prepared_streaming(statement, &reader->result_) != DuckDBSuccess) {
@@ -490,7 +520,8 @@ class ParquetReader final : public FileReader {
       duckdb_vector vector = duckdb_data_chunk_get_vector(chunk_, 0);
       auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
       duckdb_string_t& cell = strings[chunk_row_++];
-      const char* data = duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
+      const char* data =
+          duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
       const uint32_t length = cell.value.inlined.length;
       ++records_;
       auto parsed = parser_.parse(data, length, /*realloc_if_needed=*/true);
@@ -498,7 +529,8 @@ class ParquetReader final : public FileReader {
         batch.deadletters.push_back({{path_, 0, records_}, "row not convertible", ""});
         continue;
       }
-      batch.records.push_back({internal::ValueFromJson(parsed.value_unsafe()), {path_, 0, records_}});
+      batch.records.push_back(
+          {internal::ValueFromJson(parsed.value_unsafe()), /*line=*/0, /*row=*/records_});
     }
     return false;
   }
@@ -562,10 +594,13 @@ class FileSource final : public Source {
       if (current_format_ == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
       uint64_t limit = options_.max_records_per_batch;
       if (options_.max_records_per_partition > 0) {
-        limit = std::min(limit, options_.max_records_per_partition - std::min(
-                                    options_.max_records_per_partition, records_this_file_));
+        limit =
+            std::min(limit, options_.max_records_per_partition -
+                                std::min(options_.max_records_per_partition, records_this_file_));
       }
-      SKIPPR_ASSIGN_OR_RETURN(bool is_done, reader_->Fill(batch, limit, options_.max_bytes_per_batch));
+      batch.records.reserve(std::min<uint64_t>(limit, kRecordsReservedPerBatch));
+      SKIPPR_ASSIGN_OR_RETURN(bool is_done,
+                              reader_->Fill(batch, limit, options_.max_bytes_per_batch));
       const uint64_t taken = batch.records.size() + batch.deadletters.size();
       records_this_file_ += taken;
       position_.records_consumed += taken;
@@ -605,7 +640,8 @@ class FileSource final : public Source {
       }
     }
     if (current_.size_bytes == 0) {
-      reader_ = std::make_unique<UnreadableFileReader>(path, "empty file (0 bytes): nothing to read");
+      reader_ =
+          std::make_unique<UnreadableFileReader>(path, "empty file (0 bytes): nothing to read");
       return true;
     }
     SKIPPR_ASSIGN_OR_RETURN(current_format_, DetectFormat(path, format_));
@@ -623,13 +659,15 @@ class FileSource final : public Source {
         break;
       }
       case FileFormat::kParquet: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, ParquetReader::Open(duckdb_, path, position_.records_consumed,
-                                                             &declared_types_));
+        SKIPPR_ASSIGN_OR_RETURN(
+            reader_,
+            ParquetReader::Open(duckdb_, path, position_.records_consumed, &declared_types_));
         break;
       }
       case FileFormat::kBinary:
         reader_ = std::make_unique<UnreadableFileReader>(
-            path, "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
+            path,
+            "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
         break;
     }
     return true;

@@ -108,7 +108,7 @@ class SampleSource final : public Source {
     batch.records.reserve(end - next_index_);
     for (; next_index_ < end; ++next_index_) {
       batch.records.push_back(
-          {SampleRide(seed_, next_index_), schema::RecordOrigin{kPartition, 0, next_index_ + 1}});
+          {SampleRide(seed_, next_index_), /*line=*/0, /*row=*/next_index_ + 1});
     }
     batch.position.records_consumed = next_index_;
     batch.position.size_bytes = rows_;  // a different `rows` setting reads as a changed partition
@@ -140,18 +140,21 @@ Value SampleRide(uint64_t seed, uint64_t index) {
   ValueObject ride_fields;
   ride_fields.reserve(12);
   ride_fields.emplace_back("ride_id", Value::Int(static_cast<int64_t>(index) + 1));
-  ride_fields.emplace_back("bike_id", Value::Int(static_cast<int64_t>(1000 + Draw(seed, index, 7) % 9000)));
+  ride_fields.emplace_back("bike_id",
+                           Value::Int(static_cast<int64_t>(1000 + Draw(seed, index, 7) % 9000)));
   ride_fields.emplace_back("rider_type", Value::String(ride.is_member ? "member" : "casual"));
   ride_fields.emplace_back("is_electric", Value::Bool(Draw(seed, index, 8) % 4 == 0));
   ride_fields.emplace_back("start_station", StationValue(start));
   ride_fields.emplace_back("end_station", StationValue(end));
   ride_fields.emplace_back("started_at", Value::Timestamp(started_at));
-  ride_fields.emplace_back("ended_at", Value::Timestamp(started_at + ride.duration_seconds * 1'000'000));
+  ride_fields.emplace_back("ended_at",
+                           Value::Timestamp(started_at + ride.duration_seconds * 1'000'000));
   ride_fields.emplace_back("duration_seconds", Value::Int(ride.duration_seconds));
   ride_fields.emplace_back("distance_km", Value::Double(distance_km));
   ride_fields.emplace_back("amount", Value::Decimal(ride.amount_cents, 10, 2));
   const uint64_t rating = Draw(seed, index, 9) % 6;  // 0: the rider gave no rating
-  ride_fields.emplace_back("rating", rating == 0 ? Value::Null() : Value::Int(static_cast<int64_t>(rating)));
+  ride_fields.emplace_back("rating",
+                           rating == 0 ? Value::Null() : Value::Int(static_cast<int64_t>(rating)));
   return Value::Object(std::move(ride_fields));
 }
 

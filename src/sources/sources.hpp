@@ -36,9 +36,12 @@ Result<SourcePositions> LoadPositions(const store::ReadTransaction& transaction)
 Result<SourcePositions> LoadPositions(const store::WriteTransaction& transaction);
 Status SavePositions(store::WriteTransaction& transaction, const SourcePositions& positions);
 
+// A record and where it sits in its partition (the batch names the partition: one path copy per
+// batch rather than per record).
 struct SourceRecord {
   Value value;
-  schema::RecordOrigin origin;
+  uint64_t line = 0;  // 1-based line in a text file; 0 where lines mean nothing
+  uint64_t row = 0;   // 1-based record number in the partition
 };
 
 // Records of one partition, read in order.
@@ -49,6 +52,10 @@ struct SourceBatch {
   schema::RecordContext context;                // applies to every record of the batch
   PartitionPosition position;                   // the partition's position after this batch
   uint64_t bytes_read = 0;                      // input bytes consumed (as stored on disk)
+
+  schema::RecordOrigin OriginOf(const SourceRecord& record) const {
+    return {partition, record.line, record.row};
+  }
 };
 
 struct ReadOptions {

@@ -23,6 +23,7 @@ namespace skippr::wal {
 namespace {
 
 constexpr int kCatalogFormatVersion = 1;
+constexpr size_t kWritebackChunkBytes = size_t{1} << 20;
 
 // catalog family: ("segment", id) → the segment entry; ("wal_state") → the next ids.
 std::string SegmentKey(uint64_t segment_id) {
@@ -57,9 +58,10 @@ Result<SegmentEntry> EntryFromJson(std::string_view text) {
   try {
     const nlohmann::json json = nlohmann::json::parse(text);
     if (json.at("format_version").get<int>() != kCatalogFormatVersion) {
-      return Status::NotSupported(fmt::format("WAL catalog entry has format version {}; this skipprd "
-                                              "reads {}",
-                                              json.at("format_version").get<int>(), kCatalogFormatVersion));
+      return Status::NotSupported(
+          fmt::format("WAL catalog entry has format version {}; this skipprd "
+                      "reads {}",
+                      json.at("format_version").get<int>(), kCatalogFormatVersion));
     }
     SegmentEntry entry;
     entry.segment_id = json.at("segment_id").get<uint64_t>();
@@ -69,7 +71,8 @@ Result<SegmentEntry> EntryFromJson(std::string_view text) {
     entry.checksum = std::stoull(json.at("checksum").get<std::string>(), nullptr, 16);
     entry.created_unix_micros = json.at("created_unix_micros").get<int64_t>();
     for (const auto& slice : json.at("slices")) {
-      entry.slices.push_back({slice.at("ordinal").get<uint32_t>(), slice.at("namespace").get<std::string>(),
+      entry.slices.push_back({slice.at("ordinal").get<uint32_t>(),
+                              slice.at("namespace").get<std::string>(),
                               slice.at("schema_id").get<int32_t>(), slice.at("rows").get<int64_t>(),
                               slice.at("bytes").get<uint64_t>()});
     }
@@ -83,18 +86,40 @@ template <typename Transaction>
 Result<std::vector<SegmentEntry>> ScanEntries(const Transaction& transaction) {
   std::vector<SegmentEntry> entries;
   Status failure;
-  SKIPPR_RETURN_IF_ERROR(transaction.Scan(
-      store::Family::kCatalog, SegmentPrefix(), [&](std::string_view, std::string_view value) {
-        Result<SegmentEntry> entry = EntryFromJson(value);
-        if (!entry.ok()) {
-          failure = entry.status();
-          return false;
-        }
-        entries.push_back(std::move(entry).value());
-        return true;
-      }));
+  SKIPPR_RETURN_IF_ERROR(transaction.Scan(store::Family::kCatalog, SegmentPrefix(),
+                                          [&](std::string_view, std::string_view value) {
+                                            Result<SegmentEntry> entry = EntryFromJson(value);
+                                            if (!entry.ok()) {
+                                              failure = entry.status();
+                                              return false;
+                                            }
+                                            entries.push_back(std::move(entry).value());
+                                            return true;
+                                          }));
   SKIPPR_RETURN_IF_ERROR(failure);
   return entries;  // U64 keys sort numerically: oldest first
+}
+
+template <typename Transaction>
+Result<NextIds> ReadNextIds(const Transaction& transaction) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                          transaction.Get(store::Family::kCatalog, WalStateKey()));
+  NextIds ids;
+  if (!stored) return ids;
+  try {
+    const nlohmann::json state = nlohmann::json::parse(*stored);
+    ids.segment_id = state.at("next_segment_id").get<uint64_t>();
+    ids.sequence = state.at("next_sequence").get<uint64_t>();
+  } catch (const std::exception& error) {
+    return Status::Corruption(
+        fmt::format("the WAL state in the store is unreadable: {}", error.what()));
+  }
+  return ids;
+}
+
+std::string NextIdsJson(const NextIds& ids) {
+  return nlohmann::json{{"next_segment_id", ids.segment_id}, {"next_sequence", ids.sequence}}
+      .dump();
 }
 
 int64_t NowMicros() {
@@ -113,9 +138,10 @@ Status FsyncDirectory(const std::string& directory) {
   const int saved_errno = errno;
   close(fd);
   if (rc != 0) {
-    return Status::IOError(fmt::format("fsync of WAL directory '{}' failed: {}; the commit did not "
-                                       "happen and the run stops (check the disk)",
-                                       directory, std::strerror(saved_errno)));
+    return Status::IOError(
+        fmt::format("fsync of WAL directory '{}' failed: {}; the commit did not "
+                    "happen and the run stops (check the disk)",
+                    directory, std::strerror(saved_errno)));
   }
   return Status::OK();
 }
@@ -144,7 +170,8 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& directory, const std::
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) {
-    return Status::IOError(fmt::format("cannot create WAL directory '{}': {}", directory, error.message()));
+    return Status::IOError(
+        fmt::format("cannot create WAL directory '{}': {}", directory, error.message()));
   }
   chmod(directory.c_str(), 0700);
   std::unique_ptr<Wal> wal(new Wal(directory, pipeline, store));
@@ -166,7 +193,8 @@ Status Wal::Recover(RecoveryReport* report) {
     CrashPoint("recovery.before_orphan_delete");
     const std::string path = directory_ + "/" + name;
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return Status::IOError(fmt::format("cannot delete orphan WAL segment '{}': {}", path, std::strerror(errno)));
+      return Status::IOError(
+          fmt::format("cannot delete orphan WAL segment '{}': {}", path, std::strerror(errno)));
     }
     spdlog::warn("WAL {}: deleted orphan segment {} (written but never committed, from a crash)",
                  pipeline_, name);
@@ -181,8 +209,8 @@ Status Wal::Recover(RecoveryReport* report) {
     if (stat(path.c_str(), &info) != 0) {
       return Status::Corruption(fmt::format(
           "WAL segment {} is committed in the catalog but its file '{}' is missing: committed data "
-          "was removed from DATA_DIR; restore DATA_DIR from a backup, or re-read the source with a new "
-          "pipeline",
+          "was removed from DATA_DIR; restore DATA_DIR from a backup, or re-read the source with a "
+          "new pipeline",
           entry.segment_id, path));
     }
     if (static_cast<uint64_t>(info.st_size) != entry.file_bytes) {
@@ -193,9 +221,11 @@ Status Wal::Recover(RecoveryReport* report) {
     }
     SKIPPR_RETURN_IF_ERROR(SegmentReader::CheckTail(path));
   }
+  SKIPPR_ASSIGN_OR_RETURN(next_ids_, ReadNextIds(read));
   CrashPoint("recovery.after_scan");
   if (report != nullptr) *report = {entries.size(), orphans};
-  spdlog::info("WAL {}: recovered {} live segment(s), deleted {} orphan(s)", pipeline_, entries.size(), orphans);
+  spdlog::info("WAL {}: recovered {} live segment(s), deleted {} orphan(s)", pipeline_,
+               entries.size(), orphans);
   return Status::OK();
 }
 
@@ -203,19 +233,30 @@ Status Wal::WriteDurably(const std::string& file_name, const std::string& bytes)
   const std::string path = directory_ + "/" + file_name;
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return Status::IOError(fmt::format("cannot create WAL segment '{}': {}", path, std::strerror(errno)));
+    return Status::IOError(
+        fmt::format("cannot create WAL segment '{}': {}", path, std::strerror(errno)));
   }
   size_t written = 0;
+  size_t flushed = 0;
   while (written < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    // Each chunk's writeback starts as soon as it is written, so the device works while the rest
+    // is copied into the page cache and fdatasync below waits only for the tail.
+    if (written - flushed >= kWritebackChunkBytes) {
+      (void)sync_file_range(fd, static_cast<off_t>(flushed), static_cast<off_t>(written - flushed),
+                            SYNC_FILE_RANGE_WRITE);  // a hint: fdatasync below is what counts
+      flushed = written;
+    }
+    const size_t chunk_bytes = std::min(bytes.size() - written, kWritebackChunkBytes);
+    const ssize_t n = write(fd, bytes.data() + written, chunk_bytes);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int saved_errno = errno;
       close(fd);
       return saved_errno == ENOSPC
-                 ? Status::NoSpace(fmt::format("disk full writing WAL segment '{}'; free space under "
-                                               "DATA_DIR and run again",
-                                               path))
+                 ? Status::NoSpace(
+                       fmt::format("disk full writing WAL segment '{}'; free space under "
+                                   "DATA_DIR and run again",
+                                   path))
                  : Status::IOError(fmt::format("cannot write WAL segment '{}': {}", path,
                                                std::strerror(saved_errno)));
     }
@@ -228,9 +269,10 @@ Status Wal::WriteDurably(const std::string& file_name, const std::string& bytes)
   if (fdatasync(fd) != 0) {
     const int saved_errno = errno;
     close(fd);
-    return Status::IOError(fmt::format("fdatasync of WAL segment '{}' failed: {}; nothing was "
-                                       "committed and the run stops (check the disk)",
-                                       path, std::strerror(saved_errno)));
+    return Status::IOError(
+        fmt::format("fdatasync of WAL segment '{}' failed: {}; nothing was "
+                    "committed and the run stops (check the disk)",
+                    path, std::strerror(saved_errno)));
   }
   close(fd);
   CrashPoint("wal.after_fdatasync");
@@ -239,55 +281,79 @@ Status Wal::WriteDurably(const std::string& file_name, const std::string& bytes)
   return Status::OK();
 }
 
-Result<CommitInfo> Wal::Commit(const std::vector<Batch>& batches, const std::string& source_positions,
+Result<PreparedSegment> Wal::Prepare(const std::vector<Batch>& batches,
+                                     const std::string& source_positions) {
+  SKIPPR_CHECK_MSG(!batches.empty(), "a segment holds at least one batch");
+  SegmentHeader header;
+  header.pipeline = pipeline_;
+  header.segment_id = next_ids_.segment_id++;
+  header.sequence = next_ids_.sequence++;
+  header.created_unix_micros = NowMicros();
+  header.source_positions = source_positions;
+  PreparedSegment segment;
+  segment.bytes = EncodeSegment(header, batches);
+  // Assert on this side of the disk boundary what the reader checks on the other.
+  SKIPPR_ASSIGN_OR_RETURN(SegmentReader check,
+                          SegmentReader::FromBytes(segment.bytes, "segment being written"));
+  SKIPPR_CHECK(check.slices().size() == batches.size());
+  SegmentEntry& entry = segment.entry;
+  entry.segment_id = header.segment_id;
+  entry.sequence = header.sequence;
+  entry.file_name = SegmentFileName(header.segment_id);
+  entry.file_bytes = segment.bytes.size();
+  entry.checksum = check.checksum();
+  entry.created_unix_micros = header.created_unix_micros;
+  for (const SliceInfo& slice : check.slices()) {
+    entry.slices.push_back({slice.ordinal, slice.namespace_name, slice.schema_id, slice.row_count,
+                            slice.payload_bytes});
+    SKIPPR_CHECK(slice.row_count == batches[slice.ordinal].num_rows);
+  }
+  return segment;
+}
+
+Result<CommitInfo> Wal::Append(const PreparedSegment& segment,
                                const SameTransaction& same_transaction) {
+  return CommitTransaction(&segment, segment.entry.sequence, same_transaction);
+}
+
+Result<CommitInfo> Wal::Commit(const std::vector<Batch>& batches,
+                               const std::string& source_positions,
+                               const SameTransaction& same_transaction) {
+  if (batches.empty()) return CommitTransaction(nullptr, next_ids_.sequence++, same_transaction);
+  SKIPPR_ASSIGN_OR_RETURN(PreparedSegment segment, Prepare(batches, source_positions));
+  return Append(segment, same_transaction);
+}
+
+Result<CommitInfo> Wal::CommitTransaction(const PreparedSegment* segment, uint64_t sequence,
+                                          const SameTransaction& same_transaction) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
-  nlohmann::json state = {{"next_segment_id", 1}, {"next_sequence", 1}};
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored_state, write.Get(store::Family::kCatalog, WalStateKey()));
-  if (stored_state) state = nlohmann::json::parse(*stored_state);
+  SKIPPR_ASSIGN_OR_RETURN(NextIds stored, ReadNextIds(write));
+  // Ids are handed out in memory (this process holds the writer lease) and only ever grow; a
+  // prepared segment that was never appended leaves a gap, never a reuse.
+  SKIPPR_CHECK_MSG(sequence >= stored.sequence, "WAL sequence went backwards");
+  NextIds next{stored.segment_id, sequence + 1};
   CommitInfo info;
-  info.sequence = state["next_sequence"].get<uint64_t>();
-
-  if (!batches.empty()) {
-    SegmentHeader header;
-    header.pipeline = pipeline_;
-    header.segment_id = state["next_segment_id"].get<uint64_t>();
-    header.sequence = info.sequence;
-    header.created_unix_micros = NowMicros();
-    header.source_positions = source_positions;
-    const std::string bytes = EncodeSegment(header, batches);
-    // Assert on this side of the disk boundary what the reader checks on the other.
-    SKIPPR_ASSIGN_OR_RETURN(SegmentReader check, SegmentReader::FromBytes(bytes, "segment being written"));
-    SKIPPR_CHECK(check.slices().size() == batches.size());
-
-    SegmentEntry entry;
-    entry.segment_id = header.segment_id;
-    entry.sequence = header.sequence;
-    entry.file_name = SegmentFileName(header.segment_id);
-    entry.file_bytes = bytes.size();
-    entry.checksum = check.checksum();
-    entry.created_unix_micros = header.created_unix_micros;
-    for (const SliceInfo& slice : check.slices()) {
-      entry.slices.push_back({slice.ordinal, slice.namespace_name, slice.schema_id, slice.row_count,
-                              slice.payload_bytes});
-      SKIPPR_CHECK(slice.row_count == batches[slice.ordinal].num_rows);
-    }
-    SKIPPR_RETURN_IF_ERROR(WriteDurably(entry.file_name, bytes));
-    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SegmentKey(entry.segment_id), EntryToJson(entry).dump()));
-    state["next_segment_id"] = entry.segment_id + 1;
+  info.sequence = sequence;
+  if (segment != nullptr) {
+    const SegmentEntry& entry = segment->entry;
+    SKIPPR_CHECK_MSG(entry.segment_id >= stored.segment_id, "WAL segment id went backwards");
+    SKIPPR_RETURN_IF_ERROR(WriteDurably(entry.file_name, segment->bytes));
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SegmentKey(entry.segment_id),
+                                     EntryToJson(entry).dump()));
+    next.segment_id = entry.segment_id + 1;
     info.segment_id = entry.segment_id;
     info.rows = entry.rows();
     info.file_bytes = entry.file_bytes;
   }
-  state["next_sequence"] = info.sequence + 1;
-  SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, WalStateKey(), state.dump()));
+  SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, WalStateKey(), NextIdsJson(next)));
   if (same_transaction) SKIPPR_RETURN_IF_ERROR(same_transaction(write));
   CrashPoint("wal.before_store_commit");
   SKIPPR_RETURN_IF_ERROR(write.Commit());  // the commit point
   CrashPoint("wal.after_store_commit");
-  if (info.segment_id != 0) {
-    spdlog::info("WAL {}: committed segment {} ({} slices, {} rows, {})", pipeline_, info.segment_id,
-                 batches.size(), info.rows, FormatBytes(info.file_bytes));
+  if (segment != nullptr) {
+    spdlog::info("WAL {}: committed segment {} ({} slices, {} rows, {})", pipeline_,
+                 info.segment_id, segment->entry.slices.size(), info.rows,
+                 FormatBytes(info.file_bytes));
   }
   return info;
 }

@@ -1,9 +1,9 @@
 // The write-ahead log (DESIGN.md §5, docs/formats/wal.md): every batch is committed here before
-// anything else happens. A commit writes one segment file, makes it durable (fdatasync, then fsync of
-// the directory), then records it in the store's catalog family in ONE transaction together with
-// whatever the caller adds (source positions, schema changes) — that transaction is the commit point.
-// Recovery deletes segment files the catalog does not know (orphans of a crash before the commit
-// point) and fails loudly when a committed segment is missing or damaged.
+// anything else happens. A commit writes one segment file, makes it durable (fdatasync, then fsync
+// of the directory), then records it in the store's catalog family in ONE transaction together with
+// whatever the caller adds (source positions, schema changes) — that transaction is the commit
+// point. Recovery deletes segment files the catalog does not know (orphans of a crash before the
+// commit point) and fails loudly when a committed segment is missing or damaged.
 #pragma once
 
 #include <cstdint>
@@ -52,18 +52,40 @@ struct RecoveryReport {
   size_t orphans_deleted = 0;
 };
 
+// The ids the next commit takes (catalog key ("wal_state")).
+struct NextIds {
+  uint64_t segment_id = 1;
+  uint64_t sequence = 1;
+};
+
+// A segment encoded and checked, not yet written: encoding (columns → zstd slices) is CPU work,
+// appending is I/O, and a caller may keep them apart.
+struct PreparedSegment {
+  SegmentEntry entry;
+  std::string bytes;
+};
+
 // Adds the caller's writes to the commit transaction (source positions, schema changes).
 using SameTransaction = std::function<Status(store::WriteTransaction&)>;
 
 class Wal {
  public:
   // Opens the WAL in `directory` (created 0700) for the pipeline, recovering as described above.
-  static Result<std::unique_ptr<Wal>> Open(const std::string& directory, const std::string& pipeline,
-                                           store::Store& store, RecoveryReport* report = nullptr);
+  static Result<std::unique_ptr<Wal>> Open(const std::string& directory,
+                                           const std::string& pipeline, store::Store& store,
+                                           RecoveryReport* report = nullptr);
 
   // Commits `batches` as one segment (none: no file, only the transaction) together with
   // `same_transaction`'s writes. On success everything is durable and visible.
   Result<CommitInfo> Commit(const std::vector<Batch>& batches, const std::string& source_positions,
+                            const SameTransaction& same_transaction);
+  // The two halves of Commit: Prepare encodes `batches` (at least one) as the next segment and
+  // takes its ids; Append writes it durably and commits it with `same_transaction`'s writes.
+  // Prepared segments are appended in the order they were prepared (ids only grow; one that is
+  // never appended leaves a gap).
+  Result<PreparedSegment> Prepare(const std::vector<Batch>& batches,
+                                  const std::string& source_positions);
+  Result<CommitInfo> Append(const PreparedSegment& segment,
                             const SameTransaction& same_transaction);
 
   const std::string& directory() const { return directory_; }
@@ -73,10 +95,15 @@ class Wal {
       : directory_(std::move(directory)), pipeline_(std::move(pipeline)), store_(store) {}
   Status Recover(RecoveryReport* report);
   Status WriteDurably(const std::string& file_name, const std::string& bytes);
+  // The commit point: writes the segment (if any), then one store transaction with its catalog
+  // entry, the next ids and the caller's writes.
+  Result<CommitInfo> CommitTransaction(const PreparedSegment* segment, uint64_t sequence,
+                                       const SameTransaction& same_transaction);
 
   std::string directory_;
   std::string pipeline_;
   store::Store& store_;
+  NextIds next_ids_;  // loaded at recovery; this process holds the writer lease
 };
 
 // The live segments a read snapshot sees, oldest first.

@@ -56,7 +56,7 @@ Value Null() { return Value::Null(); }
 ShaperOptions Options() {
   ShaperOptions options;
   options.default_namespace = "p";
-  options.keep_rows = true;
+  options.build_columns = true;
   return options;
 }
 
@@ -949,6 +949,39 @@ TEST(SchemaTakeBatches, RowsFromBeforeAndAfterEvolutionReadBackExactly) {
   EXPECT_THAT(shaper.TakeBatches(), IsEmpty());
 }
 
+// Rows become columns as they are absorbed; columns built before the schema changed are conformed:
+// an int field still new in this unit widens to double (values rewritten), a struct gains a field
+// (earlier rows null), a list element widens, a field seen only as null appears at Seal().
+TEST(SchemaTakeBatches, ColumnsBuiltBeforeTheSchemaChangedAreConformed) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"n", Int(1)}, {"s", Obj({{"a", Int(1)}})}, {"l", Lst({Int(1), Int(2)})}}));
+  AbsorbOk(shaper, Obj({{"n", Int(2)}, {"s", Obj({{"a", Int(2)}})}, {"l", Lst({Int(3)})}}));
+  AbsorbOk(shaper, Obj({{"n", Dbl(2.5)},
+                        {"s", Obj({{"a", Dbl(0.5)}, {"b", Str("x")}})},
+                        {"l", Lst({Dbl(4.5)})},
+                        {"z", Null()}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "n"), "double");
+  EXPECT_EQ(TypeOf(shaper, "s"), "struct<a: double, b: string>");
+  EXPECT_EQ(TypeOf(shaper, "l"), "list<double>");
+  EXPECT_EQ(TypeOf(shaper, "z"), "string");
+
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 3);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"n", Dbl(1)},
+                                 {"s", Obj({{"a", Dbl(1)}, {"b", Null()}})},
+                                 {"l", Lst({Dbl(1), Dbl(2)})},
+                                 {"z", Null()}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"n", Dbl(2)},
+                                 {"s", Obj({{"a", Dbl(2)}, {"b", Null()}})},
+                                 {"l", Lst({Dbl(3)})},
+                                 {"z", Null()}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"n", Dbl(2.5)},
+                                 {"s", Obj({{"a", Dbl(0.5)}, {"b", Str("x")}})},
+                                 {"l", Lst({Dbl(4.5)})},
+                                 {"z", Null()}}));
+}
+
 TEST(SchemaTakeBatches, EachUnitsBatchCarriesItsSealedSchemaId) {
   Shaper shaper({}, Options());
   AbsorbOk(shaper, Obj({{"a", Int(1)}}));
@@ -967,9 +1000,9 @@ TEST(SchemaTakeBatches, EachUnitsBatchCarriesItsSealedSchemaId) {
   EXPECT_EQ(first.fields.size(), 1u);
 }
 
-TEST(SchemaTakeBatches, NothingIsKeptWithoutKeepRows) {
+TEST(SchemaTakeBatches, NothingIsKeptWithoutBuildColumns) {
   ShaperOptions options = Options();
-  options.keep_rows = false;
+  options.build_columns = false;
   Shaper shaper({}, options);
   AbsorbOk(shaper, Obj({{"a", Int(1)}}));
   shaper.Seal();

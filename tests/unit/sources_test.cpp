@@ -1,4 +1,6 @@
 // sources/: the Sample generator and the File source — formats, resume positions, changed files.
+#include "sources/sources.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -6,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sources/sources.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::sources {
@@ -51,7 +52,8 @@ ReadResult Read(Source& source, const SourcePositions& committed, uint64_t batch
     EXPECT_TRUE(batch.ok()) << batch.status().message();
     if (!batch.ok() || !*batch) break;
     for (SourceRecord& record : (*batch)->records) result.records.push_back(std::move(record));
-    for (schema::Deadletter& deadletter : (*batch)->deadletters) result.deadletters.push_back(deadletter);
+    for (schema::Deadletter& deadletter : (*batch)->deadletters)
+      result.deadletters.push_back(deadletter);
     result.positions[(*batch)->partition] = (*batch)->position;
   }
   return result;
@@ -65,7 +67,8 @@ std::unique_ptr<Source> Make(const config::ConnectorConfig& connector) {
 
 std::string JsonLines(int first, int last) {
   std::string text;
-  for (int i = first; i <= last; ++i) text += "{\"id\":" + std::to_string(i) + ",\"name\":\"n" + std::to_string(i) + "\"}\n";
+  for (int i = first; i <= last; ++i)
+    text += "{\"id\":" + std::to_string(i) + ",\"name\":\"n" + std::to_string(i) + "\"}\n";
   return text;
 }
 
@@ -127,8 +130,8 @@ TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
   ReadResult rest = Read(*source, first.positions, 100);
   ASSERT_EQ(rest.records.size(), 800u);
   EXPECT_EQ(IdOf(rest.records.front()), 201);
-  EXPECT_EQ(rest.records.front().origin.line, 201u);
-  EXPECT_EQ(rest.records.front().origin.row, 201u);
+  EXPECT_EQ(rest.records.front().line, 201u);
+  EXPECT_EQ(rest.records.front().row, 201u);
   EXPECT_EQ(IdOf(rest.records.back()), 1000);
   EXPECT_TRUE(rest.positions.at(path).is_closed);
 }
@@ -147,7 +150,7 @@ TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
   ReadResult rest = Read(*source, first.positions, 1000);
   ASSERT_EQ(rest.records.size(), 380u);
   EXPECT_EQ(IdOf(rest.records.front()), 121);
-  EXPECT_EQ(rest.records.front().origin.line, 121u);
+  EXPECT_EQ(rest.records.front().line, 121u);
 }
 
 TEST(FileSource, CsvResumes) {
@@ -160,7 +163,7 @@ TEST(FileSource, CsvResumes) {
   ReadResult rest = Read(*source, first.positions, 100);
   ASSERT_EQ(rest.records.size(), 200u);
   EXPECT_EQ(IdOf(rest.records.front()), 101);
-  EXPECT_EQ(rest.records.front().origin.line, 102u);  // the header is line 1
+  EXPECT_EQ(rest.records.front().line, 102u);  // the header is line 1
 }
 
 TEST(FileSource, ClosedUnchangedFilesAreSkippedAndChangedOnesReadAgain) {
