@@ -351,7 +351,8 @@ struct Shaper::NamespaceState {
   // The rows absorbed since the last TakeBatches(), already columnar: one column per top-level
   // field, in schema order (ShaperOptions::build_columns).
   std::vector<Column> columns;
-  std::unordered_map<std::string, size_t> column_by_name;
+  // The top-level field of each entry of the record AbsorbObject conformed last, in entry order.
+  std::vector<size_t> record_field_indices;
   int64_t column_rows = 0;
   uint64_t columns_conformed_at_edit = 0;
   int64_t previous_batch_rows = 0;  // a guess at how much to reserve
@@ -577,6 +578,8 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
 void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObject& object,
                                           std::vector<std::string>& path) {
   // Conformed in place: kept entries move down over dropped nulls, siblings rename their entry.
+  const bool is_record = path.empty();
+  if (is_record) record_field_indices.clear();
   size_t kept = 0;
   size_t guess = 0;  // records mostly list their fields in schema order
   for (size_t i = 0; i < object.size(); ++i) {
@@ -596,8 +599,13 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
       field = &fields.back();
       Changed(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
     }
-    guess = static_cast<size_t>(field - fields.data()) + 1;
-    if (!Place(*field, value, path)) name = PlaceInSibling(fields, name, value, path);
+    size_t index = static_cast<size_t>(field - fields.data());
+    guess = index + 1;
+    if (!Place(*field, value, path)) {
+      name = PlaceInSibling(fields, name, value, path);
+      index = static_cast<size_t>(FindIn(fields, name) - fields.data());
+    }
+    if (is_record) record_field_indices.push_back(index);
     if (kept != i) object[kept] = std::move(object[i]);
     ++kept;
   }
@@ -698,9 +706,6 @@ void Shaper::NamespaceState::ConformColumns() {
     }
     ConformColumn(columns[i], fields[i].type);
   }
-  if (column_by_name.size() != fields.size()) {
-    for (size_t i = 0; i < fields.size(); ++i) column_by_name.emplace(fields[i].name, i);
-  }
   columns_conformed_at_edit = schema_edits;
 }
 
@@ -708,16 +713,12 @@ void Shaper::NamespaceState::AppendRow(const ValueObject& row) {
   if (columns_conformed_at_edit != schema_edits || columns.size() != schema->fields.size()) {
     ConformColumns();
   }
-  // Rows mostly list their fields in schema order: try the next column before hashing the name.
-  size_t guess = 0;
-  for (const auto& [field_name, value] : row) {
-    const size_t index = guess < columns.size() && schema->fields[guess].name == field_name
-                             ? guess
-                             : column_by_name.at(field_name);
-    Column& column = columns[index];
+  SKIPPR_CHECK(record_field_indices.size() == row.size());
+  for (size_t i = 0; i < row.size(); ++i) {
+    Column& column = columns[record_field_indices[i]];
+    SKIPPR_DCHECK(schema->fields[record_field_indices[i]].name == row[i].first);
     column.PadNullsTo(column_rows);
-    column.Append(value);
-    guess = index + 1;
+    column.Append(row[i].second);
   }
   ++column_rows;
 }
@@ -822,7 +823,6 @@ std::vector<Batch> Shaper::TakeBatches() {
     SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
     state->previous_batch_rows = batch.num_rows;
     state->columns.clear();
-    state->column_by_name.clear();
     state->column_rows = 0;
     batches.push_back(std::move(batch));
   }
