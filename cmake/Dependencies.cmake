@@ -26,6 +26,12 @@ get_filename_component(DUCKDB_LIBRARY_DIR "${DUCKDB_LIBRARY}" DIRECTORY)
 # The binary finds libduckdb.so beside the build through its RPATH.
 set(CMAKE_BUILD_RPATH "${DUCKDB_LIBRARY_DIR}")
 find_package(ZLIB REQUIRED)
+# Avro C (libavro-dev) encodes and decodes Iceberg manifest records; the container framing is ours
+# (src/iceberg/avro_container.hpp says why).
+pkg_check_modules(AVRO_C REQUIRED IMPORTED_TARGET avro-c)
+# The Iceberg catalog (src/iceberg/): SQLite by default, PostgreSQL through libpq.
+find_package(SQLite3 REQUIRED)
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
 
 # jemalloc serves the binary's allocations: ingest makes and frees many small objects per record,
 # and glibc's malloc spent a sixth of a file → WAL sync in consolidating and unlinking chunks.

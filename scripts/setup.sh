@@ -12,7 +12,7 @@ duckdb_dir="$root/third_party/duckdb"
 debian_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libyaml-cpp-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev
+  liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev sqlite3 libpq-dev libcurl4-openssl-dev
   libzstd-dev libxxhash-dev libssl-dev zlib1g-dev libjemalloc-dev
   pybind11-dev python3-dev python3-pandas python3-pytest python3-avro
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -17,6 +17,7 @@
 #include "core/check.hpp"
 #include "core/crash.hpp"
 #include "core/disk.hpp"
+#include "core/file.hpp"
 
 namespace skippr::wal {
 
@@ -128,22 +129,11 @@ int64_t NowMicros() {
       .count();
 }
 
-Status FsyncDirectory(const std::string& directory) {
-  const int fd = open(directory.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) {
-    return Status::IOError(fmt::format("cannot open WAL directory '{}' to sync it: {}", directory,
-                                       std::strerror(errno)));
-  }
-  const int rc = fsync(fd);
-  const int saved_errno = errno;
-  close(fd);
-  if (rc != 0) {
-    return Status::IOError(
-        fmt::format("fsync of WAL directory '{}' failed: {}; the commit did not "
-                    "happen and the run stops (check the disk)",
-                    directory, std::strerror(saved_errno)));
-  }
-  return Status::OK();
+// The directory entry of a new segment (or of a deleted orphan) made durable.
+Status SyncWalDirectory(const std::string& directory) {
+  Status synced = FsyncDirectory(directory);
+  if (synced.ok()) return synced;
+  return Status(synced.code(), synced.message() + "; the run stops (check the disk)");
 }
 
 std::vector<std::string> SegmentFilesIn(const std::string& directory) {
@@ -201,7 +191,7 @@ Status Wal::Recover(RecoveryReport* report) {
     ++orphans;
     CrashPoint("recovery.after_orphan_delete");
   }
-  if (orphans > 0) SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory_));
+  if (orphans > 0) SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(directory_));
 
   for (const SegmentEntry& entry : entries) {
     const std::string path = directory_ + "/" + entry.file_name;
@@ -276,7 +266,7 @@ Status Wal::WriteDurably(const std::string& file_name, const std::string& bytes)
   }
   close(fd);
   CrashPoint("wal.after_fdatasync");
-  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory_));
+  SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(directory_));
   CrashPoint("wal.after_directory_fsync");
   return Status::OK();
 }

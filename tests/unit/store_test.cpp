@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::store {
@@ -49,14 +50,8 @@ std::unique_ptr<Store> OpenOrDie(const std::string& directory, uint64_t map_size
   return std::move(store).value();
 }
 
-template <typename T>
-T ValueOrDie(Result<T> result) {
-  EXPECT_TRUE(result.ok()) << result.status().ToString();
-  if (!result.ok()) std::abort();
-  return std::move(result).value();
-}
-
-void ExpectOk(const Status& status) { EXPECT_TRUE(status.ok()) << status.ToString(); }
+using skippr::testing::ExpectOk;
+using skippr::testing::ValueOrDie;
 
 template <typename Txn>
 std::optional<std::string> GetOrDie(const Txn& txn, Family family, std::string_view key) {

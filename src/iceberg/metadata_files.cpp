@@ -1,0 +1,213 @@
+// A table's metadata files on the local filesystem (docs/formats/iceberg-tables.md):
+// metadata/v{N}.metadata.json, written once and never replaced, and metadata/version-hint.text.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "core/check.hpp"
+#include "core/file.hpp"
+#include "iceberg/internal/random.hpp"
+#include "iceberg/table_metadata.hpp"
+
+namespace skippr::iceberg {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kMetadataDirectory = "metadata";
+constexpr std::string_view kVersionHintFile = "version-hint.text";
+constexpr std::string_view kMetadataFileSuffix = ".metadata.json";
+
+std::optional<int64_t> ParsePositiveDecimal(std::string_view text) {
+  constexpr size_t kMaxDigits = 18;  // stays inside int64_t
+  if (text.empty() || text.size() > kMaxDigits) return std::nullopt;
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value <= 0) return std::nullopt;
+  return value;
+}
+
+Result<std::string> MetadataDirectory(std::string_view table_location) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string table_path, LocalPathOfUri(table_location));
+  return fmt::format("{}/{}", table_path, kMetadataDirectory);
+}
+
+std::string MetadataFileName(int64_t version) {
+  return fmt::format("v{}{}", version, kMetadataFileSuffix);
+}
+
+// The version in version-hint.text; nullopt when it is missing or not a number (readers then list
+// the directory, as the reference reader does).
+Result<std::optional<int64_t>> ReadVersionHint(const std::string& metadata_directory) {
+  Result<std::string> hint =
+      ReadWholeFile(fmt::format("{}/{}", metadata_directory, kVersionHintFile));
+  if (!hint.ok()) {
+    if (hint.status().code() == StatusCode::kNotFound) return std::optional<int64_t>();
+    return hint.status();
+  }
+  std::string_view text = *hint;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return ParsePositiveDecimal(text);
+}
+
+bool FileExists(const std::string& path) {
+  struct stat file_stat {};
+  return stat(path.c_str(), &file_stat) == 0;
+}
+
+}  // namespace
+
+Result<std::string> LocalPathOfUri(std::string_view uri) {
+  std::string_view path = uri;
+  if (uri.starts_with("file://")) {
+    path = uri.substr(7);
+    if (path.empty() || path[0] != '/') {
+      return Status::NotSupported(fmt::format(
+          "file URI '{}' names a host; use file:///absolute/path for a local directory", uri));
+    }
+  } else if (uri.starts_with("file:")) {
+    path = uri.substr(5);  // Hadoop's file:/absolute/path
+  } else if (uri.find("://") != std::string_view::npos) {
+    return Status::NotSupported(fmt::format(
+        "location '{}' is not on the local filesystem; only file:///absolute/path locations are "
+        "supported so far",
+        uri));
+  }
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument(
+        fmt::format("location '{}' is not absolute; write it as file:///absolute/path", uri));
+  }
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  return std::string(path);
+}
+
+Result<std::string> TableLocation(std::string_view warehouse_uri, std::string_view table_namespace,
+                                  std::string_view table_name) {
+  for (std::string_view name : {table_namespace, table_name}) {
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string_view("/\0", 2)) != std::string_view::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "'{}' cannot name a table directory: names must be non-empty, not '.' or '..', and "
+          "without '/'",
+          name));
+    }
+  }
+  SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, LocalPathOfUri(warehouse_uri));
+  if (warehouse_path == "/") warehouse_path.clear();
+  return fmt::format("file://{}/{}/{}", warehouse_path, table_namespace, table_name);
+}
+
+std::string MetadataFileLocation(std::string_view table_location, int64_t version) {
+  return fmt::format("{}/{}/{}", table_location, kMetadataDirectory, MetadataFileName(version));
+}
+
+std::optional<int64_t> MetadataFileVersion(std::string_view metadata_location) {
+  const size_t slash = metadata_location.rfind('/');
+  std::string_view name =
+      slash == std::string_view::npos ? metadata_location : metadata_location.substr(slash + 1);
+  if (name.size() <= 1 + kMetadataFileSuffix.size() || name[0] != 'v' ||
+      name.substr(name.size() - kMetadataFileSuffix.size()) != kMetadataFileSuffix) {
+    return std::nullopt;
+  }
+  return ParsePositiveDecimal(name.substr(1, name.size() - 1 - kMetadataFileSuffix.size()));
+}
+
+Result<int64_t> HighestMetadataVersion(std::string_view table_location) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
+  std::error_code error;
+  fs::directory_iterator entries(directory, error);
+  if (error == std::errc::no_such_file_or_directory) return int64_t{0};
+  if (error) return Status::IOError(fmt::format("cannot list {}: {}", directory, error.message()));
+  int64_t highest_version = 0;
+  for (; !error && entries != fs::directory_iterator(); entries.increment(error)) {
+    const std::optional<int64_t> version = MetadataFileVersion(entries->path().filename().string());
+    if (version) highest_version = std::max(highest_version, *version);
+  }
+  if (error) return Status::IOError(fmt::format("cannot list {}: {}", directory, error.message()));
+  return highest_version;
+}
+
+Result<std::string> WriteMetadataFile(const TableMetadata& metadata, int64_t version) {
+  SKIPPR_CHECK_MSG(version > 0, "metadata versions start at 1");
+  SKIPPR_ASSIGN_OR_RETURN(std::string json, TableMetadataToJson(metadata));
+  // Assert on this side of the disk boundary what every reader checks on the other.
+  SKIPPR_DCHECK(ParseTableMetadata(json, "metadata being written").ok());
+  SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(metadata.location));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(directory));
+  const std::string final_path = fmt::format("{}/{}", directory, MetadataFileName(version));
+  SKIPPR_ASSIGN_OR_RETURN(TemporaryFile temporary,
+                          WriteTemporaryFile(directory, MetadataFileName(version), json));
+  const int rename_errno = RenameNoReplace(temporary.path(), final_path);
+  if (rename_errno == EEXIST) {
+    return Status::Conflict(fmt::format(
+        "metadata version {} of table {} already exists ({}): another writer committed that "
+        "version first; reload the table and retry",
+        version, metadata.location, final_path));
+  }
+  if (rename_errno != 0) {
+    return ErrnoStatus(
+        rename_errno, fmt::format("cannot move {} into place as {}", temporary.path(), final_path));
+  }
+  temporary.Release();
+  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory));
+  return MetadataFileLocation(metadata.location, version);
+}
+
+Status WriteVersionHint(std::string_view table_location, int64_t version) {
+  SKIPPR_CHECK_MSG(version > 0, "metadata versions start at 1");
+  SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(directory));
+  // No newline: some readers build "v" + contents + ".metadata.json" from the raw bytes.
+  SKIPPR_ASSIGN_OR_RETURN(TemporaryFile temporary,
+                          WriteTemporaryFile(directory, kVersionHintFile, std::to_string(version)));
+  const std::string hint_path = fmt::format("{}/{}", directory, kVersionHintFile);
+  if (rename(temporary.path().c_str(), hint_path.c_str()) != 0) {
+    return ErrnoStatus(errno,
+                       fmt::format("cannot move {} into place as {}", temporary.path(), hint_path));
+  }
+  temporary.Release();
+  return FsyncDirectory(directory);
+}
+
+Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string path, LocalPathOfUri(metadata_location));
+  Result<std::string> json = ReadWholeFile(path);
+  if (!json.ok() && json.status().code() == StatusCode::kNotFound) {
+    return Status::NotFound(
+        fmt::format("Iceberg metadata file {} does not exist", metadata_location));
+  }
+  if (!json.ok()) return json.status();
+  return ParseTableMetadata(*json, metadata_location);
+}
+
+Result<VersionedMetadata> ReadCurrentMetadata(std::string_view table_location) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<int64_t> hinted_version, ReadVersionHint(directory));
+  int64_t version = hinted_version.value_or(0);
+  if (version == 0 || !FileExists(fmt::format("{}/{}", directory, MetadataFileName(version)))) {
+    SKIPPR_ASSIGN_OR_RETURN(version, HighestMetadataVersion(table_location));
+  }
+  if (version == 0) {
+    return Status::NotFound(fmt::format("table {} has no metadata file ({}/v<N>{})", table_location,
+                                        directory, kMetadataFileSuffix));
+  }
+  // The hint is written after the commit: a writer may have died in between.
+  while (FileExists(fmt::format("{}/{}", directory, MetadataFileName(version + 1)))) ++version;
+  VersionedMetadata current{version, MetadataFileLocation(table_location, version), {}};
+  SKIPPR_ASSIGN_OR_RETURN(current.metadata, ReadMetadataFile(current.location));
+  return current;
+}
+
+}  // namespace skippr::iceberg
