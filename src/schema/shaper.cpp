@@ -753,8 +753,11 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
     return deadletter(
         fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
   }
-  if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat))
-    return deadletter(*reason);
+  if (!context.records_are_flat) {
+    if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat)) {
+      return deadletter(*reason);
+    }
+  }
   if (options_.flatten_events) {
     ValueObject flat;
     FlattenInto(flat, "", std::move(record.mutable_object()));
@@ -850,8 +853,9 @@ size_t NamespaceSchema::CountFields() const { return CountNested(fields); }
 
 Value ValueFromText(std::string_view text) {
   if (text.empty()) return Value::Null();
-  if (text == "true" || text == "false" || text == "TRUE" || text == "FALSE" || text == "True" ||
-      text == "False") {
+  if ((text.size() == 4 || text.size() == 5) &&
+      (text == "true" || text == "false" || text == "TRUE" || text == "FALSE" || text == "True" ||
+       text == "False")) {
     return Value::Bool(text[0] == 't' || text[0] == 'T');
   }
   const char first = text[0];

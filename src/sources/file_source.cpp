@@ -591,6 +591,7 @@ class FileSource final : public Source {
       // Only JSON objects can name a key twice (CSV headers are made unique, Parquet has a schema).
       batch.context.keys_may_repeat =
           current_format_ == FileFormat::kJsonLines || current_format_ == FileFormat::kJsonArray;
+      batch.context.records_are_flat = current_format_ == FileFormat::kCsv;
       if (current_format_ == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
       uint64_t limit = options_.max_records_per_batch;
       if (options_.max_records_per_partition > 0) {
