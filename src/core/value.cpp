@@ -6,43 +6,6 @@
 
 namespace skippr {
 
-Value Value::Double(double v) {
-  Value value(Kind::kDouble, 0);
-  value.real_ = v;
-  return value;
-}
-
-Value Value::String(std::string v) {
-  Value value(Kind::kString, 0);
-  value.text_ = std::move(v);
-  return value;
-}
-
-Value Value::Binary(std::string bytes) {
-  Value value(Kind::kBinary, 0);
-  value.text_ = std::move(bytes);
-  return value;
-}
-
-Value Value::Decimal(int64_t unscaled, uint8_t precision, uint8_t scale) {
-  Value value(Kind::kDecimal, unscaled);
-  value.precision_ = precision;
-  value.scale_ = scale;
-  return value;
-}
-
-Value Value::List(ValueList items) {
-  Value value(Kind::kList, 0);
-  value.list_ = std::move(items);
-  return value;
-}
-
-Value Value::Object(ValueObject fields) {
-  Value value(Kind::kObject, 0);
-  value.object_ = std::move(fields);
-  return value;
-}
-
 const Value* Value::Find(std::string_view name) const {
   for (const auto& [key, value] : object_) {
     if (key == name) return &value;
@@ -55,11 +18,21 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out.push_back('"');
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += fmt::format("\\u{:04x}", c);
@@ -73,12 +46,18 @@ void AppendJsonString(std::string& out, std::string_view text) {
 
 void AppendJson(std::string& out, const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kNull: out += "null"; return;
-    case Value::Kind::kBool: out += value.as_bool() ? "true" : "false"; return;
+    case Value::Kind::kNull:
+      out += "null";
+      return;
+    case Value::Kind::kBool:
+      out += value.as_bool() ? "true" : "false";
+      return;
     case Value::Kind::kInt:
     case Value::Kind::kDate:
     case Value::Kind::kTimestamp:
-    case Value::Kind::kTimestampTz: out += std::to_string(value.as_int()); return;
+    case Value::Kind::kTimestampTz:
+      out += std::to_string(value.as_int());
+      return;
     case Value::Kind::kDouble:
       out += std::isfinite(value.as_double()) ? fmt::format("{}", value.as_double()) : "null";
       return;
@@ -94,7 +73,9 @@ void AppendJson(std::string& out, const Value& value) {
       return;
     }
     case Value::Kind::kString:
-    case Value::Kind::kBinary: AppendJsonString(out, value.as_string()); return;
+    case Value::Kind::kBinary:
+      AppendJsonString(out, value.as_string());
+      return;
     case Value::Kind::kList: {
       out.push_back('[');
       for (size_t i = 0; i < value.as_list().size(); ++i) {
@@ -130,32 +111,50 @@ std::string Value::ToJson() const {
 bool operator==(const Value& a, const Value& b) {
   if (a.kind_ != b.kind_) return false;
   switch (a.kind_) {
-    case Value::Kind::kNull: return true;
-    case Value::Kind::kDouble: return a.real_ == b.real_;
+    case Value::Kind::kNull:
+      return true;
+    case Value::Kind::kDouble:
+      return a.real_ == b.real_;
     case Value::Kind::kString:
-    case Value::Kind::kBinary: return a.text_ == b.text_;
-    case Value::Kind::kList: return a.list_ == b.list_;
-    case Value::Kind::kObject: return a.object_ == b.object_;
+    case Value::Kind::kBinary:
+      return a.text_ == b.text_;
+    case Value::Kind::kList:
+      return a.list_ == b.list_;
+    case Value::Kind::kObject:
+      return a.object_ == b.object_;
     case Value::Kind::kDecimal:
       return a.integer_ == b.integer_ && a.precision_ == b.precision_ && a.scale_ == b.scale_;
-    default: return a.integer_ == b.integer_;
+    default:
+      return a.integer_ == b.integer_;
   }
 }
 
 std::string_view ValueKindName(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::kNull: return "null";
-    case Value::Kind::kBool: return "boolean";
-    case Value::Kind::kInt: return "integer";
-    case Value::Kind::kDouble: return "double";
-    case Value::Kind::kString: return "string";
-    case Value::Kind::kBinary: return "binary";
-    case Value::Kind::kDate: return "date";
-    case Value::Kind::kTimestamp: return "timestamp";
-    case Value::Kind::kTimestampTz: return "timestamptz";
-    case Value::Kind::kDecimal: return "decimal";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kObject: return "object";
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return "boolean";
+    case Value::Kind::kInt:
+      return "integer";
+    case Value::Kind::kDouble:
+      return "double";
+    case Value::Kind::kString:
+      return "string";
+    case Value::Kind::kBinary:
+      return "binary";
+    case Value::Kind::kDate:
+      return "date";
+    case Value::Kind::kTimestamp:
+      return "timestamp";
+    case Value::Kind::kTimestampTz:
+      return "timestamptz";
+    case Value::Kind::kDecimal:
+      return "decimal";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kObject:
+      return "object";
   }
   return "unknown";
 }

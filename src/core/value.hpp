@@ -20,7 +20,7 @@ class Value {
   enum class Kind : uint8_t {
     kNull,
     kBool,
-    kInt,          // int64
+    kInt,  // int64
     kDouble,
     kString,
     kBinary,       // bytes, in the string payload
@@ -78,6 +78,44 @@ class Value {
   ValueList list_;
   ValueObject object_;
 };
+
+// Inline: sources build a Value per field of every record.
+inline Value Value::Double(double v) {
+  Value value(Kind::kDouble, 0);
+  value.real_ = v;
+  return value;
+}
+
+inline Value Value::String(std::string v) {
+  Value value(Kind::kString, 0);
+  value.text_ = std::move(v);
+  return value;
+}
+
+inline Value Value::Binary(std::string bytes) {
+  Value value(Kind::kBinary, 0);
+  value.text_ = std::move(bytes);
+  return value;
+}
+
+inline Value Value::Decimal(int64_t unscaled, uint8_t precision, uint8_t scale) {
+  Value value(Kind::kDecimal, unscaled);
+  value.precision_ = precision;
+  value.scale_ = scale;
+  return value;
+}
+
+inline Value Value::List(ValueList items) {
+  Value value(Kind::kList, 0);
+  value.list_ = std::move(items);
+  return value;
+}
+
+inline Value Value::Object(ValueObject fields) {
+  Value value(Kind::kObject, 0);
+  value.object_ = std::move(fields);
+  return value;
+}
 
 std::string_view ValueKindName(Value::Kind kind);
 

@@ -138,6 +138,8 @@ class Shaper {
   ShaperOptions options_;
   std::map<std::string, NamespaceState*> states_;
   std::vector<std::unique_ptr<NamespaceState>> owned_states_;
+  std::string last_raw_namespace_;  // the namespace of the previous record, before cleaning
+  NamespaceState* last_state_ = nullptr;
   uint64_t records_absorbed_ = 0;
 };
 

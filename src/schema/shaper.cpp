@@ -766,9 +766,17 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
       return deadletter(*reason + " after flattening");
   }
 
-  std::string namespace_name =
+  const std::string& raw_namespace =
       context.source_namespace.empty() ? options_.default_namespace : context.source_namespace;
-  if (!options_.namespace_fields.empty()) {
+  NamespaceState* state = nullptr;
+  if (options_.namespace_fields.empty()) {
+    // Every record of a source namespace goes to the same state: clean and look it up once.
+    if (last_state_ == nullptr || last_raw_namespace_ != raw_namespace) {
+      last_raw_namespace_ = raw_namespace;
+      last_state_ = &StateFor(config::CleanName(raw_namespace));
+    }
+    state = last_state_;
+  } else {
     std::string joined;
     for (const std::string& name : options_.namespace_fields) {
       const Value* value = record.Find(name);
@@ -780,16 +788,13 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
       }
       joined += (joined.empty() ? "" : "_") + NamespaceValueText(*value);
     }
-    namespace_name = joined;
+    state = &StateFor(config::CleanName(joined));
   }
-  namespace_name = config::CleanName(namespace_name);
-
-  NamespaceState& state = StateFor(namespace_name);
-  state.context = &context;
+  state->context = &context;
   std::vector<std::string> path;
-  state.AbsorbObject(state.schema->fields, record.mutable_object(), path);
-  state.context = nullptr;
-  if (options_.build_columns) state.AppendRow(record.as_object());
+  state->AbsorbObject(state->schema->fields, record.mutable_object(), path);
+  state->context = nullptr;
+  if (options_.build_columns) state->AppendRow(record.as_object());
   ++records_absorbed_;
   return std::nullopt;
 }
