@@ -6,8 +6,23 @@
 
 namespace skippr {
 
+const std::string& Value::EmptyText() {
+  static const std::string empty;
+  return empty;
+}
+
+const ValueList& Value::EmptyList() {
+  static const ValueList empty;
+  return empty;
+}
+
+const ValueObject& Value::EmptyObject() {
+  static const ValueObject empty;
+  return empty;
+}
+
 const Value* Value::Find(std::string_view name) const {
-  for (const auto& [key, value] : object_) {
+  for (const auto& [key, value] : as_object()) {
     if (key == name) return &value;
   }
   return nullptr;

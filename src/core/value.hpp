@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/check.hpp"
 
 namespace skippr {
 
@@ -32,7 +35,13 @@ class Value {
     kObject,
   };
 
-  Value() = default;
+  Value() noexcept : integer_(0) {}
+  Value(const Value& other) { ConstructFrom(other); }
+  Value(Value&& other) noexcept { ConstructFrom(std::move(other)); }
+  Value& operator=(const Value& other);
+  Value& operator=(Value&& other) noexcept;
+  ~Value() { Destroy(); }
+
   static Value Null() { return Value(); }
   static Value Bool(bool v) { return Value(Kind::kBool, v ? 1 : 0); }
   static Value Int(int64_t v) { return Value(Kind::kInt, v); }
@@ -48,16 +57,24 @@ class Value {
 
   Kind kind() const { return kind_; }
   bool is_null() const { return kind_ == Kind::kNull; }
-  bool as_bool() const { return integer_ != 0; }
-  int64_t as_int() const { return integer_; }  // kInt, kDate, kTimestamp*, kDecimal (unscaled)
-  double as_double() const { return real_; }
-  const std::string& as_string() const { return text_; }  // kString, kBinary
+  // Each accessor answers 0 / empty for a value of another kind.
+  bool as_bool() const { return as_int() != 0; }
+  int64_t as_int() const { return HoldsInteger() ? integer_ : 0; }  // kInt, kDate, kTimestamp*, kDecimal (unscaled)
+  double as_double() const { return kind_ == Kind::kDouble ? real_ : 0; }
+  const std::string& as_string() const { return HoldsText() ? text_ : EmptyText(); }  // kString, kBinary
   uint8_t decimal_precision() const { return precision_; }
   uint8_t decimal_scale() const { return scale_; }
-  const ValueList& as_list() const { return list_; }
-  ValueList& mutable_list() { return list_; }
-  const ValueObject& as_object() const { return object_; }
-  ValueObject& mutable_object() { return object_; }
+  const ValueList& as_list() const { return kind_ == Kind::kList ? list_ : EmptyList(); }
+  const ValueObject& as_object() const { return kind_ == Kind::kObject ? object_ : EmptyObject(); }
+  // Only for a value of that kind.
+  ValueList& mutable_list() {
+    SKIPPR_CHECK(kind_ == Kind::kList);
+    return list_;
+  }
+  ValueObject& mutable_object() {
+    SKIPPR_CHECK(kind_ == Kind::kObject);
+    return object_;
+  }
 
   // A field of an object by name, or nullptr.
   const Value* Find(std::string_view name) const;
@@ -69,32 +86,109 @@ class Value {
 
  private:
   Value(Kind kind, int64_t integer) : kind_(kind), integer_(integer) {}
+  bool HoldsText() const { return kind_ == Kind::kString || kind_ == Kind::kBinary; }
+  bool HoldsInteger() const { return kind_ != Kind::kDouble && !HoldsHeap(); }
+  bool HoldsHeap() const { return HoldsText() || kind_ == Kind::kList || kind_ == Kind::kObject; }
+  static const std::string& EmptyText();
+  static const ValueList& EmptyList();
+  static const ValueObject& EmptyObject();
+  template <typename Other>  // const Value& or Value&&
+  void ConstructFrom(Other&& other);
+  void Destroy();
+
+  // One payload per value, chosen by the kind: sources build a Value per field of every record,
+  // and a small Value (40 bytes) keeps building, moving and freeing those cheap.
   Kind kind_ = Kind::kNull;
   uint8_t precision_ = 0;
   uint8_t scale_ = 0;
-  int64_t integer_ = 0;
-  double real_ = 0;
-  std::string text_;
-  ValueList list_;
-  ValueObject object_;
+  union {
+    int64_t integer_;  // kNull (0), kBool, kInt, kDate, kTimestamp*, kDecimal
+    double real_;
+    std::string text_;
+    ValueList list_;
+    ValueObject object_;
+  };
 };
 
-// Inline: sources build a Value per field of every record.
+// Inline: sources build, move and free a Value per field of every record.
+template <typename Other>
+void Value::ConstructFrom(Other&& other) {
+  kind_ = other.kind_;
+  precision_ = other.precision_;
+  scale_ = other.scale_;
+  switch (kind_) {
+    case Kind::kString:
+    case Kind::kBinary:
+      new (&text_) std::string(std::forward<Other>(other).text_);
+      break;
+    case Kind::kList:
+      new (&list_) ValueList(std::forward<Other>(other).list_);
+      break;
+    case Kind::kObject:
+      new (&object_) ValueObject(std::forward<Other>(other).object_);
+      break;
+    case Kind::kDouble:
+      real_ = other.real_;
+      break;
+    default:
+      integer_ = other.integer_;
+  }
+}
+
+inline void Value::Destroy() {
+  switch (kind_) {
+    case Kind::kString:
+    case Kind::kBinary:
+      text_.~basic_string();
+      break;
+    case Kind::kList:
+      list_.~vector();
+      break;
+    case Kind::kObject:
+      object_.~vector();
+      break;
+    default:
+      break;
+  }
+}
+
+inline Value& Value::operator=(const Value& other) {
+  if (this != &other) {
+    Value copy(other);  // first: `other` may live inside this value
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+inline Value& Value::operator=(Value&& other) noexcept {
+  if (!HoldsHeap() && !other.HoldsHeap()) {
+    ConstructFrom(other);  // nothing to free
+  } else if (this != &other) {
+    Value moved;
+    moved.ConstructFrom(std::move(other));  // first: `other` may live inside this value
+    Destroy();
+    ConstructFrom(std::move(moved));
+  }
+  return *this;
+}
+
 inline Value Value::Double(double v) {
-  Value value(Kind::kDouble, 0);
+  Value value;
+  value.kind_ = Kind::kDouble;
   value.real_ = v;
   return value;
 }
 
 inline Value Value::String(std::string v) {
-  Value value(Kind::kString, 0);
-  value.text_ = std::move(v);
+  Value value;
+  value.kind_ = Kind::kString;
+  new (&value.text_) std::string(std::move(v));
   return value;
 }
 
 inline Value Value::Binary(std::string bytes) {
-  Value value(Kind::kBinary, 0);
-  value.text_ = std::move(bytes);
+  Value value = String(std::move(bytes));
+  value.kind_ = Kind::kBinary;
   return value;
 }
 
@@ -106,14 +200,16 @@ inline Value Value::Decimal(int64_t unscaled, uint8_t precision, uint8_t scale) 
 }
 
 inline Value Value::List(ValueList items) {
-  Value value(Kind::kList, 0);
-  value.list_ = std::move(items);
+  Value value;
+  value.kind_ = Kind::kList;
+  new (&value.list_) ValueList(std::move(items));
   return value;
 }
 
 inline Value Value::Object(ValueObject fields) {
-  Value value(Kind::kObject, 0);
-  value.object_ = std::move(fields);
+  Value value;
+  value.kind_ = Kind::kObject;
+  new (&value.object_) ValueObject(std::move(fields));
   return value;
 }
 

@@ -84,9 +84,10 @@ bool HasOffsets(PhysicalKind kind) {
 
 // ----- little-endian byte writing and reading ---------------------------------------------------
 
-class ByteWriter {
+template <typename Bytes>  // std::string or SegmentBytes
+class BasicByteWriter {
  public:
-  explicit ByteWriter(std::string* out) : out_(out) {}
+  explicit BasicByteWriter(Bytes* out) : out_(out) {}
   void Raw(const void* data, size_t size) { out_->append(static_cast<const char*>(data), size); }
   void U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
   void U32(uint32_t v) { Raw(&v, 4); }
@@ -100,11 +101,13 @@ class ByteWriter {
   }
 
  private:
-  std::string* out_;
+  Bytes* out_;
 };
+using ByteWriter = BasicByteWriter<std::string>;
+using SegmentWriter = BasicByteWriter<SegmentBytes>;
 
-template <typename T>
-void PatchAt(std::string& out, size_t position, T value) {
+template <typename T, typename Bytes>
+void PatchAt(Bytes& out, size_t position, T value) {
   std::memcpy(out.data() + position, &value, sizeof(T));
 }
 
@@ -254,7 +257,7 @@ void PlanSlice(const Batch& batch, SlicePlan& plan) {
 // kCoalesceBytes (CDC strings, small columns) are gathered first, so zstd sees few calls.
 class PayloadCompressor {
  public:
-  PayloadCompressor(std::string* out, uint64_t uncompressed_bytes)
+  PayloadCompressor(SegmentBytes* out, uint64_t uncompressed_bytes)
       : out_(out), start_(out->size()), context_(Context()) {
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_reset(context_, ZSTD_reset_session_only)));
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kZstdLevel)));
@@ -311,7 +314,7 @@ class PayloadCompressor {
     }
   }
 
-  std::string* out_;
+  SegmentBytes* out_;
   size_t start_;
   size_t written_ = 0;
   ZSTD_CCtx* context_;
@@ -320,7 +323,7 @@ class PayloadCompressor {
 };
 
 // Appends the slice record to `out` and returns its length.
-uint64_t EmitSlice(const SlicePlan& plan, std::string& out) {
+uint64_t EmitSlice(const SlicePlan& plan, SegmentBytes& out) {
   const size_t record_start = out.size();
   out += plan.head;
   PayloadCompressor compressor(&out, plan.uncompressed_bytes);
@@ -328,13 +331,13 @@ uint64_t EmitSlice(const SlicePlan& plan, std::string& out) {
   const uint64_t compressed_bytes = compressor.Finish();
   PatchAt<uint64_t>(out, record_start + kHeadSlotCompressed, compressed_bytes);
   const uint64_t checksum = XXH3_64bits(out.data() + record_start, out.size() - record_start);
-  ByteWriter(&out).U64(checksum);
+  SegmentWriter(&out).U64(checksum);
   return out.size() - record_start;
 }
 
 }  // namespace
 
-std::string EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches) {
+SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches) {
   SKIPPR_CHECK_MSG(batches.size() <= UINT32_MAX, "more than 2^32 slices");
   std::vector<SlicePlan> plans(batches.size());
   uint64_t reserve_bytes = kFileMinBytes + header.pipeline.size() + header.source_positions.size();
@@ -344,9 +347,9 @@ std::string EncodeSegment(const SegmentHeader& header, const std::vector<Batch>&
     reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 3 + 8 +
                      kIndexEntryFixedBytes + batches[i].namespace_name.size();
   }
-  std::string out;
+  SegmentBytes out;
   out.reserve(reserve_bytes);
-  ByteWriter writer(&out);
+  SegmentWriter writer(&out);
 
   const uint64_t header_bytes =
       kHeaderFixedBytes + header.pipeline.size() + header.source_positions.size();
@@ -518,14 +521,22 @@ Result<SegmentReader> SegmentReader::FromBytes(std::string bytes, std::string di
   SegmentReader reader;
   reader.bytes_ = std::move(bytes);
   reader.display_name_ = std::move(display_name);
-  SKIPPR_RETURN_IF_ERROR(reader.Verify());
+  SKIPPR_RETURN_IF_ERROR(reader.Verify(reader.bytes_));
   return reader;
 }
 
-Status SegmentReader::Verify() {
-  const std::string_view bytes = bytes_;
+Result<SegmentReader> SegmentReader::VerifyBytes(std::string_view bytes,
+                                                 std::string display_name) {
+  SegmentReader reader;
+  reader.display_name_ = std::move(display_name);
+  SKIPPR_RETURN_IF_ERROR(reader.Verify(bytes));
+  return reader;
+}
+
+Status SegmentReader::Verify(std::string_view bytes) {
   const std::string_view name = display_name_;
   const uint64_t file_bytes = bytes.size();
+  file_bytes_ = file_bytes;
   SKIPPR_RETURN_IF_ERROR(CheckStart(name, bytes, file_bytes));
   uint64_t footer_offset = 0;
   SKIPPR_RETURN_IF_ERROR(
@@ -1052,6 +1063,7 @@ Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal) const {
     return Status::InvalidArgument(fmt::format("WAL segment {} has {} slices; there is no slice {}",
                                                display_name_, slices_.size(), ordinal));
   }
+  SKIPPR_CHECK_MSG(bytes_.size() == file_bytes_, "a reader from VerifyBytes has no slices to read");
   const SliceInfo& info = slices_[ordinal];
   const std::string_view record = std::string_view(bytes_).substr(info.payload_offset,
                                                                   info.payload_bytes);

@@ -4,8 +4,11 @@
 // Internal to wal/: other modules include wal/wal.hpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/batch.hpp"
@@ -14,6 +17,32 @@
 namespace skippr::wal {
 
 inline constexpr uint32_t kSegmentFormatVersion = 1;
+
+// Direct I/O wants buffer, file offset and length aligned to the device's logical block (512 B or
+// 4 KiB); 4 KiB suits both.
+inline constexpr size_t kDirectIoAlignmentBytes = 4096;
+
+// Allocates on kDirectIoAlignmentBytes boundaries, so a segment's bytes go to the device with
+// O_DIRECT straight from where they were encoded, without a copy.
+template <typename T>
+struct DirectIoAllocator {
+  using value_type = T;
+  DirectIoAllocator() = default;
+  template <typename U>
+  DirectIoAllocator(const DirectIoAllocator<U>&) {}
+  T* allocate(size_t count) {
+    return static_cast<T*>(
+        ::operator new(count * sizeof(T), std::align_val_t{kDirectIoAlignmentBytes}));
+  }
+  void deallocate(T* memory, size_t count) {
+    ::operator delete(memory, count * sizeof(T), std::align_val_t{kDirectIoAlignmentBytes});
+  }
+  friend bool operator==(const DirectIoAllocator&, const DirectIoAllocator&) { return true; }
+};
+
+// A whole segment file's bytes (any segment outgrows the short-string buffer, so data() is
+// aligned).
+using SegmentBytes = std::basic_string<char, std::char_traits<char>, DirectIoAllocator<char>>;
 
 struct SegmentHeader {
   std::string pipeline;
@@ -37,7 +66,7 @@ struct SliceInfo {  // from the footer index, without decoding payloads
 // A complete segment file: header, one slice per batch, footer. Every batch must Validate() and
 // each column's type must equal its field's type (both SKIPPR_CHECKed: a batch that breaks them is
 // a bug upstream, and writing it would commit data no reader could decode).
-std::string EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches);
+SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches);
 
 class SegmentReader {
  public:
@@ -48,13 +77,16 @@ class SegmentReader {
   // NotFound, an unreadable one IOError.
   static Result<SegmentReader> Open(const std::string& path);
   static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
+  // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
+  // the bytes): for the writer's own check before a segment is written. ReadSlice is unavailable.
+  static Result<SegmentReader> VerifyBytes(std::string_view bytes, std::string display_name);
   // Cheap check used at recovery: file size, leading and trailing magic and footer length only (no
   // checksum, no version).
   static Status CheckTail(const std::string& path);
 
   const SegmentHeader& header() const { return header_; }
   const std::vector<SliceInfo>& slices() const { return slices_; }
-  uint64_t file_bytes() const { return bytes_.size(); }
+  uint64_t file_bytes() const { return file_bytes_; }
   uint64_t checksum() const { return checksum_; }  // the footer checksum
 
   // Decodes one slice: fields (with ids and types, nested), columns, CDC sidecar. Checks the slice's
@@ -64,9 +96,10 @@ class SegmentReader {
 
  private:
   SegmentReader() = default;
-  Status Verify();
+  Status Verify(std::string_view bytes);
 
-  std::string bytes_;
+  std::string bytes_;  // empty in a reader from VerifyBytes
+  uint64_t file_bytes_ = 0;
   std::string display_name_;
   SegmentHeader header_;
   std::vector<SliceInfo> slices_;

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/batch.hpp"
@@ -62,7 +64,7 @@ struct NextIds {
 // appending is I/O, and a caller may keep them apart.
 struct PreparedSegment {
   SegmentEntry entry;
-  std::string bytes;
+  SegmentBytes bytes;
 };
 
 // Adds the caller's writes to the commit transaction (source positions, schema changes).
@@ -74,6 +76,9 @@ class Wal {
   static Result<std::unique_ptr<Wal>> Open(const std::string& directory,
                                            const std::string& pipeline, store::Store& store,
                                            RecoveryReport* report = nullptr);
+  ~Wal();
+  Wal(const Wal&) = delete;
+  Wal& operator=(const Wal&) = delete;
 
   // Commits `batches` as one segment (none: no file, only the transaction) together with
   // `same_transaction`'s writes. On success everything is durable and visible.
@@ -94,7 +99,10 @@ class Wal {
   Wal(std::string directory, std::string pipeline, store::Store& store)
       : directory_(std::move(directory)), pipeline_(std::move(pipeline)), store_(store) {}
   Status Recover(RecoveryReport* report);
-  Status WriteDurably(const std::string& file_name, const std::string& bytes);
+  Status WriteDurably(uint64_t segment_id, std::string_view bytes);
+  // Creates the empty files of segments first_segment_id, first_segment_id + 1, ..., then fsyncs
+  // the directory once.
+  Status CreateSpareFiles(uint64_t first_segment_id);
   // The commit point: writes the segment (if any), then one store transaction with its catalog
   // entry, the next ids and the caller's writes.
   Result<CommitInfo> CommitTransaction(const PreparedSegment* segment, uint64_t sequence,
@@ -104,6 +112,8 @@ class Wal {
   std::string pipeline_;
   store::Store& store_;
   NextIds next_ids_;  // loaded at recovery; this process holds the writer lease
+  std::set<uint64_t> spare_segment_ids_;  // empty files created ahead, deleted when the WAL closes
+
 };
 
 // The live segments a read snapshot sees, oldest first.

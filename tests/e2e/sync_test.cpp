@@ -197,9 +197,10 @@ TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   for (const std::string& point : crash_points) {
     add_input("extra-" + point);
     if (point.rfind("recovery.", 0) == 0) {
-      // Leave an orphan segment behind first, so that recovery has one to delete.
+      // Leave an orphan segment (written and synced, never committed) and spare files behind
+      // first, so that recovery has both to delete.
       auto orphan_env = small_buffers;
-      orphan_env["SKIPPR_CRASH_POINT"] = "wal.after_directory_fsync";
+      orphan_env["SKIPPR_CRASH_POINT"] = "wal.after_fdatasync";
       ProcessResult orphaned = Skipprd(dir, {"sync", "-p", "events", "--once"}, orphan_env);
       EXPECT_EQ(orphaned.exit_code, 128 + SIGKILL) << point;
     }

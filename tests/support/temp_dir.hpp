@@ -15,9 +15,10 @@ namespace skippr::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "skippr-test-XXXXXX").string();
+  TempDir() : TempDir(std::filesystem::temp_directory_path()) {}
+  // Under `parent` (for a test that needs a particular file system, such as tmpfs).
+  explicit TempDir(const std::filesystem::path& parent) {
+    std::string pattern = (parent / "skippr-test-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw std::runtime_error(std::string("mkdtemp failed: ") + std::strerror(errno));
     }

@@ -14,11 +14,68 @@
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
+#include "core/value.hpp"
 
 namespace skippr {
 namespace {
 
 using ::testing::HasSubstr;
+
+// ----- Value --------------------------------------------------------------------------------
+
+Value SampleRecord() {
+  return Value::Object({{"id", Value::Int(7)},
+                        {"name", Value::String("a name longer than the small-string buffer")},
+                        {"tags", Value::List({Value::String("x"), Value::Null()})},
+                        {"amount", Value::Decimal(-1234, 10, 2)},
+                        {"score", Value::Double(2.5)}});
+}
+
+TEST(Value, CopiesAndMovesKeepEveryKindsPayload) {
+  const Value record = SampleRecord();
+  Value copy = record;
+  EXPECT_EQ(copy, record);
+  Value moved = std::move(copy);
+  EXPECT_EQ(moved, record);
+  EXPECT_EQ(moved.ToJson(),
+            R"({"id":7,"name":"a name longer than the small-string buffer","tags":["x",null],)"
+            R"("amount":-12.34,"score":2.5})");
+  EXPECT_EQ(moved.Find("amount")->decimal_precision(), 10);
+  EXPECT_EQ(moved.Find("amount")->decimal_scale(), 2);
+}
+
+TEST(Value, AssignmentAcrossKindsReplacesThePayload) {
+  Value value = Value::String("a string long enough to live on the heap, not inline");
+  value = Value::Int(3);
+  EXPECT_EQ(value.as_int(), 3);
+  EXPECT_EQ(value.as_string(), "");  // another kind's accessor answers empty
+  value = SampleRecord();
+  EXPECT_EQ(value.Find("id")->as_int(), 7);
+  value = Value::Double(1.5);
+  EXPECT_EQ(value.as_double(), 1.5);
+  EXPECT_EQ(value.as_int(), 0);
+  EXPECT_TRUE(value.as_list().empty());
+  EXPECT_TRUE(value.as_object().empty());
+}
+
+TEST(Value, AssignsFromItsOwnChild) {
+  Value record = SampleRecord();
+  record = record.as_object()[2].second;  // the list "tags", copied out of the record it replaces
+  EXPECT_EQ(record, Value::List({Value::String("x"), Value::Null()}));
+  Value list = record;
+  list = std::move(list.mutable_list()[0]);
+  EXPECT_EQ(list, Value::String("x"));
+  Value self = SampleRecord();
+  const Value& alias = self;
+  self = alias;
+  EXPECT_EQ(self, SampleRecord());
+}
+
+TEST(ValueDeathTest, MutableAccessOfAnotherKindAborts) {
+  Value value = Value::Int(1);
+  EXPECT_DEATH(value.mutable_list(), "internal invariant failed");
+  EXPECT_DEATH(value.mutable_object(), "internal invariant failed");
+}
 
 // ----- Status / Result ------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 // wal/segment: the WAL segment file format (docs/formats/wal.md) — round trips of every type, CDC
 // sidecars and empty segments; the documented byte positions; every single-byte flip and every
-// truncation detected; files on disk; a 100,000-row batch.
+// truncation detected; files on disk; a 100,000-row batch; the WAL writing them (direct I/O).
 #include "wal/segment.hpp"
 
 #include <fmt/format.h>
@@ -23,7 +23,9 @@
 #include "core/batch.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
+#include "store/store.hpp"
 #include "support/temp_dir.hpp"
+#include "wal/wal.hpp"
 
 namespace skippr {
 
@@ -265,6 +267,14 @@ void ExpectSameBatch(const Batch& got, const Batch& want) {
   }
 }
 
+// The segment bytes as a plain string, for tests that damage copies of them.
+std::string Encode(const SegmentHeader& header, const std::vector<Batch>& batches) {
+  const SegmentBytes bytes = EncodeSegment(header, batches);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % kDirectIoAlignmentBytes, 0u)
+      << "the WAL writes segment bytes with O_DIRECT straight from their buffer";
+  return std::string(bytes.begin(), bytes.end());
+}
+
 SegmentReader ReaderOrDie(std::string bytes) {
   Result<SegmentReader> reader = SegmentReader::FromBytes(std::move(bytes), "test.seg");
   EXPECT_TRUE(reader.ok()) << reader.status().ToString();
@@ -316,7 +326,7 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
   batches.push_back(AllTypesBatch("rides", 4, 13));
   batches.push_back(UsersBatch(0));  // a slice with fields but no rows
   const SegmentHeader header = MakeHeader();
-  const std::string bytes = EncodeSegment(header, batches);
+  const std::string bytes = Encode(header, batches);
 
   SegmentReader reader = ReaderOrDie(bytes);
   EXPECT_EQ(reader.header().pipeline, header.pipeline);
@@ -359,14 +369,14 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
 TEST(SegmentRoundTrip, UncompressedSizesAreTheColumnBuffers) {
   const Batch users = UsersBatch(3);
   // user_id: validity 1 + fixed 24; email: validity 1 + offsets 32 + bytes "u0u1u2" 6.
-  SegmentReader reader = ReaderOrDie(EncodeSegment(MakeHeader(), {users}));
+  SegmentReader reader = ReaderOrDie(Encode(MakeHeader(), {users}));
   ASSERT_EQ(reader.slices().size(), 1u);
   EXPECT_EQ(reader.slices()[0].uncompressed_bytes, 1u + 24u + 1u + 32u + 6u);
 }
 
 TEST(SegmentRoundTrip, ZeroSlicesRoundTrip) {
   const SegmentHeader header = MakeHeader();
-  const std::string bytes = EncodeSegment(header, {});
+  const std::string bytes = Encode(header, {});
   EXPECT_EQ(bytes.size(), 48 + header.pipeline.size() + header.source_positions.size() + 32);
   SegmentReader reader = ReaderOrDie(bytes);
   EXPECT_TRUE(reader.slices().empty());
@@ -374,7 +384,7 @@ TEST(SegmentRoundTrip, ZeroSlicesRoundTrip) {
   EXPECT_EQ(reader.header().source_positions, header.source_positions);
   EXPECT_EQ(reader.ReadSlice(0).status().code(), StatusCode::kInvalidArgument);
 
-  const std::string minimal = EncodeSegment(SegmentHeader{}, {});
+  const std::string minimal = Encode(SegmentHeader{}, {});
   EXPECT_EQ(minimal.size(), 80u);
   EXPECT_TRUE(SegmentReader::FromBytes(minimal, "minimal").ok());
 }
@@ -382,7 +392,7 @@ TEST(SegmentRoundTrip, ZeroSlicesRoundTrip) {
 TEST(SegmentRoundTrip, ABatchWithoutFieldsOrRows) {
   Batch empty;
   empty.namespace_name = "";
-  SegmentReader reader = ReaderOrDie(EncodeSegment(SegmentHeader{}, {empty}));
+  SegmentReader reader = ReaderOrDie(Encode(SegmentHeader{}, {empty}));
   Result<Batch> got = reader.ReadSlice(0);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->num_rows, 0);
@@ -410,7 +420,7 @@ TEST(SegmentRoundTrip, HundredThousandRows) {
   std::string reason;
   ASSERT_TRUE(batch.Validate(&reason)) << reason;
 
-  SegmentReader reader = ReaderOrDie(EncodeSegment(MakeHeader(), {batch}));
+  SegmentReader reader = ReaderOrDie(Encode(MakeHeader(), {batch}));
   ASSERT_EQ(reader.slices().size(), 1u);
   EXPECT_EQ(reader.slices()[0].row_count, kRows);
   Result<Batch> got = reader.ReadSlice(0);
@@ -435,7 +445,7 @@ TEST(SegmentRoundTrip, HundredThousandRows) {
 
 TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   const SegmentHeader header = MakeHeader();
-  const std::string bytes = EncodeSegment(header, {UsersBatch(2), CdcBatch(3)});
+  const std::string bytes = Encode(header, {UsersBatch(2), CdcBatch(3)});
   const size_t pipeline_bytes = header.pipeline.size();
   const size_t positions_bytes = header.source_positions.size();
   EXPECT_EQ(bytes.substr(0, 8), std::string("SKPRWAL\0", 8));
@@ -496,7 +506,7 @@ TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
       0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x60,
       0x77, 0xf1, 0x2f, 0x3c, 0x78, 0x1e, 0xed, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
       0x41, 0x49, 0x4c};
-  EXPECT_EQ(EncodeSegment(header, {}),
+  EXPECT_EQ(Encode(header, {}),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
 }
 
@@ -505,7 +515,7 @@ TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
 std::string SmallSegment() {
   SegmentHeader header = MakeHeader();
   header.source_positions = R"({"p":1})";
-  return EncodeSegment(header, {UsersBatch(3), CdcBatch(2)});
+  return Encode(header, {UsersBatch(3), CdcBatch(2)});
 }
 
 TEST(SegmentDamage, EverySingleByteFlipIsDetectedAtOpen) {
@@ -593,7 +603,7 @@ TEST(SegmentDamage, SliceChecksumCatchesDamageTheFooterMissed) {
 // may fail (Corruption) or produce a batch that validates, but never crashes or reads out of bounds.
 TEST(SegmentDamage, ResealedFlipsNeverCrashTheDecoder) {
   const std::string original =
-      EncodeSegment(MakeHeader(), {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)});
+      Encode(MakeHeader(), {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)});
   const SegmentReader intact = ReaderOrDie(original);
   int decoded = 0, refused = 0;
   for (size_t offset = 12; offset < original.size() - 28; ++offset) {
@@ -631,7 +641,7 @@ TEST(SegmentFile, WrittenToDiskAndOpened) {
   TempDir dir;
   const std::string path = dir.Sub("00000000000000000042.seg");
   const std::vector<Batch> batches = {AllTypesBatch("rides", 3, 12), CdcBatch(4)};
-  const std::string bytes = EncodeSegment(MakeHeader(), batches);
+  const std::string bytes = Encode(MakeHeader(), batches);
   WriteFile(path, bytes);
 
   EXPECT_TRUE(SegmentReader::CheckTail(path).ok());
@@ -653,6 +663,59 @@ TEST(SegmentFile, WrittenToDiskAndOpened) {
   ASSERT_EQ(bad.status().code(), StatusCode::kCorruption);
   EXPECT_THAT(bad.status().message(), HasSubstr(path));
   EXPECT_THAT(bad.status().message(), HasSubstr("fails its checksum"));
+}
+
+TEST(SegmentFile, VerifyBytesReadsTheIndexWithoutKeepingTheBytes) {
+  const SegmentBytes bytes = EncodeSegment(MakeHeader(), {UsersBatch(5), CdcBatch(3)});
+  Result<SegmentReader> verified = SegmentReader::VerifyBytes(bytes, "prepared");
+  ASSERT_TRUE(verified.ok()) << verified.status().ToString();
+  const SegmentReader full = ReaderOrDie(std::string(bytes.begin(), bytes.end()));
+  EXPECT_EQ(verified->file_bytes(), full.file_bytes());
+  EXPECT_EQ(verified->checksum(), full.checksum());
+  EXPECT_EQ(verified->header().segment_id, full.header().segment_id);
+  ASSERT_EQ(verified->slices().size(), 2u);
+  EXPECT_EQ(verified->slices()[1].row_count, 3);
+  EXPECT_EQ(verified->slices()[1].payload_offset, full.slices()[1].payload_offset);
+
+  SegmentBytes damaged = bytes;
+  damaged[damaged.size() / 2] ^= 0x01;
+  EXPECT_EQ(SegmentReader::VerifyBytes(damaged, "prepared").status().code(),
+            StatusCode::kCorruption);
+}
+
+// The WAL writes whole 4 KiB blocks with O_DIRECT and the tail through the page cache: files of
+// every size must come out byte for byte, on a disk file system and on tmpfs.
+TEST(WalAppend, WritesEachSegmentFileByteForByte) {
+  std::vector<std::filesystem::path> parents = {std::filesystem::temp_directory_path()};
+  if (std::filesystem::is_directory("/dev/shm")) parents.push_back("/dev/shm");
+  for (const std::filesystem::path& parent : parents) {
+    TempDir dir(parent);
+    Result<std::unique_ptr<store::Store>> store = store::Store::Open({.directory = dir.Sub("store")});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Result<std::unique_ptr<Wal>> wal = Wal::Open(dir.Sub("wal"), "p", **store);
+    ASSERT_TRUE(wal.ok()) << wal.status().ToString();
+    const std::vector<std::vector<Batch>> segments = {
+        {UsersBatch(1)}, {UsersBatch(100000)}, {AllTypesBatch("rides", 3, 5000), CdcBatch(700)}};
+    bool saw_a_tail = false;
+    for (const std::vector<Batch>& batches : segments) {
+      Result<PreparedSegment> prepared = (*wal)->Prepare(batches, "{}");
+      ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+      saw_a_tail |= prepared->bytes.size() > kDirectIoAlignmentBytes &&
+                    prepared->bytes.size() % kDirectIoAlignmentBytes != 0;
+      Result<CommitInfo> committed = (*wal)->Append(*prepared, nullptr);
+      ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+      std::ifstream file(dir.Sub("wal/" + prepared->entry.file_name), std::ios::binary);
+      const std::string written{std::istreambuf_iterator<char>(file), {}};
+      ASSERT_EQ(written.size(), prepared->bytes.size()) << parent;
+      EXPECT_TRUE(written == std::string_view(prepared->bytes)) << parent;
+      Result<SegmentReader> reader = OpenSegment(dir.Sub("wal"), prepared->entry);
+      ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+      Result<Batch> first = reader->ReadSlice(0);
+      ASSERT_TRUE(first.ok()) << first.status().ToString();
+      ExpectSameBatch(*first, batches[0]);
+    }
+    EXPECT_TRUE(saw_a_tail) << "no segment ended in a partial block";
+  }
 }
 
 TEST(SegmentFile, AMissingFileIsNotFoundNamingThePath) {
