@@ -7,8 +7,10 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 duckdb_dir="$root/third_party/duckdb"
+iceberg_reader_dir="$root/third_party/iceberg_reader"
 
-# DESIGN.md §4: every library and tool comes from a Debian package (DuckDB alone from npm).
+# DESIGN.md §4: every library and tool comes from a Debian package (DuckDB, and the Iceberg reader
+# that only tests use, from npm).
 debian_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libyaml-cpp-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
@@ -38,8 +40,15 @@ duckdb_is_current() {
   [[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum < "$duckdb_dir/package-lock.json")" ]]
 }
 
+# The pinned Iceberg reader (tests/lake/read_iceberg.mjs) is present when its lock file is unchanged.
+iceberg_reader_is_current() {
+  [[ -f "$iceberg_reader_dir/node_modules/icebird/package.json" ]] || return 1
+  local stamp="$iceberg_reader_dir/node_modules/.skipprd-lock.sha256"
+  [[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum < "$iceberg_reader_dir/package-lock.json")" ]]
+}
+
 if [[ "${1:-}" == "--check" ]]; then
-  [[ -z "$(missing_packages)" ]] && duckdb_is_current
+  [[ -z "$(missing_packages)" ]] && duckdb_is_current && iceberg_reader_is_current
   exit $?
 fi
 
@@ -57,6 +66,12 @@ if ! duckdb_is_current; then
   echo "setup: installing DuckDB (pinned in third_party/duckdb/package-lock.json)"
   (cd "$duckdb_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   sha256sum < "$duckdb_dir/package-lock.json" > "$duckdb_dir/node_modules/.skipprd-lock.sha256"
+fi
+
+if ! iceberg_reader_is_current; then
+  echo "setup: installing the tests' Iceberg reader (pinned in third_party/iceberg_reader/package-lock.json)"
+  (cd "$iceberg_reader_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  sha256sum < "$iceberg_reader_dir/package-lock.json" > "$iceberg_reader_dir/node_modules/.skipprd-lock.sha256"
 fi
 
 echo "setup: everything skipprd needs is installed"

@@ -100,7 +100,11 @@ const std::vector<ConnectorSpec>& Registry() {
       {"SkipprLake",
        ConnectorRole::kSink,
        {RequiredText("warehouse"), Text("table_namespace", "default"), Secret("catalog_uri"),
-        OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append")}},
+        OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append"),
+        // A landing writes one data file of about this many (uncompressed WAL) bytes at most.
+        Number("target_file_size_bytes", 128 << 20, 1 << 20),
+        // Landing runs at the end of every sync pass, and during one every this many seconds.
+        Number("commit_interval_seconds", 60, 1)}},
       {"Duckdb",
        ConnectorRole::kSink,
        {RequiredText("warehouse"), Text("table_namespace", "default")}},

@@ -105,6 +105,9 @@ struct SyncResult {
   uint64_t deadletter_count = 0;
   std::vector<schema::Deadletter> deadletters;  // the first kDeadlettersDescribed
   wal::RecoveryReport recovery;
+  uint64_t landings = 0;  // SkipprLake snapshots committed (or found committed) this run
+  int64_t rows_landed = 0;
+  uint64_t segments_reclaimed = 0;
 };
 
 // One pass: recover the WAL, run discover when no schema exists, read the source from its committed
@@ -152,8 +155,8 @@ struct PipelineStatus {
 Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline);
 
 // A query engine with every namespace of every synced pipeline as the table <pipeline>.<namespace>:
-// the rows of the live WAL slices of one pinned store snapshot per pipeline, projected onto the
-// current schema. (Landed Iceberg data joins these tables when the lake sink arrives.)
+// in one pinned store snapshot per pipeline, the rows of the landed Iceberg snapshot recorded there
+// plus the live WAL slices not landed in it, projected onto the current schema.
 Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config);
 
 }  // namespace skippr::pipeline

@@ -1,34 +1,64 @@
-// Every namespace of every pipeline as a query table <pipeline>.<namespace>: the live WAL slices of
-// one pinned store snapshot, projected onto the current schema.
+// Every namespace of every pipeline as a query table <pipeline>.<namespace>: in one pinned store
+// snapshot, the landed Iceberg snapshot recorded there plus the live WAL slices not landed in it,
+// projected onto the current schema.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::pipeline {
 
 namespace {
 
-// The rows of one namespace in one snapshot: decoded once, shared by every scan of the query.
+// How often a query re-pins when a segment file vanished under it (reclaimed after landing).
+constexpr int kSnapshotAttempts = 10;
+
+// One pinned store snapshot of a pipeline: per namespace, the live WAL slices not landed yet
+// (decoded once, shared by every scan of the query) and the landed Iceberg snapshot's data files.
 struct SnapshotTables {
   std::map<std::string, std::vector<std::shared_ptr<const Batch>>> batches_by_namespace;
+  std::map<std::string, std::vector<std::string>> landed_files_by_namespace;
 };
 
-Result<std::shared_ptr<SnapshotTables>> ReadSnapshot(PipelineState& state) {
+Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
   auto tables = std::make_shared<SnapshotTables>();
-  // One read transaction pins the catalog; the segment files it names are read while it is held, so
-  // reclaim (which removes the catalog entry first) cannot pull them from under this query.
+  // One read transaction pins the catalog: the landed snapshot and the landed slices it records
+  // are one cut, so a slice is read either from the lake or from the WAL, never both or neither.
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
+  SKIPPR_ASSIGN_OR_RETURN(internal::LandingState landing, internal::ReadLandingState(read));
+  for (const auto& [namespace_name, snapshot] : landing.snapshots) {
+    SKIPPR_ASSIGN_OR_RETURN(tables->landed_files_by_namespace[namespace_name],
+                            lake::DataFilesOf(snapshot));
+  }
   for (const wal::SegmentEntry& entry : segments) {
+    bool any_live = false;
+    for (const wal::SliceSummary& slice : entry.slices) {
+      any_live = any_live || !landing.landed.contains({entry.segment_id, slice.ordinal});
+    }
+    if (!any_live) continue;
     SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader, wal::OpenSegment(state.wal_directory(), entry));
     for (const wal::SliceInfo& slice : reader.slices()) {
+      if (landing.landed.contains({entry.segment_id, slice.ordinal})) continue;
       SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(slice.ordinal));
       tables->batches_by_namespace[slice.namespace_name].push_back(
           std::make_shared<const Batch>(std::move(batch)));
     }
   }
   return tables;
+}
+
+Result<std::shared_ptr<SnapshotTables>> ReadSnapshot(PipelineState& state) {
+  for (int attempt = 1;; ++attempt) {
+    Result<std::shared_ptr<SnapshotTables>> tables = ReadSnapshotOnce(state);
+    // A segment landed and reclaimed between pinning the catalog and opening its file: its rows
+    // are in the lake in a newer snapshot, which a fresh pin sees.
+    if (tables.ok() || tables.status().code() != StatusCode::kNotFound ||
+        attempt == kSnapshotAttempts) {
+      return tables;
+    }
+  }
 }
 
 }  // namespace
@@ -54,6 +84,10 @@ Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& con
       table.pipeline = name;
       table.namespace_name = ns_name;
       table.fields = ns.fields;
+      if (auto files = snapshot->landed_files_by_namespace.find(ns_name);
+          files != snapshot->landed_files_by_namespace.end()) {
+        table.landed_files = files->second;
+      }
       table.batches = [snapshot, ns_name = ns_name]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
         auto it = snapshot->batches_by_namespace.find(ns_name);
         if (it == snapshot->batches_by_namespace.end()) return std::vector<std::shared_ptr<const Batch>>{};

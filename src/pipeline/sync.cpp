@@ -10,6 +10,7 @@
 
 #include "core/crash.hpp"
 #include "core/disk.hpp"
+#include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/shaping.hpp"
 
@@ -191,6 +192,25 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<wal::Wal> wal,
       wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
+                          internal::OpenLakeWriter(config, pipeline));
+  const internal::LakeCadence cadence = internal::ResolveLakeCadence(config, pipeline);
+  uint64_t unlanded_bytes = 0;  // source bytes committed since the last landing
+  auto last_landing = std::chrono::steady_clock::now();
+  const auto land = [&]() -> Status {
+    if (!lake_writer) return Status::OK();
+    SKIPPR_ASSIGN_OR_RETURN(
+        internal::LandingPassResult landed,
+        internal::LandCommittedSlices(state, pipeline, *lake_writer, cadence.target_file_bytes));
+    result.landings += landed.landings;
+    result.rows_landed += landed.rows_landed;
+    result.segments_reclaimed += landed.segments_reclaimed;
+    unlanded_bytes = 0;
+    last_landing = std::chrono::steady_clock::now();
+    return Status::OK();
+  };
+  // Whatever an earlier run committed and did not land (a crash, a failed landing) lands first.
+  SKIPPR_RETURN_IF_ERROR(land());
 
   schema::PipelineSchema saved;
   sources::SourcePositions positions;
@@ -257,8 +277,15 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     progress.rows_committed = result.rows_committed;
     progress.segments_committed = result.segments_committed;
     pending_positions.clear();
+    unlanded_bytes += buffered_bytes;
     buffered_bytes = 0;
     buffer_started = std::chrono::steady_clock::now();
+    const double since_landing_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_landing).count();
+    if (unlanded_bytes >= cadence.target_file_bytes ||
+        since_landing_seconds >= cadence.commit_interval_seconds) {
+      SKIPPR_RETURN_IF_ERROR(land());
+    }
     return Status::OK();
   };
 
@@ -284,6 +311,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     if (on_progress) on_progress(progress);
   }
   SKIPPR_RETURN_IF_ERROR(commit());
+  SKIPPR_RETURN_IF_ERROR(land());
   if (on_progress) on_progress(progress);
   if (result.deadletter_count > 0 && !pipeline.deadletter_sink) {
     spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured",

@@ -232,10 +232,19 @@ Status Engine::RegisterTable(TableSource table) {
   tables_[key] = std::make_shared<const TableSource>(std::move(table));
 
   const std::string schema = QuoteIdentifier(pipeline);
+  std::string landed;
+  if (const auto& files = tables_[key]->landed_files; !files.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& file : files) quoted.push_back(QuoteLiteral(file));
+    // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
+    landed = fmt::format(" UNION ALL BY NAME SELECT * FROM read_parquet([{}], union_by_name = true)",
+                         fmt::join(quoted, ", "));
+  }
   const std::string sql =
       fmt::format("CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS SELECT * FROM "
-                  "wal_scan({2}, {3})",
-                  schema, QuoteIdentifier(namespace_name), QuoteLiteral(pipeline), QuoteLiteral(namespace_name));
+                  "wal_scan({2}, {3}){4}",
+                  schema, QuoteIdentifier(namespace_name), QuoteLiteral(pipeline),
+                  QuoteLiteral(namespace_name), landed);
   duckdb_result result;
   const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
   std::string error = ok ? "" : duckdb_result_error(&result);

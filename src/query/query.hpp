@@ -27,6 +27,9 @@ struct TableSource {
   std::string namespace_name;
   std::vector<Field> fields;
   std::function<Result<std::vector<std::shared_ptr<const Batch>>>()> batches;
+  // Parquet files of rows landed elsewhere (an Iceberg snapshot's data files), read by column name
+  // and unioned with the batches; files written before a column existed read NULL for it.
+  std::vector<std::string> landed_files;
 };
 
 struct QueryResult {
@@ -43,7 +46,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Creates schema "<pipeline>" and view "<pipeline>"."<namespace>" AS SELECT * FROM wal_scan(...).
+  // Creates schema "<pipeline>" and view "<pipeline>"."<namespace>" AS SELECT * FROM wal_scan(...)
+  // [UNION ALL BY NAME SELECT * FROM read_parquet(<landed_files>, union_by_name = true)].
   // Registering the same pipeline.namespace again replaces its source.
   Status RegisterTable(TableSource table);
 

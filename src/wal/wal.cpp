@@ -442,6 +442,19 @@ Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& tra
   return ScanEntries(transaction);
 }
 
+Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment_id) {
+  return transaction.Delete(store::Family::kCatalog, SegmentKey(segment_id));
+}
+
+Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry) {
+  const std::string path = directory + "/" + entry.file_name;
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Status::IOError(
+        fmt::format("cannot delete reclaimed WAL segment '{}': {}", path, std::strerror(errno)));
+  }
+  return Status::OK();
+}
+
 Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry) {
   const std::string path = directory + "/" + entry.file_name;
   SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path));

@@ -121,4 +121,10 @@ Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& tra
 // Opens a live segment's file and checks it is the one the catalog committed.
 Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry);
 
+// Reclaim (DESIGN.md §6), in two steps: the catalog entry goes in the caller's transaction (after
+// its commit no reader's new snapshot sees the segment), then the file. A crash between the two
+// leaves an orphan file, which recovery deletes.
+Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment_id);
+Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry);
+
 }  // namespace skippr::wal

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/process.hpp"
+#include "e2e/skipprd_runner.hpp"
 #include "e2e/wal_reader.hpp"
 #include "sources/sources.hpp"
 
@@ -24,21 +25,6 @@ namespace skippr::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-ProcessOptions OptionsFor(const TempDir& dir, std::map<std::string, std::string> env = {}) {
-  ProcessOptions options;
-  options.working_dir = dir.path();
-  options.unset_env = {"SKIPPR_CONFIG_FILE", "PIPELINE_NAME", "SKIPPR_CRASH_POINT", "SKIPPR_CHAOS_MODE",
-                       "BUFFER_THRESHOLD_BYTES", "BUFFER_THRESHOLD_SECONDS", "SYNC_FREQUENCY"};
-  options.set_env = std::move(env);
-  options.set_env["DATA_DIR"] = dir.path() + "/data";
-  return options;
-}
-
-ProcessResult Skipprd(const TempDir& dir, const std::vector<std::string>& args,
-                      std::map<std::string, std::string> env = {}) {
-  return RunProcess(SKIPPRD_BINARY, args, OptionsFor(dir, std::move(env)));
-}
 
 TEST(SyncSample, MillionRowsLandInTheWalWithTheGeneratorsFigures) {
   TempDir dir;
@@ -92,28 +78,6 @@ pipelines:
 
 // ----- files, with a crash test ---------------------------------------------------------------
 
-// Writes `files` JSON-lines and CSV files holding `rows` rows with unique ids starting at `first_id`;
-// returns the sum of a content checksum over all rows.
-int64_t WriteInput(const TempDir& dir, int files, int64_t rows, int64_t first_id = 0,
-                   const std::string& prefix = "part") {
-  int64_t checksum = 0;
-  const int64_t per_file = rows / files;
-  for (int file = 0; file < files; ++file) {
-    const bool is_csv = file % 2 == 1;
-    std::string text = is_csv ? "id,name,amount\n" : "";
-    for (int64_t i = first_id + file * per_file; i < first_id + (file + 1) * per_file; ++i) {
-      const int64_t amount = (i * 7919) % 100000;
-      checksum += i * 31 + amount;
-      const std::string name = "rider-" + std::to_string(i % 977);
-      text += is_csv ? std::to_string(i) + "," + name + "," + std::to_string(amount) + "\n"
-                     : "{\"id\":" + std::to_string(i) + ",\"name\":\"" + name + "\",\"amount\":" +
-                           std::to_string(amount) + "}\n";
-    }
-    dir.Write("input/" + prefix + "-" + std::to_string(1000 + file) + (is_csv ? ".csv" : ".jsonl"), text);
-  }
-  return checksum;
-}
-
 struct WalCheck {
   int64_t rows = 0;
   size_t unique_ids = 0;
@@ -159,16 +123,6 @@ TEST(SyncFiles, JsonLinesAndCsvLandExactlyOnce) {
   EXPECT_EQ(row[2], std::to_string(checksum));
 }
 
-// Runs sync in the background and SIGKILLs it after `delay`; returns its exit code.
-int SyncAndKillAfter(const TempDir& dir, std::chrono::milliseconds delay,
-                     std::map<std::string, std::string> env) {
-  RunningProcess sync = StartProcess(SKIPPRD_BINARY, {"sync", "-p", "events", "--once", "--output", "text"},
-                                     OptionsFor(dir, std::move(env)));
-  std::this_thread::sleep_for(delay);
-  sync.Kill(SIGKILL);
-  return sync.Wait().exit_code;
-}
-
 TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
@@ -179,7 +133,7 @@ TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   std::uniform_int_distribution<int> delay_ms(50, 1500);
   int kills = 0;
   for (int round = 0; round < 50; ++round) {
-    SyncAndKillAfter(dir, std::chrono::milliseconds(delay_ms(random)), small_buffers);
+    SyncAndKillAfter(dir, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
     ++kills;
   }
   // Then one crash at every named point, each with new input so that there is work to commit.
@@ -245,33 +199,9 @@ TEST(SyncQuery, CountDuringSyncIsMonotoneAndEndsEqual) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
   WriteInput(dir, 8, 1600000);
-  RunningProcess sync = StartProcess(SKIPPRD_BINARY, {"sync", "-p", "events", "--once", "--output", "text"},
-                                     OptionsFor(dir, {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
-  int64_t last_count = -1;
-  int successful_queries = 0;
-  bool sync_running = true;
-  for (int attempt = 0; attempt < 2000 && sync_running; ++attempt) {
-    sync_running = waitpid(sync.pid(), nullptr, WNOHANG) == 0;
-    ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", "SELECT count(*) AS n FROM events.events"});
-    if (query.exit_code != 0) {
-      // Before the first commit there is no table yet; after it, every query must succeed.
-      EXPECT_EQ(last_count, -1) << query.err;
-      continue;
-    }
-    const auto json = nlohmann::json::parse(query.out);
-    const int64_t count = std::stoll(json["rows"][0][0].get<std::string>());
-    EXPECT_GE(count, last_count) << "a later query saw fewer rows";
-    EXPECT_LE(count, 1600000);
-    last_count = count;
-    ++successful_queries;
-  }
-  ProcessResult finished = sync.Wait();
-  EXPECT_TRUE(finished.exit_code == 0 || finished.exit_code == -1) << finished.err;
-  ProcessResult final_query = Skipprd(dir, {"query", "--plain", "--sql", "SELECT count(*) AS n FROM events.events"});
-  ASSERT_EQ(final_query.exit_code, 0) << final_query.err;
-  EXPECT_EQ(nlohmann::json::parse(final_query.out)["rows"][0][0], "1600000");
-  EXPECT_GE(successful_queries, 1);
-  RecordProperty("queries_during_sync", successful_queries);
+  RecordProperty("queries_during_sync",
+                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", 1600000,
+                                                 {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
 }
 
 TEST(SyncQuery, PlainOutputSumsAndErrors) {

@@ -1,0 +1,410 @@
+#include "lake/lake.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/check.hpp"
+#include "core/crash.hpp"
+#include "core/file.hpp"
+#include "core/hash.hpp"
+#include "iceberg/iceberg.hpp"
+#include "query/query.hpp"
+
+namespace skippr::lake {
+
+namespace {
+
+constexpr std::string_view kLandingPipeline = "skippr_landing";  // the engine's table of a landing
+constexpr int kCommitAttempts = 8;  // catalog conflicts retried (another writer of the table)
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string QuoteIdentifier(std::string_view name) {
+  std::string quoted = "\"";
+  for (char c : name) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string QuoteLiteral(std::string_view text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') quoted += '\'';
+    quoted += c;
+  }
+  return quoted + "'";
+}
+
+// DuckDB's FIELD_IDS value for one field: its id, with its children's ids when it is nested
+// (`{__duckdb_field_id: 4, element: 5}` for a list).
+std::string FieldIdSpec(const Field& field) {
+  const LogicalType& type = field.type;
+  if (type.id() != TypeId::kStruct && type.id() != TypeId::kList && type.id() != TypeId::kMap) {
+    return std::to_string(field.id);
+  }
+  std::string spec = fmt::format("{{__duckdb_field_id: {}", field.id);
+  const std::vector<Field>& children = type.children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::string name = QuoteIdentifier(children[i].name);
+    if (type.id() == TypeId::kList) name = "element";
+    if (type.id() == TypeId::kMap) name = i == 0 ? "key" : "value";
+    spec += fmt::format(", {}: {}", name, FieldIdSpec(children[i]));
+  }
+  return spec + "}";
+}
+
+std::string FieldIdsClause(const std::vector<Field>& fields) {
+  std::vector<std::string> parts;
+  for (const Field& field : fields) {
+    parts.push_back(fmt::format("{}: {}", QuoteIdentifier(field.name), FieldIdSpec(field)));
+  }
+  return fmt::format("{{{}}}", fmt::join(parts, ", "));
+}
+
+Status SyncFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot open '{}'", path));
+  const bool synced = fsync(fd) == 0;
+  const int saved_errno = errno;
+  close(fd);
+  if (!synced) return ErrnoStatus(saved_errno, fmt::format("fsync of '{}' failed", path));
+  return Status::OK();
+}
+
+// ----- column statistics ---------------------------------------------------------------------
+
+// A SQL expression whose text DuckDB prints in a form ParseBound reads, for min or max of a
+// top-level column; nullopt for types that get no bounds (decimal, binary, uuid, time, nested).
+std::optional<std::string> BoundExpression(const Field& field, std::string_view aggregate) {
+  const std::string column = QuoteIdentifier(field.name);
+  switch (field.type.id()) {
+    case TypeId::kBoolean:
+      return fmt::format("{}({}::INTEGER)", aggregate, column);
+    case TypeId::kInt:
+    case TypeId::kLong:
+    case TypeId::kString:
+      return fmt::format("{}({})", aggregate, column);
+    case TypeId::kFloat:
+    case TypeId::kDouble:  // NaN is never a bound
+      return fmt::format("{}({}) FILTER (WHERE NOT isnan({}))", aggregate, column, column);
+    case TypeId::kDate:
+      return fmt::format("date_diff('day', DATE '1970-01-01', {}({}))", aggregate, column);
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      return fmt::format("epoch_us({}({}))", aggregate, column);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<iceberg::PrimitiveValue> ParseBound(const LogicalType& type, const std::string& text) {
+  switch (type.id()) {
+    case TypeId::kBoolean:
+      return iceberg::PrimitiveValue(text != "0");
+    case TypeId::kInt:
+    case TypeId::kDate:
+      return iceberg::PrimitiveValue(static_cast<int32_t>(std::stol(text)));
+    case TypeId::kLong:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      return iceberg::PrimitiveValue(static_cast<int64_t>(std::stoll(text)));
+    case TypeId::kFloat:
+      return iceberg::PrimitiveValue(std::strtof(text.c_str(), nullptr));
+    case TypeId::kDouble:
+      return iceberg::PrimitiveValue(std::strtod(text.c_str(), nullptr));
+    case TypeId::kString:
+      return iceberg::PrimitiveValue(text);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Value, null and NaN counts and bounds of the top-level primitive columns, read back from the
+// written file (so they describe exactly what readers will see).
+Status AddColumnStatistics(query::Engine& engine, const std::vector<Field>& fields,
+                           const std::string& path, iceberg::DataFile& file) {
+  struct Probe {
+    const Field* field;
+    size_t non_null, nan, min, max;  // result columns; SIZE_MAX when absent
+  };
+  std::vector<std::string> expressions = {"count(*)"};
+  std::vector<Probe> probes;
+  const auto add = [&](std::string expression) {
+    expressions.push_back(std::move(expression));
+    return expressions.size() - 1;
+  };
+  for (const Field& field : fields) {
+    const TypeId id = field.type.id();
+    if (id == TypeId::kStruct || id == TypeId::kList || id == TypeId::kMap) continue;
+    Probe probe{&field, add(fmt::format("count({})", QuoteIdentifier(field.name))), SIZE_MAX,
+                SIZE_MAX, SIZE_MAX};
+    if (id == TypeId::kFloat || id == TypeId::kDouble) {
+      probe.nan = add(fmt::format("count(*) FILTER (WHERE isnan({}))", QuoteIdentifier(field.name)));
+    }
+    if (auto min = BoundExpression(field, "min")) probe.min = add(*min);
+    if (auto max = BoundExpression(field, "max")) probe.max = add(*max);
+    probes.push_back(probe);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(
+      query::QueryResult result,
+      engine.Run(fmt::format("SELECT {} FROM read_parquet({})", fmt::join(expressions, ", "),
+                             QuoteLiteral(path))));
+  SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == expressions.size());
+  const auto& row = result.rows[0];
+  const int64_t rows = std::stoll(*row[0]);
+  SKIPPR_CHECK_MSG(rows == file.record_count, "the data file holds another row count");
+  for (const Probe& probe : probes) {
+    const int32_t id = probe.field->id;
+    const int64_t non_null = std::stoll(*row[probe.non_null]);
+    file.value_counts[id] = rows;
+    file.null_value_counts[id] = rows - non_null;
+    if (probe.nan != SIZE_MAX) file.nan_value_counts[id] = std::stoll(*row[probe.nan]);
+    const LogicalType& type = probe.field->type;
+    if (probe.min != SIZE_MAX && row[probe.min]) {
+      if (auto value = ParseBound(type, *row[probe.min])) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
+        file.lower_bounds[id] = iceberg::TruncateLowerBound(type, std::move(encoded));
+      }
+    }
+    if (probe.max != SIZE_MAX && row[probe.max]) {
+      if (auto value = ParseBound(type, *row[probe.max])) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
+        if (auto upper = iceberg::TruncateUpperBound(type, std::move(encoded))) {
+          file.upper_bounds[id] = std::move(*upper);
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// Iceberg's own summary totals, carried forward from the parent snapshot.
+int64_t SummaryNumber(const iceberg::Snapshot* snapshot, const std::string& key) {
+  if (snapshot == nullptr) return 0;
+  auto it = snapshot->summary.find(key);
+  if (it == snapshot->summary.end()) return 0;
+  return std::strtoll(it->second.c_str(), nullptr, 10);
+}
+
+std::string SegmentIdList(const std::vector<SliceRef>& slices) {
+  std::set<uint64_t> ids;
+  for (const SliceRef& slice : slices) ids.insert(slice.segment_id);
+  return fmt::format("{}", fmt::join(ids, ","));
+}
+
+}  // namespace
+
+Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
+                    std::vector<SliceRef> slices) {
+  std::sort(slices.begin(), slices.end());
+  slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
+  std::string identity = fmt::format("skippr-landing-v1\n{}\n{}\n", pipeline, namespace_name);
+  for (const SliceRef& slice : slices) {
+    identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
+  }
+  return Landing{Sha256Hex(identity).substr(0, 32), std::move(namespace_name), std::move(slices)};
+}
+
+LakeWriter::~LakeWriter() = default;
+
+Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
+  std::unique_ptr<LakeWriter> writer(new LakeWriter());
+  SKIPPR_ASSIGN_OR_RETURN(writer->catalog_,
+                          iceberg::OpenCatalog({.warehouse = options.warehouse,
+                                                .uri = options.catalog_uri}));
+  SKIPPR_ASSIGN_OR_RETURN(writer->engine_, query::Engine::Open());
+  writer->options_ = std::move(options);
+  return writer;
+}
+
+Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
+                                          const schema::NamespaceSchema& namespace_schema,
+                                          const std::vector<std::shared_ptr<const Batch>>& batches,
+                                          const std::string& path) {
+  query::TableSource source;
+  source.pipeline = std::string(kLandingPipeline);
+  source.namespace_name = landing.namespace_name;
+  source.fields = namespace_schema.fields;
+  source.batches = [batches]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
+    return batches;
+  };
+  SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
+  const std::string schema_json =
+      schema::FieldsToIcebergJson(namespace_schema.fields, namespace_schema.schema_id).dump();
+  // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
+  // find them; DuckDB writes the field ids into the Parquet schema itself.
+  SKIPPR_RETURN_IF_ERROR(
+      engine_
+          ->Run(fmt::format("COPY (SELECT * FROM {}.{}) TO {} (FORMAT parquet, COMPRESSION zstd, "
+                            "FIELD_IDS {}, KV_METADATA {{'iceberg.schema': {}}})",
+                            QuoteIdentifier(kLandingPipeline),
+                            QuoteIdentifier(landing.namespace_name), QuoteLiteral(path),
+                            FieldIdsClause(namespace_schema.fields), QuoteLiteral(schema_json)))
+          .status());
+  SKIPPR_RETURN_IF_ERROR(SyncFile(path));
+  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(std::filesystem::path(path).parent_path().string()));
+  std::error_code error;
+  const uintmax_t bytes = std::filesystem::file_size(path, error);
+  if (error) return Status::IOError(fmt::format("cannot stat '{}': {}", path, error.message()));
+  return static_cast<int64_t>(bytes);
+}
+
+Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
+                                        const schema::NamespaceSchema& namespace_schema,
+                                        const std::vector<std::shared_ptr<const Batch>>& batches) {
+  const iceberg::TableIdentifier table{options_.table_namespace, landing.namespace_name};
+  SKIPPR_ASSIGN_OR_RETURN(
+      const std::string location,
+      iceberg::TableLocation(options_.warehouse, options_.table_namespace, landing.namespace_name));
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local_location, iceberg::LocalPathOfUri(location));
+  int64_t rows = 0;
+  for (const auto& batch : batches) rows += batch->num_rows;
+
+  // The data file and manifest names derive from the landing id: a retry rewrites the same files.
+  const std::string data_name = fmt::format("data/{}.parquet", landing.landing_id);
+  const std::string manifest_name = fmt::format("metadata/{}-m0.avro", landing.landing_id);
+  bool data_file_written = false;
+  iceberg::DataFile data_file;
+  for (int attempt = 1;; ++attempt) {
+    Result<iceberg::VersionedMetadata> base = iceberg::LoadTableForCommit(*catalog_, table);
+    if (!base.ok() && base.status().code() == StatusCode::kNotFound) {
+      SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata created,
+                              iceberg::NewTableMetadata(location, namespace_schema.fields, NowMs(),
+                                                        namespace_schema.last_field_id));
+      base = iceberg::CreateTableWithMetadata(*catalog_, table, created);
+      if (!base.ok() && base.status().code() == StatusCode::kConflict) continue;  // raced: load
+    }
+    SKIPPR_RETURN_IF_ERROR(base.status());
+    const iceberg::Snapshot* parent = base->metadata.CurrentSnapshot();
+    if (iceberg::FindAncestorWithSummary(base->metadata, kLandingIdKey, landing.landing_id)) {
+      return LandingOutcome{{base->location, parent->snapshot_id}, true, rows, 0};
+    }
+    if (rows == 0) {
+      return LandingOutcome{{base->location, parent ? parent->snapshot_id : 0}, false, 0, 0};
+    }
+
+    iceberg::TableMetadata next = iceberg::NextVersion(base->metadata, base->location, NowMs());
+    if (next.CurrentSchema().fields != namespace_schema.fields) {
+      SKIPPR_RETURN_IF_ERROR(
+          iceberg::AddSchema(next, namespace_schema.fields, namespace_schema.last_field_id)
+              .status());
+    }
+    if (!data_file_written) {
+      SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/data"));
+      const std::string path = local_location + "/" + data_name;
+      SKIPPR_ASSIGN_OR_RETURN(data_file.file_size_in_bytes,
+                              WriteDataFile(landing, namespace_schema, batches, path));
+      data_file.file_path = location + "/" + data_name;
+      data_file.record_count = rows;
+      SKIPPR_RETURN_IF_ERROR(
+          AddColumnStatistics(*engine_, namespace_schema.fields, path, data_file));
+      data_file_written = true;
+      CrashPoint("lake.after_data_file");
+    }
+
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
+    const int64_t sequence_number = next.NextSequenceNumber();
+    iceberg::Manifest manifest;
+    manifest.header.table_schema_json =
+        schema::FieldsToIcebergJson(next.CurrentSchema().fields, next.current_schema_id).dump();
+    manifest.header.schema_id = next.current_schema_id;
+    manifest.entries.push_back({.status = iceberg::EntryStatus::kAdded,
+                                .snapshot_id = snapshot_id,
+                                .data_file = data_file});
+    SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/metadata"));
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
+                            iceberg::WriteManifest(local_location + "/" + manifest_name, manifest));
+
+    iceberg::ManifestList list;
+    list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
+                   sequence_number};
+    if (parent != nullptr) {
+      SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
+                              iceberg::LocalPathOfUri(parent->manifest_list));
+      SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList previous,
+                              iceberg::ReadManifestList(parent_list));
+      list.manifests = std::move(previous.manifests);
+    }
+    list.manifests.push_back(iceberg::DescribeNewManifest(
+        manifest, location + "/" + manifest_name, manifest_bytes, snapshot_id, sequence_number));
+    const std::string list_name =
+        fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
+    SKIPPR_RETURN_IF_ERROR(
+        iceberg::WriteManifestList(local_location + "/" + list_name, list).status());
+
+    std::map<std::string, std::string> summary = {
+        {"added-data-files", "1"},
+        {"added-records", std::to_string(rows)},
+        {"added-files-size", std::to_string(data_file.file_size_in_bytes)},
+        {"total-data-files", std::to_string(SummaryNumber(parent, "total-data-files") + 1)},
+        {"total-records", std::to_string(SummaryNumber(parent, "total-records") + rows)},
+        {"total-files-size", std::to_string(SummaryNumber(parent, "total-files-size") +
+                                            data_file.file_size_in_bytes)},
+        {"total-delete-files", "0"},
+        {"total-position-deletes", "0"},
+        {"total-equality-deletes", "0"},
+        {std::string(kLandingIdKey), landing.landing_id},
+        {std::string(kWalSegmentIdsKey), SegmentIdList(landing.slices)},
+        {std::string(kPipelineKey), options_.pipeline}};
+    SKIPPR_RETURN_IF_ERROR(iceberg::AddSnapshot(
+        next, {snapshot_id, NowMs(), location + "/" + list_name,
+               iceberg::SnapshotOperation::kAppend, std::move(summary)}));
+    CrashPoint("lake.before_catalog_commit");
+    Result<iceberg::VersionedMetadata> committed =
+        iceberg::CommitTableMetadata(*catalog_, table, *base, next);
+    if (committed.ok()) {
+      CrashPoint("lake.after_catalog_commit");
+      return LandingOutcome{{committed->location, snapshot_id}, false, rows,
+                            data_file.file_size_in_bytes};
+    }
+    if (committed.status().code() != StatusCode::kConflict || attempt >= kCommitAttempts) {
+      return committed.status();
+    }
+    spdlog::info("lake {}: another writer committed first; retrying landing {}", table.ToString(),
+                 landing.landing_id);
+  }
+}
+
+Result<std::vector<std::string>> DataFilesOf(const LandedSnapshot& landed) {
+  std::vector<std::string> paths;
+  if (landed.snapshot_id == 0) return paths;
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata metadata,
+                          iceberg::ReadMetadataFile(landed.metadata_location));
+  const iceberg::Snapshot* snapshot = metadata.FindSnapshot(landed.snapshot_id);
+  if (snapshot == nullptr) {
+    return Status::Corruption(fmt::format("Iceberg metadata '{}' has no snapshot {}",
+                                          landed.metadata_location, landed.snapshot_id));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const std::string list_path,
+                          iceberg::LocalPathOfUri(snapshot->manifest_list));
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path));
+  for (const iceberg::ManifestFile& manifest_file : list.manifests) {
+    if (manifest_file.content != iceberg::ManifestContent::kData) continue;
+    SKIPPR_ASSIGN_OR_RETURN(const std::string manifest_path,
+                            iceberg::LocalPathOfUri(manifest_file.manifest_path));
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest manifest,
+                            iceberg::ReadManifest(manifest_path, manifest_file.manifest_length));
+    for (const iceberg::ManifestEntry& entry : manifest.entries) {
+      if (entry.status == iceberg::EntryStatus::kDeleted) continue;
+      SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(entry.data_file.file_path));
+      paths.push_back(std::move(path));
+    }
+  }
+  return paths;
+}
+
+}  // namespace skippr::lake

@@ -1,0 +1,230 @@
+// SkipprLake end to end: the WAL landed exactly once in Iceberg tables and reclaimed, `query` over
+// landed ∪ live rows, an Iceberg reader this project did not write (npm icebird, through
+// tests/lake/read_iceberg.mjs) reading every table, and SIGKILLs during landing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e/process.hpp"
+#include "e2e/skipprd_runner.hpp"
+#include "sources/sources.hpp"
+
+namespace skippr::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string Warehouse(const TempDir& dir) { return dir.path() + "/warehouse"; }
+
+// A pipeline `pipeline` reading `source_yaml` and landing in a SkipprLake warehouse in `dir`.
+std::string LakeConfig(const TempDir& dir, const std::string& pipeline,
+                       const std::string& source_yaml, const std::string& sink_settings = "") {
+  return fmt::format(R"(data_sources:
+  source: {}
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: file://{}
+      table_namespace: landed{}
+pipelines:
+  {}:
+    data_source: data_sources.source
+    data_sink: data_sinks.lake
+)",
+                     source_yaml, Warehouse(dir), sink_settings, pipeline);
+}
+
+size_t SegmentFiles(const TempDir& dir, const std::string& pipeline) {
+  size_t count = 0;
+  const fs::path wal = dir.path() + "/data/" + pipeline + "/wal";
+  if (!fs::exists(wal)) return 0;
+  for (const auto& entry : fs::directory_iterator(wal)) count += entry.path().extension() == ".seg";
+  return count;
+}
+
+std::vector<nlohmann::json> MetadataFiles(const TempDir& dir, const std::string& table) {
+  std::vector<nlohmann::json> files;
+  const fs::path metadata = Warehouse(dir) + "/landed/" + table + "/metadata";
+  for (const auto& entry : fs::directory_iterator(metadata)) {
+    if (entry.path().string().ends_with(".metadata.json")) {
+      std::ifstream file(entry.path());
+      files.push_back(nlohmann::json::parse(file));
+    }
+  }
+  return files;
+}
+
+// The table as the independent reader sees it: {"schema": [...], "rows": [...]}.
+nlohmann::json ReadWithIcebird(const TempDir& dir, const std::string& table) {
+  ProcessResult read = RunProcess("/usr/bin/env", {"node", std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs",
+                                           "--catalog", Warehouse(dir) + "/skippr_catalog.db",
+                                           "landed", table});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  if (read.exit_code != 0) return nlohmann::json::object({{"schema", {}}, {"rows", {}}});
+  return nlohmann::json::parse(read.out);
+}
+
+TEST(LakeSample, MillionRowsLandOnceAndTheWalIsReclaimed) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "bikehire", "{Sample: {rows: 1000000, seed: 42}}"));
+  ProcessResult result = Skipprd(dir, {"sync", "-p", "bikehire", "--once", "--output", "text"});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_EQ(SegmentFiles(dir, "bikehire"), 0u) << "the WAL is reclaimed once everything landed";
+
+  const sources::SampleFigures expected = sources::ComputeSampleFigures(1000000, 42);
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT ride_id), sum(amount), "
+                          "sum(duration_seconds), count(*) FILTER (WHERE rider_type = 'member') "
+                          "FROM bikehire.bikehire"),
+            (std::vector<std::string>{
+                "1000000", "1000000",
+                fmt::format("{}.{:02}", expected.amount_cents_sum / 100,
+                            expected.amount_cents_sum % 100),
+                std::to_string(expected.duration_seconds_sum),
+                std::to_string(expected.member_rides)}));
+
+  // Nothing new: a second pass lands nothing and writes no metadata version.
+  const size_t versions = MetadataFiles(dir, "bikehire").size();
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "bikehire", "--once"}).exit_code, 0);
+  EXPECT_EQ(MetadataFiles(dir, "bikehire").size(), versions);
+  ProcessResult status = Skipprd(dir, {"status", "-p", "bikehire", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(nlohmann::json::parse(status.out)["pipelines"][0]["live_rows"], 0);
+}
+
+// Rows {id, name, amount} then, in a second file, amounts beyond 32 bits (int → long) and a new
+// column `note`.
+TEST(LakeReader, AnIndependentReaderSeesTheSameRowsAndSchemaAcrossAnEvolution) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}"));
+  std::string first;
+  for (int i = 0; i < 1000; ++i) {
+    first += fmt::format("{{\"id\":{},\"name\":\"r{}\",\"amount\":{}}}\n", i, i % 7, i);
+  }
+  dir.Write("input/a.jsonl", first);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  const nlohmann::json before = ReadWithIcebird(dir, "events");
+  EXPECT_EQ(before["rows"].size(), 1000u);
+
+  constexpr int64_t kBeyondInt32 = 3'000'000'000;
+  std::string second;
+  for (int64_t i = 1000; i < 2000; ++i) {
+    second += fmt::format("{{\"id\":{},\"name\":\"r{}\",\"amount\":{},\"note\":\"n{}\"}}\n", i,
+                          i % 7, i * kBeyondInt32, i);
+  }
+  dir.Write("input/b.jsonl", second);
+  ProcessResult evolved = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(evolved.exit_code, 0) << evolved.err;
+
+  const nlohmann::json table = ReadWithIcebird(dir, "events");
+  std::map<std::string, std::pair<int, std::string>> schema;
+  for (const nlohmann::json& field : table["schema"]) {
+    schema[field["name"]] = {field["id"].get<int>(), field["type"].dump()};
+  }
+  EXPECT_EQ(schema["id"].second, "\"int\"");
+  EXPECT_EQ(schema["amount"].second, "\"long\"") << "the int column was promoted";
+  EXPECT_EQ(schema["note"].second, "\"string\"");
+  ASSERT_EQ(table["rows"].size(), 2000u);
+  std::set<int64_t> ids;
+  int64_t amounts = 0;
+  int notes = 0;
+  for (const nlohmann::json& row : table["rows"]) {
+    ids.insert(row["id"].get<int64_t>());
+    amounts += row["amount"].get<int64_t>();
+    notes += row["note"].is_null() ? 0 : 1;
+  }
+  EXPECT_EQ(ids.size(), 2000u);
+  const int64_t expected_amounts = 499'500 + kBeyondInt32 * 1'499'500;  // 0..999, then 1000..1999
+  EXPECT_EQ(amounts, expected_amounts);
+  EXPECT_EQ(notes, 1000);
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), sum(amount), count(note) FROM events.events"),
+            (std::vector<std::string>{"2000", std::to_string(expected_amounts), "1000"}));
+
+  // DuckDB's read_parquet sees the Iceberg field ids in every data file.
+  const std::string glob = Warehouse(dir) + "/landed/events/data/*.parquet";
+  const std::vector<std::string> ids_seen = QueryRow(
+      dir, fmt::format("SELECT count(DISTINCT file_name), string_agg(DISTINCT name || '=' || "
+                       "field_id, ',' ORDER BY name || '=' || field_id) FROM parquet_schema('{}') "
+                       "WHERE field_id IS NOT NULL",
+                       glob));
+  ASSERT_EQ(ids_seen.size(), 2u);
+  EXPECT_EQ(ids_seen[0], "2");
+  EXPECT_EQ(ids_seen[1], fmt::format("amount={},id={},name={},note={}", schema["amount"].first,
+                                     schema["id"].first, schema["name"].first,
+                                     schema["note"].first));
+}
+
+TEST(LakeQuery, CountDuringSyncWithLandingIsMonotoneAndEndsEqual) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      target_file_size_bytes: 1048576"
+                                     "\n      commit_interval_seconds: 1"));
+  WriteInput(dir, 8, 1600000);
+  RecordProperty("queries_during_sync",
+                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", 1600000,
+                                                 {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u);
+}
+
+TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
+  TempDir dir;
+  // Small segments and landings, so that kills fall before, inside and after many landings.
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      target_file_size_bytes: 1048576"
+                                     "\n      commit_interval_seconds: 1"));
+  int64_t expected_rows = 1000000;
+  int64_t expected_checksum = WriteInput(dir, 10, expected_rows);
+  const std::map<std::string, std::string> small_buffers = {{"BUFFER_THRESHOLD_BYTES", "2000000"}};
+  std::mt19937 random(20261130);
+  std::uniform_int_distribution<int> delay_ms(100, 1500);
+  int kills = 0;
+  for (int round = 0; round < 50; ++round) {
+    SyncAndKillAfter(dir, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
+    ++kills;
+  }
+  for (const std::string point :
+       {"lake.after_data_file", "lake.before_catalog_commit", "lake.after_catalog_commit",
+        "landing.before_store_commit", "landing.after_store_commit"}) {
+    expected_checksum += WriteInput(dir, 2, 20000, expected_rows, std::string("extra-") + point);
+    expected_rows += 20000;
+    auto env = small_buffers;
+    env["SKIPPR_CRASH_POINT"] = point;
+    ProcessResult crashed = Skipprd(dir, {"sync", "-p", "events", "--once"}, env);
+    EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << "crash point " << point << " was not reached\n"
+                                               << crashed.err;
+  }
+  ProcessResult final_run = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u) << "the WAL is reclaimed";
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                          "events.events"),
+            (std::vector<std::string>{std::to_string(expected_rows),
+                                      std::to_string(expected_rows),
+                                      std::to_string(expected_checksum)}))
+      << "after " << kills << " random kills";
+  // Every landing committed once: no two snapshots of the newest metadata carry one landing id.
+  nlohmann::json newest;
+  for (const nlohmann::json& metadata : MetadataFiles(dir, "events")) {
+    if (newest.is_null() || metadata["snapshots"].size() > newest["snapshots"].size()) newest = metadata;
+  }
+  std::set<std::string> landing_ids;
+  for (const nlohmann::json& snapshot : newest["snapshots"]) {
+    landing_ids.insert(snapshot["summary"]["skippr.landing-id"].get<std::string>());
+  }
+  EXPECT_EQ(landing_ids.size(), newest["snapshots"].size());
+  // The reader follows the current metadata to every manifest and data file: none is missing.
+  const nlohmann::json table = ReadWithIcebird(dir, "events");
+  EXPECT_EQ(table["rows"].size(), static_cast<size_t>(expected_rows));
+}
+
+}  // namespace
+}  // namespace skippr::testing

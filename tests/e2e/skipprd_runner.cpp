@@ -1,0 +1,103 @@
+#include "e2e/skipprd_runner.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace skippr::testing {
+
+ProcessOptions OptionsFor(const TempDir& dir, std::map<std::string, std::string> env) {
+  ProcessOptions options;
+  options.working_dir = dir.path();
+  options.unset_env = {"SKIPPR_CONFIG_FILE", "PIPELINE_NAME", "SKIPPR_CRASH_POINT",
+                       "SKIPPR_CHAOS_MODE", "BUFFER_THRESHOLD_BYTES", "BUFFER_THRESHOLD_SECONDS",
+                       "SYNC_FREQUENCY"};
+  options.set_env = std::move(env);
+  options.set_env["DATA_DIR"] = dir.path() + "/data";
+  return options;
+}
+
+ProcessResult Skipprd(const TempDir& dir, const std::vector<std::string>& args,
+                      std::map<std::string, std::string> env) {
+  return RunProcess(SKIPPRD_BINARY, args, OptionsFor(dir, std::move(env)));
+}
+
+int64_t WriteInput(const TempDir& dir, int files, int64_t rows, int64_t first_id,
+                   const std::string& prefix) {
+  int64_t checksum = 0;
+  const int64_t per_file = rows / files;
+  for (int file = 0; file < files; ++file) {
+    const bool is_csv = file % 2 == 1;
+    std::string text = is_csv ? "id,name,amount\n" : "";
+    for (int64_t i = first_id + file * per_file; i < first_id + (file + 1) * per_file; ++i) {
+      const int64_t amount = (i * 7919) % 100000;
+      checksum += i * 31 + amount;
+      const std::string name = "rider-" + std::to_string(i % 977);
+      text += is_csv ? std::to_string(i) + "," + name + "," + std::to_string(amount) + "\n"
+                     : "{\"id\":" + std::to_string(i) + ",\"name\":\"" + name +
+                           "\",\"amount\":" + std::to_string(amount) + "}\n";
+    }
+    dir.Write("input/" + prefix + "-" + std::to_string(1000 + file) + (is_csv ? ".csv" : ".jsonl"),
+              text);
+  }
+  return checksum;
+}
+
+int SyncAndKillAfter(const TempDir& dir, const std::string& pipeline,
+                     std::chrono::milliseconds delay, std::map<std::string, std::string> env) {
+  RunningProcess sync =
+      StartProcess(SKIPPRD_BINARY, {"sync", "-p", pipeline, "--once", "--output", "text"},
+                   OptionsFor(dir, std::move(env)));
+  std::this_thread::sleep_for(delay);
+  sync.Kill(SIGKILL);
+  return sync.Wait().exit_code;
+}
+
+std::vector<std::string> QueryRow(const TempDir& dir, const std::string& sql) {
+  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", sql});
+  EXPECT_EQ(query.exit_code, 0) << sql << "\n" << query.err;
+  if (query.exit_code != 0) return {};
+  std::vector<std::string> values;
+  const nlohmann::json result = nlohmann::json::parse(query.out);
+  for (const nlohmann::json& value : result["rows"][0]) {
+    values.push_back(value.is_null() ? "" : value.get<std::string>());
+  }
+  return values;
+}
+
+int ExpectCountDuringSyncIsMonotone(const TempDir& dir, const std::string& pipeline,
+                                    const std::string& table, int64_t source_rows,
+                                    std::map<std::string, std::string> env) {
+  RunningProcess sync =
+      StartProcess(SKIPPRD_BINARY, {"sync", "-p", pipeline, "--once", "--output", "text"},
+                   OptionsFor(dir, std::move(env)));
+  const std::string sql = "SELECT count(*) AS n FROM " + pipeline + "." + table;
+  int64_t last_count = -1;
+  int successful_queries = 0;
+  bool sync_running = true;
+  for (int attempt = 0; attempt < 2000 && sync_running; ++attempt) {
+    sync_running = waitpid(sync.pid(), nullptr, WNOHANG) == 0;
+    ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", sql});
+    if (query.exit_code != 0) {
+      // Before the first commit there is no table yet; after it, every query must succeed.
+      EXPECT_EQ(last_count, -1) << query.err;
+      continue;
+    }
+    const auto json = nlohmann::json::parse(query.out);
+    const int64_t count = std::stoll(json["rows"][0][0].get<std::string>());
+    EXPECT_GE(count, last_count) << "a later query saw fewer rows";
+    EXPECT_LE(count, source_rows) << "a query counted rows twice";
+    last_count = count;
+    ++successful_queries;
+  }
+  ProcessResult finished = sync.Wait();
+  EXPECT_TRUE(finished.exit_code == 0 || finished.exit_code == -1) << finished.err;
+  EXPECT_EQ(QueryRow(dir, sql), std::vector<std::string>{std::to_string(source_rows)});
+  EXPECT_GE(successful_queries, 1);
+  return successful_queries;
+}
+
+}  // namespace skippr::testing
