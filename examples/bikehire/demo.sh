@@ -5,6 +5,7 @@ set -euo pipefail
 skipprd=$(realpath "${1:?usage: demo.sh path/to/skipprd}")
 cd "$(dirname "${BASH_SOURCE[0]}")"
 export DATA_DIR="$PWD/data"
+export SKIPPR_WAREHOUSE="file://$PWD/warehouse"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
@@ -15,7 +16,7 @@ step skipprd doctor
 step skipprd doctor --output json
 "$skipprd" doctor --output json
 # Start from a clean slate so that the output below is what a newcomer sees.
-rm -rf "$DATA_DIR"
+rm -rf "$DATA_DIR" "$PWD/warehouse"
 
 step skipprd discover --pipeline bikehire --output text
 "$skipprd" discover --pipeline bikehire --output text
@@ -25,10 +26,14 @@ step skipprd sync --pipeline bikehire --once --output text
 "$skipprd" sync --pipeline bikehire --once --output text
 step skipprd status
 "$skipprd" status
+step 'find warehouse -type f | sort   # the Iceberg table the rows landed in (the WAL is reclaimed)'
+find warehouse -type f | sort
 step 'skipprd query --sql "SELECT rider_type, count(*) AS rides, sum(amount) AS revenue, round(avg(duration_seconds) / 60, 1) AS avg_minutes FROM bikehire.bikehire GROUP BY rider_type ORDER BY rides DESC"'
 "$skipprd" query --sql "SELECT rider_type, count(*) AS rides, sum(amount) AS revenue, round(avg(duration_seconds) / 60, 1) AS avg_minutes FROM bikehire.bikehire GROUP BY rider_type ORDER BY rides DESC"
 step 'skipprd query --sql "SELECT start_station.name AS station, count(*) AS rides FROM bikehire.bikehire GROUP BY 1 ORDER BY 2 DESC LIMIT 5"'
 "$skipprd" query --sql "SELECT start_station.name AS station, count(*) AS rides FROM bikehire.bikehire GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
 step 'skipprd query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"'
 "$skipprd" query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"
-printf '\nThe log of these runs is in %s/logs/.\n' "$DATA_DIR"
+printf '\nThe rows are in the Iceberg table %s/rides/bikehire (catalog: %s/skippr_catalog.db);\n' \
+  "$PWD/warehouse" "$PWD/warehouse"
+printf 'the log of these runs is in %s/logs/.\n' "$DATA_DIR"

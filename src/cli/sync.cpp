@@ -68,6 +68,11 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
       output.Text("  " + schema::DescribeDeadletter(deadletter));
     }
   }
+  if (result->landings > 0) {
+    output.Text(fmt::format("Landed: {} rows in {} snapshot(s) of {}; {} WAL segment(s) reclaimed",
+                            result->rows_landed, result->landings, *pipeline.data_sink,
+                            result->segments_reclaimed));
+  }
   output.Text("[start] Finalising");
   output.Text("[done]  Finalising");
   output.Text(fmt::format("Sync complete: pipeline={} namespaces={} rows={} elapsed={}ms", pipeline.name,
@@ -78,6 +83,9 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
                                  {"records_read", result->records_read},
                                  {"segments_committed", result->segments_committed},
                                  {"deadletters", result->deadletter_count},
+                                 {"rows_landed", result->rows_landed},
+                                 {"landings", result->landings},
+                                 {"segments_reclaimed", result->segments_reclaimed},
                                  {"elapsed_ms", output.elapsed_ms()}});
   spdlog::info("Pipeline sync complete: {}: {} records read, {} rows committed in {} segment(s)",
                pipeline.name, result->records_read, result->rows_committed, result->segments_committed);
