@@ -104,7 +104,9 @@ const std::vector<ConnectorSpec>& Registry() {
         // A landing writes one data file of about this many (uncompressed WAL) bytes at most.
         Number("target_file_size_bytes", 128 << 20, 1 << 20),
         // Landing runs at the end of every sync pass, and during one every this many seconds.
-        Number("commit_interval_seconds", 60, 1)}},
+        Number("commit_interval_seconds", 60, 1),
+        // Snapshot expiry: older than this and beyond the newest min_snapshots_to_keep.
+        Number("max_snapshot_age_seconds", 86400, 0), Number("min_snapshots_to_keep", 100, 1)}},
       {"Duckdb",
        ConnectorRole::kSink,
        {RequiredText("warehouse"), Text("table_namespace", "default")}},

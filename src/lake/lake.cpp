@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/check.hpp"
@@ -206,6 +207,78 @@ std::string SegmentIdList(const std::vector<SliceRef>& slices) {
   return fmt::format("{}", fmt::join(ids, ","));
 }
 
+
+// A manifest entry as it reads once the manifest list's values are inherited (spec: null snapshot
+// id and sequence numbers of ADDED entries come from the manifest that lists them), kept as
+// EXISTING: the form a merged manifest carries it in.
+iceberg::ManifestEntry AsExistingEntry(iceberg::ManifestEntry entry,
+                                       const iceberg::ManifestFile& listed_in) {
+  entry.status = iceberg::EntryStatus::kExisting;
+  entry.snapshot_id = entry.snapshot_id.value_or(listed_in.added_snapshot_id);
+  entry.sequence_number = entry.sequence_number.value_or(listed_in.sequence_number);
+  entry.file_sequence_number = entry.file_sequence_number.value_or(listed_in.sequence_number);
+  return entry;
+}
+
+// Bounds are encoded in their field's type at write time; a field promoted since (int → long)
+// would be misread, so a merged entry drops the bounds of fields whose type changed.
+void DropStaleBounds(iceberg::DataFile& file, const std::map<int32_t, LogicalType>& written_types,
+                     const std::map<int32_t, LogicalType>& current_types) {
+  for (auto* bounds : {&file.lower_bounds, &file.upper_bounds}) {
+    std::erase_if(*bounds, [&](const auto& bound) {
+      auto written = written_types.find(bound.first);
+      auto current = current_types.find(bound.first);
+      return written == written_types.end() || current == current_types.end() ||
+             !(written->second == current->second);
+    });
+  }
+}
+
+std::map<int32_t, LogicalType> TopLevelTypes(const std::vector<Field>& fields) {
+  std::map<int32_t, LogicalType> types;
+  for (const Field& field : fields) types.emplace(field.id, field.type);
+  return types;
+}
+
+Status DeleteIfPresent(const std::string& uri) {
+  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(uri));
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, fmt::format("cannot delete '{}'", path));
+  }
+  return Status::OK();
+}
+
+// After a commit that expired snapshots: their manifest lists, the manifests no kept snapshot
+// lists, and the metadata files that fell out of the metadata log. Data files stay: every landed
+// file is still in the table (appends never remove one).
+Status RemoveUnreferencedFiles(const iceberg::TableMetadata& committed,
+                               const std::vector<iceberg::Snapshot>& expired,
+                               const std::vector<std::string>& dropped_metadata_files) {
+  for (const std::string& file : dropped_metadata_files) SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(file));
+  if (expired.empty()) return Status::OK();
+  std::set<std::string> kept_manifests;
+  for (const iceberg::Snapshot& snapshot : committed.snapshots) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(path));
+    for (const iceberg::ManifestFile& manifest : list.manifests) {
+      kept_manifests.insert(manifest.manifest_path);
+    }
+  }
+  for (const iceberg::Snapshot& snapshot : expired) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
+    Result<iceberg::ManifestList> list = iceberg::ReadManifestList(path);
+    if (!list.ok() && list.status().code() == StatusCode::kNotFound) continue;  // removed before
+    SKIPPR_RETURN_IF_ERROR(list.status());
+    for (const iceberg::ManifestFile& manifest : list->manifests) {
+      if (!kept_manifests.contains(manifest.manifest_path)) {
+        SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(manifest.manifest_path));
+      }
+    }
+    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(snapshot.manifest_list));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
@@ -263,6 +336,56 @@ Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
   return static_cast<int64_t>(bytes);
 }
 
+Result<iceberg::ManifestList> LakeWriter::BuildManifestList(const iceberg::TableMetadata& next,
+                                                            const iceberg::Snapshot* parent,
+                                                            iceberg::Manifest manifest,
+                                                            const std::string& manifest_location,
+                                                            const std::string& manifest_path,
+                                                            int64_t snapshot_id) {
+  const int64_t sequence_number = next.NextSequenceNumber();
+  iceberg::ManifestList list;
+  list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
+                 sequence_number};
+  std::vector<iceberg::ManifestFile> previous;
+  if (parent != nullptr) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
+                            iceberg::LocalPathOfUri(parent->manifest_list));
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList parent_manifests,
+                            iceberg::ReadManifestList(parent_list));
+    previous = std::move(parent_manifests.manifests);
+  }
+  if (previous.size() + 1 > options_.manifests_before_merge) {
+    // Merge: one manifest with every live data file of the parent plus the new one.
+    const std::map<int32_t, LogicalType> current_types =
+        TopLevelTypes(next.CurrentSchema().fields);
+    std::vector<iceberg::ManifestEntry> merged;
+    for (const iceberg::ManifestFile& listed : previous) {
+      SKIPPR_ASSIGN_OR_RETURN(const std::string path,
+                              iceberg::LocalPathOfUri(listed.manifest_path));
+      SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
+                              iceberg::ReadManifest(path, listed.manifest_length));
+      SKIPPR_ASSIGN_OR_RETURN(
+          std::vector<Field> written_fields,
+          schema::FieldsFromIcebergJson(nlohmann::json::parse(old.header.table_schema_json)));
+      const std::map<int32_t, LogicalType> written_types = TopLevelTypes(written_fields);
+      for (iceberg::ManifestEntry& entry : old.entries) {
+        if (entry.status == iceberg::EntryStatus::kDeleted) continue;
+        merged.push_back(AsExistingEntry(std::move(entry), listed));
+        DropStaleBounds(merged.back().data_file, written_types, current_types);
+      }
+    }
+    merged.insert(merged.end(), manifest.entries.begin(), manifest.entries.end());
+    manifest.entries = std::move(merged);
+    previous.clear();
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
+                          iceberg::WriteManifest(manifest_path, manifest));
+  list.manifests = std::move(previous);
+  list.manifests.push_back(iceberg::DescribeNewManifest(manifest, manifest_location, manifest_bytes,
+                                                        snapshot_id, sequence_number));
+  return list;
+}
+
 Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                                         const schema::NamespaceSchema& namespace_schema,
                                         const std::vector<std::shared_ptr<const Batch>>& batches) {
@@ -317,7 +440,6 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     }
 
     SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
-    const int64_t sequence_number = next.NextSequenceNumber();
     iceberg::Manifest manifest;
     manifest.header.table_schema_json =
         schema::FieldsToIcebergJson(next.CurrentSchema().fields, next.current_schema_id).dump();
@@ -326,21 +448,10 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                                 .snapshot_id = snapshot_id,
                                 .data_file = data_file});
     SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/metadata"));
-    SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
-                            iceberg::WriteManifest(local_location + "/" + manifest_name, manifest));
-
-    iceberg::ManifestList list;
-    list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
-                   sequence_number};
-    if (parent != nullptr) {
-      SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
-                              iceberg::LocalPathOfUri(parent->manifest_list));
-      SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList previous,
-                              iceberg::ReadManifestList(parent_list));
-      list.manifests = std::move(previous.manifests);
-    }
-    list.manifests.push_back(iceberg::DescribeNewManifest(
-        manifest, location + "/" + manifest_name, manifest_bytes, snapshot_id, sequence_number));
+    SKIPPR_ASSIGN_OR_RETURN(
+        iceberg::ManifestList list,
+        BuildManifestList(next, parent, std::move(manifest), location + "/" + manifest_name,
+                          local_location + "/" + manifest_name, snapshot_id));
     const std::string list_name =
         fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
     SKIPPR_RETURN_IF_ERROR(
@@ -363,11 +474,27 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     SKIPPR_RETURN_IF_ERROR(iceberg::AddSnapshot(
         next, {snapshot_id, NowMs(), location + "/" + list_name,
                iceberg::SnapshotOperation::kAppend, std::move(summary)}));
+    const std::vector<iceberg::Snapshot> expired = iceberg::ExpireSnapshots(
+        next, {.now_ms = NowMs(),
+               .max_snapshot_age_ms = options_.max_snapshot_age_ms,
+               .min_snapshots_to_keep = options_.min_snapshots_to_keep});
+    std::vector<std::string> dropped_metadata_files;
+    std::set<std::string> logged;
+    for (const iceberg::MetadataLogEntry& entry : next.metadata_log) logged.insert(entry.metadata_file);
+    for (const iceberg::MetadataLogEntry& entry : base->metadata.metadata_log) {
+      if (!logged.contains(entry.metadata_file)) dropped_metadata_files.push_back(entry.metadata_file);
+    }
     CrashPoint("lake.before_catalog_commit");
     Result<iceberg::VersionedMetadata> committed =
         iceberg::CommitTableMetadata(*catalog_, table, *base, next);
     if (committed.ok()) {
       CrashPoint("lake.after_catalog_commit");
+      // Best effort: a file left behind by a failure here is garbage, never a wrong answer.
+      if (Status cleaned = RemoveUnreferencedFiles(next, expired, dropped_metadata_files);
+          !cleaned.ok()) {
+        spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
+                     cleaned.message());
+      }
       return LandingOutcome{{committed->location, snapshot_id}, false, rows,
                             data_file.file_size_in_bytes};
     }

@@ -19,6 +19,10 @@
 
 namespace skippr::iceberg {
 class Catalog;
+struct ManifestList;
+struct Manifest;
+struct Snapshot;
+struct TableMetadata;
 }
 namespace skippr::query {
 class Engine;
@@ -53,6 +57,14 @@ struct LakeOptions {
   std::string warehouse;  // file:///absolute/path
   std::string table_namespace = "default";
   std::string catalog_uri;  // empty: SQLite at {warehouse}/skippr_catalog.db
+  // Table health. A commit that would leave more manifests than this merges them all into one
+  // (the earlier data files as EXISTING entries), so a snapshot's metadata stays bounded.
+  size_t manifests_before_merge = 16;
+  // Snapshot expiry at every commit: snapshots older than this, beyond the newest
+  // min_snapshots_to_keep, go, with the manifest lists and manifests only they referenced, and the
+  // metadata files that fell out of the metadata log.
+  int64_t max_snapshot_age_ms = 24 * 3600 * 1000;
+  int32_t min_snapshots_to_keep = 100;
 };
 
 // Where a namespace's landed rows are: one snapshot of its table (snapshot_id 0: none yet).
@@ -85,6 +97,12 @@ class LakeWriter {
  private:
   LakeWriter() = default;
   struct TableWrite;
+  Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& next,
+                                                  const iceberg::Snapshot* parent,
+                                                  iceberg::Manifest manifest,
+                                                  const std::string& manifest_location,
+                                                  const std::string& manifest_path,
+                                                  int64_t snapshot_id);
   Result<int64_t> WriteDataFile(const Landing& landing,
                                 const schema::NamespaceSchema& namespace_schema,
                                 const std::vector<std::shared_ptr<const Batch>>& batches,

@@ -210,6 +210,8 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
   options.warehouse = sink.GetString("warehouse");
   options.table_namespace = sink.GetString("table_namespace");
   if (sink.Has("catalog_uri")) options.catalog_uri = sink.GetString("catalog_uri");
+  options.max_snapshot_age_ms = sink.GetInteger("max_snapshot_age_seconds") * 1000;
+  options.min_snapshots_to_keep = static_cast<int32_t>(sink.GetInteger("min_snapshots_to_keep"));
   return lake::LakeWriter::Open(std::move(options));
 }
 

@@ -15,6 +15,7 @@
 
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
+#include "iceberg/iceberg.hpp"
 #include "sources/sources.hpp"
 
 namespace skippr::testing {
@@ -160,6 +161,45 @@ TEST(LakeReader, AnIndependentReaderSeesTheSameRowsAndSchemaAcrossAnEvolution) {
   EXPECT_EQ(ids_seen[1], fmt::format("amount={},id={},name={},note={}", schema["amount"].first,
                                      schema["id"].first, schema["name"].first,
                                      schema["note"].first));
+}
+
+// Thirty landings into one table: manifests are merged (at most 16 per snapshot), snapshots beyond
+// the newest five expire with their manifest lists, and every row stays readable.
+TEST(LakeHealth, ManyLandingsKeepTheMetadataBounded) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      min_snapshots_to_keep: 5"
+                                     "\n      max_snapshot_age_seconds: 0"));
+  constexpr int kLandings = 30;
+  constexpr int kRowsPerLanding = 500;
+  for (int landing = 0; landing < kLandings; ++landing) {
+    WriteInput(dir, 1, kRowsPerLanding, landing * kRowsPerLanding, fmt::format("l{:02}", landing));
+    ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+    ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  }
+  const std::string table = Warehouse(dir) + "/landed/events";
+  Result<iceberg::VersionedMetadata> current = iceberg::ReadCurrentMetadata("file://" + table);
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_EQ(current->metadata.snapshots.size(), 5u);
+  const iceberg::Snapshot* snapshot = current->metadata.CurrentSnapshot();
+  ASSERT_NE(snapshot, nullptr);
+  Result<iceberg::ManifestList> list =
+      iceberg::ReadManifestList(snapshot->manifest_list.substr(std::string("file://").size()));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_LE(list->manifests.size(), 16u);
+  int64_t listed_rows = 0;
+  for (const iceberg::ManifestFile& manifest : list->manifests) {
+    listed_rows += manifest.added_rows_count + manifest.existing_rows_count;
+  }
+  EXPECT_EQ(listed_rows, kLandings * kRowsPerLanding);
+  size_t manifest_lists = 0;
+  for (const auto& entry : fs::directory_iterator(table + "/metadata")) {
+    manifest_lists += entry.path().filename().string().starts_with("snap-");
+  }
+  EXPECT_EQ(manifest_lists, 5u) << "expired snapshots' manifest lists are removed";
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id) FROM events.events"),
+            (std::vector<std::string>{"15000", "15000"}));
+  EXPECT_EQ(ReadWithIcebird(dir, "events")["rows"].size(), 15000u);
 }
 
 TEST(LakeQuery, CountDuringSyncWithLandingIsMonotoneAndEndsEqual) {
