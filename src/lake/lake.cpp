@@ -282,14 +282,16 @@ Status RemoveUnreferencedFiles(const iceberg::TableMetadata& committed,
 }  // namespace
 
 Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices) {
+                    std::vector<SliceRef> slices, bool replaces_table) {
   std::sort(slices.begin(), slices.end());
   slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
   std::string identity = fmt::format("skippr-landing-v1\n{}\n{}\n", pipeline, namespace_name);
   for (const SliceRef& slice : slices) {
     identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
   }
-  return Landing{Sha256Hex(identity).substr(0, 32), std::move(namespace_name), std::move(slices)};
+  if (replaces_table) identity += "replace\n";
+  return Landing{Sha256Hex(identity).substr(0, 32), std::move(namespace_name), std::move(slices),
+                 replaces_table};
 }
 
 LakeWriter::~LakeWriter() = default;
@@ -338,6 +340,7 @@ Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
 
 Result<iceberg::ManifestList> LakeWriter::BuildManifestList(const iceberg::TableMetadata& next,
                                                             const iceberg::Snapshot* parent,
+                                                            bool replaces_table,
                                                             iceberg::Manifest manifest,
                                                             const std::string& manifest_location,
                                                             const std::string& manifest_path,
@@ -354,8 +357,9 @@ Result<iceberg::ManifestList> LakeWriter::BuildManifestList(const iceberg::Table
                             iceberg::ReadManifestList(parent_list));
     previous = std::move(parent_manifests.manifests);
   }
-  if (previous.size() + 1 > options_.manifests_before_merge) {
-    // Merge: one manifest with every live data file of the parent plus the new one.
+  if (replaces_table || previous.size() + 1 > options_.manifests_before_merge) {
+    // Merge: one manifest with every live data file of the parent plus the new one; a replacing
+    // landing lists the parent's files as DELETED by this snapshot instead.
     const std::map<int32_t, LogicalType> current_types =
         TopLevelTypes(next.CurrentSchema().fields);
     std::vector<iceberg::ManifestEntry> merged;
@@ -372,6 +376,10 @@ Result<iceberg::ManifestList> LakeWriter::BuildManifestList(const iceberg::Table
         if (entry.status == iceberg::EntryStatus::kDeleted) continue;
         merged.push_back(AsExistingEntry(std::move(entry), listed));
         DropStaleBounds(merged.back().data_file, written_types, current_types);
+        if (replaces_table) {
+          merged.back().status = iceberg::EntryStatus::kDeleted;
+          merged.back().snapshot_id = snapshot_id;
+        }
       }
     }
     merged.insert(merged.end(), manifest.entries.begin(), manifest.entries.end());
@@ -450,20 +458,23 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/metadata"));
     SKIPPR_ASSIGN_OR_RETURN(
         iceberg::ManifestList list,
-        BuildManifestList(next, parent, std::move(manifest), location + "/" + manifest_name,
+        BuildManifestList(next, parent, landing.replaces_table, std::move(manifest),
+                          location + "/" + manifest_name,
                           local_location + "/" + manifest_name, snapshot_id));
     const std::string list_name =
         fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
     SKIPPR_RETURN_IF_ERROR(
         iceberg::WriteManifestList(local_location + "/" + list_name, list).status());
 
+    // A replacing landing starts the totals afresh (the parent's files are deleted).
+    const iceberg::Snapshot* totals_from = landing.replaces_table ? nullptr : parent;
     std::map<std::string, std::string> summary = {
         {"added-data-files", "1"},
         {"added-records", std::to_string(rows)},
         {"added-files-size", std::to_string(data_file.file_size_in_bytes)},
-        {"total-data-files", std::to_string(SummaryNumber(parent, "total-data-files") + 1)},
-        {"total-records", std::to_string(SummaryNumber(parent, "total-records") + rows)},
-        {"total-files-size", std::to_string(SummaryNumber(parent, "total-files-size") +
+        {"total-data-files", std::to_string(SummaryNumber(totals_from, "total-data-files") + 1)},
+        {"total-records", std::to_string(SummaryNumber(totals_from, "total-records") + rows)},
+        {"total-files-size", std::to_string(SummaryNumber(totals_from, "total-files-size") +
                                             data_file.file_size_in_bytes)},
         {"total-delete-files", "0"},
         {"total-position-deletes", "0"},
@@ -471,9 +482,15 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
         {std::string(kLandingIdKey), landing.landing_id},
         {std::string(kWalSegmentIdsKey), SegmentIdList(landing.slices)},
         {std::string(kPipelineKey), options_.pipeline}};
+    if (landing.replaces_table && parent != nullptr) {
+      summary["deleted-data-files"] = std::to_string(SummaryNumber(parent, "total-data-files"));
+      summary["deleted-records"] = std::to_string(SummaryNumber(parent, "total-records"));
+    }
     SKIPPR_RETURN_IF_ERROR(iceberg::AddSnapshot(
         next, {snapshot_id, NowMs(), location + "/" + list_name,
-               iceberg::SnapshotOperation::kAppend, std::move(summary)}));
+               landing.replaces_table ? iceberg::SnapshotOperation::kOverwrite
+                                      : iceberg::SnapshotOperation::kAppend,
+               std::move(summary)}));
     const std::vector<iceberg::Snapshot> expired = iceberg::ExpireSnapshots(
         next, {.now_ms = NowMs(),
                .max_snapshot_age_ms = options_.max_snapshot_age_ms,

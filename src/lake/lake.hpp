@@ -48,9 +48,12 @@ struct Landing {
   std::string landing_id;
   std::string namespace_name;
   std::vector<SliceRef> slices;  // sorted, unique
+  // write_policy replace_table: the landing's rows replace every row of the table (an Iceberg
+  // overwrite snapshot) instead of being appended.
+  bool replaces_table = false;
 };
 Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices);
+                    std::vector<SliceRef> slices, bool replaces_table = false);
 
 struct LakeOptions {
   std::string pipeline;
@@ -99,7 +102,7 @@ class LakeWriter {
   struct TableWrite;
   Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& next,
                                                   const iceberg::Snapshot* parent,
-                                                  iceberg::Manifest manifest,
+                                                  bool replaces_table, iceberg::Manifest manifest,
                                                   const std::string& manifest_location,
                                                   const std::string& manifest_path,
                                                   int64_t snapshot_id);

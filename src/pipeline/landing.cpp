@@ -42,6 +42,7 @@ std::string LandingToJson(const lake::Landing& landing) {
   return nlohmann::json{{"format_version", kLandingFormatVersion},
                         {"landing_id", landing.landing_id},
                         {"namespace", landing.namespace_name},
+                        {"replaces_table", landing.replaces_table},
                         {"slices", std::move(slices)}}
       .dump();
 }
@@ -52,6 +53,7 @@ Result<lake::Landing> LandingFromJson(std::string_view text) {
     lake::Landing landing;
     landing.landing_id = json.at("landing_id").get<std::string>();
     landing.namespace_name = json.at("namespace").get<std::string>();
+    landing.replaces_table = json.at("replaces_table").get<bool>();
     for (const nlohmann::json& slice : json.at("slices")) {
       landing.slices.push_back({slice.at(0).get<uint64_t>(), slice.at(1).get<uint32_t>()});
     }
@@ -96,7 +98,8 @@ Result<std::vector<lake::Landing>> ReadPendingLandings(const Transaction& read) 
 std::vector<lake::Landing> PlanLandings(const std::string& pipeline,
                                         const std::vector<wal::SegmentEntry>& segments,
                                         const std::set<lake::SliceRef>& landed,
-                                        uint64_t target_file_bytes) {
+                                        const LakePolicy& policy, const PassLandings& pass) {
+  const uint64_t target_file_bytes = policy.target_file_bytes;
   std::map<std::string, std::vector<lake::SliceRef>> slices_by_namespace;
   std::map<std::string, uint64_t> bytes_by_namespace;
   std::set<std::string> full;
@@ -116,7 +119,10 @@ std::vector<lake::Landing> PlanLandings(const std::string& pipeline,
   }
   std::vector<lake::Landing> landings;
   for (auto& [namespace_name, slices] : slices_by_namespace) {
-    landings.push_back(lake::PlanLanding(pipeline, namespace_name, std::move(slices)));
+    const bool replaces_table =
+        policy.replaces_table && !pass.namespaces_landed.contains(namespace_name);
+    landings.push_back(
+        lake::PlanLanding(pipeline, namespace_name, std::move(slices), replaces_table));
   }
   return landings;
 }
@@ -200,10 +206,11 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
         "data_sink (the WAL is then the dataset)",
         pipeline.name, sink.kind));
   }
-  if (sink.GetString("write_policy") != "append") {
+  if (sink.GetString("write_policy") == "merge_by_key") {
     return Status::NotSupported(fmt::format(
-        "data_sinks.{}.SkipprLake.write_policy: '{}' is not built yet; use append",
-        *pipeline.data_sink, sink.GetString("write_policy")));
+        "data_sinks.{}.SkipprLake.write_policy: merge_by_key needs a primary key from the source "
+        "(CDC sources publish one); this build's sources have none — use append or replace_table",
+        *pipeline.data_sink));
   }
   lake::LakeOptions options;
   options.pipeline = pipeline.name;
@@ -215,17 +222,19 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
   return lake::LakeWriter::Open(std::move(options));
 }
 
-LakeCadence ResolveLakeCadence(const config::Config& config, const config::PipelineConfig& pipeline) {
-  LakeCadence cadence;
-  if (!pipeline.data_sink) return cadence;
+LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline) {
+  LakePolicy policy;
+  if (!pipeline.data_sink) return policy;
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
   if (sink.Has("target_file_size_bytes")) {
-    cadence.target_file_bytes = static_cast<uint64_t>(sink.GetInteger("target_file_size_bytes"));
+    policy.target_file_bytes = static_cast<uint64_t>(sink.GetInteger("target_file_size_bytes"));
   }
   if (sink.Has("commit_interval_seconds")) {
-    cadence.commit_interval_seconds = static_cast<double>(sink.GetInteger("commit_interval_seconds"));
+    policy.commit_interval_seconds = static_cast<double>(sink.GetInteger("commit_interval_seconds"));
   }
-  return cadence;
+  policy.replaces_table =
+      sink.Has("write_policy") && sink.GetString("write_policy") == "replace_table";
+  return policy;
 }
 
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read) {
@@ -265,8 +274,8 @@ Result<LandingState> ReadLandingState(const store::ReadTransaction& read) {
 
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              lake::LakeWriter& writer,
-                                              uint64_t target_file_bytes) {
+                                              lake::LakeWriter& writer, const LakePolicy& policy,
+                                              PassLandings& pass) {
   LandingPassResult result;
   while (true) {
     std::map<uint64_t, wal::SegmentEntry> segments;
@@ -279,7 +288,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       SKIPPR_ASSIGN_OR_RETURN(landings, ReadPendingLandings(read));
       SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
       if (landings.empty()) {
-        landings = PlanLandings(pipeline.name, live, landed.landed, target_file_bytes);
+        landings = PlanLandings(pipeline.name, live, landed.landed, policy, pass);
       }
       for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
     }
@@ -308,9 +317,11 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                               writer.Land(landing, namespace_schema->second, batches));
       SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
                               RecordLanding(state, segments, landing, outcome.snapshot));
-      spdlog::info("lake {}: landing {} of {} rows ({} slices) {} snapshot {}; {} segment(s) "
+      pass.namespaces_landed.insert(landing.namespace_name);
+      spdlog::info("lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) "
                    "reclaimed",
                    landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
+                   landing.replaces_table ? ", replacing the table" : "",
                    outcome.was_landed_before ? "was already in" : "committed as",
                    outcome.snapshot.snapshot_id, reclaimed);
       ++result.landings;

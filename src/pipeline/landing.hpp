@@ -21,11 +21,19 @@ namespace skippr::pipeline::internal {
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
                                                          const config::PipelineConfig& pipeline);
 
-struct LakeCadence {
+// How the pipeline's sink lands (its SkipprLake settings).
+struct LakePolicy {
   uint64_t target_file_bytes = 128 << 20;  // of uncompressed column data per landing
   double commit_interval_seconds = 60;
+  bool replaces_table = false;  // write_policy replace_table
 };
-LakeCadence ResolveLakeCadence(const config::Config& config, const config::PipelineConfig& pipeline);
+LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline);
+
+// What one sync pass has landed so far: with replace_table, each namespace's first landing of the
+// pass replaces the table and the later ones append to it.
+struct PassLandings {
+  std::set<std::string> namespaces_landed;
+};
 
 struct LandingPassResult {
   uint64_t landings = 0;  // snapshots committed (replays included)
@@ -34,12 +42,12 @@ struct LandingPassResult {
 };
 
 // Lands every committed slice not landed yet (pending landings first), one snapshot per namespace
-// per at most `target_file_bytes`, recording each in the store and reclaiming fully landed
+// per at most `policy.target_file_bytes`, recording each in the store and reclaiming fully landed
 // segments.
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              lake::LakeWriter& writer,
-                                              uint64_t target_file_bytes);
+                                              lake::LakeWriter& writer, const LakePolicy& policy,
+                                              PassLandings& pass);
 
 // What readers need from one store snapshot: the slices already in the lake and each namespace's
 // landed snapshot.

@@ -194,14 +194,15 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
       wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
                           internal::OpenLakeWriter(config, pipeline));
-  const internal::LakeCadence cadence = internal::ResolveLakeCadence(config, pipeline);
+  const internal::LakePolicy lake_policy = internal::ResolveLakePolicy(config, pipeline);
+  internal::PassLandings pass_landings;
   uint64_t unlanded_bytes = 0;  // source bytes committed since the last landing
   auto last_landing = std::chrono::steady_clock::now();
   const auto land = [&]() -> Status {
     if (!lake_writer) return Status::OK();
     SKIPPR_ASSIGN_OR_RETURN(
         internal::LandingPassResult landed,
-        internal::LandCommittedSlices(state, pipeline, *lake_writer, cadence.target_file_bytes));
+        internal::LandCommittedSlices(state, pipeline, *lake_writer, lake_policy, pass_landings));
     result.landings += landed.landings;
     result.rows_landed += landed.rows_landed;
     result.segments_reclaimed += landed.segments_reclaimed;
@@ -282,8 +283,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     buffer_started = std::chrono::steady_clock::now();
     const double since_landing_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_landing).count();
-    if (unlanded_bytes >= cadence.target_file_bytes ||
-        since_landing_seconds >= cadence.commit_interval_seconds) {
+    if (unlanded_bytes >= lake_policy.target_file_bytes ||
+        since_landing_seconds >= lake_policy.commit_interval_seconds) {
       SKIPPR_RETURN_IF_ERROR(land());
     }
     return Status::OK();

@@ -202,6 +202,42 @@ TEST(LakeHealth, ManyLandingsKeepTheMetadataBounded) {
   EXPECT_EQ(ReadWithIcebird(dir, "events")["rows"].size(), 15000u);
 }
 
+// write_policy replace_table: each sync pass's rows replace the table (an overwrite snapshot).
+TEST(LakePolicy, ReplaceTableKeepsOnlyTheLatestPassRows) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      write_policy: replace_table"));
+  WriteInput(dir, 2, 3000, 0, "first");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), min(id), max(id) FROM events.events"),
+            (std::vector<std::string>{"3000", "0", "2999"}));
+  const int64_t checksum = WriteInput(dir, 2, 1000, 5000, "second");
+  ProcessResult second = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), min(id), max(id), sum(id * 31 + amount) FROM "
+                          "events.events"),
+            (std::vector<std::string>{"1000", "5000", "5999", std::to_string(checksum)}));
+  const nlohmann::json table = ReadWithIcebird(dir, "events");
+  EXPECT_EQ(table["rows"].size(), 1000u) << "the independent reader applies the overwrite too";
+  Result<iceberg::VersionedMetadata> current =
+      iceberg::ReadCurrentMetadata("file://" + Warehouse(dir) + "/landed/events");
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_EQ(current->metadata.CurrentSnapshot()->operation, iceberg::SnapshotOperation::kOverwrite);
+  EXPECT_EQ(current->metadata.CurrentSnapshot()->summary.at("deleted-records"), "3000");
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u);
+}
+
+TEST(LakePolicy, MergeByKeyWithoutAPrimaryKeyIsAClearError) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      write_policy: merge_by_key"));
+  WriteInput(dir, 1, 10);
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("data_sinks.lake.SkipprLake.write_policy: merge_by_key needs a "
+                                  "primary key"));
+}
+
 TEST(LakeQuery, CountDuringSyncWithLandingIsMonotoneAndEndsEqual) {
   TempDir dir;
   dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
