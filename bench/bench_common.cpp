@@ -1,8 +1,21 @@
 #include "bench_common.hpp"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -19,7 +32,45 @@ constexpr std::array<std::string_view, 12> kWords = {"smooth", "ride", "along", 
                                                      "bike",   "dock", "full",  "late"};
 constexpr std::array<std::string_view, 4> kBikeModels = {"classic", "e-bike", "cargo", "tandem"};
 
+std::string bench_name = "bench";  // SetBenchName
+fs::path work_dir_to_remove;       // MakeWorkDir; removed on failure too
+
 }  // namespace
+
+void SetBenchName(std::string name) { bench_name = std::move(name); }
+
+void Fail(const std::string& message) {
+  fmt::print(stderr, "{}: {}\n", bench_name, message);
+  if (!work_dir_to_remove.empty()) {
+    std::error_code ignored;
+    fs::remove_all(work_dir_to_remove, ignored);
+  }
+  std::exit(1);
+}
+
+fs::path MakeWorkDir(const fs::path& parent_dir) {
+  fs::create_directories(parent_dir);
+  std::string prefix = bench_name;
+  std::replace(prefix.begin(), prefix.end(), '/', '_');
+  std::string pattern = (parent_dir / (prefix + ".XXXXXX")).string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    Fail(fmt::format("cannot create a directory in {}", parent_dir.string()));
+  }
+  work_dir_to_remove = pattern;
+  return pattern;
+}
+
+fs::path DefaultSkipprd() {
+  const fs::path bench_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  return (bench_dir / ".." / "src" / "skipprd").lexically_normal();
+}
+
+std::string FileText(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
 
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -164,6 +215,307 @@ std::string ReadJsonSql(const fs::path& file) {
 
 std::string ReadCsvSql(const fs::path& file) {
   return fmt::format("read_csv({})", SqlQuoted(file.string()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// DuckDB
+
+DuckDb::DuckDb(std::optional<int> threads) {
+  if (duckdb_open(nullptr, &database_) != DuckDBSuccess) Fail("cannot open an in-memory DuckDB");
+  if (duckdb_connect(database_, &connection_) != DuckDBSuccess) Fail("cannot connect to DuckDB");
+  if (threads) Execute(fmt::format("SET threads = {}", *threads));
+}
+
+DuckDb::~DuckDb() {
+  duckdb_disconnect(&connection_);
+  duckdb_close(&database_);
+}
+
+void DuckDb::Execute(const std::string& sql) {
+  Query(sql, [](duckdb_result&) {});
+}
+
+int64_t DuckDb::QueryInt64(const std::string& sql) {
+  int64_t value = 0;
+  Query(sql, [&](duckdb_result& result) {
+    if (duckdb_row_count(&result) > 0) value = duckdb_value_int64(&result, 0, 0);
+  });
+  return value;
+}
+
+std::string DuckDb::QueryText(const std::string& sql) {
+  std::string value;
+  Query(sql, [&](duckdb_result& result) {
+    if (duckdb_row_count(&result) == 0) return;
+    char* text = duckdb_value_varchar(&result, 0, 0);
+    value = text != nullptr ? text : "";
+    duckdb_free(text);
+  });
+  return value;
+}
+
+void DuckDb::Query(const std::string& sql, const std::function<void(duckdb_result&)>& read) {
+  duckdb_result result;
+  if (duckdb_query(connection_, sql.c_str(), &result) != DuckDBSuccess) {
+    const std::string error = duckdb_result_error(&result);
+    duckdb_destroy_result(&result);
+    Fail(fmt::format("DuckDB: {}\n  in: {}", error, sql));
+  }
+  read(result);
+  duckdb_destroy_result(&result);
+}
+
+double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function, const fs::path& parquet,
+                      uint64_t expected_rows, const std::string& copy_options) {
+  const Clock::time_point start = Clock::now();
+  const int64_t rows =
+      duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} ({})", table_function,
+                                    SqlQuoted(parquet.string()), copy_options));
+  const double seconds = SecondsSince(start);
+  if (rows != static_cast<int64_t>(expected_rows)) {
+    Fail(fmt::format("DuckDB copied {} rows from {}, expected {}", rows, table_function,
+                     expected_rows));
+  }
+  fs::remove(parquet);
+  return seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    if (!overrides.count(std::string(text.substr(0, text.find('='))))) entries.emplace_back(text);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+namespace {
+
+std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& text : strings) pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+std::string ReadAll(int fd) {
+  std::string text;
+  std::array<char, 1 << 16> chunk;
+  ssize_t n = 0;
+  while ((n = read(fd, chunk.data(), chunk.size())) != 0) {
+    if (n > 0) text.append(chunk.data(), static_cast<size_t>(n));
+    if (n < 0 && errno != EINTR) break;
+  }
+  return text;
+}
+
+ChildRun ForkExecWait(Command command) {
+  std::vector<char*> argv = NullTerminated(command.argv);
+  std::vector<char*> env = NullTerminated(command.env);
+  int stdout_pipe[2];
+  if (pipe2(stdout_pipe, O_CLOEXEC) != 0) Fail("cannot create a pipe");
+  const int stderr_fd =
+      open(command.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (stderr_fd < 0) Fail(fmt::format("cannot create {}", command.stderr_path.string()));
+
+  ChildRun run;
+  const Clock::time_point start = Clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) Fail("fork failed");
+  if (pid == 0) {  // only async-signal-safe calls until execve
+    dup2(stdout_pipe[1], STDOUT_FILENO);
+    dup2(stderr_fd, STDERR_FILENO);
+    execve(argv[0], argv.data(), env.data());
+    _exit(127);
+  }
+  close(stdout_pipe[1]);
+  close(stderr_fd);
+  run.stdout_text = ReadAll(stdout_pipe[0]);
+  close(stdout_pipe[0]);
+  int wait_status = 0;
+  rusage usage{};
+  while (wait4(pid, &wait_status, 0, &usage) < 0) {
+    if (errno != EINTR) Fail(fmt::format("wait4 for {} failed", command.argv[0]));
+  }
+  run.seconds = SecondsSince(start);
+  run.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  run.peak_rss_kib = static_cast<uint64_t>(usage.ru_maxrss);  // KiB on Linux
+  return run;
+}
+
+// The Launcher's wire format over its socket: a count, then that many length-prefixed strings.
+bool ReadExact(int fd, void* data, size_t size) {
+  auto* bytes = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = read(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void WriteExact(int fd, const void* data, size_t size) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) Fail("the launcher socket broke");
+    bytes += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void SendStrings(int fd, const std::vector<std::string>& strings) {
+  const uint64_t count = strings.size();
+  WriteExact(fd, &count, sizeof(count));
+  for (const std::string& text : strings) {
+    const uint64_t size_bytes = text.size();
+    WriteExact(fd, &size_bytes, sizeof(size_bytes));
+    WriteExact(fd, text.data(), text.size());
+  }
+}
+
+std::optional<std::vector<std::string>> ReceiveStrings(int fd) {
+  uint64_t count = 0;
+  if (!ReadExact(fd, &count, sizeof(count))) return std::nullopt;
+  std::vector<std::string> strings(count);
+  for (std::string& text : strings) {
+    uint64_t size_bytes = 0;
+    if (!ReadExact(fd, &size_bytes, sizeof(size_bytes))) return std::nullopt;
+    text.resize(size_bytes);
+    if (!ReadExact(fd, text.data(), size_bytes)) return std::nullopt;
+  }
+  return strings;
+}
+
+// The Launcher's helper: runs each request's command and replies with its ChildRun, until
+// end-of-file.
+[[noreturn]] void ServeLaunches(int fd) {
+  while (std::optional<std::vector<std::string>> request = ReceiveStrings(fd)) {
+    Command command;
+    command.stderr_path = (*request)[0];
+    const size_t argc = std::stoull((*request)[1]);
+    command.argv.assign(request->begin() + 2, request->begin() + 2 + static_cast<ptrdiff_t>(argc));
+    command.env.assign(request->begin() + 2 + static_cast<ptrdiff_t>(argc), request->end());
+    const ChildRun run = ForkExecWait(std::move(command));
+    SendStrings(fd, {fmt::format("{:.9f}", run.seconds), std::to_string(run.exit_code),
+                     std::to_string(run.peak_rss_kib), run.stdout_text});
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+Launcher::Launcher() {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+    Fail("cannot create a socketpair");
+  }
+  pid_ = fork();
+  if (pid_ < 0) Fail("fork failed");
+  if (pid_ == 0) {
+    close(sockets[0]);
+    ServeLaunches(sockets[1]);
+  }
+  close(sockets[1]);
+  socket_fd_ = sockets[0];
+}
+
+Launcher::~Launcher() {
+  close(socket_fd_);  // the helper reads end-of-file and exits
+  waitpid(pid_, nullptr, 0);
+}
+
+ChildRun Launcher::Run(const Command& command) {
+  std::vector<std::string> request = {command.stderr_path.string(),
+                                      std::to_string(command.argv.size())};
+  request.insert(request.end(), command.argv.begin(), command.argv.end());
+  request.insert(request.end(), command.env.begin(), command.env.end());
+  SendStrings(socket_fd_, request);
+  std::optional<std::vector<std::string>> reply = ReceiveStrings(socket_fd_);
+  if (!reply || reply->size() != 4) {
+    Fail(fmt::format("the launcher died running {}", command.argv[0]));
+  }
+  return {std::stod((*reply)[0]), std::stoi((*reply)[1]), std::stoull((*reply)[2]),
+          std::move((*reply)[3])};
+}
+
+// ---------------------------------------------------------------------------------------------
+// skipprd side
+
+void WriteSyncConfig(const fs::path& path, const SyncConfig& sync_config) {
+  // A JSON string is a YAML scalar.
+  const auto scalar = [](const std::string& text) { return nlohmann::json(text).dump(); };
+  std::string yaml = fmt::format(
+      "data_sources:\n"
+      "  files:\n"
+      "    File:\n"
+      "      path: {}\n",
+      scalar(sync_config.input.string()));
+  const bool has_sink = !sync_config.lake_warehouse.empty();
+  if (has_sink) {
+    yaml += fmt::format(
+        "data_sinks:\n"
+        "  lake:\n"
+        "    SkipprLake:\n"
+        "      warehouse: {}\n"
+        "      table_namespace: {}\n",
+        scalar("file://" + sync_config.lake_warehouse.string()),
+        scalar(sync_config.lake_table_namespace));
+  }
+  yaml += fmt::format(
+      "pipelines:\n"
+      "  {}:\n"
+      "    data_source: data_sources.files\n",
+      sync_config.pipeline);
+  if (has_sink) yaml += "    data_sink: data_sinks.lake\n";
+  std::ofstream file(path);
+  file << yaml;
+  if (!file.good()) Fail(fmt::format("cannot write {}", path.string()));
+}
+
+namespace {
+
+// The sync_complete event among skipprd's JSON-lines output (null when there is none).
+nlohmann::json SyncCompleteEvent(const std::string& stdout_text) {
+  std::istringstream lines(stdout_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", "") == "sync_complete") return event;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+SyncRun RunSkipprdSync(Launcher& launcher, const fs::path& skipprd, const fs::path& config,
+                       const std::string& pipeline, const fs::path& data_dir,
+                       const fs::path& stderr_path, uint64_t expected_rows) {
+  fs::remove_all(data_dir);
+  const ChildRun child = launcher.Run({{skipprd.string(), "--config", config.string(), "sync",
+                                        "--pipeline", pipeline, "--once", "--output", "json"},
+                                       ChildEnvironment({{"DATA_DIR", data_dir.string()}}),
+                                       stderr_path});
+  const nlohmann::json event = SyncCompleteEvent(child.stdout_text);
+  const std::optional<uint64_t> total_rows =
+      event.is_object() ? std::optional(event.value("total_rows", uint64_t{0})) : std::nullopt;
+  if (child.exit_code != 0 || total_rows != expected_rows) {
+    Fail(
+        fmt::format("skipprd sync exited {} with total_rows {}, expected exit 0 and {} rows\n"
+                    "stdout:\n{}stderr:\n{}",
+                    child.exit_code, total_rows ? fmt::to_string(*total_rows) : "missing",
+                    expected_rows, child.stdout_text, FileText(stderr_path)));
+  }
+  fs::remove(stderr_path);
+  return {child.seconds, *total_rows, event.value("rows_landed", uint64_t{0}),
+          event.value("landings", uint64_t{0}), child.peak_rss_kib};
 }
 
 }  // namespace skippr::bench

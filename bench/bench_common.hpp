@@ -1,9 +1,12 @@
-// bench/bench_common: what bench/discover and bench/wal share: the rides-like input generator (a
-// pure function of the row index), the JSON-lines and CSV writers, timing, and the DuckDB
-// table-function SQL.
+// bench/bench_common: what the benchmarks of bench/ share: failing with a message, the work
+// directory, the rides-like input generator (a pure function of the row index), the JSON-lines and
+// CSV writers, timing, an in-process DuckDB and its table-function SQL, child processes (the
+// Launcher, peak RSS) and the real `skipprd sync --once` on a File source.
 #pragma once
 
+#include <duckdb.h>
 #include <fmt/format.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstddef>
@@ -11,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace skippr::bench {
 
@@ -21,6 +26,26 @@ constexpr uint64_t kDefaultRows = 2'000'000;  // rows of the input files (--rows
 constexpr uint64_t kQuickRows = 200'000;      // with --quick
 constexpr int kTimedRuns = 3;  // after one warm-up run
 constexpr double kBytesPerMb = 1e6;
+constexpr double kKibPerMib = 1024.0;
+
+// ---------------------------------------------------------------------------------------------
+// Failing, and the work directory
+
+// Names the benchmark in Fail()'s messages ("bench/wal"); call first in main.
+void SetBenchName(std::string name);
+
+// Prints "bench/...: message" to stderr, removes the work directory (if MakeWorkDir made one) and
+// exits 1.
+[[noreturn]] void Fail(const std::string& message);
+
+// A fresh directory in `parent_dir` ("bench_wal.XXXXXX"), removed by Fail() too; the benchmark
+// removes it at the end.
+std::filesystem::path MakeWorkDir(const std::filesystem::path& parent_dir);
+
+// The skipprd of the build tree this benchmark was built in (build/src/skipprd).
+std::filesystem::path DefaultSkipprd();
+
+std::string FileText(const std::filesystem::path& path);
 
 // ---------------------------------------------------------------------------------------------
 // Input files: rides-like records, a pure function of the row index.
@@ -100,5 +125,106 @@ std::string Throughput(double seconds, uint64_t rows, uint64_t bytes);
 std::string SqlQuoted(const std::string& text);
 std::string ReadJsonSql(const std::filesystem::path& file);
 std::string ReadCsvSql(const std::filesystem::path& file);
+
+// ---------------------------------------------------------------------------------------------
+// DuckDB: an in-memory database; any failed statement is a Fail().
+
+class DuckDb {
+ public:
+  // `threads`: SET threads; nullopt keeps DuckDB's default (one per core).
+  explicit DuckDb(std::optional<int> threads);
+  ~DuckDb();
+  DuckDb(const DuckDb&) = delete;
+  DuckDb& operator=(const DuckDb&) = delete;
+
+  void Execute(const std::string& sql);
+  // The first value of the result (0 / empty when there is none).
+  int64_t QueryInt64(const std::string& sql);
+  std::string QueryText(const std::string& sql);
+  int64_t Threads() { return QueryInt64("SELECT current_setting('threads')"); }
+
+ private:
+  void Query(const std::string& sql, const std::function<void(duckdb_result&)>& read);
+
+  duckdb_database database_ = nullptr;
+  duckdb_connection connection_ = nullptr;
+};
+
+// Seconds of `COPY (SELECT * FROM <table_function>) TO <parquet> (<copy_options>)`; fails unless it
+// copied `expected_rows`. The Parquet file is removed afterwards.
+double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function,
+                      const std::filesystem::path& parquet, uint64_t expected_rows,
+                      const std::string& copy_options = "FORMAT parquet");
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: fork/exec, stdout captured, stderr to a file, peak RSS from wait4().
+//
+// A child's ru_maxrss starts at the resident set of the process it was forked from (at exec the
+// kernel records the old address space's high-water mark), so a skipprd forked from a benchmark
+// after DuckDB and in-process batches have grown it would report their memory as its own. Children
+// are therefore forked by a Launcher: a helper forked at the start of main, while the benchmark is
+// small.
+
+struct Command {
+  std::vector<std::string> argv;  // argv[0] is a path
+  std::vector<std::string> env;   // NAME=value
+  std::filesystem::path stderr_path;
+};
+
+struct ChildRun {
+  double seconds = 0;  // fork to reaped, wall clock
+  int exit_code = -1;  // -1: killed by a signal
+  uint64_t peak_rss_kib = 0;
+  std::string stdout_text;
+};
+
+// The environment of this process with `overrides` (NAME → value) replacing or adding entries.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides);
+
+class Launcher {
+ public:
+  // Forks the helper; call before this process grows.
+  Launcher();
+  ~Launcher();
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  ChildRun Run(const Command& command);
+
+ private:
+  int socket_fd_ = -1;
+  pid_t pid_ = -1;
+};
+
+// ---------------------------------------------------------------------------------------------
+// skipprd side: `skipprd sync --pipeline P --once --output json` on a File source.
+
+struct SyncConfig {
+  std::filesystem::path input;  // the File source's path
+  std::string pipeline = "p";
+  // Non-empty: the pipeline lands in a SkipprLake sink with this warehouse (an absolute directory)
+  // and table_namespace.
+  std::filesystem::path lake_warehouse;
+  std::string lake_table_namespace = "bench";
+};
+
+// Writes the skippr.yml of `sync_config` at `path`.
+void WriteSyncConfig(const std::filesystem::path& path, const SyncConfig& sync_config);
+
+struct SyncRun {
+  double seconds = 0;
+  uint64_t total_rows = 0;   // committed to the WAL (the sync_complete event)
+  uint64_t rows_landed = 0;  // landed in the lake
+  uint64_t landings = 0;
+  uint64_t peak_rss_kib = 0;
+};
+
+// One `skipprd --config <config> sync --pipeline <pipeline> --once --output json` with DATA_DIR
+// `data_dir` (emptied first, left afterwards), stderr to `stderr_path` (removed on success); fails
+// unless it exits 0 having committed `expected_rows`.
+SyncRun RunSkipprdSync(Launcher& launcher, const std::filesystem::path& skipprd,
+                       const std::filesystem::path& config, const std::string& pipeline,
+                       const std::filesystem::path& data_dir,
+                       const std::filesystem::path& stderr_path, uint64_t expected_rows);
 
 }  // namespace skippr::bench

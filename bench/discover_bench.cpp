@@ -4,7 +4,6 @@
 // ratios from one run"); no thresholds.
 //
 //   bench_discover [--rows N] [--quick] [--dir PATH] [--threads T]
-#include <duckdb.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -32,11 +31,6 @@ using namespace skippr;
 using namespace skippr::bench;
 
 namespace {
-
-[[noreturn]] void Fail(const std::string& message) {
-  fmt::print(stderr, "bench/discover: {}\n", message);
-  std::exit(1);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Flags
@@ -149,57 +143,8 @@ double TimeSkippr(const fs::path& file, uint64_t expected_rows, std::string& typ
 }
 
 // ---------------------------------------------------------------------------------------------
-// DuckDB side: an in-memory database materialising every column with CREATE TABLE AS.
-
-class DuckDb {
- public:
-  explicit DuckDb(int threads) {
-    if (duckdb_open(nullptr, &database_) != DuckDBSuccess) Fail("cannot open an in-memory DuckDB");
-    if (duckdb_connect(database_, &connection_) != DuckDBSuccess) Fail("cannot connect to DuckDB");
-    Execute(fmt::format("SET threads = {}", threads));
-  }
-  ~DuckDb() {
-    duckdb_disconnect(&connection_);
-    duckdb_close(&database_);
-  }
-  DuckDb(const DuckDb&) = delete;
-  DuckDb& operator=(const DuckDb&) = delete;
-
-  void Execute(const std::string& sql) {
-    Query(sql, [](duckdb_result&) {});
-  }
-
-  int64_t QueryInt64(const std::string& sql) {
-    int64_t value = 0;
-    Query(sql, [&](duckdb_result& result) { value = duckdb_value_int64(&result, 0, 0); });
-    return value;
-  }
-
-  std::string QueryText(const std::string& sql) {
-    std::string value;
-    Query(sql, [&](duckdb_result& result) {
-      char* text = duckdb_value_varchar(&result, 0, 0);
-      value = text != nullptr ? text : "";
-      duckdb_free(text);
-    });
-    return value;
-  }
-
- private:
-  void Query(const std::string& sql, const std::function<void(duckdb_result&)>& read) {
-    duckdb_result result;
-    if (duckdb_query(connection_, sql.c_str(), &result) != DuckDBSuccess) {
-      const std::string error = duckdb_result_error(&result);
-      duckdb_destroy_result(&result);
-      Fail(fmt::format("DuckDB: {}\n  in: {}", error, sql));
-    }
-    read(result);
-    duckdb_destroy_result(&result);
-  }
-
-  duckdb_database database_ = nullptr;
-  duckdb_connection connection_ = nullptr;
-};
+// DuckDB side: an in-memory database (bench_common) materialising every column with CREATE TABLE
+// AS.
 
 double TimeDuckDb(DuckDb& duckdb, const std::string& table_function, uint64_t expected_rows,
                   std::string& types) {
@@ -260,6 +205,7 @@ fs::path MakeWorkDir(const Flags& flags, bool& is_temporary) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  SetBenchName("bench/discover");
   const Flags flags = ParseFlags(argc, argv);
   bool is_temporary = false;
   const fs::path dir = MakeWorkDir(flags, is_temporary);

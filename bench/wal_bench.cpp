@@ -13,29 +13,19 @@
 //             [--dir PATH]
 //
 // Everything is written under a temporary directory (in --dir, else $TMPDIR) removed at the end.
-#include <duckdb.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,8 +36,6 @@
 #include "sources/sources.hpp"
 #include "store/store.hpp"
 #include "wal/wal.hpp"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 using namespace skippr;
@@ -66,17 +54,6 @@ constexpr double kQuickLargeInputGb = 0.2;
 constexpr uint64_t kRowsPerCommit = 100'000;
 constexpr const char* kPipeline = "p";
 
-fs::path work_dir_to_remove;  // removed on failure too
-
-[[noreturn]] void Fail(const std::string& message) {
-  fmt::print(stderr, "bench/wal: {}\n", message);
-  if (!work_dir_to_remove.empty()) {
-    std::error_code ignored;
-    fs::remove_all(work_dir_to_remove, ignored);
-  }
-  std::exit(1);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Flags
 
@@ -89,11 +66,6 @@ struct Flags {
   fs::path skipprd;     // default: the skipprd of this build tree
   fs::path parent_dir;  // where the temporary directory is made; default $TMPDIR
 };
-
-fs::path DefaultSkipprd() {
-  const fs::path bench_dir = fs::read_symlink("/proc/self/exe").parent_path();
-  return (bench_dir / ".." / "src" / "skipprd").lexically_normal();
-}
 
 Flags ParseFlags(int argc, char** argv) {
   bool is_quick = false;
@@ -162,197 +134,6 @@ uint64_t WriteLargeJsonLines(const fs::path& path, uint64_t target_bytes) {
   return rows;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Child processes: fork/exec, stdout captured, stderr to a file, peak RSS from wait4().
-//
-// A child's ru_maxrss starts at the resident set of the process it was forked from (at exec the
-// kernel records the old address space's high-water mark), so a skipprd forked from this process
-// after DuckDB and the WAL batches have grown it would report their memory as its own. Children are
-// therefore forked by a Launcher: a helper forked at the start of main, while this process is
-// small.
-
-struct Command {
-  std::vector<std::string> argv;  // argv[0] is a path
-  std::vector<std::string> env;   // NAME=value
-  fs::path stderr_path;
-};
-
-struct ChildRun {
-  double seconds = 0;  // fork to reaped, wall clock
-  int exit_code = -1;  // -1: killed by a signal
-  uint64_t peak_rss_kib = 0;
-  std::string stdout_text;
-};
-
-// The environment of this process with `overrides` (NAME → value) replacing or adding entries.
-std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> entries;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string_view text = *entry;
-    if (!overrides.count(std::string(text.substr(0, text.find('='))))) entries.emplace_back(text);
-  }
-  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
-  return entries;
-}
-
-std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  for (std::string& text : strings) pointers.push_back(text.data());
-  pointers.push_back(nullptr);
-  return pointers;
-}
-
-std::string ReadAll(int fd) {
-  std::string text;
-  std::array<char, 1 << 16> chunk;
-  ssize_t n = 0;
-  while ((n = read(fd, chunk.data(), chunk.size())) != 0) {
-    if (n > 0) text.append(chunk.data(), static_cast<size_t>(n));
-    if (n < 0 && errno != EINTR) break;
-  }
-  return text;
-}
-
-ChildRun ForkExecWait(Command command) {
-  std::vector<char*> argv = NullTerminated(command.argv);
-  std::vector<char*> env = NullTerminated(command.env);
-  int stdout_pipe[2];
-  if (pipe2(stdout_pipe, O_CLOEXEC) != 0) Fail("cannot create a pipe");
-  const int stderr_fd =
-      open(command.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (stderr_fd < 0) Fail(fmt::format("cannot create {}", command.stderr_path.string()));
-
-  ChildRun run;
-  const Clock::time_point start = Clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) Fail("fork failed");
-  if (pid == 0) {  // only async-signal-safe calls until execve
-    dup2(stdout_pipe[1], STDOUT_FILENO);
-    dup2(stderr_fd, STDERR_FILENO);
-    execve(argv[0], argv.data(), env.data());
-    _exit(127);
-  }
-  close(stdout_pipe[1]);
-  close(stderr_fd);
-  run.stdout_text = ReadAll(stdout_pipe[0]);
-  close(stdout_pipe[0]);
-  int wait_status = 0;
-  rusage usage{};
-  while (wait4(pid, &wait_status, 0, &usage) < 0) {
-    if (errno != EINTR) Fail(fmt::format("wait4 for {} failed", command.argv[0]));
-  }
-  run.seconds = SecondsSince(start);
-  run.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
-  run.peak_rss_kib = static_cast<uint64_t>(usage.ru_maxrss);  // KiB on Linux
-  return run;
-}
-
-// The Launcher's wire format over its socket: a count, then that many length-prefixed strings.
-bool ReadExact(int fd, void* data, size_t size) {
-  auto* bytes = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = read(fd, bytes, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void WriteExact(int fd, const void* data, size_t size) {
-  const auto* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = write(fd, bytes, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) Fail("the launcher socket broke");
-    bytes += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-void SendStrings(int fd, const std::vector<std::string>& strings) {
-  const uint64_t count = strings.size();
-  WriteExact(fd, &count, sizeof(count));
-  for (const std::string& text : strings) {
-    const uint64_t size_bytes = text.size();
-    WriteExact(fd, &size_bytes, sizeof(size_bytes));
-    WriteExact(fd, text.data(), text.size());
-  }
-}
-
-std::optional<std::vector<std::string>> ReceiveStrings(int fd) {
-  uint64_t count = 0;
-  if (!ReadExact(fd, &count, sizeof(count))) return std::nullopt;
-  std::vector<std::string> strings(count);
-  for (std::string& text : strings) {
-    uint64_t size_bytes = 0;
-    if (!ReadExact(fd, &size_bytes, sizeof(size_bytes))) return std::nullopt;
-    text.resize(size_bytes);
-    if (!ReadExact(fd, text.data(), size_bytes)) return std::nullopt;
-  }
-  return strings;
-}
-
-class Launcher {
- public:
-  // Forks the helper; call before this process grows.
-  Launcher() {
-    int sockets[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
-      Fail("cannot create a socketpair");
-    }
-    pid_ = fork();
-    if (pid_ < 0) Fail("fork failed");
-    if (pid_ == 0) {
-      close(sockets[0]);
-      Serve(sockets[1]);
-    }
-    close(sockets[1]);
-    socket_fd_ = sockets[0];
-  }
-  ~Launcher() {
-    close(socket_fd_);  // the helper reads end-of-file and exits
-    waitpid(pid_, nullptr, 0);
-  }
-  Launcher(const Launcher&) = delete;
-  Launcher& operator=(const Launcher&) = delete;
-
-  ChildRun Run(const Command& command) {
-    std::vector<std::string> request = {command.stderr_path.string(),
-                                        std::to_string(command.argv.size())};
-    request.insert(request.end(), command.argv.begin(), command.argv.end());
-    request.insert(request.end(), command.env.begin(), command.env.end());
-    SendStrings(socket_fd_, request);
-    std::optional<std::vector<std::string>> reply = ReceiveStrings(socket_fd_);
-    if (!reply || reply->size() != 4) {
-      Fail(fmt::format("the launcher died running {}", command.argv[0]));
-    }
-    return {std::stod((*reply)[0]), std::stoi((*reply)[1]), std::stoull((*reply)[2]),
-            std::move((*reply)[3])};
-  }
-
- private:
-  // The helper: runs each request's command and replies with its ChildRun, until end-of-file.
-  [[noreturn]] static void Serve(int fd) {
-    while (std::optional<std::vector<std::string>> request = ReceiveStrings(fd)) {
-      Command command;
-      command.stderr_path = (*request)[0];
-      const size_t argc = std::stoull((*request)[1]);
-      command.argv.assign(request->begin() + 2,
-                          request->begin() + 2 + static_cast<ptrdiff_t>(argc));
-      command.env.assign(request->begin() + 2 + static_cast<ptrdiff_t>(argc), request->end());
-      const ChildRun run = ForkExecWait(std::move(command));
-      SendStrings(fd, {fmt::format("{:.9f}", run.seconds), std::to_string(run.exit_code),
-                       std::to_string(run.peak_rss_kib), run.stdout_text});
-    }
-    _exit(0);
-  }
-
-  int socket_fd_ = -1;
-  pid_t pid_ = -1;
-};
-
 // What every measurement needs.
 struct Bench {
   const Flags& flags;
@@ -360,120 +141,17 @@ struct Bench {
   Launcher& launcher;
 };
 
-std::string FileText(const fs::path& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 // ---------------------------------------------------------------------------------------------
-// skipprd side: `skipprd sync --pipeline p --once --output json` on a File source.
+// skipprd side: `skipprd sync --once` into a fresh DATA_DIR, removed afterwards.
 
-struct SyncRun {
-  double seconds = 0;
-  uint64_t total_rows = 0;
-  uint64_t peak_rss_kib = 0;
-};
-
-fs::path WriteConfig(const fs::path& dir, const fs::path& input) {
-  const fs::path config = dir / "skippr.yml";
-  std::ofstream(config) << fmt::format(
-      "data_sources:\n"
-      "  files:\n"
-      "    File:\n"
-      "      path: {}\n"
-      "pipelines:\n"
-      "  {}:\n"
-      "    data_source: data_sources.files\n",
-      nlohmann::json(input.string()).dump(), kPipeline);  // a JSON string is a YAML scalar
-  return config;
-}
-
-// total_rows of the sync_complete event among skipprd's JSON-lines output.
-std::optional<uint64_t> TotalRowsFrom(const std::string& stdout_text) {
-  std::istringstream lines(stdout_text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (event.is_object() && event.value("event", "") == "sync_complete") {
-      return event.at("total_rows").get<uint64_t>();
-    }
-  }
-  return std::nullopt;
-}
-
-// One sync into a fresh DATA_DIR (removed afterwards); fails unless it committed `expected_rows`.
-SyncRun RunSkipprdSync(const Bench& bench, const fs::path& config, uint64_t expected_rows) {
+SyncRun RunSync(const Bench& bench, const fs::path& input, uint64_t expected_rows) {
+  const fs::path config = bench.work_dir / "skippr.yml";
+  WriteSyncConfig(config, {.input = input, .pipeline = kPipeline});
   const fs::path data_dir = bench.work_dir / "data";
-  const fs::path stderr_path = bench.work_dir / "skipprd.stderr";
+  const SyncRun run = RunSkipprdSync(bench.launcher, bench.flags.skipprd, config, kPipeline,
+                                     data_dir, bench.work_dir / "skipprd.stderr", expected_rows);
   fs::remove_all(data_dir);
-  const ChildRun child =
-      bench.launcher.Run({{bench.flags.skipprd.string(), "--config", config.string(), "sync",
-                           "--pipeline", kPipeline, "--once", "--output", "json"},
-                          ChildEnvironment({{"DATA_DIR", data_dir.string()}}),
-                          stderr_path});
-  const std::optional<uint64_t> total_rows = TotalRowsFrom(child.stdout_text);
-  if (child.exit_code != 0 || total_rows != expected_rows) {
-    Fail(
-        fmt::format("skipprd sync exited {} with total_rows {}, expected exit 0 and {} rows\n"
-                    "stdout:\n{}stderr:\n{}",
-                    child.exit_code, total_rows ? fmt::to_string(*total_rows) : "missing",
-                    expected_rows, child.stdout_text, FileText(stderr_path)));
-  }
-  fs::remove_all(data_dir);
-  fs::remove(stderr_path);
-  return {child.seconds, *total_rows, child.peak_rss_kib};
-}
-
-// ---------------------------------------------------------------------------------------------
-// DuckDB side: an in-memory database, one thread, COPY ... TO Parquet.
-
-class DuckDb {
- public:
-  DuckDb() {
-    if (duckdb_open(nullptr, &database_) != DuckDBSuccess) Fail("cannot open an in-memory DuckDB");
-    if (duckdb_connect(database_, &connection_) != DuckDBSuccess) Fail("cannot connect to DuckDB");
-    QueryInt64("SET threads = 1");
-  }
-  ~DuckDb() {
-    duckdb_disconnect(&connection_);
-    duckdb_close(&database_);
-  }
-  DuckDb(const DuckDb&) = delete;
-  DuckDb& operator=(const DuckDb&) = delete;
-
-  // The first value of the result (0 when there is none).
-  int64_t QueryInt64(const std::string& sql) {
-    duckdb_result result;
-    if (duckdb_query(connection_, sql.c_str(), &result) != DuckDBSuccess) {
-      const std::string error = duckdb_result_error(&result);
-      duckdb_destroy_result(&result);
-      Fail(fmt::format("DuckDB: {}\n  in: {}", error, sql));
-    }
-    const int64_t value = duckdb_row_count(&result) > 0 ? duckdb_value_int64(&result, 0, 0) : 0;
-    duckdb_destroy_result(&result);
-    return value;
-  }
-
- private:
-  duckdb_database database_ = nullptr;
-  duckdb_connection connection_ = nullptr;
-};
-
-double TimeDuckDbCopy(DuckDb& duckdb, const std::string& table_function, const fs::path& parquet,
-                      uint64_t expected_rows) {
-  const Clock::time_point start = Clock::now();
-  const int64_t rows =
-      duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} (FORMAT parquet)",
-                                    table_function, SqlQuoted(parquet.string())));
-  const double seconds = SecondsSince(start);
-  if (rows != static_cast<int64_t>(expected_rows)) {
-    Fail(fmt::format("DuckDB copied {} rows from {}, expected {}", rows, table_function,
-                     expected_rows));
-  }
-  fs::remove(parquet);
-  return seconds;
+  return run;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -607,13 +285,12 @@ FileMeasurement MeasureFileToWal(const Bench& bench, DuckDb& duckdb, const fs::p
                                  const std::string& table_function) {
   const uint64_t rows = bench.flags.rows;
   FileMeasurement measurement;
-  const fs::path config = WriteConfig(bench.work_dir, input);
   // Rounds of DuckDB then skipprd, a warm-up round first, keeping each one's best: this machine's
   // speed drifts over minutes, and interleaving keeps the baseline beside what it measures.
   for (int round = 0; round <= kTimedRuns; ++round) {
     const double duckdb_seconds =
         TimeDuckDbCopy(duckdb, table_function, bench.work_dir / "x.parquet", rows);
-    const SyncRun run = RunSkipprdSync(bench, config, rows);
+    const SyncRun run = RunSync(bench, input, rows);
     measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
     if (round == 0) continue;
     if (measurement.duckdb_seconds == 0 || duckdb_seconds < measurement.duckdb_seconds) {
@@ -649,7 +326,7 @@ void RunFileToWal(const Bench& bench) {
   fmt::print("bench/wal  rows={} threads=1  rides.jsonl={:.0f} MB  rides.csv={:.0f} MB\n",
              flags.rows, jsonl_bytes / kBytesPerMb, csv_bytes / kBytesPerMb);
   std::fflush(stdout);
-  DuckDb duckdb;
+  DuckDb duckdb(/*threads=*/1);
   const FileMeasurement json =
       MeasureFileToWal(bench, duckdb, files.jsonl, ReadJsonSql(files.jsonl));
   PrintFileMeasurement(json, "duckdb COPY read_json -> parquet", "JSON lines", flags.rows,
@@ -743,33 +420,23 @@ void RunLargeInput(const Bench& bench) {
   const uint64_t target_bytes = static_cast<uint64_t>(bench.flags.large_input_gb * kBytesPerGb);
   const uint64_t rows = WriteLargeJsonLines(input, target_bytes);
   const uint64_t input_bytes = fs::file_size(input);
-  const fs::path config = WriteConfig(bench.work_dir, input);
-  const SyncRun run = RunSkipprdSync(bench, config, rows);
+  const SyncRun run = RunSync(bench, input, rows);
   fmt::print("  {:<37}{} rows in {:.2f} s ({:.0f} MB/s), peak RSS {:.0f} MiB  (target < 1 GiB)\n",
              fmt::format("large input {:.1f} GB JSON lines", input_bytes / kBytesPerGb), rows,
              run.seconds, input_bytes / run.seconds / kBytesPerMb, run.peak_rss_kib / 1024.0);
   std::fflush(stdout);
   fs::remove(input);
-  fs::remove(config);
-}
-
-fs::path MakeWorkDir(const fs::path& parent_dir) {
-  fs::create_directories(parent_dir);
-  std::string pattern = (parent_dir / "bench_wal.XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    Fail(fmt::format("cannot create a directory in {}", parent_dir.string()));
-  }
-  return pattern;
+  fs::remove(bench.work_dir / "skippr.yml");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  SetBenchName("bench/wal");
   const Flags flags = ParseFlags(argc, argv);
-  Launcher launcher;  // first, while this process is small (see "Child processes")
+  Launcher launcher;  // first, while this process is small (bench_common.hpp, "Child processes")
   spdlog::set_level(spdlog::level::warn);  // the in-process WAL logs every commit at info
   const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher};
-  work_dir_to_remove = bench.work_dir;
   if (flags.is_only_large || flags.is_only_wal) {
     fmt::print("bench/wal  threads=1  skipprd={}\n", flags.skipprd.string());
   } else {

@@ -129,10 +129,14 @@ std::vector<lake::Landing> PlanLandings(const std::string& pipeline,
 
 Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
     const PipelineState& state, const std::map<uint64_t, wal::SegmentEntry>& segments,
-    const lake::Landing& landing) {
+    const lake::Landing& landing, PassLandings& pass) {
   std::vector<std::shared_ptr<const Batch>> batches;
   std::optional<wal::SegmentReader> reader;
   for (const lake::SliceRef& slice : landing.slices) {
+    if (auto cached = pass.committed_batches.find(slice); cached != pass.committed_batches.end()) {
+      batches.push_back(cached->second);
+      continue;
+    }
     auto entry = segments.find(slice.segment_id);
     if (entry == segments.end()) {
       return Status::Corruption(fmt::format(
@@ -312,12 +316,13 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               landing.landing_id, landing.namespace_name));
       }
       SKIPPR_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Batch>> batches,
-                              ReadLandingSlices(state, segments, landing));
+                              ReadLandingSlices(state, segments, landing, pass));
       SKIPPR_ASSIGN_OR_RETURN(lake::LandingOutcome outcome,
                               writer.Land(landing, namespace_schema->second, batches));
       SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
                               RecordLanding(state, segments, landing, outcome.snapshot));
       pass.namespaces_landed.insert(landing.namespace_name);
+      for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
       spdlog::info("lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) "
                    "reclaimed",
                    landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),

@@ -33,6 +33,10 @@ LakePolicy ResolveLakePolicy(const config::Config& config, const config::Pipelin
 // pass replaces the table and the later ones append to it.
 struct PassLandings {
   std::set<std::string> namespaces_landed;
+  // The batches this pass committed and has not landed yet, by slice: a landing takes them from
+  // here instead of decoding the segment again (the segment, not this cache, is what a replay after
+  // a crash reads).
+  std::map<lake::SliceRef, std::shared_ptr<const Batch>> committed_batches;
 };
 
 struct LandingPassResult {

@@ -267,6 +267,13 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     CrashPoint("sync.after_commit");
     for (const Batch& batch : batches)
       result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
+    if (lake_writer && info.segment_id != 0) {
+      for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
+        pass_landings.committed_batches.emplace(
+            lake::SliceRef{info.segment_id, ordinal},
+            std::make_shared<const Batch>(std::move(batches[ordinal])));
+      }
+    }
     for (schema::NamespaceChange& change : changes) {
       spdlog::info("sync {}: namespace {} {}: {}", pipeline.name, change.namespace_name,
                    change.is_new_namespace ? "discovered" : "evolved",
