@@ -65,6 +65,23 @@ fs::path DefaultSkipprd() {
   return (bench_dir / ".." / "src" / "skipprd").lexically_normal();
 }
 
+std::string BenchArgs::Value() {
+  if (index_ + 1 >= argc_) Fail(fmt::format("{} needs a value", arg_));
+  return argv_[++index_];
+}
+
+void BenchArgs::FailUnknown() const {
+  Fail(fmt::format("unknown flag {} (use {})", arg_, usage_));
+}
+
+void ResolveSkipprdAndDir(fs::path& skipprd, fs::path& parent_dir) {
+  if (skipprd.empty()) skipprd = DefaultSkipprd();
+  if (parent_dir.empty()) parent_dir = fs::temp_directory_path();
+  if (access(skipprd.c_str(), X_OK) != 0) {
+    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH", skipprd.string()));
+  }
+}
+
 std::string FileText(const fs::path& path) {
   std::ifstream file(path);
   std::stringstream text;

@@ -45,6 +45,38 @@ std::filesystem::path MakeWorkDir(const std::filesystem::path& parent_dir);
 // The skipprd of the build tree this benchmark was built in (build/src/skipprd).
 std::filesystem::path DefaultSkipprd();
 
+// A benchmark's command line, walked flag by flag; the caller handles each:
+//   BenchArgs args(argc, argv, "--rows N, --quick, --dir PATH");
+//   while (args.Next()) {
+//     if (args.Is("--rows")) rows = args.Unsigned(); else if ... else args.FailUnknown();
+//   }
+class BenchArgs {
+ public:
+  BenchArgs(int argc, char** argv, std::string usage)
+      : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
+  bool Next() {
+    if (++index_ >= argc_) return false;
+    arg_ = argv_[index_];
+    return true;
+  }
+  bool Is(std::string_view flag) const { return arg_ == flag; }
+  std::string Value();  // the word after the flag (Fail when there is none)
+  uint64_t Unsigned() { return std::stoull(Value()); }
+  double Number() { return std::stod(Value()); }
+  [[noreturn]] void FailUnknown() const;
+
+ private:
+  int argc_;
+  char** argv_;
+  std::string usage_;
+  int index_ = 0;
+  std::string_view arg_;
+};
+
+// The --skipprd and --dir flags' defaults (this build's binary, $TMPDIR), and a check that the
+// binary is there.
+void ResolveSkipprdAndDir(std::filesystem::path& skipprd, std::filesystem::path& parent_dir);
+
 std::string FileText(const std::filesystem::path& path);
 
 // ---------------------------------------------------------------------------------------------

@@ -43,22 +43,18 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--rows") {
-      flags.rows = std::stoull(value());
-    } else if (arg == "--quick") {
+  BenchArgs args(argc, argv, "--rows N, --quick, --dir PATH, --threads T");
+  while (args.Next()) {
+    if (args.Is("--rows")) {
+      flags.rows = args.Unsigned();
+    } else if (args.Is("--quick")) {
       flags.rows = kQuickRows;
-    } else if (arg == "--dir") {
-      flags.dir = value();
-    } else if (arg == "--threads") {
-      flags.threads = std::stoi(value());
+    } else if (args.Is("--dir")) {
+      flags.dir = args.Value();
+    } else if (args.Is("--threads")) {
+      flags.threads = static_cast<int>(args.Unsigned());
     } else {
-      Fail(fmt::format("unknown flag {} (use --rows N, --quick, --dir PATH, --threads T)", arg));
+      args.FailUnknown();
     }
   }
   if (flags.rows == 0 || flags.threads < 1) Fail("--rows and --threads must be positive");

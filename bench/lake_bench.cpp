@@ -66,41 +66,31 @@ Flags ParseFlags(int argc, char** argv) {
   std::optional<uint64_t> rows;
   std::optional<uint64_t> landings;
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--rows") {
-      rows = std::stoull(value());
-    } else if (arg == "--quick") {
+  BenchArgs args(argc, argv,
+                 "--rows N, --quick, --landings N, --landing-rows N, --skipprd PATH, --dir PATH");
+  while (args.Next()) {
+    if (args.Is("--rows")) {
+      rows = args.Unsigned();
+    } else if (args.Is("--quick")) {
       is_quick = true;
-    } else if (arg == "--landings") {
-      landings = std::stoull(value());
-    } else if (arg == "--landing-rows") {
-      flags.landing_rows = std::stoull(value());
-    } else if (arg == "--skipprd") {
-      flags.skipprd = value();
-    } else if (arg == "--dir") {
-      flags.parent_dir = value();
+    } else if (args.Is("--landings")) {
+      landings = args.Unsigned();
+    } else if (args.Is("--landing-rows")) {
+      flags.landing_rows = args.Unsigned();
+    } else if (args.Is("--skipprd")) {
+      flags.skipprd = args.Value();
+    } else if (args.Is("--dir")) {
+      flags.parent_dir = args.Value();
     } else {
-      Fail(fmt::format("unknown flag {} (use --rows N, --quick, --landings N, --landing-rows N, "
-                       "--skipprd PATH, --dir PATH)",
-                       arg));
+      args.FailUnknown();
     }
   }
   flags.rows = rows.value_or(is_quick ? kQuickRows : kDefaultRows);
   flags.landings = landings.value_or(is_quick ? kQuickLandings : kDefaultLandings);
-  if (flags.skipprd.empty()) flags.skipprd = DefaultSkipprd();
-  if (flags.parent_dir.empty()) flags.parent_dir = fs::temp_directory_path();
   if (flags.rows == 0 || flags.landings == 0 || flags.landing_rows == 0) {
     Fail("--rows, --landings and --landing-rows must be positive");
   }
-  if (access(flags.skipprd.c_str(), X_OK) != 0) {
-    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH",
-                     flags.skipprd.string()));
-  }
+  ResolveSkipprdAndDir(flags.skipprd, flags.parent_dir);
   return flags;
 }
 

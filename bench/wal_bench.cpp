@@ -72,44 +72,34 @@ Flags ParseFlags(int argc, char** argv) {
   std::optional<uint64_t> rows;
   std::optional<double> large_input_gb;
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    if (arg == "--rows") {
-      rows = std::stoull(value());
-    } else if (arg == "--quick") {
+  BenchArgs args(argc, argv,
+                 "--rows N, --quick, --large-gb G, --only-large, --only-wal, --skipprd PATH, "
+                 "--dir PATH");
+  while (args.Next()) {
+    if (args.Is("--rows")) {
+      rows = args.Unsigned();
+    } else if (args.Is("--quick")) {
       is_quick = true;
-    } else if (arg == "--large-gb") {
-      large_input_gb = std::stod(value());
-    } else if (arg == "--only-large") {
+    } else if (args.Is("--large-gb")) {
+      large_input_gb = args.Number();
+    } else if (args.Is("--only-large")) {
       flags.is_only_large = true;
-    } else if (arg == "--only-wal") {
+    } else if (args.Is("--only-wal")) {
       flags.is_only_wal = true;
-    } else if (arg == "--skipprd") {
-      flags.skipprd = value();
-    } else if (arg == "--dir") {
-      flags.parent_dir = value();
+    } else if (args.Is("--skipprd")) {
+      flags.skipprd = args.Value();
+    } else if (args.Is("--dir")) {
+      flags.parent_dir = args.Value();
     } else {
-      Fail(
-          fmt::format("unknown flag {} (use --rows N, --quick, --large-gb G, --only-large, "
-                      "--only-wal, --skipprd PATH, --dir PATH)",
-                      arg));
+      args.FailUnknown();
     }
   }
   flags.rows = rows.value_or(is_quick ? kQuickRows : kDefaultRows);
   flags.large_input_gb =
       large_input_gb.value_or(is_quick ? kQuickLargeInputGb : kDefaultLargeInputGb);
   if (is_quick) flags.wal_target_bytes = kQuickWalTargetBytes;
-  if (flags.skipprd.empty()) flags.skipprd = DefaultSkipprd();
-  if (flags.parent_dir.empty()) flags.parent_dir = fs::temp_directory_path();
   if (flags.rows == 0 || flags.large_input_gb <= 0) Fail("--rows and --large-gb must be positive");
-  if (access(flags.skipprd.c_str(), X_OK) != 0) {
-    Fail(fmt::format("no skipprd binary at {}; build it, or pass --skipprd PATH",
-                     flags.skipprd.string()));
-  }
+  ResolveSkipprdAndDir(flags.skipprd, flags.parent_dir);
   return flags;
 }
 

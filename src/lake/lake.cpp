@@ -23,6 +23,9 @@ namespace skippr::lake {
 
 namespace {
 
+using query::QuoteIdentifier;
+using query::QuoteLiteral;
+
 constexpr std::string_view kLandingPipeline = "skippr_landing";  // the engine's table of a landing
 constexpr int kCommitAttempts = 8;  // catalog conflicts retried (another writer of the table)
 
@@ -30,24 +33,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string QuoteIdentifier(std::string_view name) {
-  std::string quoted = "\"";
-  for (char c : name) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
-std::string QuoteLiteral(std::string_view text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') quoted += '\'';
-    quoted += c;
-  }
-  return quoted + "'";
 }
 
 // DuckDB's FIELD_IDS value for one field: its id, with its children's ids when it is nested

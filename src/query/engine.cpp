@@ -19,9 +19,7 @@ using SourceLookup =
 Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup);  // wal_scan.cpp
 }  // namespace detail
 
-namespace {
-
-std::string QuoteIdentifier(const std::string& name) {
+std::string QuoteIdentifier(std::string_view name) {
   std::string quoted = "\"";
   for (char c : name) {
     if (c == '"') quoted += '"';
@@ -30,7 +28,7 @@ std::string QuoteIdentifier(const std::string& name) {
   return quoted + "\"";
 }
 
-std::string QuoteLiteral(const std::string& text) {
+std::string QuoteLiteral(std::string_view text) {
   std::string quoted = "'";
   for (char c : text) {
     if (c == '\'') quoted += '\'';
@@ -38,6 +36,8 @@ std::string QuoteLiteral(const std::string& text) {
   }
   return quoted + "'";
 }
+
+namespace {
 
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),

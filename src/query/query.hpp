@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,10 @@ class Engine {
   std::unique_ptr<Handles> handles_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const TableSource>> tables_;
 };
+
+// SQL quoting: "name" with inner quotes doubled; 'text' likewise.
+std::string QuoteIdentifier(std::string_view name);
+std::string QuoteLiteral(std::string_view text);
 
 // Output formats of `skipprd query`:
 //  - FormatTable: an aligned text table: column names, a rule, the rows (NULL as "NULL"), then
