@@ -181,6 +181,13 @@ std::optional<std::string> IncrementBytes(std::string prefix) {
 
 }  // namespace
 
+namespace {
+Status NoSingleValueForm(const LogicalType& type) {
+  return Status::NotSupported(fmt::format(
+      "{} has no single-value serialization (only primitive types do)", type.ToString()));
+}
+}  // namespace
+
 Result<std::string> EncodeSingleValue(const LogicalType& type, const PrimitiveValue& value) {
   switch (type.id()) {
     case TypeId::kBoolean: {
@@ -223,8 +230,7 @@ Result<std::string> EncodeSingleValue(const LogicalType& type, const PrimitiveVa
     case TypeId::kMap:
       break;
   }
-  return Status::NotSupported(fmt::format(
-      "{} has no single-value serialization (only primitive types do)", type.ToString()));
+  return NoSingleValueForm(type);
 }
 
 Result<PrimitiveValue> DecodeSingleValue(const LogicalType& type, std::string_view bytes) {
@@ -273,8 +279,7 @@ Result<PrimitiveValue> DecodeSingleValue(const LogicalType& type, std::string_vi
     case TypeId::kMap:
       break;
   }
-  return Status::NotSupported(fmt::format(
-      "{} has no single-value serialization (only primitive types do)", type.ToString()));
+  return NoSingleValueForm(type);
 }
 
 std::string TruncateLowerBound(const LogicalType& type, std::string encoded_min, size_t length) {
