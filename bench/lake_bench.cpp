@@ -4,8 +4,9 @@
 //
 //   1. file → SkipprLake: the real `skipprd sync --once` (a child process: discover, WAL commits
 //      and landing included) on a JSON-lines file, with a SkipprLake sink in a local warehouse,
-//      beside DuckDB in-process COPY read_json → Parquet (zstd). Both sides run DuckDB with its
-//      default thread count (skipprd's landing does not set one). Also skipprd's peak RSS (the
+//      beside DuckDB in-process COPY read_json → Parquet (zstd) with its default thread count (the
+//      machine's cores, which skipprd's reader, sync, committer and lander threads share) and,
+//      for reference, one thread. Also skipprd's peak RSS (the
 //      child's ru_maxrss).
 //   2. commit latency: lake::LakeWriter::Land in-process, --landings distinct landings (one WAL
 //      slice each, so each has its own landing id) of one prepared batch into one table, each
@@ -335,8 +336,8 @@ int main(int argc, char** argv) {
   {
     DuckDb duckdb(/*threads=*/std::nullopt);  // DuckDB's default, as skipprd's landing
     DuckDb duckdb_single_thread(/*threads=*/1);
-    fmt::print("bench/lake  rows={} threads={} (DuckDB's default; skipprd ingests on one thread "
-               "and lands with DuckDB's default)  rides.jsonl={:.0f} MB\n",
+    fmt::print("bench/lake  rows={} threads={} (DuckDB's default; skipprd reads, shapes, commits "
+               "and lands on threads of their own, on the same cores)  rides.jsonl={:.0f} MB\n",
                flags.rows, duckdb.Threads(), input_bytes / kBytesPerMb);
     std::fflush(stdout);
     const FileMeasurement file = MeasureFileToLake(bench, duckdb, duckdb_single_thread, input);

@@ -73,108 +73,165 @@ Status SyncFile(const std::string& path) {
 
 // ----- column statistics ---------------------------------------------------------------------
 
-// A SQL expression whose text DuckDB prints in a form ParseBound reads, for min or max of a
-// top-level column; nullopt for types that get no bounds (decimal, binary, uuid, time, nested).
-std::optional<std::string> BoundExpression(const Field& field, std::string_view aggregate) {
-  const std::string column = QuoteIdentifier(field.name);
-  switch (field.type.id()) {
-    case TypeId::kBoolean:
-      return fmt::format("{}({}::INTEGER)", aggregate, column);
-    case TypeId::kInt:
-    case TypeId::kLong:
-    case TypeId::kString:
-      return fmt::format("{}({})", aggregate, column);
-    case TypeId::kFloat:
-    case TypeId::kDouble:  // NaN is never a bound
-      return fmt::format("{}({}) FILTER (WHERE NOT isnan({}))", aggregate, column, column);
-    case TypeId::kDate:
-      return fmt::format("date_diff('day', DATE '1970-01-01', {}({}))", aggregate, column);
-    case TypeId::kTimestamp:
-    case TypeId::kTimestampTz:
-      return fmt::format("epoch_us({}({}))", aggregate, column);
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<iceberg::PrimitiveValue> ParseBound(const LogicalType& type, const std::string& text) {
+// Whether a field of `type` gets lower/upper bounds (decimal, binary, uuid, time and nested types
+// get counts only).
+bool HasBounds(const LogicalType& type) {
   switch (type.id()) {
     case TypeId::kBoolean:
-      return iceberg::PrimitiveValue(text != "0");
     case TypeId::kInt:
-    case TypeId::kDate:
-      return iceberg::PrimitiveValue(static_cast<int32_t>(std::stol(text)));
     case TypeId::kLong:
+    case TypeId::kFloat:
+    case TypeId::kDouble:
+    case TypeId::kDate:
     case TypeId::kTimestamp:
     case TypeId::kTimestampTz:
-      return iceberg::PrimitiveValue(static_cast<int64_t>(std::stoll(text)));
-    case TypeId::kFloat:
-      return iceberg::PrimitiveValue(std::strtof(text.c_str(), nullptr));
-    case TypeId::kDouble:
-      return iceberg::PrimitiveValue(std::strtod(text.c_str(), nullptr));
     case TypeId::kString:
-      return iceberg::PrimitiveValue(text);
+      return true;
     default:
-      return std::nullopt;
+      return false;
   }
 }
 
-// Value, null and NaN counts and bounds of the top-level primitive columns, read back from the
-// written file (so they describe exactly what readers will see).
-Status AddColumnStatistics(query::Engine& engine, const std::vector<Field>& fields,
-                           const std::string& path, iceberg::DataFile& file) {
-  struct Probe {
-    const Field* field;
-    size_t non_null, nan, min, max;  // result columns; SIZE_MAX when absent
-  };
-  std::vector<std::string> expressions = {"count(*)"};
-  std::vector<Probe> probes;
-  const auto add = [&](std::string expression) {
-    expressions.push_back(std::move(expression));
-    return expressions.size() - 1;
-  };
+// -0.0 before 0.0, so a bound is never the wrong zero.
+bool DoubleBefore(double a, double b) {
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+}
+
+// Value, null and NaN counts and bounds of one top-level primitive field over a landing's rows.
+struct FieldStatistics {
+  int64_t values = 0;
+  int64_t nulls = 0;
+  int64_t nans = 0;
+  std::optional<int64_t> min_int, max_int;     // boolean, int, long, date, timestamps
+  std::optional<double> min_double, max_double;  // float, double (NaN excluded)
+  std::optional<std::string_view> min_bytes, max_bytes;  // string
+
+  void AddNulls(int64_t count) {
+    values += count;
+    nulls += count;
+  }
+  void Add(const Column& column, const LogicalType& type, int64_t row) {
+    ++values;
+    if (!column.IsValid(row)) {
+      ++nulls;
+      return;
+    }
+    if (!HasBounds(type)) return;
+    switch (PhysicalKindOf(type.id())) {
+      case PhysicalKind::kBool:
+      case PhysicalKind::kInt64: {
+        const int64_t value = type.id() == TypeId::kBoolean ? column.BoolAt(row) : column.Int64At(row);
+        if (!min_int || value < *min_int) min_int = value;
+        if (!max_int || value > *max_int) max_int = value;
+        return;
+      }
+      case PhysicalKind::kDouble: {
+        // int and long batch columns of a field that widened to double read as doubles.
+        const double value = PhysicalKindOf(column.type.id()) == PhysicalKind::kInt64
+                                 ? static_cast<double>(column.Int64At(row))
+                                 : column.DoubleAt(row);
+        if (std::isnan(value)) {
+          ++nans;
+          return;
+        }
+        if (!min_double || DoubleBefore(value, *min_double)) min_double = value;
+        if (!max_double || DoubleBefore(*max_double, value)) max_double = value;
+        return;
+      }
+      case PhysicalKind::kBytes: {
+        const std::string_view value = column.BytesAt(row);
+        if (!min_bytes || value < *min_bytes) min_bytes = value;
+        if (!max_bytes || value > *max_bytes) max_bytes = value;
+        return;
+      }
+      default:
+        return;
+    }
+  }
+};
+
+std::optional<iceberg::PrimitiveValue> AsPrimitive(const LogicalType& type,
+                                                   const FieldStatistics& stats, bool is_min) {
+  const auto& int_bound = is_min ? stats.min_int : stats.max_int;
+  const auto& double_bound = is_min ? stats.min_double : stats.max_double;
+  const auto& bytes_bound = is_min ? stats.min_bytes : stats.max_bytes;
+  switch (type.id()) {
+    case TypeId::kBoolean:
+      if (int_bound) return iceberg::PrimitiveValue(*int_bound != 0);
+      break;
+    case TypeId::kInt:
+    case TypeId::kDate:
+      if (int_bound) return iceberg::PrimitiveValue(static_cast<int32_t>(*int_bound));
+      break;
+    case TypeId::kLong:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      if (int_bound) return iceberg::PrimitiveValue(*int_bound);
+      break;
+    case TypeId::kFloat:
+      if (double_bound) return iceberg::PrimitiveValue(static_cast<float>(*double_bound));
+      break;
+    case TypeId::kDouble:
+      if (double_bound) return iceberg::PrimitiveValue(*double_bound);
+      break;
+    case TypeId::kString:
+      if (bytes_bound) return iceberg::PrimitiveValue(std::string(*bytes_bound));
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+// Value, null and NaN counts and bounds of the top-level primitive columns, computed from the
+// batches the data file was written from (older schemas projected as the scan projects them: a
+// missing column is NULL, int/long read as double where the field widened).
+Status AddColumnStatistics(const std::vector<Field>& fields,
+                           const std::vector<std::shared_ptr<const Batch>>& batches,
+                           iceberg::DataFile& file) {
   for (const Field& field : fields) {
     const TypeId id = field.type.id();
     if (id == TypeId::kStruct || id == TypeId::kList || id == TypeId::kMap) continue;
-    Probe probe{&field, add(fmt::format("count({})", QuoteIdentifier(field.name))), SIZE_MAX,
-                SIZE_MAX, SIZE_MAX};
-    if (id == TypeId::kFloat || id == TypeId::kDouble) {
-      probe.nan = add(fmt::format("count(*) FILTER (WHERE isnan({}))", QuoteIdentifier(field.name)));
+    FieldStatistics stats;
+    for (const auto& batch : batches) {
+      const Column* column = nullptr;
+      for (size_t c = 0; c < batch->fields.size(); ++c) {
+        if (batch->fields[c].id == field.id) column = &batch->columns[c];
+      }
+      if (column == nullptr) {
+        stats.AddNulls(batch->num_rows);
+        continue;
+      }
+      SKIPPR_CHECK_MSG(column->length == batch->num_rows, "a batch column has another row count");
+      for (int64_t row = 0; row < batch->num_rows; ++row) stats.Add(*column, field.type, row);
     }
-    if (auto min = BoundExpression(field, "min")) probe.min = add(*min);
-    if (auto max = BoundExpression(field, "max")) probe.max = add(*max);
-    probes.push_back(probe);
+    SKIPPR_CHECK_MSG(stats.values == file.record_count, "statistics cover another row count");
+    file.value_counts[field.id] = stats.values;
+    file.null_value_counts[field.id] = stats.nulls;
+    if (id == TypeId::kFloat || id == TypeId::kDouble) file.nan_value_counts[field.id] = stats.nans;
+    if (auto min = AsPrimitive(field.type, stats, /*is_min=*/true)) {
+      SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *min));
+      file.lower_bounds[field.id] = iceberg::TruncateLowerBound(field.type, std::move(encoded));
+    }
+    if (auto max = AsPrimitive(field.type, stats, /*is_min=*/false)) {
+      SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *max));
+      if (auto upper = iceberg::TruncateUpperBound(field.type, std::move(encoded))) {
+        file.upper_bounds[field.id] = std::move(*upper);
+      }
+    }
   }
+  return Status::OK();
+}
+
+// The row count in the written file's footer: what readers will see, checked against the rows
+// handed to DuckDB.
+Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t expected_rows) {
   SKIPPR_ASSIGN_OR_RETURN(
       query::QueryResult result,
-      engine.Run(fmt::format("SELECT {} FROM read_parquet({})", fmt::join(expressions, ", "),
-                             QuoteLiteral(path))));
-  SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == expressions.size());
-  const auto& row = result.rows[0];
-  const int64_t rows = std::stoll(*row[0]);
-  SKIPPR_CHECK_MSG(rows == file.record_count, "the data file holds another row count");
-  for (const Probe& probe : probes) {
-    const int32_t id = probe.field->id;
-    const int64_t non_null = std::stoll(*row[probe.non_null]);
-    file.value_counts[id] = rows;
-    file.null_value_counts[id] = rows - non_null;
-    if (probe.nan != SIZE_MAX) file.nan_value_counts[id] = std::stoll(*row[probe.nan]);
-    const LogicalType& type = probe.field->type;
-    if (probe.min != SIZE_MAX && row[probe.min]) {
-      if (auto value = ParseBound(type, *row[probe.min])) {
-        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
-        file.lower_bounds[id] = iceberg::TruncateLowerBound(type, std::move(encoded));
-      }
-    }
-    if (probe.max != SIZE_MAX && row[probe.max]) {
-      if (auto value = ParseBound(type, *row[probe.max])) {
-        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
-        if (auto upper = iceberg::TruncateUpperBound(type, std::move(encoded))) {
-          file.upper_bounds[id] = std::move(*upper);
-        }
-      }
-    }
-  }
+      engine.Run(fmt::format("SELECT num_rows FROM parquet_file_metadata({})", QuoteLiteral(path))));
+  SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == 1 && result.rows[0][0]);
+  SKIPPR_CHECK_MSG(std::stoll(*result.rows[0][0]) == expected_rows,
+                   "the data file holds another row count");
   return Status::OK();
 }
 
@@ -287,6 +344,8 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
                           iceberg::OpenCatalog({.warehouse = options.warehouse,
                                                 .uri = options.catalog_uri}));
   SKIPPR_ASSIGN_OR_RETURN(writer->engine_, query::Engine::Open());
+  // A data file's row order means nothing: DuckDB may then write it from several threads.
+  SKIPPR_RETURN_IF_ERROR(writer->engine_->Run("SET preserve_insertion_order = false").status());
   writer->options_ = std::move(options);
   return writer;
 }
@@ -302,6 +361,7 @@ Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
   source.batches = [batches]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
     return batches;
   };
+  source.allows_parallel_scan = true;  // a data file's row order means nothing
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   const std::string schema_json =
       schema::FieldsToIcebergJson(namespace_schema.fields, namespace_schema.schema_id).dump();
@@ -426,8 +486,8 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                               WriteDataFile(landing, namespace_schema, batches, path));
       data_file.file_path = location + "/" + data_name;
       data_file.record_count = rows;
-      SKIPPR_RETURN_IF_ERROR(
-          AddColumnStatistics(*engine_, namespace_schema.fields, path, data_file));
+      SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, path, rows));
+      SKIPPR_RETURN_IF_ERROR(AddColumnStatistics(namespace_schema.fields, batches, data_file));
       data_file_written = true;
       CrashPoint("lake.after_data_file");
     }

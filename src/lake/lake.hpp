@@ -113,7 +113,7 @@ class LakeWriter {
 
   LakeOptions options_;
   std::unique_ptr<iceberg::Catalog> catalog_;
-  std::unique_ptr<query::Engine> engine_;  // DuckDB, for Parquet writing and file statistics
+  std::unique_ptr<query::Engine> engine_;  // DuckDB, for Parquet writing
 };
 
 // The local paths of the data files of a landed snapshot (empty for snapshot_id 0).

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/check.hpp"
 #include "core/crash.hpp"
@@ -281,6 +283,9 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               lake::LakeWriter& writer, const LakePolicy& policy,
                                               PassLandings& pass) {
   LandingPassResult result;
+  // Segments committed while this runs (ingest goes on beside a BackgroundLander) wait for the
+  // next call: landing them now would cut them into landings smaller than the target.
+  std::optional<uint64_t> last_segment_id;
   while (true) {
     std::map<uint64_t, wal::SegmentEntry> segments;
     std::vector<lake::Landing> landings;
@@ -288,6 +293,15 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
     {
       SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
       SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+      if (!last_segment_id) {
+        last_segment_id = 0;
+        for (const wal::SegmentEntry& entry : live) {
+          last_segment_id = std::max(*last_segment_id, entry.segment_id);
+        }
+      }
+      std::erase_if(live, [&](const wal::SegmentEntry& entry) {
+        return entry.segment_id > *last_segment_id;
+      });
       SKIPPR_ASSIGN_OR_RETURN(LandingState landed, ReadLandingState(read));
       SKIPPR_ASSIGN_OR_RETURN(landings, ReadPendingLandings(read));
       SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));

@@ -7,10 +7,14 @@
 // docs/formats/landing.md documents the keys and the protocol.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "lake/lake.hpp"
 #include "pipeline/pipeline.hpp"
@@ -60,5 +64,53 @@ struct LandingState {
   std::map<std::string, lake::LandedSnapshot> snapshots;
 };
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read);
+
+// Lands on a thread of its own, so ingest goes on while DuckDB writes Parquet: the sync thread
+// hands over each committed segment's batches and asks for a landing round; the lander runs
+// LandCommittedSlices rounds until told to finish. Landing stays exactly once (the protocol is in
+// the store, not in this object); what the rounds add up to comes back from Finish.
+class BackgroundLander {
+ public:
+  // Starts the thread, which lands whatever an earlier run committed and did not land at once.
+  BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
+                   std::unique_ptr<lake::LakeWriter> writer, LakePolicy policy);
+  ~BackgroundLander();  // stops after the round in progress (the WAL keeps what did not land)
+  BackgroundLander(const BackgroundLander&) = delete;
+  BackgroundLander& operator=(const BackgroundLander&) = delete;
+
+  // The batches of a just-committed segment (read from `source_bytes` of input), so its landing
+  // need not decode it again. Kept only within a memory budget; beyond it the landing reads the
+  // segment back.
+  void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t source_bytes);
+  // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
+  void RequestLanding();
+  // The error that stopped the lander, or OK while it runs.
+  Status failure() const;
+  // Lands everything committed so far, waits for it, stops the thread and returns the totals.
+  Result<LandingPassResult> Finish();
+
+ private:
+  void Run();
+  void ForgetLandedSegments();  // with mutex_ held, on the lander thread
+
+  PipelineState& state_;
+  const config::PipelineConfig& pipeline_;
+  std::unique_ptr<lake::LakeWriter> writer_;
+  const LakePolicy policy_;
+  PassLandings pass_;  // the lander thread's own
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<lake::SliceRef, std::shared_ptr<const Batch>> handed_over_;  // not yet in pass_
+  // Source bytes of the segments whose batches are kept (handed over or in pass_), by segment.
+  std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
+  uint64_t kept_bytes_ = 0;
+  bool is_landing_requested_ = true;  // the first round lands what an earlier run left
+  bool is_finishing_ = false;
+  bool has_stopped_ = false;
+  Status failure_;
+  LandingPassResult totals_;
+  std::thread thread_;
+};
 
 }  // namespace skippr::pipeline::internal

@@ -3,9 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "core/crash.hpp"
@@ -20,6 +24,7 @@ namespace {
 
 constexpr uint64_t kSourceBatchBytes = 1 << 20;
 constexpr uint64_t kSourceBatchRecords = 4096;
+constexpr size_t kSourceBatchesAhead = 8;
 
 std::optional<double> EnvNumber(const char* name) {
   const char* value = std::getenv(name);
@@ -185,6 +190,112 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
 }
 
 namespace {
+
+// What the sync thread seals for one WAL commit: the shaped batches, the source positions they
+// reach and the namespaces whose schema changed (as they are at the seal).
+struct SealedCommit {
+  std::vector<Batch> batches;
+  sources::SourcePositions positions;
+  std::vector<schema::NamespaceChange> changes;
+  std::vector<schema::NamespaceSchema> changed_schemas;  // parallel to `changes`
+  uint64_t source_bytes = 0;
+};
+
+// Commits sealed batches to the WAL on a thread of its own, in the order they were sealed, while
+// the sync thread shapes the next ones: encoding, compression and the two fsyncs of a commit
+// overlap shaping. At most one sealed commit waits; Submit blocks beyond that.
+class Committer {
+ public:
+  // Runs on the committer thread after each commit; an error stops the committer.
+  using OnCommitted = std::function<Status(SealedCommit&, const wal::CommitInfo&)>;
+
+  Committer(wal::Wal& wal, OnCommitted on_committed)
+      : wal_(wal), on_committed_(std::move(on_committed)), thread_([this] { Run(); }) {}
+  ~Committer() {
+    {
+      std::lock_guard lock(mutex_);
+      is_stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();  // a commit in progress completes; one still waiting is dropped
+  }
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Hands `commit` over; returns the error that stopped the committer, if any.
+  Status Submit(SealedCommit commit) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !waiting_ || !failure_.ok(); });
+    SKIPPR_RETURN_IF_ERROR(failure_);
+    waiting_ = std::move(commit);
+    lock.unlock();
+    changed_.notify_all();
+    return Status::OK();
+  }
+
+  // Waits until everything handed over is committed; returns the first error.
+  Status Drain() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return (!waiting_ && !is_committing_) || !failure_.ok(); });
+    return failure_;
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      SealedCommit commit;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return waiting_.has_value() || is_stopping_; });
+        if (is_stopping_) return;
+        commit = std::move(*waiting_);
+        waiting_.reset();
+        is_committing_ = true;
+      }
+      changed_.notify_all();
+      Status status = CommitOne(commit);
+      {
+        std::lock_guard lock(mutex_);
+        is_committing_ = false;
+        if (!status.ok()) failure_ = std::move(status);
+      }
+      changed_.notify_all();
+      if (!failure().ok()) return;
+    }
+  }
+
+  Status CommitOne(SealedCommit& commit) {
+    CrashPoint("sync.before_commit");
+    SKIPPR_ASSIGN_OR_RETURN(
+        wal::CommitInfo info,
+        wal_.Commit(commit.batches, PositionsJson(commit.positions),
+                    [&](store::WriteTransaction& write) {
+                      SKIPPR_RETURN_IF_ERROR(sources::SavePositions(write, commit.positions));
+                      for (const schema::NamespaceSchema& changed : commit.changed_schemas) {
+                        SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, changed));
+                      }
+                      return Status::OK();
+                    }));
+    CrashPoint("sync.after_commit");
+    return on_committed_(commit, info);
+  }
+
+  Status failure() {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
+  wal::Wal& wal_;
+  const OnCommitted on_committed_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::optional<SealedCommit> waiting_;
+  bool is_committing_ = false;
+  bool is_stopping_ = false;
+  Status failure_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,
                            PipelineState& state,
                            const std::function<void(const SyncProgress&)>& on_progress) {
@@ -195,23 +306,12 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
                           internal::OpenLakeWriter(config, pipeline));
   const internal::LakePolicy lake_policy = internal::ResolveLakePolicy(config, pipeline);
-  internal::PassLandings pass_landings;
-  uint64_t unlanded_bytes = 0;  // source bytes committed since the last landing
+  // Landing runs beside ingest; its first round lands what an earlier run committed and did not
+  // land (a crash, a failed landing).
+  std::optional<internal::BackgroundLander> lander;
+  if (lake_writer) lander.emplace(state, pipeline, std::move(lake_writer), lake_policy);
+  uint64_t unlanded_bytes = 0;  // source bytes committed since landing was last asked for
   auto last_landing = std::chrono::steady_clock::now();
-  const auto land = [&]() -> Status {
-    if (!lake_writer) return Status::OK();
-    SKIPPR_ASSIGN_OR_RETURN(
-        internal::LandingPassResult landed,
-        internal::LandCommittedSlices(state, pipeline, *lake_writer, lake_policy, pass_landings));
-    result.landings += landed.landings;
-    result.rows_landed += landed.rows_landed;
-    result.segments_reclaimed += landed.segments_reclaimed;
-    unlanded_bytes = 0;
-    last_landing = std::chrono::steady_clock::now();
-    return Status::OK();
-  };
-  // Whatever an earlier run committed and did not land (a crash, a failed landing) lands first.
-  SKIPPR_RETURN_IF_ERROR(land());
 
   schema::PipelineSchema saved;
   sources::SourcePositions positions;
@@ -230,7 +330,11 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   }
 
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> inner_source,
+                          sources::MakeSource(connector));
+  // Reading and parsing overlap shaping and committing: a second core works while this one does.
+  std::unique_ptr<sources::Source> source =
+      sources::ReadAhead(std::move(inner_source), kSourceBatchesAhead);
   const BufferThresholds thresholds = ResolveBufferThresholds(pipeline);
   sources::ReadOptions options;
   // Small source batches: their records are shaped into columns and freed while still in cache;
@@ -248,33 +352,18 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   uint64_t buffered_bytes = 0;
   auto buffer_started = std::chrono::steady_clock::now();
 
-  const auto commit = [&]() -> Status {
-    if (pending_positions.empty()) return Status::OK();
-    std::vector<schema::NamespaceChange> changes = shaper.Seal();
-    std::vector<Batch> batches = shaper.TakeBatches();
-    const schema::PipelineSchema& schema = shaper.schema();
-    CrashPoint("sync.before_commit");
-    SKIPPR_ASSIGN_OR_RETURN(
-        wal::CommitInfo info,
-        wal->Commit(batches, PositionsJson(pending_positions), [&](store::WriteTransaction& write) {
-          SKIPPR_RETURN_IF_ERROR(sources::SavePositions(write, pending_positions));
-          for (const schema::NamespaceChange& change : changes) {
-            SKIPPR_RETURN_IF_ERROR(
-                schema::SaveNamespace(write, schema.namespaces.at(change.namespace_name)));
-          }
-          return Status::OK();
-        }));
-    CrashPoint("sync.after_commit");
-    for (const Batch& batch : batches)
+  // Runs on the committer thread: the sync thread reads `result`'s commit fields only after
+  // Drain, and `progress`'s through the atomics.
+  std::atomic<uint64_t> rows_committed{0};
+  std::atomic<uint64_t> segments_committed{0};
+  const auto on_committed = [&](SealedCommit& commit, const wal::CommitInfo& info) -> Status {
+    for (const Batch& batch : commit.batches) {
       result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
-    if (lake_writer && info.segment_id != 0) {
-      for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
-        pass_landings.committed_batches.emplace(
-            lake::SliceRef{info.segment_id, ordinal},
-            std::make_shared<const Batch>(std::move(batches[ordinal])));
-      }
     }
-    for (schema::NamespaceChange& change : changes) {
+    if (lander && info.segment_id != 0) {
+      lander->AddCommittedBatches(info.segment_id, std::move(commit.batches), commit.source_bytes);
+    }
+    for (schema::NamespaceChange& change : commit.changes) {
       spdlog::info("sync {}: namespace {} {}: {}", pipeline.name, change.namespace_name,
                    change.is_new_namespace ? "discovered" : "evolved",
                    fmt::join(change.changes, "; "));
@@ -282,19 +371,37 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     }
     result.rows_committed += info.rows;
     result.segments_committed += info.segment_id != 0 ? 1 : 0;
-    progress.rows_committed = result.rows_committed;
-    progress.segments_committed = result.segments_committed;
-    pending_positions.clear();
-    unlanded_bytes += buffered_bytes;
-    buffered_bytes = 0;
-    buffer_started = std::chrono::steady_clock::now();
+    rows_committed = result.rows_committed;
+    segments_committed = result.segments_committed;
+    if (!lander) return Status::OK();
+    SKIPPR_RETURN_IF_ERROR(lander->failure());
+    unlanded_bytes += commit.source_bytes;
     const double since_landing_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_landing).count();
     if (unlanded_bytes >= lake_policy.target_file_bytes ||
         since_landing_seconds >= lake_policy.commit_interval_seconds) {
-      SKIPPR_RETURN_IF_ERROR(land());
+      lander->RequestLanding();
+      unlanded_bytes = 0;
+      last_landing = std::chrono::steady_clock::now();
     }
     return Status::OK();
+  };
+  Committer committer(*wal, on_committed);
+
+  const auto commit = [&]() -> Status {
+    if (pending_positions.empty()) return Status::OK();
+    SealedCommit sealed;
+    sealed.changes = shaper.Seal();
+    sealed.batches = shaper.TakeBatches();
+    for (const schema::NamespaceChange& change : sealed.changes) {
+      sealed.changed_schemas.push_back(shaper.schema().namespaces.at(change.namespace_name));
+    }
+    sealed.positions = std::move(pending_positions);
+    sealed.source_bytes = buffered_bytes;
+    pending_positions.clear();
+    buffered_bytes = 0;
+    buffer_started = std::chrono::steady_clock::now();
+    return committer.Submit(std::move(sealed));
   };
 
   uint64_t batches_read = 0;
@@ -316,10 +423,20 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     if (buffered_bytes >= thresholds.bytes || buffered_seconds >= thresholds.seconds) {
       SKIPPR_RETURN_IF_ERROR(commit());
     }
+    progress.rows_committed = rows_committed;
+    progress.segments_committed = segments_committed;
     if (on_progress) on_progress(progress);
   }
   SKIPPR_RETURN_IF_ERROR(commit());
-  SKIPPR_RETURN_IF_ERROR(land());
+  SKIPPR_RETURN_IF_ERROR(committer.Drain());
+  progress.rows_committed = result.rows_committed;
+  progress.segments_committed = result.segments_committed;
+  if (lander) {
+    SKIPPR_ASSIGN_OR_RETURN(const internal::LandingPassResult landed, lander->Finish());
+    result.landings = landed.landings;
+    result.rows_landed = landed.rows_landed;
+    result.segments_reclaimed = landed.segments_reclaimed;
+  }
   if (on_progress) on_progress(progress);
   if (result.deadletter_count > 0 && !pipeline.deadletter_sink) {
     spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured",

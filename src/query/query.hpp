@@ -31,6 +31,9 @@ struct TableSource {
   // Parquet files of rows landed elsewhere (an Iceberg snapshot's data files), read by column name
   // and unioned with the batches; files written before a column existed read NULL for it.
   std::vector<std::string> landed_files;
+  // The batches may be scanned by several threads at once, their rows reaching DuckDB in no
+  // particular order (writing a data file); off for tables users query, whose rows keep WAL order.
+  bool allows_parallel_scan = false;
 };
 
 struct QueryResult {

@@ -4,10 +4,13 @@
 #include <duckdb.h>
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -362,14 +365,39 @@ struct BindData {
   std::shared_ptr<const TableSource> source;
 };
 
+// Shared by the threads of one scan: the batches, and a cursor from which each thread claims its
+// next chunk of rows.
 struct ScanState {
   std::vector<std::shared_ptr<const Batch>> batches;
   // Per batch, per target field: the batch column index, or -1 (reads NULL).
   std::vector<std::vector<int>> plans;
   std::vector<idx_t> projected;  // output vector i ← target field projected[i]
+  std::mutex mutex;
+  size_t next_batch = 0;
+  int64_t next_row = 0;
+};
+
+// One thread's claim: rows [row, row + count) of batches[batch].
+struct ChunkClaim {
   size_t batch = 0;
   int64_t row = 0;
+  idx_t count = 0;  // 0: nothing left
 };
+
+ChunkClaim ClaimChunk(ScanState& state) {
+  std::lock_guard lock(state.mutex);
+  if (state.next_batch >= state.batches.size()) return {};
+  const Batch& batch = *state.batches[state.next_batch];
+  ChunkClaim claim{state.next_batch, state.next_row,
+                   std::min<idx_t>(duckdb_vector_size(),
+                                   static_cast<idx_t>(batch.num_rows - state.next_row))};
+  state.next_row += static_cast<int64_t>(claim.count);
+  if (state.next_row >= batch.num_rows) {
+    ++state.next_batch;
+    state.next_row = 0;
+  }
+  return claim;
+}
 
 std::string GetStringParameter(duckdb_bind_info info, idx_t index) {
   duckdb_value value = duckdb_bind_get_parameter(info, index);
@@ -413,7 +441,6 @@ void Init(duckdb_init_info info) {
   const auto* bind = static_cast<const BindData*>(duckdb_init_get_bind_data(info));
   const TableSource& source = *bind->source;
   auto state = std::make_unique<ScanState>();
-  duckdb_init_set_max_threads(info, 1);
 
   const idx_t projected = duckdb_init_get_column_count(info);
   for (idx_t i = 0; i < projected; ++i) state->projected.push_back(duckdb_init_get_column_index(info, i));
@@ -449,6 +476,10 @@ void Init(duckdb_init_info info) {
     state->plans.push_back(std::move(plan));
     state->batches.push_back(std::move(batch));
   }
+  // Chunks are claimed in order, but with several threads they reach DuckDB in any order: only
+  // a source that allows it (the lake's Parquet writer) is scanned in parallel.
+  duckdb_init_set_max_threads(
+      info, source.allows_parallel_scan ? std::max<idx_t>(1, state->batches.size()) : 1);
   duckdb_init_set_init_data(info, state.release(), [](void* data) { delete static_cast<ScanState*>(data); });
 }
 
@@ -456,14 +487,13 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
   const auto* bind = static_cast<const BindData*>(duckdb_function_get_bind_data(info));
   auto* state = static_cast<ScanState*>(duckdb_function_get_init_data(info));
   const std::vector<Field>& fields = bind->source->fields;
-  if (state->batch >= state->batches.size()) {
+  const ChunkClaim claim = ClaimChunk(*state);
+  if (claim.count == 0) {
     duckdb_data_chunk_set_size(output, 0);
     return;
   }
-  const Batch& batch = *state->batches[state->batch];
-  const std::vector<int>& plan = state->plans[state->batch];
-  const idx_t count =
-      std::min<idx_t>(duckdb_vector_size(), static_cast<idx_t>(batch.num_rows - state->row));
+  const Batch& batch = *state->batches[claim.batch];
+  const std::vector<int>& plan = state->plans[claim.batch];
   const idx_t vectors = duckdb_data_chunk_get_column_count(output);
   for (idx_t v = 0; v < vectors; ++v) {
     duckdb_vector out = duckdb_data_chunk_get_vector(output, v);
@@ -472,28 +502,23 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
       // A column DuckDB asked for that is none of ours (a row id for count(*)): leave it NULL.
       duckdb_vector_ensure_validity_writable(out);
       uint64_t* validity = duckdb_vector_get_validity(out);
-      for (idx_t i = 0; i < count; ++i) duckdb_validity_set_row_invalid(validity, i);
+      for (idx_t i = 0; i < claim.count; ++i) duckdb_validity_set_row_invalid(validity, i);
       continue;
     }
     const int column = plan[field];
     if (column < 0) {
-      FillNull(out, fields[field].type, 0, count);
+      FillNull(out, fields[field].type, 0, claim.count);
       continue;
     }
     std::string error;
-    if (!Fill(out, fields[field].type, batch.columns[column], state->row, 0, count, &error)) {
+    if (!Fill(out, fields[field].type, batch.columns[column], claim.row, 0, claim.count, &error)) {
       duckdb_function_set_error(info, fmt::format("reading {}.{} column {}: {}", bind->source->pipeline,
                                                   bind->source->namespace_name, fields[field].name, error)
                                           .c_str());
       return;
     }
   }
-  duckdb_data_chunk_set_size(output, count);
-  state->row += static_cast<int64_t>(count);
-  if (state->row >= batch.num_rows) {
-    ++state->batch;
-    state->row = 0;
-  }
+  duckdb_data_chunk_set_size(output, claim.count);
 }
 
 }  // namespace

@@ -77,6 +77,13 @@ class Source {
 
 Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector);
 
+// `inner`, read on a thread of its own up to `max_batches_ahead` batches ahead of the caller, so
+// reading and parsing overlap what the caller does with each batch (sync: shaping, encoding,
+// committing). Batches arrive in the inner source's order; its error arrives after the batches
+// read before it. Destroying the source stops the thread (batches read ahead are dropped: the
+// caller commits positions only for batches it took).
+std::unique_ptr<Source> ReadAhead(std::unique_ptr<Source> inner, size_t max_batches_ahead);
+
 // The sample generator's own figures, to check what lands against (tests, the demo).
 struct SampleFigures {
   uint64_t rows = 0;

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <random>
 #include <set>
@@ -16,6 +17,8 @@
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
 #include "iceberg/iceberg.hpp"
+#include "lake/lake.hpp"
+#include "query/query.hpp"
 #include "sources/sources.hpp"
 
 namespace skippr::testing {
@@ -300,6 +303,126 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
   // The reader follows the current metadata to every manifest and data file: none is missing.
   const nlohmann::json table = ReadWithIcebird(dir, "events");
   EXPECT_EQ(table["rows"].size(), static_cast<size_t>(expected_rows));
+}
+
+
+// ----- column statistics --------------------------------------------------------------------
+
+// The manifest's counts and bounds of one landed data file, field by field, beside what DuckDB
+// computes from the Parquet file itself: the statistics come from the batches, the file is what
+// readers prune with them.
+TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
+  TempDir dir;
+  schema::NamespaceSchema table{.name = "stats", .schema_id = 2};
+  const std::vector<std::pair<std::string, LogicalType>> columns = {
+      {"id", LogicalType::Long()},      {"is_member", LogicalType::Boolean()},
+      {"station", LogicalType::Int()},  {"amount", LogicalType::Double()},
+      {"name", LogicalType::String()},  {"day", LogicalType::Date()},
+      {"at", LogicalType::Timestamp()}, {"ratio", LogicalType::Double()},
+      {"note", LogicalType::String()}};
+  for (const auto& [name, type] : columns) table.fields.push_back({++table.last_field_id, name, type});
+  const auto make_batch = [&](std::vector<Field> fields, const std::vector<std::vector<Value>>& rows) {
+    auto batch = std::make_shared<Batch>();
+    batch->namespace_name = table.name;
+    batch->fields = std::move(fields);
+    for (const Field& field : batch->fields) batch->columns.emplace_back(field.type);
+    for (const auto& row : rows) {
+      for (size_t c = 0; c < row.size(); ++c) batch->columns[c].Append(row[c]);
+    }
+    batch->num_rows = static_cast<int64_t>(rows.size());
+    std::string reason;
+    EXPECT_TRUE(batch->Validate(&reason)) << reason;
+    return std::shared_ptr<const Batch>(std::move(batch));
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The older batch: `ratio` still a long column, `note` not there yet (reads NULL).
+  std::vector<Field> older(table.fields.begin(), table.fields.end() - 1);
+  older[7].type = LogicalType::Long();
+  const auto first = make_batch(older, {
+      {Value::Int(7), Value::Bool(true), Value::Int(-3), Value::Double(-0.0), Value::String("Ångström"),
+       Value::Date(19000), Value::Timestamp(1700000000000000), Value::Int(-40)},
+      {Value::Int(-2), Value::Null(), Value::Int(12), Value::Double(nan), Value::String("Aldgate"),
+       Value::Null(), Value::Timestamp(-5), Value::Int(9007199254740993)},
+  });
+  const auto second = make_batch(table.fields, {
+      {Value::Int(900), Value::Bool(true), Value::Null(), Value::Double(0.0), Value::Null(),
+       Value::Date(-1), Value::Null(), Value::Double(2.5), Value::String(std::string(40, 'z'))},
+      {Value::Int(5), Value::Bool(true), Value::Int(4), Value::Double(1e300), Value::String("Bank"),
+       Value::Date(20000), Value::Timestamp(0), Value::Double(nan), Value::Null()},
+  });
+  auto writer = lake::LakeWriter::Open({.pipeline = "p", .warehouse = "file://" + Warehouse(dir)});
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  auto landed = (*writer)->Land(lake::PlanLanding("p", table.name, {{1, 0}, {2, 0}}), table,
+                                {first, second});
+  ASSERT_TRUE(landed.ok()) << landed.status().message();
+
+  auto metadata = iceberg::ReadMetadataFile(landed->snapshot.metadata_location);
+  ASSERT_TRUE(metadata.ok()) << metadata.status().message();
+  const iceberg::Snapshot* snapshot = metadata->FindSnapshot(landed->snapshot.snapshot_id);
+  ASSERT_NE(snapshot, nullptr);
+  auto list = iceberg::ReadManifestList(*iceberg::LocalPathOfUri(snapshot->manifest_list));
+  ASSERT_TRUE(list.ok() && list->manifests.size() == 1);
+  auto manifest = iceberg::ReadManifest(*iceberg::LocalPathOfUri(list->manifests[0].manifest_path),
+                                        list->manifests[0].manifest_length);
+  ASSERT_TRUE(manifest.ok() && manifest->entries.size() == 1);
+  const iceberg::DataFile& file = manifest->entries[0].data_file;
+  const std::string path = *iceberg::LocalPathOfUri(file.file_path);
+  ASSERT_EQ(file.record_count, 4);
+
+  auto engine = query::Engine::Open();
+  ASSERT_TRUE(engine.ok());
+  // A bound as DuckDB prints the same value: integers for booleans, dates and timestamps.
+  const auto bound_text = [](const Field& field, const std::string& bytes) -> std::string {
+    auto value = iceberg::DecodeSingleValue(field.type, bytes);
+    EXPECT_TRUE(value.ok()) << field.name;
+    return std::visit(
+        [](const auto& v) -> std::string {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) return v;
+          else if constexpr (std::is_same_v<T, bool>) return v ? "1" : "0";
+          else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return fmt::format("{}", v);
+          else if constexpr (std::is_integral_v<T>) return std::to_string(v);
+          else return "?";
+        },
+        *value);
+  };
+  for (const Field& field : table.fields) {
+    SCOPED_TRACE(field.name);
+    const std::string column = query::QuoteIdentifier(field.name);
+    std::string value = column;
+    if (field.type.id() == TypeId::kBoolean) value = column + "::INTEGER";
+    if (field.type.id() == TypeId::kDate) value = "date_diff('day', DATE '1970-01-01', " + column + ")";
+    if (field.type.id() == TypeId::kTimestamp) value = "epoch_us(" + column + ")";
+    const std::string not_nan =
+        field.type.id() == TypeId::kDouble ? fmt::format(" AND NOT isnan({})", column) : "";
+    auto expected = (*engine)->Run(fmt::format(
+        "SELECT count(*), count({0}), count(*) FILTER (WHERE {1} IS NOT NULL{2}) - 0, "
+        "min({3}) FILTER (WHERE {1} IS NOT NULL{2}), max({3}) FILTER (WHERE {1} IS NOT NULL{2}) "
+        "FROM read_parquet({4})",
+        column, column, not_nan, value, query::QuoteLiteral(path)));
+    ASSERT_TRUE(expected.ok()) << expected.status().message();
+    const auto& row = expected->rows.at(0);
+    EXPECT_EQ(file.value_counts.at(field.id), std::stoll(*row[0]));
+    EXPECT_EQ(file.null_value_counts.at(field.id), std::stoll(*row[0]) - std::stoll(*row[1]));
+    if (field.type.id() == TypeId::kDouble) {
+      EXPECT_EQ(file.nan_value_counts.at(field.id), std::stoll(*row[1]) - std::stoll(*row[2]));
+    }
+    ASSERT_TRUE(row[3] && row[4]);
+    const std::string lower = bound_text(field, file.lower_bounds.at(field.id));
+    std::string upper_bytes = file.upper_bounds.at(field.id);
+    if (field.type.id() == TypeId::kDouble) {
+      EXPECT_EQ(std::strtod(lower.c_str(), nullptr), std::strtod(row[3]->c_str(), nullptr));
+      EXPECT_EQ(std::strtod(bound_text(field, upper_bytes).c_str(), nullptr),
+                std::strtod(row[4]->c_str(), nullptr));
+    } else if (field.type.id() == TypeId::kString) {
+      // Iceberg truncates string bounds to 16 characters (the upper one rounded up).
+      EXPECT_TRUE(row[3]->starts_with(lower));
+      EXPECT_GE(bound_text(field, upper_bytes), *row[4]);
+    } else {
+      EXPECT_EQ(lower, *row[3]);
+      EXPECT_EQ(bound_text(field, upper_bytes), *row[4]);
+    }
+  }
 }
 
 }  // namespace

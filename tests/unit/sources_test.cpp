@@ -247,6 +247,59 @@ TEST(FileSource, SampleLimitPerPartition) {
 
 // ----- positions in the store -----------------------------------------------------------------
 
+// Hands out `batches` numbered batches, then `failure` (or the end).
+class NumberedSource : public Source {
+ public:
+  NumberedSource(int batches, Status failure) : batches_(batches), failure_(std::move(failure)) {}
+  Status Open(const SourcePositions&, const ReadOptions&) override { return Status::OK(); }
+  Result<std::optional<SourceBatch>> Next() override {
+    if (next_ == batches_) {
+      if (!failure_.ok()) return failure_;
+      return std::optional<SourceBatch>();
+    }
+    SourceBatch batch;
+    batch.partition = "p";
+    batch.position.records_consumed = static_cast<uint64_t>(++next_);
+    return std::optional<SourceBatch>(std::move(batch));
+  }
+
+ private:
+  int batches_;
+  Status failure_;
+  int next_ = 0;
+};
+
+TEST(ReadAhead, HandsOverEveryBatchInOrderThenTheEnd) {
+  std::unique_ptr<Source> source = ReadAhead(std::make_unique<NumberedSource>(100, Status::OK()), 3);
+  ASSERT_TRUE(source->Open({}, {}).ok());
+  for (uint64_t expected = 1; expected <= 100; ++expected) {
+    Result<std::optional<SourceBatch>> batch = source->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value()) << expected;
+    EXPECT_EQ((*batch)->position.records_consumed, expected);
+  }
+  Result<std::optional<SourceBatch>> end = source->Next();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+}
+
+TEST(ReadAhead, AnErrorArrivesAfterTheBatchesReadBeforeIt) {
+  std::unique_ptr<Source> source = ReadAhead(
+      std::make_unique<NumberedSource>(5, Status::IOError("input.jsonl: disk on fire")), 2);
+  ASSERT_TRUE(source->Open({}, {}).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(source->Next().ok());
+  Result<std::optional<SourceBatch>> failed = source->Next();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("disk on fire"));
+}
+
+TEST(ReadAhead, StopsReadingWhenDestroyedMidway) {
+  std::unique_ptr<Source> source =
+      ReadAhead(std::make_unique<NumberedSource>(1000000, Status::OK()), 4);
+  ASSERT_TRUE(source->Open({}, {}).ok());
+  ASSERT_TRUE(source->Next().ok());
+  source.reset();  // the reader thread waits for room; destruction must wake and join it
+}
+
 TEST(SourcePositionsStore, RoundTrip) {
   TempDir dir;
   auto opened = store::Store::Open(store::StoreOptions{dir.path() + "/store"});
