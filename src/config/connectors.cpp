@@ -80,8 +80,10 @@ const std::vector<ConnectorSpec>& Registry() {
       {"File",
        ConnectorRole::kSource,
        {RequiredText("path"), OneOf("format", {"json", "csv", "parquet"}, std::nullopt),
-        Number("batch_size_bytes", std::nullopt, 1),
-        Number("batch_size_seconds", std::nullopt, 1)}},
+        Number("batch_size_bytes", std::nullopt, 1), Number("batch_size_seconds", std::nullopt, 1),
+        // The columns that identify a row in every namespace the source produces; a SkipprLake
+        // sink with write_policy merge_by_key upserts by them.
+        Names("primary_key")}},
       {"Postgres",
        ConnectorRole::kSource,
        {Text("host", "localhost"), Number("port", 5432, 1, 65535), Text("user", "postgres"),
@@ -95,7 +97,7 @@ const std::vector<ConnectorSpec>& Registry() {
        {RequiredText("s3_bucket"), RequiredText("s3_prefix"), Text("region"), Text("endpoint_url"),
         OneOf("format", {"json", "csv", "parquet"}, std::nullopt), Text("s3_delimiter", "/"),
         Number("s3_prefix_ordered_depth", 0), Number("batch_size_bytes", 1024000, 1),
-        Number("batch_size_seconds", 600, 1)}},
+        Number("batch_size_seconds", 600, 1), Names("primary_key")}},
       // Sinks (data and deadletter).
       {"SkipprLake",
        ConnectorRole::kSink,

@@ -290,6 +290,14 @@ std::string FindDataFileProblem(const DataFile& file, ManifestContent content) {
   if (is_equality_delete == file.equality_ids.empty()) {
     return "equality_ids must be set for equality deletes and only for them";
   }
+  // A reader compares the listed columns of each delete row: an id twice, or one that names no
+  // field, makes that comparison meaningless.
+  for (size_t i = 0; i < file.equality_ids.size(); ++i) {
+    const int32_t id = file.equality_ids[i];
+    if (id <= 0 || std::count(file.equality_ids.begin(), file.equality_ids.begin() + i, id) > 0) {
+      return fmt::format("equality_ids listing {} (each must be a field id, once)", id);
+    }
+  }
   if (file.content == FileContent::kPositionDeletes && file.sort_order_id) {
     return "a sort_order_id on position deletes (they are always sorted by file and position)";
   }

@@ -94,7 +94,8 @@ struct DataFile {
   std::map<int32_t, std::string> upper_bounds;
   std::optional<std::string> key_metadata;          // encryption; never set by skipprd
   std::vector<int64_t> split_offsets;               // ascending (Parquet row group offsets)
-  std::vector<int32_t> equality_ids;                // equality deletes only, and required there
+  std::vector<int32_t> equality_ids;                // equality deletes only, required there:
+                                                    // the key's field ids, each once
   std::optional<int32_t> sort_order_id;             // never set on position deletes
   std::optional<std::string> referenced_data_file;  // position deletes of a single data file
 

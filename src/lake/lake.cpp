@@ -186,9 +186,9 @@ std::optional<iceberg::PrimitiveValue> AsPrimitive(const LogicalType& type,
 // Value, null and NaN counts and bounds of the top-level primitive columns, computed from the
 // batches the data file was written from (older schemas projected as the scan projects them: a
 // missing column is NULL, int/long read as double where the field widened).
-Status AddColumnStatistics(const std::vector<Field>& fields,
-                           const std::vector<std::shared_ptr<const Batch>>& batches,
-                           iceberg::DataFile& file) {
+Status AddColumnStatisticsFromBatches(const std::vector<Field>& fields,
+                                      const std::vector<std::shared_ptr<const Batch>>& batches,
+                                      iceberg::DataFile& file) {
   for (const Field& field : fields) {
     const TypeId id = field.type.id();
     if (id == TypeId::kStruct || id == TypeId::kList || id == TypeId::kMap) continue;
@@ -232,6 +232,111 @@ Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t exp
   SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == 1 && result.rows[0][0]);
   SKIPPR_CHECK_MSG(std::stoll(*result.rows[0][0]) == expected_rows,
                    "the data file holds another row count");
+  return Status::OK();
+}
+
+// A SQL expression whose text DuckDB prints in a form ParseBound reads, for min or max of a
+// top-level column; nullopt for types that get no bounds (decimal, binary, uuid, time, nested).
+std::optional<std::string> BoundExpression(const Field& field, std::string_view aggregate) {
+  const std::string column = QuoteIdentifier(field.name);
+  switch (field.type.id()) {
+    case TypeId::kBoolean:
+      return fmt::format("{}({}::INTEGER)", aggregate, column);
+    case TypeId::kInt:
+    case TypeId::kLong:
+    case TypeId::kString:
+      return fmt::format("{}({})", aggregate, column);
+    case TypeId::kFloat:
+    case TypeId::kDouble:  // NaN is never a bound
+      return fmt::format("{}({}) FILTER (WHERE NOT isnan({}))", aggregate, column, column);
+    case TypeId::kDate:
+      return fmt::format("date_diff('day', DATE '1970-01-01', {}({}))", aggregate, column);
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      return fmt::format("epoch_us({}({}))", aggregate, column);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<iceberg::PrimitiveValue> ParseBound(const LogicalType& type, const std::string& text) {
+  switch (type.id()) {
+    case TypeId::kBoolean:
+      return iceberg::PrimitiveValue(text != "0");
+    case TypeId::kInt:
+    case TypeId::kDate:
+      return iceberg::PrimitiveValue(static_cast<int32_t>(std::stol(text)));
+    case TypeId::kLong:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+      return iceberg::PrimitiveValue(static_cast<int64_t>(std::stoll(text)));
+    case TypeId::kFloat:
+      return iceberg::PrimitiveValue(std::strtof(text.c_str(), nullptr));
+    case TypeId::kDouble:
+      return iceberg::PrimitiveValue(std::strtod(text.c_str(), nullptr));
+    case TypeId::kString:
+      return iceberg::PrimitiveValue(text);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Value, null and NaN counts and bounds of the top-level primitive columns, read back from the
+// written file: for the files of a merge, whose rows are not the landing's batches.
+Status AddColumnStatisticsFromFile(query::Engine& engine, const std::vector<Field>& fields,
+                                   const std::string& path, iceberg::DataFile& file) {
+  struct Probe {
+    const Field* field;
+    size_t non_null, nan, min, max;  // result columns; SIZE_MAX when absent
+  };
+  std::vector<std::string> expressions = {"count(*)"};
+  std::vector<Probe> probes;
+  const auto add = [&](std::string expression) {
+    expressions.push_back(std::move(expression));
+    return expressions.size() - 1;
+  };
+  for (const Field& field : fields) {
+    const TypeId id = field.type.id();
+    if (id == TypeId::kStruct || id == TypeId::kList || id == TypeId::kMap) continue;
+    Probe probe{&field, add(fmt::format("count({})", QuoteIdentifier(field.name))), SIZE_MAX,
+                SIZE_MAX, SIZE_MAX};
+    if (id == TypeId::kFloat || id == TypeId::kDouble) {
+      probe.nan = add(fmt::format("count(*) FILTER (WHERE isnan({}))", QuoteIdentifier(field.name)));
+    }
+    if (auto min = BoundExpression(field, "min")) probe.min = add(*min);
+    if (auto max = BoundExpression(field, "max")) probe.max = add(*max);
+    probes.push_back(probe);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(
+      query::QueryResult result,
+      engine.Run(fmt::format("SELECT {} FROM read_parquet({})", fmt::join(expressions, ", "),
+                             QuoteLiteral(path))));
+  SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == expressions.size());
+  const auto& row = result.rows[0];
+  const int64_t rows = std::stoll(*row[0]);
+  SKIPPR_CHECK_MSG(rows == file.record_count, "the data file holds another row count");
+  for (const Probe& probe : probes) {
+    const int32_t id = probe.field->id;
+    const int64_t non_null = std::stoll(*row[probe.non_null]);
+    file.value_counts[id] = rows;
+    file.null_value_counts[id] = rows - non_null;
+    if (probe.nan != SIZE_MAX) file.nan_value_counts[id] = std::stoll(*row[probe.nan]);
+    const LogicalType& type = probe.field->type;
+    if (probe.min != SIZE_MAX && row[probe.min]) {
+      if (auto value = ParseBound(type, *row[probe.min])) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
+        file.lower_bounds[id] = iceberg::TruncateLowerBound(type, std::move(encoded));
+      }
+    }
+    if (probe.max != SIZE_MAX && row[probe.max]) {
+      if (auto value = ParseBound(type, *row[probe.max])) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(type, *value));
+        if (auto upper = iceberg::TruncateUpperBound(type, std::move(encoded))) {
+          file.upper_bounds[id] = std::move(*upper);
+        }
+      }
+    }
+  }
   return Status::OK();
 }
 
@@ -321,10 +426,279 @@ Status RemoveUnreferencedFiles(const iceberg::TableMetadata& committed,
   return Status::OK();
 }
 
+// ----- manifests ---------------------------------------------------------------------------------
+
+// A manifest this landing adds (data or deletes), with where it is written; an empty one is not.
+struct AddedManifest {
+  iceberg::Manifest manifest;
+  std::string location;  // the URI the manifest list names
+  std::string path;      // the local file
+};
+
+// Appends the live entries of the parent's manifest `listed` to the added manifest of the same
+// content, as EXISTING — or, for a landing that replaces the table, as DELETED by this snapshot.
+Status MergeInto(const iceberg::ManifestFile& listed,
+                 const std::map<int32_t, LogicalType>& current_types, bool replaces_table,
+                 int64_t snapshot_id, std::vector<iceberg::ManifestEntry>& merged) {
+  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(listed.manifest_path));
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
+                          iceberg::ReadManifest(path, listed.manifest_length));
+  SKIPPR_ASSIGN_OR_RETURN(
+      std::vector<Field> written_fields,
+      schema::FieldsFromIcebergJson(nlohmann::json::parse(old.header.table_schema_json)));
+  const std::map<int32_t, LogicalType> written_types = TopLevelTypes(written_fields);
+  for (iceberg::ManifestEntry& entry : old.entries) {
+    if (entry.status == iceberg::EntryStatus::kDeleted) continue;
+    merged.push_back(AsExistingEntry(std::move(entry), listed));
+    DropStaleBounds(merged.back().data_file, written_types, current_types);
+    if (replaces_table) {
+      merged.back().status = iceberg::EntryStatus::kDeleted;
+      merged.back().snapshot_id = snapshot_id;
+    }
+  }
+  return Status::OK();
+}
+
+// The new snapshot's manifest list: the parent's manifests plus the added ones. When that would
+// exceed `manifests_before_merge` (or the landing replaces the table) the parent's entries are
+// merged into the added manifests instead, data into data and deletes into deletes (a manifest
+// holds one content), so a snapshot lists at most one manifest of each beyond the threshold.
+Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& next,
+                                                const iceberg::Snapshot* parent,
+                                                bool replaces_table, size_t manifests_before_merge,
+                                                AddedManifest added[2], int64_t snapshot_id) {
+  const int64_t sequence_number = next.NextSequenceNumber();
+  iceberg::ManifestList list;
+  list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
+                 sequence_number};
+  std::vector<iceberg::ManifestFile> previous;
+  if (parent != nullptr) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
+                            iceberg::LocalPathOfUri(parent->manifest_list));
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList parent_manifests,
+                            iceberg::ReadManifestList(parent_list));
+    previous = std::move(parent_manifests.manifests);
+  }
+  size_t added_count = 0;
+  for (int i = 0; i < 2; ++i) added_count += added[i].manifest.entries.empty() ? 0 : 1;
+  if (replaces_table || previous.size() + added_count > manifests_before_merge) {
+    const std::map<int32_t, LogicalType> current_types = TopLevelTypes(next.CurrentSchema().fields);
+    std::vector<iceberg::ManifestEntry> merged[2];  // by ManifestContent
+    for (const iceberg::ManifestFile& listed : previous) {
+      SKIPPR_RETURN_IF_ERROR(MergeInto(listed, current_types, replaces_table, snapshot_id,
+                                       merged[static_cast<size_t>(listed.content)]));
+    }
+    for (int i = 0; i < 2; ++i) {
+      SKIPPR_CHECK(added[i].manifest.header.content == static_cast<iceberg::ManifestContent>(i));
+      std::vector<iceberg::ManifestEntry>& entries = added[i].manifest.entries;
+      merged[i].insert(merged[i].end(), entries.begin(), entries.end());
+      entries = std::move(merged[i]);
+    }
+    previous.clear();
+  }
+  list.manifests = std::move(previous);
+  for (int i = 0; i < 2; ++i) {
+    if (added[i].manifest.entries.empty()) continue;
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
+                            iceberg::WriteManifest(added[i].path, added[i].manifest));
+    list.manifests.push_back(iceberg::DescribeNewManifest(
+        added[i].manifest, added[i].location, manifest_bytes, snapshot_id, sequence_number));
+  }
+  return list;
+}
+
+// ----- snapshot summary --------------------------------------------------------------------------
+
+// Iceberg's summary totals after a landing that adds `data_file` and `delete_file` (either may be
+// absent) to the parent's — or replaces the parent's files, whose totals then go.
+std::map<std::string, std::string> SummaryTotals(
+    const iceberg::Snapshot* parent, bool replaces_table,
+    const std::optional<iceberg::DataFile>& data_file,
+    const std::optional<iceberg::DataFile>& delete_file) {
+  const int64_t data_records = data_file ? data_file->record_count : 0;
+  const int64_t deletes = delete_file ? delete_file->record_count : 0;
+  const int64_t bytes = (data_file ? data_file->file_size_in_bytes : 0) +
+                        (delete_file ? delete_file->file_size_in_bytes : 0);
+  const iceberg::Snapshot* totals_from = replaces_table ? nullptr : parent;
+  const auto total = [&](const char* key, int64_t added) {
+    return std::to_string(SummaryNumber(totals_from, key) + added);
+  };
+  std::map<std::string, std::string> summary = {
+      {"added-data-files", data_file ? "1" : "0"},
+      {"added-records", std::to_string(data_records)},
+      {"added-files-size", std::to_string(bytes)},
+      {"total-data-files", total("total-data-files", data_file ? 1 : 0)},
+      {"total-records", total("total-records", data_records)},
+      {"total-files-size", total("total-files-size", bytes)},
+      {"total-delete-files", total("total-delete-files", delete_file ? 1 : 0)},
+      {"total-position-deletes", "0"},
+      {"total-equality-deletes", total("total-equality-deletes", deletes)}};
+  if (delete_file) {
+    summary["added-delete-files"] = "1";
+    summary["added-equality-delete-files"] = "1";
+    summary["added-equality-deletes"] = std::to_string(deletes);
+  }
+  if (replaces_table && parent != nullptr) {
+    summary["deleted-data-files"] = std::to_string(SummaryNumber(parent, "total-data-files"));
+    summary["deleted-records"] = std::to_string(SummaryNumber(parent, "total-records"));
+    summary["removed-files-size"] = std::to_string(SummaryNumber(parent, "total-files-size"));
+    if (const int64_t removed = SummaryNumber(parent, "total-delete-files"); removed > 0) {
+      summary["removed-delete-files"] = std::to_string(removed);
+      summary["removed-equality-delete-files"] = std::to_string(removed);
+      summary["removed-equality-deletes"] =
+          std::to_string(SummaryNumber(parent, "total-equality-deletes"));
+    }
+  }
+  return summary;
+}
+
+iceberg::SnapshotOperation OperationOf(const Landing& landing) {
+  // A merge removes rows (through its deletes) as well as adding some: Iceberg's "overwrite".
+  return landing.replaces_table || !landing.key_columns.empty()
+             ? iceberg::SnapshotOperation::kOverwrite
+             : iceberg::SnapshotOperation::kAppend;
+}
+
+iceberg::Manifest NewManifest(const iceberg::TableMetadata& next, iceberg::ManifestContent content,
+                              const std::optional<iceberg::DataFile>& file, int64_t snapshot_id) {
+  iceberg::Manifest manifest;
+  manifest.header.table_schema_json =
+      schema::FieldsToIcebergJson(next.CurrentSchema().fields, next.current_schema_id).dump();
+  manifest.header.schema_id = next.current_schema_id;
+  manifest.header.content = content;
+  if (file) {
+    manifest.entries.push_back(
+        {.status = iceberg::EntryStatus::kAdded, .snapshot_id = snapshot_id, .data_file = *file});
+  }
+  return manifest;
+}
+
+const Field* FindField(const std::vector<Field>& fields, std::string_view name) {
+  for (const Field& field : fields) {
+    if (field.name == name) return &field;
+  }
+  return nullptr;
+}
+
+// The name a delete file's equality id has: in the current schema, else the newest schema that
+// has it (a column dropped since still keys the deletes written before).
+Result<std::string> EqualityColumnName(const iceberg::TableMetadata& metadata, int32_t field_id,
+                                       const std::string& delete_file) {
+  const auto in = [&](const std::vector<Field>& fields) -> const Field* {
+    for (const Field& field : fields) {
+      if (field.id == field_id) return &field;
+    }
+    return nullptr;
+  };
+  if (const Field* field = in(metadata.CurrentSchema().fields)) return field->name;
+  for (auto schema = metadata.schemas.rbegin(); schema != metadata.schemas.rend(); ++schema) {
+    if (const Field* field = in(schema->fields)) return field->name;
+  }
+  return Status::Corruption(fmt::format(
+      "equality-delete file '{}' is keyed by field id {}, which no schema of its table has",
+      delete_file, field_id));
+}
+
+// ----- landing files -----------------------------------------------------------------------------
+
+// Writes the rows of `select_sql` to a Parquet file at `path` (zstd, the fields' Iceberg ids),
+// synced with its directory; sets `file`'s record count and size.
+Status CopyToParquet(query::Engine& engine, const std::string& select_sql,
+                     const std::vector<Field>& fields, int32_t schema_id, const std::string& path,
+                     iceberg::DataFile& file) {
+  const std::string schema_json = schema::FieldsToIcebergJson(fields, schema_id).dump();
+  // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
+  // find them; DuckDB writes the field ids into the Parquet schema itself.
+  SKIPPR_ASSIGN_OR_RETURN(
+      query::QueryResult copied,
+      engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, FIELD_IDS {}, "
+                             "KV_METADATA {{'iceberg.schema': {}}})",
+                             select_sql, QuoteLiteral(path), FieldIdsClause(fields),
+                             QuoteLiteral(schema_json))));
+  SKIPPR_CHECK_MSG(copied.rows.size() == 1 && copied.rows[0].size() == 1 && copied.rows[0][0],
+                   "COPY reports the rows it wrote");
+  file.record_count = std::stoll(*copied.rows[0][0]);
+  SKIPPR_RETURN_IF_ERROR(SyncFile(path));
+  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(std::filesystem::path(path).parent_path().string()));
+  std::error_code error;
+  const uintmax_t bytes = std::filesystem::file_size(path, error);
+  if (error) return Status::IOError(fmt::format("cannot stat '{}': {}", path, error.message()));
+  file.file_size_in_bytes = static_cast<int64_t>(bytes);
+  return Status::OK();
+}
+
+// data/<landing id>.parquet: the rows of the landing's table in `engine` (all `rows` of them, or
+// per key the last); nullopt when a merge leaves no row. The name derives from the landing id, so
+// a retry rewrites the same file.
+Result<std::optional<iceberg::DataFile>> WriteDataFile(
+    query::Engine& engine, const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    const std::vector<std::shared_ptr<const Batch>>& batches, int64_t rows,
+    const std::string& location, const std::string& local_location) {
+  const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
+  const std::string path = local_location + "/" + name;
+  iceberg::DataFile file;
+  SKIPPR_RETURN_IF_ERROR(
+      CopyToParquet(engine,
+                    fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
+                                QuoteIdentifier(landing.namespace_name)),
+                    namespace_schema.fields, namespace_schema.schema_id, path, file));
+  if (landing.key_columns.empty()) {
+    SKIPPR_CHECK_MSG(file.record_count == rows, "the data file holds every landed row");
+  }
+  if (file.record_count == 0) {
+    // Every key's last change was a delete: the snapshot adds deletes only.
+    std::error_code error;
+    if (!std::filesystem::remove(path, error) && error) {
+      return Status::IOError(fmt::format("cannot delete '{}': {}", path, error.message()));
+    }
+    return std::optional<iceberg::DataFile>();
+  }
+  file.file_path = location + "/" + name;
+  if (landing.key_columns.empty()) {
+    // Every batch row is in the file: statistics from the batches, which are in memory.
+    SKIPPR_RETURN_IF_ERROR(CheckRowCount(engine, path, rows));
+    SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromBatches(namespace_schema.fields, batches, file));
+  } else {
+    SKIPPR_RETURN_IF_ERROR(
+        AddColumnStatisticsFromFile(engine, namespace_schema.fields, path, file));
+  }
+  return std::optional<iceberg::DataFile>(std::move(file));
+}
+
+// data/<landing id>-deletes.parquet: an equality-delete file of every distinct key among the
+// landing's `rows` (the key columns only, with their field ids).
+Result<iceberg::DataFile> WriteDeleteFile(query::Engine& engine, const Landing& landing,
+                                          const schema::NamespaceSchema& namespace_schema,
+                                          int64_t rows, const std::string& location,
+                                          const std::string& local_location) {
+  std::vector<Field> key_fields;
+  std::vector<std::string> quoted_keys;
+  for (const std::string& column : landing.key_columns) {
+    key_fields.push_back(*FindField(namespace_schema.fields, column));
+    quoted_keys.push_back(QuoteIdentifier(column));
+  }
+  const std::string name = fmt::format("data/{}-deletes.parquet", landing.landing_id);
+  const std::string path = local_location + "/" + name;
+  iceberg::DataFile file;
+  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
+      engine,
+      fmt::format("SELECT DISTINCT {} FROM wal_scan({}, {})", fmt::join(quoted_keys, ", "),
+                  QuoteLiteral(kLandingPipeline), QuoteLiteral(landing.namespace_name)),
+      key_fields, namespace_schema.schema_id, path, file));
+  SKIPPR_CHECK_MSG(file.record_count >= 1 && file.record_count <= rows,
+                   "a merge deletes between one key and one key per row");
+  file.content = iceberg::FileContent::kEqualityDeletes;
+  file.file_path = location + "/" + name;
+  for (const Field& field : key_fields) file.equality_ids.push_back(field.id);
+  SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, key_fields, path, file));
+  return file;
+}
+
 }  // namespace
 
 Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices, bool replaces_table) {
+                    std::vector<SliceRef> slices, bool replaces_table,
+                    std::vector<std::string> key_columns) {
   std::sort(slices.begin(), slices.end());
   slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
   std::string identity = fmt::format("skippr-landing-v1\n{}\n{}\n", pipeline, namespace_name);
@@ -332,8 +706,43 @@ Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
     identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
   }
   if (replaces_table) identity += "replace\n";
+  // Length-prefixed: a column name may hold any character, a newline included.
+  for (const std::string& column : key_columns)
+    identity += fmt::format("key {}:{}\n", column.size(), column);
   return Landing{Sha256Hex(identity).substr(0, 32), std::move(namespace_name), std::move(slices),
-                 replaces_table};
+                 replaces_table, std::move(key_columns)};
+}
+
+Status CheckKeyColumns(const std::vector<std::string>& key_columns,
+                       const std::vector<Field>& fields) {
+  if (key_columns.empty()) return Status::InvalidArgument("names no column");
+  std::set<std::string> seen;
+  for (const std::string& column : key_columns) {
+    if (!seen.insert(column).second) {
+      return Status::InvalidArgument(fmt::format("names column '{}' twice", column));
+    }
+    const Field* field = FindField(fields, column);
+    if (field == nullptr) {
+      std::vector<std::string> names;
+      for (const Field& candidate : fields) names.push_back(candidate.name);
+      return Status::InvalidArgument(fmt::format("column '{}' is not in the schema (columns: {})",
+                                                 column, fmt::join(names, ", ")));
+    }
+    const TypeId type = field->type.id();
+    if (type == TypeId::kStruct || type == TypeId::kList || type == TypeId::kMap) {
+      return Status::InvalidArgument(fmt::format(
+          "column '{}' is a {}; key columns must be top-level primitive columns (not struct, list "
+          "or map)",
+          column, field->type.ToString()));
+    }
+    if (type == TypeId::kFloat || type == TypeId::kDouble) {
+      return Status::InvalidArgument(fmt::format(
+          "column '{}' is a {}; a key cannot be a float or double (NaN and -0.0 make equality "
+          "ambiguous; Iceberg refuses them as identifier fields)",
+          column, field->type.ToString()));
+    }
+  }
+  return Status::OK();
 }
 
 LakeWriter::~LakeWriter() = default;
@@ -350,10 +759,24 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
   return writer;
 }
 
-Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
-                                          const schema::NamespaceSchema& namespace_schema,
-                                          const std::vector<std::shared_ptr<const Batch>>& batches,
-                                          const std::string& path) {
+struct LakeWriter::LandingFiles {
+  std::optional<iceberg::DataFile> data_file;    // none when a merge leaves no row
+  std::optional<iceberg::DataFile> delete_file;  // merge_by_key: every key the landing touches
+};
+
+Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
+    const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    const std::vector<std::shared_ptr<const Batch>>& batches, const std::string& location,
+    const std::string& local_location) {
+  if (Status keys = CheckKeyColumns(landing.key_columns, namespace_schema.fields);
+      !landing.key_columns.empty() && !keys.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("landing {} of namespace '{}' merges by a key that {}", landing.landing_id,
+                    landing.namespace_name, keys.message()));
+  }
+  int64_t rows = 0;
+  for (const auto& batch : batches) rows += batch->num_rows;
+  // The engine's view of the landing does the merge: per key the last row, CDC deletes dropped.
   query::TableSource source;
   source.pipeline = std::string(kLandingPipeline);
   source.namespace_name = landing.namespace_name;
@@ -361,82 +784,18 @@ Result<int64_t> LakeWriter::WriteDataFile(const Landing& landing,
   source.batches = [batches]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
     return batches;
   };
+  source.key_columns = landing.key_columns;
   source.allows_parallel_scan = true;  // a data file's row order means nothing
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-  const std::string schema_json =
-      schema::FieldsToIcebergJson(namespace_schema.fields, namespace_schema.schema_id).dump();
-  // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
-  // find them; DuckDB writes the field ids into the Parquet schema itself.
-  SKIPPR_RETURN_IF_ERROR(
-      engine_
-          ->Run(fmt::format("COPY (SELECT * FROM {}.{}) TO {} (FORMAT parquet, COMPRESSION zstd, "
-                            "FIELD_IDS {}, KV_METADATA {{'iceberg.schema': {}}})",
-                            QuoteIdentifier(kLandingPipeline),
-                            QuoteIdentifier(landing.namespace_name), QuoteLiteral(path),
-                            FieldIdsClause(namespace_schema.fields), QuoteLiteral(schema_json)))
-          .status());
-  SKIPPR_RETURN_IF_ERROR(SyncFile(path));
-  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(std::filesystem::path(path).parent_path().string()));
-  std::error_code error;
-  const uintmax_t bytes = std::filesystem::file_size(path, error);
-  if (error) return Status::IOError(fmt::format("cannot stat '{}': {}", path, error.message()));
-  return static_cast<int64_t>(bytes);
-}
-
-Result<iceberg::ManifestList> LakeWriter::BuildManifestList(const iceberg::TableMetadata& next,
-                                                            const iceberg::Snapshot* parent,
-                                                            bool replaces_table,
-                                                            iceberg::Manifest manifest,
-                                                            const std::string& manifest_location,
-                                                            const std::string& manifest_path,
-                                                            int64_t snapshot_id) {
-  const int64_t sequence_number = next.NextSequenceNumber();
-  iceberg::ManifestList list;
-  list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
-                 sequence_number};
-  std::vector<iceberg::ManifestFile> previous;
-  if (parent != nullptr) {
-    SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
-                            iceberg::LocalPathOfUri(parent->manifest_list));
-    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList parent_manifests,
-                            iceberg::ReadManifestList(parent_list));
-    previous = std::move(parent_manifests.manifests);
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/data"));
+  LandingFiles files;
+  SKIPPR_ASSIGN_OR_RETURN(files.data_file, WriteDataFile(*engine_, landing, namespace_schema, batches, rows,
+                                                         location, local_location));
+  if (!landing.key_columns.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(files.delete_file, WriteDeleteFile(*engine_, landing, namespace_schema,
+                                                               rows, location, local_location));
   }
-  if (replaces_table || previous.size() + 1 > options_.manifests_before_merge) {
-    // Merge: one manifest with every live data file of the parent plus the new one; a replacing
-    // landing lists the parent's files as DELETED by this snapshot instead.
-    const std::map<int32_t, LogicalType> current_types =
-        TopLevelTypes(next.CurrentSchema().fields);
-    std::vector<iceberg::ManifestEntry> merged;
-    for (const iceberg::ManifestFile& listed : previous) {
-      SKIPPR_ASSIGN_OR_RETURN(const std::string path,
-                              iceberg::LocalPathOfUri(listed.manifest_path));
-      SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
-                              iceberg::ReadManifest(path, listed.manifest_length));
-      SKIPPR_ASSIGN_OR_RETURN(
-          std::vector<Field> written_fields,
-          schema::FieldsFromIcebergJson(nlohmann::json::parse(old.header.table_schema_json)));
-      const std::map<int32_t, LogicalType> written_types = TopLevelTypes(written_fields);
-      for (iceberg::ManifestEntry& entry : old.entries) {
-        if (entry.status == iceberg::EntryStatus::kDeleted) continue;
-        merged.push_back(AsExistingEntry(std::move(entry), listed));
-        DropStaleBounds(merged.back().data_file, written_types, current_types);
-        if (replaces_table) {
-          merged.back().status = iceberg::EntryStatus::kDeleted;
-          merged.back().snapshot_id = snapshot_id;
-        }
-      }
-    }
-    merged.insert(merged.end(), manifest.entries.begin(), manifest.entries.end());
-    manifest.entries = std::move(merged);
-    previous.clear();
-  }
-  SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
-                          iceberg::WriteManifest(manifest_path, manifest));
-  list.manifests = std::move(previous);
-  list.manifests.push_back(iceberg::DescribeNewManifest(manifest, manifest_location, manifest_bytes,
-                                                        snapshot_id, sequence_number));
-  return list;
+  return files;
 }
 
 Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
@@ -450,11 +809,7 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
 
-  // The data file and manifest names derive from the landing id: a retry rewrites the same files.
-  const std::string data_name = fmt::format("data/{}.parquet", landing.landing_id);
-  const std::string manifest_name = fmt::format("metadata/{}-m0.avro", landing.landing_id);
-  bool data_file_written = false;
-  iceberg::DataFile data_file;
+  std::optional<LandingFiles> files;
   for (int attempt = 1;; ++attempt) {
     Result<iceberg::VersionedMetadata> base = iceberg::LoadTableForCommit(*catalog_, table);
     if (!base.ok() && base.status().code() == StatusCode::kNotFound) {
@@ -479,63 +834,39 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
           iceberg::AddSchema(next, namespace_schema.fields, namespace_schema.last_field_id)
               .status());
     }
-    if (!data_file_written) {
-      SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/data"));
-      const std::string path = local_location + "/" + data_name;
-      SKIPPR_ASSIGN_OR_RETURN(data_file.file_size_in_bytes,
-                              WriteDataFile(landing, namespace_schema, batches, path));
-      data_file.file_path = location + "/" + data_name;
-      data_file.record_count = rows;
-      SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, path, rows));
-      SKIPPR_RETURN_IF_ERROR(AddColumnStatistics(namespace_schema.fields, batches, data_file));
-      data_file_written = true;
+    if (!files) {
+      SKIPPR_ASSIGN_OR_RETURN(
+          files, WriteLandingFiles(landing, namespace_schema, batches, location, local_location));
       CrashPoint("lake.after_data_file");
     }
 
     SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
-    iceberg::Manifest manifest;
-    manifest.header.table_schema_json =
-        schema::FieldsToIcebergJson(next.CurrentSchema().fields, next.current_schema_id).dump();
-    manifest.header.schema_id = next.current_schema_id;
-    manifest.entries.push_back({.status = iceberg::EntryStatus::kAdded,
-                                .snapshot_id = snapshot_id,
-                                .data_file = data_file});
     SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/metadata"));
-    SKIPPR_ASSIGN_OR_RETURN(
-        iceberg::ManifestList list,
-        BuildManifestList(next, parent, landing.replaces_table, std::move(manifest),
-                          location + "/" + manifest_name,
-                          local_location + "/" + manifest_name, snapshot_id));
+    AddedManifest added[2];
+    for (const iceberg::ManifestContent content :
+         {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
+      const auto index = static_cast<size_t>(content);
+      const std::string name = fmt::format("metadata/{}-m{}.avro", landing.landing_id, index);
+      added[index] = {NewManifest(next, content, index == 0 ? files->data_file : files->delete_file,
+                                  snapshot_id),
+                      location + "/" + name, local_location + "/" + name};
+    }
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
+                            BuildManifestList(next, parent, landing.replaces_table,
+                                              options_.manifests_before_merge, added, snapshot_id));
     const std::string list_name =
         fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
     SKIPPR_RETURN_IF_ERROR(
         iceberg::WriteManifestList(local_location + "/" + list_name, list).status());
 
-    // A replacing landing starts the totals afresh (the parent's files are deleted).
-    const iceberg::Snapshot* totals_from = landing.replaces_table ? nullptr : parent;
-    std::map<std::string, std::string> summary = {
-        {"added-data-files", "1"},
-        {"added-records", std::to_string(rows)},
-        {"added-files-size", std::to_string(data_file.file_size_in_bytes)},
-        {"total-data-files", std::to_string(SummaryNumber(totals_from, "total-data-files") + 1)},
-        {"total-records", std::to_string(SummaryNumber(totals_from, "total-records") + rows)},
-        {"total-files-size", std::to_string(SummaryNumber(totals_from, "total-files-size") +
-                                            data_file.file_size_in_bytes)},
-        {"total-delete-files", "0"},
-        {"total-position-deletes", "0"},
-        {"total-equality-deletes", "0"},
-        {std::string(kLandingIdKey), landing.landing_id},
-        {std::string(kWalSegmentIdsKey), SegmentIdList(landing.slices)},
-        {std::string(kPipelineKey), options_.pipeline}};
-    if (landing.replaces_table && parent != nullptr) {
-      summary["deleted-data-files"] = std::to_string(SummaryNumber(parent, "total-data-files"));
-      summary["deleted-records"] = std::to_string(SummaryNumber(parent, "total-records"));
-    }
-    SKIPPR_RETURN_IF_ERROR(iceberg::AddSnapshot(
-        next, {snapshot_id, NowMs(), location + "/" + list_name,
-               landing.replaces_table ? iceberg::SnapshotOperation::kOverwrite
-                                      : iceberg::SnapshotOperation::kAppend,
-               std::move(summary)}));
+    std::map<std::string, std::string> summary =
+        SummaryTotals(parent, landing.replaces_table, files->data_file, files->delete_file);
+    summary[std::string(kLandingIdKey)] = landing.landing_id;
+    summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
+    summary[std::string(kPipelineKey)] = options_.pipeline;
+    SKIPPR_RETURN_IF_ERROR(
+        iceberg::AddSnapshot(next, {snapshot_id, NowMs(), location + "/" + list_name,
+                                    OperationOf(landing), std::move(summary)}));
     const std::vector<iceberg::Snapshot> expired = iceberg::ExpireSnapshots(
         next, {.now_ms = NowMs(),
                .max_snapshot_age_ms = options_.max_snapshot_age_ms,
@@ -557,8 +888,12 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
         spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
                      cleaned.message());
       }
-      return LandingOutcome{{committed->location, snapshot_id}, false, rows,
-                            data_file.file_size_in_bytes};
+      return LandingOutcome{
+          .snapshot = {committed->location, snapshot_id},
+          .rows = rows,
+          .data_file_bytes = files->data_file ? files->data_file->file_size_in_bytes : 0,
+          .rows_written = files->data_file ? files->data_file->record_count : 0,
+          .keys_deleted = files->delete_file ? files->delete_file->record_count : 0};
     }
     if (committed.status().code() != StatusCode::kConflict || attempt >= kCommitAttempts) {
       return committed.status();
@@ -568,9 +903,9 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   }
 }
 
-Result<std::vector<std::string>> DataFilesOf(const LandedSnapshot& landed) {
-  std::vector<std::string> paths;
-  if (landed.snapshot_id == 0) return paths;
+Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed) {
+  query::LandedRows rows;
+  if (landed.snapshot_id == 0) return rows;
   SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata metadata,
                           iceberg::ReadMetadataFile(landed.metadata_location));
   const iceberg::Snapshot* snapshot = metadata.FindSnapshot(landed.snapshot_id);
@@ -582,18 +917,35 @@ Result<std::vector<std::string>> DataFilesOf(const LandedSnapshot& landed) {
                           iceberg::LocalPathOfUri(snapshot->manifest_list));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path));
   for (const iceberg::ManifestFile& manifest_file : list.manifests) {
-    if (manifest_file.content != iceberg::ManifestContent::kData) continue;
     SKIPPR_ASSIGN_OR_RETURN(const std::string manifest_path,
                             iceberg::LocalPathOfUri(manifest_file.manifest_path));
     SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest manifest,
                             iceberg::ReadManifest(manifest_path, manifest_file.manifest_length));
     for (const iceberg::ManifestEntry& entry : manifest.entries) {
       if (entry.status == iceberg::EntryStatus::kDeleted) continue;
-      SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(entry.data_file.file_path));
-      paths.push_back(std::move(path));
+      const iceberg::DataFile& file = entry.data_file;
+      SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(file.file_path));
+      // ADDED entries written without one inherit the manifest's sequence number.
+      const int64_t sequence_number = entry.sequence_number.value_or(manifest_file.sequence_number);
+      if (file.content == iceberg::FileContent::kData) {
+        rows.data_files.push_back({std::move(path), sequence_number});
+        continue;
+      }
+      if (file.content != iceberg::FileContent::kEqualityDeletes) {
+        return Status::NotSupported(fmt::format(
+            "Iceberg table '{}' has position-delete file '{}'; skipprd reads equality deletes only",
+            metadata.location, file.file_path));
+      }
+      query::EqualityDeleteFile deletes{std::move(path), sequence_number, {}};
+      for (const int32_t field_id : file.equality_ids) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string name,
+                                EqualityColumnName(metadata, field_id, file.file_path));
+        deletes.key_columns.push_back(std::move(name));
+      }
+      rows.equality_delete_files.push_back(std::move(deletes));
     }
   }
-  return paths;
+  return rows;
 }
 
 }  // namespace skippr::lake

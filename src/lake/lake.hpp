@@ -1,9 +1,11 @@
 // SkipprLake (DESIGN.md §6): WAL slices landed exactly once in Apache Iceberg v2 tables, one table
-// per namespace at {warehouse}/{table_namespace}/{namespace}. A landing writes one Parquet data file
-// through DuckDB (Iceberg field ids, zstd, the `iceberg.schema` footer key), one manifest, a
+// per namespace at {warehouse}/{table_namespace}/{namespace}. A landing writes one Parquet data
+// file through DuckDB (Iceberg field ids, zstd, the `iceberg.schema` footer key), one manifest, a
 // manifest list carrying the table's earlier manifests, and a new metadata version swapped in by
 // compare-and-set in the catalog. The snapshot summary records the landing id, so a landing
-// replayed after a crash finds itself in the table's history and changes nothing.
+// replayed after a crash finds itself in the table's history and changes nothing. A merge_by_key
+// landing writes the last row per key and an equality-delete file of every key it touches, which
+// removes the keys' older rows (docs/formats/landing.md).
 #pragma once
 
 #include <compare>
@@ -15,17 +17,11 @@
 
 #include "core/batch.hpp"
 #include "core/status.hpp"
+#include "query/query.hpp"
 #include "schema/schema.hpp"
 
 namespace skippr::iceberg {
 class Catalog;
-struct ManifestList;
-struct Manifest;
-struct Snapshot;
-struct TableMetadata;
-}
-namespace skippr::query {
-class Engine;
 }
 
 namespace skippr::lake {
@@ -51,9 +47,20 @@ struct Landing {
   // write_policy replace_table: the landing's rows replace every row of the table (an Iceberg
   // overwrite snapshot) instead of being appended.
   bool replaces_table = false;
+  // write_policy merge_by_key: the top-level columns that identify a row. The landing upserts: per
+  // key its last row in slice order (none after a CDC delete) replaces the table's rows of the key.
+  std::vector<std::string> key_columns;
 };
+// The key columns are part of the identity: a landing planned under other keys is another landing.
 Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices, bool replaces_table = false);
+                    std::vector<SliceRef> slices, bool replaces_table = false,
+                    std::vector<std::string> key_columns = {});
+
+// OK when `key_columns` can key rows of a table with `fields`: at least one, none repeated, each a
+// top-level primitive column other than float or double (NaN and -0.0 make equality ambiguous).
+// Otherwise InvalidArgument naming the column, for the caller to prefix with where it was set.
+Status CheckKeyColumns(const std::vector<std::string>& key_columns,
+                       const std::vector<Field>& fields);
 
 struct LakeOptions {
   std::string pipeline;
@@ -79,8 +86,10 @@ struct LandedSnapshot {
 struct LandingOutcome {
   LandedSnapshot snapshot;  // the table's current snapshot, which holds this landing's rows
   bool was_landed_before = false;  // a replay: found in the table's history, nothing written
-  int64_t rows = 0;
+  int64_t rows = 0;                // in the landing's slices
   int64_t data_file_bytes = 0;
+  int64_t rows_written = 0;  // in the data file: `rows`, or for merge_by_key one per live key
+  int64_t keys_deleted = 0;  // merge_by_key: the keys in the equality-delete file
 };
 
 class LakeWriter {
@@ -91,32 +100,30 @@ class LakeWriter {
   LakeWriter& operator=(const LakeWriter&) = delete;
 
   // Lands the landing's `batches` (its slices, in order; older schemas are projected onto the
-  // namespace's current one) as one append snapshot, creating the table or evolving its schema
-  // first; or, when a snapshot in the table's history carries the landing id, returns at once.
-  // Durable when it returns: data file, manifests and metadata are synced before the catalog swap.
+  // namespace's current one) as one snapshot — an append, or an overwrite when it replaces the
+  // table or merges by key — creating the table or evolving its schema first; or, when a snapshot
+  // in the table's history carries the landing id, returns at once. Durable when it returns: data
+  // and delete files, manifests and metadata are synced before the catalog swap.
   Result<LandingOutcome> Land(const Landing& landing, const schema::NamespaceSchema& namespace_schema,
                               const std::vector<std::shared_ptr<const Batch>>& batches);
 
  private:
   LakeWriter() = default;
-  struct TableWrite;
-  Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& next,
-                                                  const iceberg::Snapshot* parent,
-                                                  bool replaces_table, iceberg::Manifest manifest,
-                                                  const std::string& manifest_location,
-                                                  const std::string& manifest_path,
-                                                  int64_t snapshot_id);
-  Result<int64_t> WriteDataFile(const Landing& landing,
-                                const schema::NamespaceSchema& namespace_schema,
-                                const std::vector<std::shared_ptr<const Batch>>& batches,
-                                const std::string& path);
+  struct LandingFiles;
+  Result<LandingFiles> WriteLandingFiles(const Landing& landing,
+                                         const schema::NamespaceSchema& namespace_schema,
+                                         const std::vector<std::shared_ptr<const Batch>>& batches,
+                                         const std::string& location,
+                                         const std::string& local_location);
 
   LakeOptions options_;
   std::unique_ptr<iceberg::Catalog> catalog_;
   std::unique_ptr<query::Engine> engine_;  // DuckDB, for Parquet writing
 };
 
-// The local paths of the data files of a landed snapshot (empty for snapshot_id 0).
-Result<std::vector<std::string>> DataFilesOf(const LandedSnapshot& snapshot);
+// The live data and equality-delete files of a landed snapshot, as local paths with their data
+// sequence numbers, delete key columns named as in the table's current schema (nothing for
+// snapshot_id 0).
+Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& snapshot);
 
 }  // namespace skippr::lake

@@ -41,12 +41,14 @@ std::string LandingToJson(const lake::Landing& landing) {
   for (const lake::SliceRef& slice : landing.slices) {
     slices.push_back({slice.segment_id, slice.ordinal});
   }
-  return nlohmann::json{{"format_version", kLandingFormatVersion},
-                        {"landing_id", landing.landing_id},
-                        {"namespace", landing.namespace_name},
-                        {"replaces_table", landing.replaces_table},
-                        {"slices", std::move(slices)}}
-      .dump();
+  nlohmann::json json{{"format_version", kLandingFormatVersion},
+                      {"landing_id", landing.landing_id},
+                      {"namespace", landing.namespace_name},
+                      {"replaces_table", landing.replaces_table},
+                      {"slices", std::move(slices)}};
+  // Only merge_by_key landings carry keys: a replay lands under the keys it was planned with.
+  if (!landing.key_columns.empty()) json["key_columns"] = landing.key_columns;
+  return json.dump();
 }
 
 Result<lake::Landing> LandingFromJson(std::string_view text) {
@@ -59,6 +61,7 @@ Result<lake::Landing> LandingFromJson(std::string_view text) {
     for (const nlohmann::json& slice : json.at("slices")) {
       landing.slices.push_back({slice.at(0).get<uint64_t>(), slice.at(1).get<uint32_t>()});
     }
+    landing.key_columns = json.value("key_columns", std::vector<std::string>{});
     return landing;
   } catch (const nlohmann::json::exception& error) {
     return Status::Corruption(fmt::format("a pending landing record is unreadable: {}",
@@ -95,12 +98,24 @@ Result<std::vector<lake::Landing>> ReadPendingLandings(const Transaction& read) 
   return pending;
 }
 
+Status CheckNamespaceKeys(const LakePolicy& policy,
+                          const schema::NamespaceSchema& namespace_schema) {
+  if (policy.key_columns.empty()) return Status::OK();
+  Status keys = lake::CheckKeyColumns(policy.key_columns, namespace_schema.fields);
+  if (keys.ok()) return keys;
+  return Status::InvalidConfig(fmt::format(
+      "{}: namespace '{}': {}; write_policy merge_by_key keys every namespace of the source by "
+      "these columns — name top-level columns it has (`skipprd schema` lists them)",
+      policy.key_columns_setting, namespace_schema.name, keys.message()));
+}
+
 // The next landing of each namespace: its slices no landing holds yet, in commit order, up to
 // about `target_file_bytes` of column data (always at least one slice).
-std::vector<lake::Landing> PlanLandings(const std::string& pipeline,
-                                        const std::vector<wal::SegmentEntry>& segments,
-                                        const std::set<lake::SliceRef>& landed,
-                                        const LakePolicy& policy, const PassLandings& pass) {
+Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
+                                                const std::vector<wal::SegmentEntry>& segments,
+                                                const std::set<lake::SliceRef>& landed,
+                                                const LakePolicy& policy, const PassLandings& pass,
+                                                const schema::PipelineSchema& saved) {
   const uint64_t target_file_bytes = policy.target_file_bytes;
   std::map<std::string, std::vector<lake::SliceRef>> slices_by_namespace;
   std::map<std::string, uint64_t> bytes_by_namespace;
@@ -123,8 +138,12 @@ std::vector<lake::Landing> PlanLandings(const std::string& pipeline,
   for (auto& [namespace_name, slices] : slices_by_namespace) {
     const bool replaces_table =
         policy.replaces_table && !pass.namespaces_landed.contains(namespace_name);
-    landings.push_back(
-        lake::PlanLanding(pipeline, namespace_name, std::move(slices), replaces_table));
+    if (auto namespace_schema = saved.namespaces.find(namespace_name);
+        namespace_schema != saved.namespaces.end()) {
+      SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema->second));
+    }
+    landings.push_back(lake::PlanLanding(pipeline, namespace_name, std::move(slices),
+                                         replaces_table, policy.key_columns));
   }
   return landings;
 }
@@ -200,6 +219,39 @@ Result<uint64_t> RecordLanding(PipelineState& state,
   return reclaimed.size();
 }
 
+// The source connectors that take a `primary_key` setting (config/connectors.cpp).
+bool TakesPrimaryKey(const config::ConnectorConfig& source) {
+  return source.kind == "File" || source.kind == "S3";
+}
+
+// merge_by_key needs the source's key: refused at the start of a pass, before anything is read.
+Status CheckPrimaryKeyIsSet(const config::Config& config, const config::PipelineConfig& pipeline) {
+  const config::ConnectorConfig& source = config.data_sources.at(pipeline.data_source).connector;
+  if (source.Has("primary_key") && !source.GetStringList("primary_key").empty()) {
+    return Status::OK();
+  }
+  const std::string policy_setting =
+      fmt::format("data_sinks.{}.SkipprLake.write_policy", *pipeline.data_sink);
+  if (!TakesPrimaryKey(source)) {
+    return Status::InvalidConfig(fmt::format(
+        "{}: merge_by_key needs a primary key, and the {} source data_sources.{} (pipeline {}) "
+        "publishes none; use write_policy append or replace_table",
+        policy_setting, source.kind, pipeline.data_source, pipeline.name));
+  }
+  return Status::InvalidConfig(fmt::format(
+      "{}: merge_by_key needs a primary key; set data_sources.{}.{}.primary_key: [<column>, ...] "
+      "(the columns that identify a row), or use write_policy append",
+      policy_setting, pipeline.data_source, source.kind));
+}
+
+// ", replacing the table" and the like, for the landing's log line.
+std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutcome& outcome) {
+  if (landing.replaces_table) return ", replacing the table";
+  if (landing.key_columns.empty() || outcome.was_landed_before) return "";
+  return fmt::format(", merged by key into {} rows and {} deleted keys", outcome.rows_written,
+                     outcome.keys_deleted);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
@@ -213,10 +265,7 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
         pipeline.name, sink.kind));
   }
   if (sink.GetString("write_policy") == "merge_by_key") {
-    return Status::NotSupported(fmt::format(
-        "data_sinks.{}.SkipprLake.write_policy: merge_by_key needs a primary key from the source "
-        "(CDC sources publish one); this build's sources have none — use append or replace_table",
-        *pipeline.data_sink));
+    SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
   }
   lake::LakeOptions options;
   options.pipeline = pipeline.name;
@@ -240,7 +289,21 @@ LakePolicy ResolveLakePolicy(const config::Config& config, const config::Pipelin
   }
   policy.replaces_table =
       sink.Has("write_policy") && sink.GetString("write_policy") == "replace_table";
+  const config::ConnectorConfig& source = config.data_sources.at(pipeline.data_source).connector;
+  if (sink.Has("write_policy") && sink.GetString("write_policy") == "merge_by_key" &&
+      source.Has("primary_key")) {
+    policy.key_columns = source.GetStringList("primary_key");
+    policy.key_columns_setting =
+        fmt::format("data_sources.{}.{}.primary_key", pipeline.data_source, source.kind);
+  }
   return policy;
+}
+
+Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& schema) {
+  for (const auto& [namespace_name, namespace_schema] : schema.namespaces) {
+    SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema));
+  }
+  return Status::OK();
 }
 
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read) {
@@ -306,7 +369,8 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       SKIPPR_ASSIGN_OR_RETURN(landings, ReadPendingLandings(read));
       SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
       if (landings.empty()) {
-        landings = PlanLandings(pipeline.name, live, landed.landed, policy, pass);
+        SKIPPR_ASSIGN_OR_RETURN(
+            landings, PlanLandings(pipeline.name, live, landed.landed, policy, pass, saved));
       }
       for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
     }
@@ -337,12 +401,13 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                               RecordLanding(state, segments, landing, outcome.snapshot));
       pass.namespaces_landed.insert(landing.namespace_name);
       for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
-      spdlog::info("lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) "
-                   "reclaimed",
-                   landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
-                   landing.replaces_table ? ", replacing the table" : "",
-                   outcome.was_landed_before ? "was already in" : "committed as",
-                   outcome.snapshot.snapshot_id, reclaimed);
+      spdlog::info(
+          "lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) "
+          "reclaimed",
+          landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
+          DescribePolicy(landing, outcome),
+          outcome.was_landed_before ? "was already in" : "committed as",
+          outcome.snapshot.snapshot_id, reclaimed);
       ++result.landings;
       result.rows_landed += outcome.rows;
       result.segments_reclaimed += reclaimed;

@@ -30,8 +30,17 @@ struct LakePolicy {
   uint64_t target_file_bytes = 128 << 20;  // of uncompressed column data per landing
   double commit_interval_seconds = 60;
   bool replaces_table = false;  // write_policy replace_table
+  // write_policy merge_by_key: the source's primary_key columns (empty otherwise), and where they
+  // are set ("data_sources.<name>.<Kind>.primary_key"), for messages.
+  std::vector<std::string> key_columns;
+  std::string key_columns_setting;
 };
 LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline);
+
+// OK unless the policy merges by key and a namespace of `schema` cannot be keyed by its columns
+// (missing, nested, floating point): then InvalidConfig naming the column, the namespace and the
+// primary_key setting.
+Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& schema);
 
 // What one sync pass has landed so far: with replace_table, each namespace's first landing of the
 // pass replaces the table and the later ones append to it.

@@ -1,6 +1,7 @@
 // Every namespace of every pipeline as a query table <pipeline>.<namespace>: in one pinned store
-// snapshot, the landed Iceberg snapshot recorded there plus the live WAL slices not landed in it,
-// projected onto the current schema.
+// snapshot, the landed Iceberg snapshot recorded there (data files minus equality deletes) plus the
+// live WAL slices not landed in it, projected onto the current schema — under merge_by_key, the
+// live slices upsert by key over the landed rows.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -15,10 +16,10 @@ namespace {
 constexpr int kSnapshotAttempts = 10;
 
 // One pinned store snapshot of a pipeline: per namespace, the live WAL slices not landed yet
-// (decoded once, shared by every scan of the query) and the landed Iceberg snapshot's data files.
+// (decoded once, shared by every scan of the query) and the landed Iceberg snapshot's files.
 struct SnapshotTables {
   std::map<std::string, std::vector<std::shared_ptr<const Batch>>> batches_by_namespace;
-  std::map<std::string, std::vector<std::string>> landed_files_by_namespace;
+  std::map<std::string, query::LandedRows> landed_by_namespace;
 };
 
 Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
@@ -29,8 +30,8 @@ Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
   SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
   SKIPPR_ASSIGN_OR_RETURN(internal::LandingState landing, internal::ReadLandingState(read));
   for (const auto& [namespace_name, snapshot] : landing.snapshots) {
-    SKIPPR_ASSIGN_OR_RETURN(tables->landed_files_by_namespace[namespace_name],
-                            lake::DataFilesOf(snapshot));
+    SKIPPR_ASSIGN_OR_RETURN(tables->landed_by_namespace[namespace_name],
+                            lake::LandedRowsOf(snapshot));
   }
   for (const wal::SegmentEntry& entry : segments) {
     bool any_live = false;
@@ -79,14 +80,20 @@ Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& con
       SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
     }
     SKIPPR_ASSIGN_OR_RETURN(snapshot, ReadSnapshot(*shared_state));
+    const internal::LakePolicy policy = internal::ResolveLakePolicy(config, pipeline);
     for (const auto& [ns_name, ns] : saved.namespaces) {
       query::TableSource table;
       table.pipeline = name;
       table.namespace_name = ns_name;
       table.fields = ns.fields;
-      if (auto files = snapshot->landed_files_by_namespace.find(ns_name);
-          files != snapshot->landed_files_by_namespace.end()) {
-        table.landed_files = files->second;
+      if (auto landed = snapshot->landed_by_namespace.find(ns_name);
+          landed != snapshot->landed_by_namespace.end()) {
+        table.landed = landed->second;
+      }
+      // Under merge_by_key the live rows upsert the landed ones, as their landing will. Keys the
+      // schema cannot carry fail the sync, not the query: the rows then read as appended.
+      if (lake::CheckKeyColumns(policy.key_columns, ns.fields).ok()) {
+        table.key_columns = policy.key_columns;
       }
       table.batches = [snapshot, ns_name = ns_name]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
         auto it = snapshot->batches_by_namespace.find(ns_name);

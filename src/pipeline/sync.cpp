@@ -328,6 +328,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     result.ran_discover = true;
     saved = std::move(discovered.schema);
   }
+  // A primary key the schema cannot carry fails now, before the source is read.
+  if (lander) SKIPPR_RETURN_IF_ERROR(internal::CheckKeyColumns(lake_policy, saved));
 
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> inner_source,

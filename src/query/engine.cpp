@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -173,6 +174,118 @@ std::string StripStatementEnd(std::string sql) {
   return sql;
 }
 
+// ----- the view of a table ---------------------------------------------------------------------
+
+// Helper columns the view adds inside itself; a table field may not be named like them.
+constexpr std::string_view kReservedPrefix = "__skippr_";
+constexpr std::string_view kFileColumn = "__skippr_file";
+constexpr std::string_view kSequenceColumn = "__skippr_sequence";
+
+Status CheckViewColumns(const TableSource& table) {
+  for (const Field& field : table.fields) {
+    if (field.name.starts_with(kReservedPrefix)) {
+      return Status::InvalidArgument(fmt::format(
+          "table {}.{}: column '{}' starts with '{}', which query reserves for its own columns; "
+          "rename it (transform.ops rename)",
+          table.pipeline, table.namespace_name, field.name, kReservedPrefix));
+    }
+  }
+  // (Delete files' key columns are matched against the data files' own columns, which may still
+  // hold one the table has dropped since.)
+  std::set<std::string> names;
+  for (const Field& field : table.fields) names.insert(field.name);
+  for (const std::string& key : table.key_columns) {
+    if (!names.contains(key)) {
+      return Status::InvalidArgument(fmt::format("table {}.{}: key column '{}' is not a column",
+                                                 table.pipeline, table.namespace_name, key));
+    }
+  }
+  return Status::OK();
+}
+
+// `l.a IS NOT DISTINCT FROM r.a AND ...`: Iceberg's equality, where NULL equals NULL.
+std::string KeysEqual(const std::vector<std::string>& keys, std::string_view left,
+                      std::string_view right) {
+  std::vector<std::string> terms;
+  for (const std::string& key : keys) {
+    terms.push_back(
+        fmt::format("{0}.{1} IS NOT DISTINCT FROM {2}.{1}", left, QuoteIdentifier(key), right));
+  }
+  return fmt::format("{}", fmt::join(terms, " AND "));
+}
+
+std::string QuotedList(const std::vector<std::string>& names, std::string_view prefix = "") {
+  std::vector<std::string> quoted;
+  for (const std::string& name : names)
+    quoted.push_back(std::string(prefix) + QuoteIdentifier(name));
+  return fmt::format("{}", fmt::join(quoted, ", "));
+}
+
+// The rows of `files` (`columns` of them, "*" for all, read by name) with each row's file's
+// sequence number in kSequenceColumn: read_parquet names each row's file, joined to the numbers.
+template <typename File>
+std::string RowsWithSequence(const std::vector<const File*>& files, const std::string& columns) {
+  std::vector<std::string> paths;
+  std::vector<std::string> numbers;
+  for (const File* file : files) {
+    paths.push_back(QuoteLiteral(file->path));
+    numbers.push_back(fmt::format("({}, {})", QuoteLiteral(file->path), file->sequence_number));
+  }
+  const std::string projected =
+      columns == "*" ? fmt::format("d.* EXCLUDE ({})", kFileColumn) : columns;
+  return fmt::format(
+      "SELECT {0}, f.{1} FROM read_parquet([{2}], union_by_name = true, filename = '{3}') d "
+      "JOIN (VALUES {4}) f({3}, {1}) ON d.{3} = f.{3}",
+      projected, kSequenceColumn, fmt::join(paths, ", "), kFileColumn, fmt::join(numbers, ", "));
+}
+
+// The landed rows, or "" when there are none: the data files, minus (Iceberg's rule) the rows an
+// equality delete with a greater sequence number matches — one anti join per set of key columns.
+std::string LandedQuery(const LandedRows& landed) {
+  if (landed.data_files.empty()) return "";
+  std::vector<std::string> paths;
+  for (const LandedFile& file : landed.data_files) paths.push_back(QuoteLiteral(file.path));
+  // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
+  if (landed.equality_delete_files.empty()) {
+    return fmt::format("SELECT * FROM read_parquet([{}], union_by_name = true)",
+                       fmt::join(paths, ", "));
+  }
+  std::vector<const LandedFile*> data_files;
+  for (const LandedFile& file : landed.data_files) data_files.push_back(&file);
+  std::string rows = RowsWithSequence(data_files, "*");
+  std::map<std::vector<std::string>, std::vector<const EqualityDeleteFile*>> deletes_by_keys;
+  for (const EqualityDeleteFile& file : landed.equality_delete_files) {
+    deletes_by_keys[file.key_columns].push_back(&file);
+  }
+  for (const auto& [keys, files] : deletes_by_keys) {
+    rows = fmt::format("SELECT l.* FROM ({0}) l ANTI JOIN ({1}) x ON {2} AND x.{3} > l.{3}", rows,
+                       RowsWithSequence(files, QuotedList(keys, "d.")), KeysEqual(keys, "l", "x"),
+                       kSequenceColumn);
+  }
+  return fmt::format("SELECT * EXCLUDE ({}) FROM ({})", kSequenceColumn, rows);
+}
+
+// The view's query: the live batches, then the landed rows their keys do not replace.
+std::string ViewQuery(const TableSource& table) {
+  const std::string scan_arguments =
+      fmt::format("{}, {}", QuoteLiteral(table.pipeline), QuoteLiteral(table.namespace_name));
+  const std::string landed = LandedQuery(table.landed);
+  if (table.key_columns.empty()) {
+    const std::string live = fmt::format("SELECT * FROM wal_scan({})", scan_arguments);
+    return landed.empty() ? live : fmt::format("{} UNION ALL BY NAME {}", live, landed);
+  }
+  // The batches are in WAL order, which wal_scan numbers (DuckDB's own order is not guaranteed).
+  const std::string live = fmt::format(
+      "SELECT * EXCLUDE ({0}, {1}) FROM wal_scan({2}, with_change_columns := true) QUALIFY "
+      "row_number() OVER (PARTITION BY {3} ORDER BY {0} DESC) = 1 AND NOT {1}",
+      kOrdinalColumn, kDeletedColumn, scan_arguments, QuotedList(table.key_columns));
+  if (landed.empty()) return live;
+  return fmt::format(
+      "{} UNION ALL BY NAME SELECT l.* FROM ({}) l ANTI JOIN (SELECT {} FROM wal_scan({})) x ON {}",
+      live, landed, QuotedList(table.key_columns), scan_arguments,
+      KeysEqual(table.key_columns, "l", "x"));
+}
+
 }  // namespace
 
 struct Engine::Handles {
@@ -224,6 +337,7 @@ Status Engine::RegisterTable(TableSource table) {
     return Status::InvalidArgument(
         fmt::format("table {}.{} has no batch provider", table.pipeline, table.namespace_name));
   }
+  SKIPPR_RETURN_IF_ERROR(CheckViewColumns(table));
   const std::pair<std::string, std::string> key{table.pipeline, table.namespace_name};
   std::shared_ptr<const TableSource> previous;
   if (auto it = tables_.find(key); it != tables_.end()) previous = it->second;
@@ -231,20 +345,9 @@ Status Engine::RegisterTable(TableSource table) {
   const std::string namespace_name = table.namespace_name;
   tables_[key] = std::make_shared<const TableSource>(std::move(table));
 
-  const std::string schema = QuoteIdentifier(pipeline);
-  std::string landed;
-  if (const auto& files = tables_[key]->landed_files; !files.empty()) {
-    std::vector<std::string> quoted;
-    for (const std::string& file : files) quoted.push_back(QuoteLiteral(file));
-    // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
-    landed = fmt::format(" UNION ALL BY NAME SELECT * FROM read_parquet([{}], union_by_name = true)",
-                         fmt::join(quoted, ", "));
-  }
-  const std::string sql =
-      fmt::format("CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS SELECT * FROM "
-                  "wal_scan({2}, {3}){4}",
-                  schema, QuoteIdentifier(namespace_name), QuoteLiteral(pipeline),
-                  QuoteLiteral(namespace_name), landed);
+  const std::string sql = fmt::format(
+      "CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
+      QuoteIdentifier(pipeline), QuoteIdentifier(namespace_name), ViewQuery(*tables_[key]));
   duckdb_result result;
   const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
   std::string error = ok ? "" : duckdb_result_error(&result);

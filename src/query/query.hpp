@@ -1,6 +1,9 @@
-// The query engine of `skipprd query` (DESIGN.md §7): DuckDB in-process, one view per namespace named
-// "<pipeline>"."<namespace>" over the `wal_scan` table function, which fills DuckDB vectors straight
-// from columnar Batches (no per-row text conversion), and the output formats of the command.
+// The query engine of `skipprd query` (DESIGN.md §7): DuckDB in-process, one view per namespace
+// named "<pipeline>"."<namespace>" over the `wal_scan` table function, which fills DuckDB vectors
+// straight from columnar Batches (no per-row text conversion), and the output formats of the
+// command. `wal_scan(pipeline, namespace, with_change_columns := true)` adds two columns after the
+// table's: `__skippr_ordinal` BIGINT (the row's position in the batches, from 0 — their order,
+// which DuckDB may not keep) and `__skippr_deleted` BOOLEAN (the row is a CDC delete).
 #pragma once
 
 #include <functional>
@@ -18,6 +21,30 @@
 
 namespace skippr::query {
 
+// wal_scan's change columns (with_change_columns := true).
+inline constexpr std::string_view kOrdinalColumn = "__skippr_ordinal";
+inline constexpr std::string_view kDeletedColumn = "__skippr_deleted";
+
+// A Parquet file of a landed Iceberg snapshot, with its data sequence number.
+struct LandedFile {
+  std::string path;
+  int64_t sequence_number = 0;
+};
+
+// An Iceberg equality-delete file: it removes every row of a data file with a smaller sequence
+// number whose `key_columns` equal one of its rows (NULL equals NULL, as Iceberg compares).
+struct EqualityDeleteFile {
+  std::string path;
+  int64_t sequence_number = 0;
+  std::vector<std::string> key_columns;  // the columns it holds, by name
+};
+
+// The rows of a landed Iceberg snapshot: its data files minus its equality deletes.
+struct LandedRows {
+  std::vector<LandedFile> data_files;
+  std::vector<EqualityDeleteFile> equality_delete_files;
+};
+
 // Supplies the rows of one table: the target schema (current fields, with ids) and the batches to
 // scan. Batches may carry OLDER schemas: they are projected onto the target by FIELD ID — a target
 // field missing from a batch reads NULL; int→long, float→double and decimal precision widening are
@@ -28,9 +55,13 @@ struct TableSource {
   std::string namespace_name;
   std::vector<Field> fields;
   std::function<Result<std::vector<std::shared_ptr<const Batch>>>()> batches;
-  // Parquet files of rows landed elsewhere (an Iceberg snapshot's data files), read by column name
-  // and unioned with the batches; files written before a column existed read NULL for it.
-  std::vector<std::string> landed_files;
+  // Rows landed elsewhere, read by column name and unioned with the batches; files written before
+  // a column existed read NULL for it.
+  LandedRows landed;
+  // Empty: every batch row is a row of the table. Otherwise (write_policy merge_by_key) the batches
+  // are changes keyed by these top-level columns, in order: per key only the last row is in the
+  // table, none when that row is a CDC delete, and a key the batches hold replaces its landed rows.
+  std::vector<std::string> key_columns;
   // The batches may be scanned by several threads at once, their rows reaching DuckDB in no
   // particular order (writing a data file); off for tables users query, whose rows keep WAL order.
   bool allows_parallel_scan = false;
@@ -50,9 +81,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Creates schema "<pipeline>" and view "<pipeline>"."<namespace>" AS SELECT * FROM wal_scan(...)
-  // [UNION ALL BY NAME SELECT * FROM read_parquet(<landed_files>, union_by_name = true)].
-  // Registering the same pipeline.namespace again replaces its source.
+  // Creates schema "<pipeline>" and view "<pipeline>"."<namespace>": the batches (wal_scan), or
+  // with key columns their last row per key, UNION ALL BY NAME the landed rows (read_parquet of
+  // the data files minus the equality deletes that apply to them by sequence number, and minus the
+  // keys the batches hold). Registering the same pipeline.namespace again replaces its source.
+  // InvalidArgument when a key column is not a field, or a field name is one the view reserves
+  // (`__skippr_*`).
   Status RegisterTable(TableSource table);
 
   // Runs SQL (one or more statements; the last one's result is returned). Table names must be

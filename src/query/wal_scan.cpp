@@ -1,6 +1,7 @@
-// wal_scan(pipeline VARCHAR, namespace VARCHAR): a DuckDB table function that fills output vectors
-// directly from the columnar buffers of Batches, projecting each batch onto the table's current
-// schema by field id.
+// wal_scan(pipeline VARCHAR, namespace VARCHAR [, with_change_columns := BOOLEAN]): a DuckDB table
+// function that fills output vectors directly from the columnar buffers of Batches, projecting each
+// batch onto the table's current schema by field id; the change columns (query.hpp) number the rows
+// in batch order and mark CDC deletes. One thread scans the batches in order.
 #include <duckdb.h>
 #include <fmt/format.h>
 
@@ -363,6 +364,7 @@ bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t
 
 struct BindData {
   std::shared_ptr<const TableSource> source;
+  bool has_change_columns = false;  // with_change_columns := true
 };
 
 // Shared by the threads of one scan: the batches, and a cursor from which each thread claims its
@@ -375,28 +377,59 @@ struct ScanState {
   std::mutex mutex;
   size_t next_batch = 0;
   int64_t next_row = 0;
+  int64_t next_ordinal = 0;
 };
 
 // One thread's claim: rows [row, row + count) of batches[batch].
 struct ChunkClaim {
   size_t batch = 0;
   int64_t row = 0;
-  idx_t count = 0;  // 0: nothing left
+  int64_t ordinal = 0;  // the scan's row number of the first: rows of the batches before it
+  idx_t count = 0;      // 0: nothing left
 };
 
 ChunkClaim ClaimChunk(ScanState& state) {
   std::lock_guard lock(state.mutex);
   if (state.next_batch >= state.batches.size()) return {};
   const Batch& batch = *state.batches[state.next_batch];
-  ChunkClaim claim{state.next_batch, state.next_row,
+  ChunkClaim claim{state.next_batch, state.next_row, state.next_ordinal,
                    std::min<idx_t>(duckdb_vector_size(),
                                    static_cast<idx_t>(batch.num_rows - state.next_row))};
   state.next_row += static_cast<int64_t>(claim.count);
+  state.next_ordinal += static_cast<int64_t>(claim.count);
   if (state.next_row >= batch.num_rows) {
     ++state.next_batch;
     state.next_row = 0;
   }
   return claim;
+}
+
+// The change columns follow the table's fields: their indexes after the last field.
+enum ChangeColumn : idx_t { kOrdinal = 0, kDeleted = 1, kChangeColumns = 2 };
+
+bool GetBoolNamedParameter(duckdb_bind_info info, const char* name) {
+  duckdb_value value = duckdb_bind_get_named_parameter(info, name);
+  if (value == nullptr) return false;
+  const bool result = !duckdb_is_null_value(value) && duckdb_get_bool(value);
+  duckdb_destroy_value(&value);
+  return result;
+}
+
+// Fills a change column for rows [row, row + count) of `batch`, the first of which is the scan's
+// row `ordinal`.
+void FillChangeColumn(duckdb_vector out, idx_t column, const Batch& batch, int64_t row,
+                      int64_t ordinal, idx_t count) {
+  if (column == kOrdinal) {
+    int64_t* data = DataOf<int64_t>(out);
+    for (idx_t i = 0; i < count; ++i) data[i] = ordinal + static_cast<int64_t>(i);
+    return;
+  }
+  bool* data = DataOf<bool>(out);
+  for (idx_t i = 0; i < count; ++i) {
+    // Batches without a CDC sidecar are inserts (upserts under a key).
+    data[i] = batch.cdc.has_value() &&
+              batch.cdc->mutations[static_cast<size_t>(row) + i] == Mutation::kDelete;
+  }
 }
 
 std::string GetStringParameter(duckdb_bind_info info, idx_t index) {
@@ -433,7 +466,14 @@ void Bind(duckdb_bind_info info) {
     LogicalTypeHandle type(ToDuckType(field.type));
     duckdb_bind_add_result_column(info, field.name.c_str(), type.type);
   }
-  duckdb_bind_set_bind_data(info, new BindData{std::move(source)},
+  const bool has_change_columns = GetBoolNamedParameter(info, "with_change_columns");
+  if (has_change_columns) {
+    LogicalTypeHandle ordinal(duckdb_create_logical_type(DUCKDB_TYPE_BIGINT));
+    duckdb_bind_add_result_column(info, std::string(kOrdinalColumn).c_str(), ordinal.type);
+    LogicalTypeHandle deleted(duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN));
+    duckdb_bind_add_result_column(info, std::string(kDeletedColumn).c_str(), deleted.type);
+  }
+  duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns},
                             [](void* data) { delete static_cast<BindData*>(data); });
 }
 
@@ -458,6 +498,14 @@ void Init(duckdb_init_info info) {
   }
   for (std::shared_ptr<const Batch>& batch : *batches) {
     if (batch == nullptr || batch->num_rows == 0) continue;
+    if (batch->cdc && batch->cdc->mutations.size() != static_cast<size_t>(batch->num_rows)) {
+      duckdb_init_set_error(
+          info,
+          fmt::format("reading {}.{}: a batch of {} rows has {} CDC mutations", source.pipeline,
+                      source.namespace_name, batch->num_rows, batch->cdc->mutations.size())
+              .c_str());
+      return;
+    }
     std::vector<int> plan(source.fields.size(), -1);
     for (size_t f = 0; f < source.fields.size(); ++f) {
       for (size_t c = 0; c < batch->fields.size() && c < batch->columns.size(); ++c) {
@@ -498,6 +546,11 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
   for (idx_t v = 0; v < vectors; ++v) {
     duckdb_vector out = duckdb_data_chunk_get_vector(output, v);
     const idx_t field = v < state->projected.size() ? state->projected[v] : v;
+    if (bind->has_change_columns && field >= fields.size() &&
+        field < fields.size() + kChangeColumns) {
+      FillChangeColumn(out, field - fields.size(), batch, claim.row, claim.ordinal, claim.count);
+      continue;
+    }
     if (field >= fields.size()) {
       // A column DuckDB asked for that is none of ours (a row id for count(*)): leave it NULL.
       duckdb_vector_ensure_validity_writable(out);
@@ -530,6 +583,8 @@ Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup) {
     LogicalTypeHandle varchar(duckdb_create_logical_type(DUCKDB_TYPE_VARCHAR));
     duckdb_table_function_add_parameter(function, varchar.type);
     duckdb_table_function_add_parameter(function, varchar.type);
+    LogicalTypeHandle boolean(duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN));
+    duckdb_table_function_add_named_parameter(function, "with_change_columns", boolean.type);
   }
   duckdb_table_function_set_extra_info(function, new SourceLookup(std::move(lookup)),
                                        [](void* data) { delete static_cast<SourceLookup*>(data); });

@@ -1,6 +1,7 @@
 // SkipprLake end to end: the WAL landed exactly once in Iceberg tables and reclaimed, `query` over
 // landed ∪ live rows, an Iceberg reader this project did not write (npm icebird, through
 // tests/lake/read_iceberg.mjs) reading every table, and SIGKILLs during landing.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,11 +9,11 @@
 #include <filesystem>
 #include <limits>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
@@ -238,7 +239,157 @@ TEST(LakePolicy, MergeByKeyWithoutAPrimaryKeyIsAClearError) {
   ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
   EXPECT_EQ(sync.exit_code, 1);
   EXPECT_THAT(sync.err, HasSubstr("data_sinks.lake.SkipprLake.write_policy: merge_by_key needs a "
-                                  "primary key"));
+                                  "primary key; set data_sources.source.File.primary_key: "
+                                  "[<column>, ...]"));
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u) << "refused before anything was read";
+
+  dir.Write("skippr.yml", LakeConfig(dir, "bikehire", "{Sample: {rows: 10}}",
+                                     "\n      write_policy: merge_by_key"));
+  sync = Skipprd(dir, {"sync", "-p", "bikehire", "--once"});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("the Sample source data_sources.source (pipeline bikehire) "
+                                  "publishes none; use write_policy append or replace_table"));
+}
+
+TEST(LakePolicy, MergeByKeyRefusesKeysTheSchemaCannotCarry) {
+  TempDir dir;
+  dir.Write("input/a.jsonl", "{\"id\":1,\"where\":{\"city\":\"Leeds\"},\"amount\":3}\n");
+  for (const auto& [key, message] : std::vector<std::pair<std::string, std::string>>{
+           {"idx",
+            "data_sources.source.File.primary_key: namespace 'events': column 'idx' is not "
+            "in the schema (columns: id, where, amount)"},
+           {"where",
+            "data_sources.source.File.primary_key: namespace 'events': column 'where' is "
+            "a struct"}}) {
+    dir.Write(
+        "skippr.yml",
+        LakeConfig(dir, "events", fmt::format("{{File: {{path: input, primary_key: [{}]}}}}", key),
+                   "\n      write_policy: merge_by_key"));
+    ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+    EXPECT_EQ(sync.exit_code, 1) << key;
+    EXPECT_THAT(sync.err, HasSubstr(message));
+    EXPECT_EQ(SegmentFiles(dir, "events"), 0u) << "refused before the source was read";
+  }
+}
+
+// The rows `skipprd query` returns, each value as text (NULL as "").
+std::vector<std::vector<std::string>> QueryRows(const TempDir& dir, const std::string& sql) {
+  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", sql});
+  EXPECT_EQ(query.exit_code, 0) << sql << "\n" << query.err;
+  std::vector<std::vector<std::string>> rows;
+  if (query.exit_code != 0) return rows;
+  const nlohmann::json result = nlohmann::json::parse(query.out);
+  for (const nlohmann::json& row : result["rows"]) {
+    std::vector<std::string> values;
+    for (const nlohmann::json& value : row) {
+      values.push_back(value.is_null() ? "" : value.get<std::string>());
+    }
+    rows.push_back(std::move(values));
+  }
+  return rows;
+}
+
+// Source rows {id, name, amount} for write_policy merge_by_key: one input file per pass, applied
+// to `expected` (id → the row's values as text) in file order, the last row of an id winning.
+class MergeInput {
+ public:
+  explicit MergeInput(const TempDir& dir) : dir_(dir) {}
+
+  void Write(const std::string& name, const std::vector<std::pair<int64_t, std::string>>& rows) {
+    std::string text;
+    for (const auto& [id, label] : rows) {
+      const int64_t amount = id * 1000 + static_cast<int64_t>(label.size());
+      text += fmt::format("{{\"id\":{},\"name\":\"{}\",\"amount\":{}}}\n", id, label, amount);
+      expected_[id] = {std::to_string(id), label, std::to_string(amount)};
+    }
+    dir_.Write("input/" + name, text);
+  }
+
+  // Ids `first` .. `last - 1`, each named `label`.
+  void WriteRange(const std::string& name, int64_t first, int64_t last, const std::string& label,
+                  std::vector<std::pair<int64_t, std::string>> extra = {}) {
+    std::vector<std::pair<int64_t, std::string>> rows;
+    for (int64_t id = first; id < last; ++id) rows.push_back({id, label});
+    rows.insert(rows.end(), extra.begin(), extra.end());
+    Write(name, rows);
+  }
+
+  std::vector<std::vector<std::string>> Expected() const {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [id, row] : expected_) rows.push_back(row);
+    return rows;
+  }
+
+ private:
+  const TempDir& dir_;
+  std::map<int64_t, std::vector<std::string>> expected_;
+};
+
+std::vector<std::vector<std::string>> IcebirdRows(const nlohmann::json& table) {
+  std::map<int64_t, std::vector<std::string>> by_id;
+  for (const nlohmann::json& row : table["rows"]) {
+    const int64_t id = row["id"].get<int64_t>();
+    EXPECT_FALSE(by_id.contains(id)) << "icebird read id " << id << " twice";
+    by_id[id] = {std::to_string(id), row["name"].get<std::string>(),
+                 std::to_string(row["amount"].get<int64_t>())};
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (auto& [id, row] : by_id) rows.push_back(std::move(row));
+  return rows;
+}
+
+// write_policy merge_by_key keyed by the File source's primary_key: each pass updates some ids and
+// adds others (an id repeated within a file too); the table holds one row per id, the latest.
+TEST(LakePolicy, MergeByKeyKeepsTheLatestRowPerPrimaryKey) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input, primary_key: [id]}}",
+                                     "\n      write_policy: merge_by_key"));
+  const std::string sql = "SELECT id, name, amount FROM events.events ORDER BY id";
+  MergeInput input(dir);
+  input.WriteRange("p1.jsonl", 0, 1000, "first",
+                   {{5, "first-again"}, {7, "first-again-and-again"}});
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  EXPECT_EQ(QueryRows(dir, sql), input.Expected());
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id) FROM events.events"),
+            (std::vector<std::string>{"1000", "1000"}));
+
+  // Updates of landed ids and new ids, and one id twice within the file.
+  input.WriteRange("p2.jsonl", 500, 1500, "second", {{600, "second-again"}});
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  EXPECT_EQ(QueryRows(dir, sql), input.Expected());
+
+  // The third pass lands in a crash-interrupted landing: before the replay, query upserts the
+  // live WAL rows over the landed ones just as the landing will.
+  input.WriteRange("p3.jsonl", 1200, 2000, "third", {{3, "third"}});
+  ProcessResult crashed = Skipprd(dir, {"sync", "-p", "events", "--once"},
+                                  {{"SKIPPR_CRASH_POINT", "lake.after_data_file"}});
+  EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << crashed.err;
+  EXPECT_GT(SegmentFiles(dir, "events"), 0u) << "the third pass is still in the WAL";
+  EXPECT_EQ(QueryRows(dir, sql), input.Expected());
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u);
+  const std::vector<std::vector<std::string>> expected = input.Expected();
+  EXPECT_EQ(expected.size(), 2000u);
+  EXPECT_EQ(QueryRows(dir, sql), expected);
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id) FROM events.events"),
+            (std::vector<std::string>{"2000", "2000"}));
+  EXPECT_EQ(IcebirdRows(ReadWithIcebird(dir, "events")), expected)
+      << "the independent reader applies the equality deletes too";
+
+  Result<iceberg::VersionedMetadata> current =
+      iceberg::ReadCurrentMetadata("file://" + Warehouse(dir) + "/landed/events");
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  const iceberg::Snapshot& snapshot = *current->metadata.CurrentSnapshot();
+  EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kOverwrite);
+  EXPECT_EQ(snapshot.summary.at("added-equality-deletes"), "801");  // ids 1200..1999 and 3
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "3");
+
+  // Nothing new: a pass writes nothing.
+  const size_t versions = MetadataFiles(dir, "events").size();
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  EXPECT_EQ(MetadataFiles(dir, "events").size(), versions);
+  EXPECT_EQ(QueryRows(dir, sql), expected);
 }
 
 TEST(LakeQuery, CountDuringSyncWithLandingIsMonotoneAndEndsEqual) {

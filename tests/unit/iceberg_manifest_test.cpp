@@ -256,6 +256,48 @@ TEST(IcebergManifest, DescribeNewManifestCountsEntriesByStatus) {
   EXPECT_EQ(DescribeNewManifest(added, "/a.avro", 1, kSnapshotId, 9).min_sequence_number, 9);
 }
 
+// A merged deletes manifest (what a merge_by_key landing writes past the merge threshold): the
+// equality deletes of earlier snapshots as EXISTING entries keeping their own sequence numbers —
+// a delete applies only to data files older than itself, so it must never take a newer number —
+// beside this snapshot's ADDED one, which inherits the manifest's.
+TEST(IcebergManifest, MergedEqualityDeleteManifestKeepsEachDeletesSequenceNumber) {
+  Manifest manifest{Header(ManifestContent::kDeletes), {}};
+  for (int64_t sequence : {3, 6}) {
+    ManifestEntry existing;
+    existing.status = EntryStatus::kExisting;
+    existing.snapshot_id = kSnapshotId - 10 + sequence;
+    existing.sequence_number = sequence;
+    existing.file_sequence_number = sequence;
+    existing.data_file = MinimalDataFile(static_cast<int>(sequence));
+    existing.data_file.content = FileContent::kEqualityDeletes;
+    existing.data_file.equality_ids = {1};
+    manifest.entries.push_back(existing);
+  }
+  ManifestEntry added{.snapshot_id = kSnapshotId, .data_file = MinimalDataFile(40)};
+  added.data_file.content = FileContent::kEqualityDeletes;
+  added.data_file.equality_ids = {2, 1};  // a two-column key, in the key's order
+  manifest.entries.push_back(added);
+
+  TempDir dir;
+  const std::string path = dir.Sub("deletes.avro");
+  Result<int64_t> bytes = WriteManifest(path, manifest);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  Result<Manifest> read = ReadManifest(path, *bytes);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, manifest);
+  EXPECT_EQ(read->entries[0].sequence_number, 3);
+  EXPECT_EQ(read->entries[2].sequence_number, std::nullopt);
+  EXPECT_THAT(read->entries[2].data_file.equality_ids, ::testing::ElementsAre(2, 1));
+
+  const ManifestFile file = DescribeNewManifest(manifest, path, *bytes, kSnapshotId, 9);
+  EXPECT_EQ(file.content, ManifestContent::kDeletes);
+  EXPECT_EQ(file.min_sequence_number, 3);
+  EXPECT_EQ(file.added_files_count, 1);
+  EXPECT_EQ(file.existing_files_count, 2);
+  EXPECT_EQ(file.added_rows_count, 40) << "for delete files, rows count the deletes";
+  EXPECT_EQ(file.existing_rows_count, 3 + 6);
+}
+
 // ----- what writers refuse -----------------------------------------------------------------------
 
 void ExpectRefused(const Manifest& manifest, StatusCode code, std::string_view fragment) {
@@ -273,6 +315,14 @@ TEST(IcebergManifest, WriterRefusesManifestsThatBreakTheSpec) {
   manifest = DeleteManifest();
   manifest.entries[1].data_file.equality_ids.clear();
   ExpectRefused(manifest, StatusCode::kInvalidArgument, "equality_ids");
+
+  manifest = DeleteManifest();
+  manifest.entries[1].data_file.equality_ids = {1, 2, 1};
+  ExpectRefused(manifest, StatusCode::kInvalidArgument, "equality_ids listing 1");
+
+  manifest = DeleteManifest();
+  manifest.entries[1].data_file.equality_ids = {0};
+  ExpectRefused(manifest, StatusCode::kInvalidArgument, "each must be a field id, once");
 
   manifest = DeleteManifest();
   manifest.entries[0].data_file.sort_order_id = 0;

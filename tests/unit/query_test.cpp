@@ -289,6 +289,49 @@ TEST(QueryEngineTest, TheProviderIsCalledAtEachQuery) {
   EXPECT_THAT(failed.status().message(), HasSubstr("reading p.broken: segment 7 unreadable"));
 }
 
+// write_policy merge_by_key's view of live batches: per key the last row in batch order (wal_scan
+// numbers the rows for that), no row once a key's last change is a CDC delete, NULL one key.
+TEST(QueryEngineTest, KeyedTablesKeepTheLastRowPerKeyAndDropDeletedKeys) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long()),
+                                     F(2, "v", LogicalType::String())};
+  auto first = MakeBatch(fields, {{Value::Int(1), Value::String("a")},
+                                  {Value::Int(2), Value::String("b")},
+                                  {Value::Null(), Value::String("n1")},
+                                  {Value::Int(1), Value::String("a2")}});
+  auto second = MakeBatch(fields, {{Value::Int(2), Value::Null()},
+                                   {Value::Int(3), Value::String("c")},
+                                   {Value::Null(), Value::String("n2")}});
+  second->cdc.emplace();
+  second->cdc->mutations = {Mutation::kDelete, Mutation::kInsert, Mutation::kUpdate};
+  second->cdc->event_ids = second->cdc->order_tokens = second->cdc->business_keys = {"", "", ""};
+  TableSource source = Source("p", "keyed", fields, {first, second});
+  source.key_columns = {"id"};
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(source).ok());
+  QueryResult result = MustRun(*engine, "SELECT * FROM p.keyed ORDER BY id NULLS FIRST");
+  EXPECT_THAT(result.header, ElementsAre("id", "v"));
+  ASSERT_EQ(result.rows.size(), 3u);
+  EXPECT_THAT(result.rows[0], ElementsAre(std::nullopt, "n2"));
+  EXPECT_THAT(result.rows[1], ElementsAre("1", "a2"));
+  EXPECT_THAT(result.rows[2], ElementsAre("3", "c"));
+
+  QueryResult changes =
+      MustRun(*engine,
+              "SELECT __skippr_ordinal, __skippr_deleted, v FROM wal_scan('p', 'keyed', "
+              "with_change_columns := true) ORDER BY __skippr_ordinal");
+  ASSERT_EQ(changes.rows.size(), 7u);
+  for (size_t row = 0; row < 7; ++row) EXPECT_EQ(changes.rows[row][0], std::to_string(row));
+  EXPECT_THAT(changes.rows[4], ElementsAre("4", "true", std::nullopt));
+  EXPECT_THAT(changes.rows[5], ElementsAre("5", "false", "c"));
+
+  source.key_columns = {"missing"};
+  EXPECT_THAT(engine->RegisterTable(source).message(),
+              HasSubstr("key column 'missing' is not a column"));
+  TableSource reserved =
+      Source("p", "reserved", {F(1, "__skippr_ordinal", LogicalType::Long())}, {});
+  EXPECT_THAT(engine->RegisterTable(reserved).message(), HasSubstr("query reserves"));
+}
+
 TEST(QueryEngineTest, TablesMustBeNamedPipelineDotNamespace) {
   const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
   auto batch = MakeBatch(fields, {{Value::Int(1)}});

@@ -1,0 +1,347 @@
+// lake/: write_policy merge_by_key through LakeWriter::Land on hand-built batches — CDC inserts,
+// updates and deletes within and across landings, NULL keys, many landings past the manifest merge
+// threshold, a replace after merges — read back by query's view of the landed snapshot and by an
+// Iceberg reader this project did not write (npm icebird, through tests/lake/read_iceberg.mjs).
+#include "lake/lake.hpp"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "e2e/process.hpp"
+#include "iceberg/iceberg.hpp"
+#include "query/query.hpp"
+#include "support/temp_dir.hpp"
+
+namespace skippr::lake {
+namespace {
+
+using ::skippr::testing::ProcessResult;
+using ::skippr::testing::RunProcess;
+using ::skippr::testing::TempDir;
+using ::testing::HasSubstr;
+using Batches = std::vector<std::shared_ptr<const Batch>>;
+// The table as a reader sees it: id → name (a NULL id as nullopt).
+using TableRows = std::map<std::optional<int64_t>, std::string>;
+
+constexpr std::string_view kTableNamespace = "landed";
+
+// One change of the test's source: a mutation of the row {id, name}.
+struct Change {
+  Mutation mutation;
+  std::optional<int64_t> id;
+  std::string name;
+};
+
+schema::NamespaceSchema EventsSchema() {
+  schema::NamespaceSchema events;
+  events.name = "events";
+  events.schema_id = 1;
+  events.last_field_id = 2;
+  events.fields = {Field{1, "id", LogicalType::Long(), true},
+                   Field{2, "name", LogicalType::String(), true}};
+  return events;
+}
+
+// A slice of changes, carrying its CDC sidecar (a delete's name is NULL, as CDC sources send it).
+std::shared_ptr<const Batch> Slice(const std::vector<Change>& changes) {
+  auto batch = std::make_shared<Batch>();
+  batch->namespace_name = "events";
+  batch->schema_id = 1;
+  batch->fields = EventsSchema().fields;
+  for (const Field& field : batch->fields) batch->columns.emplace_back(field.type);
+  batch->cdc.emplace();
+  for (const Change& change : changes) {
+    batch->columns[0].Append(change.id ? Value::Int(*change.id) : Value::Null());
+    batch->columns[1].Append(change.mutation == Mutation::kDelete ? Value::Null()
+                                                                  : Value::String(change.name));
+    batch->cdc->mutations.push_back(change.mutation);
+    batch->cdc->event_ids.push_back(std::to_string(batch->cdc->event_ids.size()));
+    batch->cdc->order_tokens.push_back("");
+    batch->cdc->business_keys.push_back("");
+  }
+  batch->num_rows = static_cast<int64_t>(changes.size());
+  std::string reason;
+  EXPECT_TRUE(batch->Validate(&reason)) << reason;
+  return batch;
+}
+
+// What merge_by_key must leave: the changes applied in order to `rows`.
+void Apply(TableRows& rows, const std::vector<std::vector<Change>>& slices) {
+  for (const std::vector<Change>& slice : slices) {
+    for (const Change& change : slice) {
+      if (change.mutation == Mutation::kDelete) {
+        rows.erase(change.id);
+      } else {
+        rows[change.id] = change.name;
+      }
+    }
+  }
+}
+
+class LakeMerge : public ::testing::Test {
+ protected:
+  void SetUp() override { writer_ = OpenWriter(16); }
+
+  std::unique_ptr<LakeWriter> OpenWriter(size_t manifests_before_merge) {
+    Result<std::unique_ptr<LakeWriter>> writer =
+        LakeWriter::Open({.pipeline = "p",
+                          .warehouse = "file://" + dir_.Sub("warehouse"),
+                          .table_namespace = std::string(kTableNamespace),
+                          .manifests_before_merge = manifests_before_merge});
+    EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+    return std::move(writer).value();
+  }
+
+  // Lands `slices` (as slices `first_ordinal`... of segment `segment_id`) merged by id.
+  LandingOutcome Land(uint64_t segment_id, const std::vector<std::vector<Change>>& slices,
+                      bool replaces_table = false) {
+    std::vector<SliceRef> refs;
+    Batches batches;
+    for (uint32_t ordinal = 0; ordinal < slices.size(); ++ordinal) {
+      refs.push_back({segment_id, ordinal});
+      batches.push_back(Slice(slices[ordinal]));
+    }
+    const Landing landing =
+        PlanLanding("p", "events", refs, replaces_table,
+                    replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
+    Result<LandingOutcome> outcome = writer_->Land(landing, EventsSchema(), batches);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (!outcome.ok()) return {};
+    snapshot_ = outcome->snapshot;
+    return *outcome;
+  }
+
+  // The landed table through query's view, with `live` slices not landed yet upserted over it.
+  TableRows ReadWithQuery(const std::vector<std::vector<Change>>& live = {}) {
+    Result<query::LandedRows> landed = LandedRowsOf(snapshot_);
+    EXPECT_TRUE(landed.ok()) << landed.status().ToString();
+    Batches batches;
+    for (const std::vector<Change>& slice : live) batches.push_back(Slice(slice));
+    query::TableSource table{"p", "events", EventsSchema().fields,
+                             [batches]() -> Result<Batches> { return batches; }};
+    table.landed = landed.ok() ? *landed : query::LandedRows{};
+    table.key_columns = {"id"};
+    Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();
+    EXPECT_TRUE(engine.ok());
+    EXPECT_TRUE((*engine)->RegisterTable(std::move(table)).ok());
+    Result<query::QueryResult> result = (*engine)->Run("SELECT id, name FROM p.events");
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    TableRows rows;
+    if (!result.ok()) return rows;
+    for (const auto& row : result->rows) {
+      const std::optional<int64_t> id =
+          row[0] ? std::optional<int64_t>(std::stoll(*row[0])) : std::nullopt;
+      EXPECT_FALSE(rows.contains(id))
+          << "query returned id " << row[0].value_or("NULL") << " twice";
+      rows[id] = row[1].value_or("<null>");
+    }
+    return rows;
+  }
+
+  TableRows ReadWithIcebird() {
+    ProcessResult read = RunProcess(
+        "/usr/bin/env",
+        {"node", std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs", "--catalog",
+         dir_.Sub("warehouse/skippr_catalog.db"), std::string(kTableNamespace), "events"});
+    EXPECT_EQ(read.exit_code, 0) << read.err;
+    TableRows rows;
+    if (read.exit_code != 0) return rows;
+    const nlohmann::json table = nlohmann::json::parse(read.out);
+    for (const nlohmann::json& row : table["rows"]) {
+      const std::optional<int64_t> id =
+          row["id"].is_null() ? std::nullopt : std::optional<int64_t>(row["id"].get<int64_t>());
+      EXPECT_FALSE(rows.contains(id)) << "icebird read id " << row["id"] << " twice";
+      rows[id] = row["name"].get<std::string>();
+    }
+    return rows;
+  }
+
+  iceberg::TableMetadata CurrentMetadata() {
+    Result<iceberg::VersionedMetadata> current =
+        iceberg::ReadCurrentMetadata("file://" + dir_.Sub("warehouse/landed/events"));
+    EXPECT_TRUE(current.ok()) << current.status().ToString();
+    return current.ok() ? current->metadata : iceberg::TableMetadata{};
+  }
+
+  iceberg::ManifestList CurrentManifestList() {
+    const iceberg::TableMetadata metadata = CurrentMetadata();
+    Result<iceberg::ManifestList> list = iceberg::ReadManifestList(
+        metadata.CurrentSnapshot()->manifest_list.substr(std::string("file://").size()));
+    EXPECT_TRUE(list.ok()) << list.status().ToString();
+    return list.ok() ? *list : iceberg::ManifestList{};
+  }
+
+  TempDir dir_;
+  std::unique_ptr<LakeWriter> writer_;
+  LandedSnapshot snapshot_;
+};
+
+constexpr Mutation kInsert = Mutation::kInsert;
+constexpr Mutation kUpdate = Mutation::kUpdate;
+constexpr Mutation kDelete = Mutation::kDelete;
+
+TEST_F(LakeMerge, CdcChangesWithinAndAcrossLandingsLeaveTheFinalStateForBothReaders) {
+  TableRows expected;
+  // Within one landing: an update after an insert, a delete and a re-insert, a delete of a key
+  // inserted in the other slice.
+  const std::vector<std::vector<Change>> first = {
+      {{kInsert, 1, "a"}, {kInsert, 2, "b"}, {kInsert, 3, "c"}, {kUpdate, 1, "a2"}},
+      {{kDelete, 2, ""}, {kInsert, 4, "d"}, {kInsert, 2, "b2"}, {kDelete, 3, ""}}};
+  LandingOutcome outcome = Land(1, first);
+  Apply(expected, first);
+  EXPECT_EQ(expected, (TableRows{{1, "a2"}, {2, "b2"}, {4, "d"}}));
+  EXPECT_EQ(outcome.rows, 8);
+  EXPECT_EQ(outcome.rows_written, 3);
+  EXPECT_EQ(outcome.keys_deleted, 4);
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+
+  // Across landings: updates and a delete of landed keys, a new key updated in the same landing.
+  const std::vector<std::vector<Change>> second = {
+      {{kUpdate, 4, "d2"}, {kDelete, 1, ""}, {kInsert, 5, "e"}}, {{kUpdate, 5, "e2"}}};
+  Apply(expected, second);
+  // Before it lands, query upserts the live slices over the landed rows the same way.
+  EXPECT_EQ(ReadWithQuery(second), expected);
+  Land(2, second);
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+
+  // A landing of deletes only adds no data file, only the deletes.
+  const std::vector<std::vector<Change>> third = {{{kDelete, 2, ""}, {kDelete, 4, ""}}};
+  outcome = Land(3, third);
+  Apply(expected, third);
+  EXPECT_EQ(outcome.rows_written, 0);
+  EXPECT_EQ(outcome.data_file_bytes, 0);
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+  const iceberg::TableMetadata metadata = CurrentMetadata();
+  const iceberg::Snapshot& snapshot = *metadata.CurrentSnapshot();
+  EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kOverwrite);
+  EXPECT_EQ(snapshot.summary.at("added-data-files"), "0");
+  EXPECT_EQ(snapshot.summary.at("added-delete-files"), "1");
+  EXPECT_EQ(snapshot.summary.at("added-equality-deletes"), "2");
+  EXPECT_EQ(snapshot.summary.at("total-data-files"), "2");
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "3");
+  EXPECT_EQ(snapshot.summary.at("total-equality-deletes"), "9");  // 4 + 3 + 2
+  EXPECT_EQ(snapshot.summary.at("total-records"), "5");           // 3 + 2 rows in data files
+
+  // Re-inserting a deleted key.
+  const std::vector<std::vector<Change>> fourth = {{{kInsert, 1, "a3"}}};
+  Land(4, fourth);
+  Apply(expected, fourth);
+  EXPECT_EQ(expected, (TableRows{{1, "a3"}, {5, "e2"}}));
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+
+  // A replayed landing finds itself in the table and changes nothing.
+  const size_t snapshots = CurrentMetadata().snapshots.size();
+  EXPECT_TRUE(Land(4, fourth).was_landed_before);
+  EXPECT_EQ(CurrentMetadata().snapshots.size(), snapshots);
+}
+
+// Iceberg's equality is null-safe: a NULL key is one key, updated and deleted like any other.
+// (Checked through query only: icebird reads a NULL in a delete file as "matches anything".)
+TEST_F(LakeMerge, ANullKeyIsOneKey) {
+  TableRows expected;
+  const std::vector<std::vector<Change>> first = {
+      {{kInsert, std::nullopt, "n1"}, {kInsert, 1, "a"}, {kInsert, std::nullopt, "n2"}}};
+  Land(1, first);
+  Apply(expected, first);
+  EXPECT_EQ(ReadWithQuery(), (TableRows{{std::nullopt, "n2"}, {1, "a"}}));
+  const std::vector<std::vector<Change>> second = {{{kUpdate, std::nullopt, "n3"}}};
+  Land(2, second);
+  Apply(expected, second);
+  EXPECT_EQ(ReadWithQuery(), (TableRows{{std::nullopt, "n3"}, {1, "a"}}));
+  const std::vector<std::vector<Change>> third = {{{kDelete, std::nullopt, ""}}};
+  Apply(expected, third);
+  EXPECT_EQ(ReadWithQuery(third), (TableRows{{1, "a"}}));
+  Land(3, third);
+  EXPECT_EQ(ReadWithQuery(), (TableRows{{1, "a"}}));
+}
+
+// Forty landings with a merge after every few: data entries merge into one data manifest and
+// equality deletes into one delete manifest, each keeping its sequence number, so every delete
+// still removes exactly the older rows of its keys. A replacing landing then drops them all.
+TEST_F(LakeMerge, ManyLandingsPastTheMergeThresholdStayCorrect) {
+  writer_ = OpenWriter(/*manifests_before_merge=*/5);
+  TableRows expected;
+  constexpr int kLandings = 40;
+  for (int landing = 0; landing < kLandings; ++landing) {
+    std::vector<Change> changes;
+    for (int64_t id = landing; id < landing + 6; ++id) {  // overlaps the previous five landings
+      changes.push_back({kUpdate, id, fmt::format("v{}-{}", landing, id)});
+    }
+    if (landing % 3 == 2) changes.push_back({kDelete, landing - 2, ""});
+    const std::vector<std::vector<Change>> slices = {changes};
+    Land(100 + landing, slices);
+    Apply(expected, slices);
+    const iceberg::ManifestList list = CurrentManifestList();
+    EXPECT_LE(list.manifests.size(), 5u) << "after landing " << landing;
+  }
+  const iceberg::ManifestList list = CurrentManifestList();
+  std::map<iceberg::ManifestContent, int64_t> live_files;
+  for (const iceberg::ManifestFile& manifest : list.manifests) {
+    live_files[manifest.content] += manifest.added_files_count + manifest.existing_files_count;
+  }
+  EXPECT_EQ(live_files[iceberg::ManifestContent::kData], kLandings);
+  EXPECT_EQ(live_files[iceberg::ManifestContent::kDeletes], kLandings);
+  EXPECT_EQ(expected.size(), static_cast<size_t>(kLandings + 5 - (kLandings + 1) / 3));
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+
+  // replace_table: the new rows alone; the earlier data and delete files are DELETED entries.
+  Land(999, {{{kInsert, 7, "only"}}}, /*replaces_table=*/true);
+  EXPECT_EQ(ReadWithQuery(), (TableRows{{7, "only"}}));
+  EXPECT_EQ(ReadWithIcebird(), (TableRows{{7, "only"}}));
+  const iceberg::TableMetadata metadata = CurrentMetadata();
+  const iceberg::Snapshot& replaced = *metadata.CurrentSnapshot();
+  EXPECT_EQ(replaced.summary.at("total-delete-files"), "0");
+  EXPECT_EQ(replaced.summary.at("total-equality-deletes"), "0");
+  EXPECT_EQ(replaced.summary.at("removed-delete-files"), std::to_string(kLandings));
+  Result<query::LandedRows> landed = LandedRowsOf(snapshot_);
+  ASSERT_TRUE(landed.ok());
+  EXPECT_EQ(landed->data_files.size(), 1u);
+  EXPECT_TRUE(landed->equality_delete_files.empty());
+}
+
+TEST(LakeKeys, KeyColumnsMustBeTopLevelPrimitiveColumnsNamedOnce) {
+  const std::vector<Field> fields = {
+      Field{1, "id", LogicalType::Long(), true},
+      Field{2, "where", LogicalType::Struct({Field{3, "city", LogicalType::String(), true}}), true},
+      Field{4, "score", LogicalType::Double(), true},
+      Field{5, "name", LogicalType::String(), true}};
+  EXPECT_TRUE(CheckKeyColumns({"id"}, fields).ok());
+  EXPECT_TRUE(CheckKeyColumns({"name", "id"}, fields).ok());
+  EXPECT_THAT(CheckKeyColumns({"idx"}, fields).message(),
+              HasSubstr("column 'idx' is not in the schema (columns: id, where, score, name)"));
+  EXPECT_THAT(CheckKeyColumns({"where"}, fields).message(),
+              HasSubstr("key columns must be top-level primitive columns"));
+  EXPECT_THAT(CheckKeyColumns({"score"}, fields).message(), HasSubstr("float or double"));
+  EXPECT_THAT(CheckKeyColumns({"id", "id"}, fields).message(),
+              HasSubstr("names column 'id' twice"));
+  EXPECT_EQ(CheckKeyColumns({}, fields).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LakeKeys, TheKeyIsPartOfTheLandingId) {
+  const std::vector<SliceRef> slices = {{1, 0}, {1, 1}};
+  const std::string append = PlanLanding("p", "events", slices).landing_id;
+  const std::string by_id = PlanLanding("p", "events", slices, false, {"id"}).landing_id;
+  const std::string by_id_name =
+      PlanLanding("p", "events", slices, false, {"id", "name"}).landing_id;
+  const std::string by_name_id =
+      PlanLanding("p", "events", slices, false, {"name", "id"}).landing_id;
+  EXPECT_NE(append, by_id);
+  EXPECT_NE(by_id, by_id_name);
+  EXPECT_NE(by_id_name, by_name_id);
+  EXPECT_EQ(by_id, PlanLanding("p", "events", slices, false, {"id"}).landing_id);
+}
+
+}  // namespace
+}  // namespace skippr::lake
