@@ -41,6 +41,23 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
   }
 }
 
+bool HasOps(const config::PipelineConfig& pipeline) {
+  return pipeline.transform.type != config::TransformType::kCopy && !pipeline.transform.ops.empty();
+}
+
+Result<std::unique_ptr<transform::OpsRunner>> OpenOps(const config::Config& config,
+                                                      const config::PipelineConfig& pipeline,
+                                                      const store::ReadTransaction& read) {
+  if (!HasOps(pipeline)) return std::unique_ptr<transform::OpsRunner>();
+  SKIPPR_ASSIGN_OR_RETURN(schema::PipelineSchema output, schema::LoadSchema(read));
+  return transform::OpsRunner::Open(pipeline, std::move(output), config.path);
+}
+
+Result<schema::PipelineSchema> LoadShaperSchema(const config::PipelineConfig& pipeline,
+                                                const store::ReadTransaction& read) {
+  return HasOps(pipeline) ? schema::LoadInputSchema(read) : schema::LoadSchema(read);
+}
+
 }  // namespace internal
 
 namespace {
@@ -89,14 +106,50 @@ Result<DiscoverResult> Discover(const config::Config& config,
   return Discover(config, pipeline, state, on_progress);
 }
 
+namespace {
+// Discover with transform.ops: `result` holds the shaper's (input) changes and schema; the input
+// schema is saved as it is, and the output schema evolved from every input namespace (the ops may
+// have changed since the last run) is saved and becomes the result.
+Result<DiscoverResult> SaveDiscoveredThroughOps(const config::PipelineConfig& pipeline,
+                                                PipelineState& state, transform::OpsRunner& ops,
+                                                DiscoverResult& result) {
+  std::vector<schema::NamespaceChange> output_changes;
+  for (const auto& [name, input] : result.schema.namespaces) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<schema::NamespaceChange> change, ops.Evolve(input));
+    if (change) output_changes.push_back(std::move(*change));
+  }
+  if (!result.changes.empty() || !output_changes.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+    for (const schema::NamespaceChange& change : result.changes) {
+      SKIPPR_RETURN_IF_ERROR(
+          schema::SaveInputNamespace(write, result.schema.namespaces.at(change.namespace_name)));
+    }
+    for (const schema::NamespaceChange& change : output_changes) {
+      const schema::NamespaceSchema& output = ops.output_schema().namespaces.at(change.namespace_name);
+      SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, output));
+      spdlog::info("discover {}: namespace {} {} through transform.ops (schema {}): {}",
+                   pipeline.name, change.namespace_name,
+                   change.is_new_namespace ? "discovered" : "evolved", output.schema_id,
+                   fmt::join(change.changes, "; "));
+    }
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+  }
+  result.changes = std::move(output_changes);
+  result.schema = ops.output_schema();
+  return std::move(result);
+}
+}  // namespace
+
 Result<DiscoverResult> Discover(const config::Config& config,
                                 const config::PipelineConfig& pipeline, PipelineState& state,
                                 const std::function<void(const DiscoverProgress&)>& on_progress,
                                 uint64_t sample_records_per_partition) {
   schema::PipelineSchema saved;
+  std::unique_ptr<transform::OpsRunner> ops;
   {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
-    SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
+    SKIPPR_ASSIGN_OR_RETURN(saved, internal::LoadShaperSchema(pipeline, read));
+    SKIPPR_ASSIGN_OR_RETURN(ops, internal::OpenOps(config, pipeline, read));
   }
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
@@ -125,6 +178,7 @@ Result<DiscoverResult> Discover(const config::Config& config,
 
   result.changes = shaper.Seal();
   result.schema = shaper.schema();
+  if (ops) return SaveDiscoveredThroughOps(pipeline, state, *ops, result);
   if (!result.changes.empty()) {
     SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
     for (const schema::NamespaceChange& change : result.changes) {

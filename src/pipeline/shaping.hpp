@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pipeline/pipeline.hpp"
+#include "transform/transform.hpp"
 
 namespace skippr::pipeline::internal {
 
@@ -13,5 +14,18 @@ schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, b
 // `deadletter_count`, logged, and the first kDeadlettersDescribed kept in `described`.
 void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
                  std::vector<schema::Deadletter>& described);
+
+// True when the pipeline's records pass through transform.ops between the shaper and the WAL: the
+// shaper then evolves the input schema (schema::LoadInputSchema), readers see the ops' output.
+bool HasOps(const config::PipelineConfig& pipeline);
+
+// The ops of `pipeline` over the output schema `read` holds; null without ops.
+Result<std::unique_ptr<transform::OpsRunner>> OpenOps(const config::Config& config,
+                                                      const config::PipelineConfig& pipeline,
+                                                      const store::ReadTransaction& read);
+
+// The schema the shaper starts from: the input schema with ops, the saved schema without.
+Result<schema::PipelineSchema> LoadShaperSchema(const config::PipelineConfig& pipeline,
+                                                const store::ReadTransaction& read);
 
 }  // namespace skippr::pipeline::internal

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/check.hpp"
 #include "core/crash.hpp"
 #include "core/disk.hpp"
 #include "pipeline/landing.hpp"
@@ -198,6 +199,8 @@ struct SealedCommit {
   sources::SourcePositions positions;
   std::vector<schema::NamespaceChange> changes;
   std::vector<schema::NamespaceSchema> changed_schemas;  // parallel to `changes`
+  // With transform.ops: the shaper's schemas that changed (`changes` are then the output's).
+  std::vector<schema::NamespaceSchema> changed_input_schemas;
   uint64_t source_bytes = 0;
 };
 
@@ -274,6 +277,9 @@ class Committer {
                       for (const schema::NamespaceSchema& changed : commit.changed_schemas) {
                         SKIPPR_RETURN_IF_ERROR(schema::SaveNamespace(write, changed));
                       }
+                      for (const schema::NamespaceSchema& changed : commit.changed_input_schemas) {
+                        SKIPPR_RETURN_IF_ERROR(schema::SaveInputNamespace(write, changed));
+                      }
                       return Status::OK();
                     }));
     CrashPoint("sync.after_commit");
@@ -296,6 +302,28 @@ class Committer {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// Replaces the sealed (input) batches by the ops' output; the output schemas that changed become
+// the commit's changes. Batches the ops empty (filter) are left out.
+Status ApplyOps(transform::OpsRunner& ops, SealedCommit& sealed,
+                std::vector<transform::RowOrigins>& origins) {
+  SKIPPR_CHECK(origins.size() == sealed.batches.size());
+  std::vector<Batch> outputs;
+  sealed.changes.clear();
+  sealed.changed_schemas.clear();
+  for (size_t i = 0; i < sealed.batches.size(); ++i) {
+    std::optional<schema::NamespaceChange> change;
+    SKIPPR_ASSIGN_OR_RETURN(Batch output,
+                            ops.Apply(std::move(sealed.batches[i]), &origins[i], &change));
+    if (change) {
+      sealed.changed_schemas.push_back(ops.output_schema().namespaces.at(change->namespace_name));
+      sealed.changes.push_back(std::move(*change));
+    }
+    if (output.num_rows > 0) outputs.push_back(std::move(output));
+  }
+  sealed.batches = std::move(outputs);
+  return Status::OK();
+}
+
 Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,
                            PipelineState& state,
                            const std::function<void(const SyncProgress&)>& on_progress) {
@@ -313,11 +341,11 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   uint64_t unlanded_bytes = 0;  // source bytes committed since landing was last asked for
   auto last_landing = std::chrono::steady_clock::now();
 
-  schema::PipelineSchema saved;
+  schema::PipelineSchema saved;  // what the shaper evolves (the ops' input, with ops)
   sources::SourcePositions positions;
   {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
-    SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
+    SKIPPR_ASSIGN_OR_RETURN(saved, internal::LoadShaperSchema(pipeline, read));
     SKIPPR_ASSIGN_OR_RETURN(positions, sources::LoadPositions(read));
   }
   if (saved.namespaces.empty()) {
@@ -328,8 +356,20 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     result.ran_discover = true;
     saved = std::move(discovered.schema);
   }
+  // Discover returned the schema readers see; with ops the shaper starts from the input one.
+  std::unique_ptr<transform::OpsRunner> ops;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+    if (result.ran_discover) {
+      SKIPPR_ASSIGN_OR_RETURN(saved, internal::LoadShaperSchema(pipeline, read));
+    }
+    SKIPPR_ASSIGN_OR_RETURN(ops, internal::OpenOps(config, pipeline, read));
+  }
   // A primary key the schema cannot carry fails now, before the source is read.
-  if (lander) SKIPPR_RETURN_IF_ERROR(internal::CheckKeyColumns(lake_policy, saved));
+  if (lander) {
+    SKIPPR_RETURN_IF_ERROR(
+        internal::CheckKeyColumns(lake_policy, ops ? ops->output_schema() : saved));
+  }
 
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> inner_source,
@@ -345,8 +385,10 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   options.max_records_per_batch = kSourceBatchRecords;
   SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
 
-  schema::Shaper shaper(std::move(saved),
-                        internal::ShaperOptionsFor(pipeline, /*build_columns=*/true));
+  schema::ShaperOptions shaper_options =
+      internal::ShaperOptionsFor(pipeline, /*build_columns=*/true);
+  shaper_options.keep_origins = ops != nullptr;  // a failing op names the record
+  schema::Shaper shaper(std::move(saved), std::move(shaper_options));
 
   SyncProgress progress;
   sources::SourcePositions
@@ -394,9 +436,16 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     if (pending_positions.empty()) return Status::OK();
     SealedCommit sealed;
     sealed.changes = shaper.Seal();
-    sealed.batches = shaper.TakeBatches();
+    std::vector<transform::RowOrigins> origins;
+    sealed.batches = shaper.TakeBatches(ops ? &origins : nullptr);
     for (const schema::NamespaceChange& change : sealed.changes) {
       sealed.changed_schemas.push_back(shaper.schema().namespaces.at(change.namespace_name));
+    }
+    if (ops) {
+      // On this thread, before the hand-over: a failing op fails the pass with nothing of this
+      // batch committed, so the source positions stay where they were.
+      sealed.changed_input_schemas = std::move(sealed.changed_schemas);
+      SKIPPR_RETURN_IF_ERROR(ApplyOps(*ops, sealed, origins));
     }
     sealed.positions = std::move(pending_positions);
     sealed.source_bytes = buffered_bytes;

@@ -15,6 +15,7 @@
 namespace skippr::query {
 
 namespace detail {
+Result<Batch> ResultToBatch(duckdb_result& result);  // to_batch.cpp
 using SourceLookup =
     std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
 Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup);  // wal_scan.cpp
@@ -133,6 +134,14 @@ std::string TypeName(duckdb_logical_type type) {
     default: return "UNKNOWN";
   }
 }
+
+}  // namespace
+
+namespace detail {
+std::string DuckTypeName(duckdb_logical_type type) { return TypeName(type); }
+}  // namespace detail
+
+namespace {
 
 // "Catalog Error: Table with name x does not exist!..." → "x".
 std::optional<std::string> MissingTableName(const std::string& message) {
@@ -555,6 +564,18 @@ Result<QueryResult> Engine::Run(const std::string& sql) {
   }
   duckdb_destroy_extracted(&extracted);
   return out;
+}
+
+Result<Batch> Engine::RunToBatch(const std::string& sql) {
+  duckdb_result result;
+  if (duckdb_query(handles_->connection, sql.c_str(), &result) != DuckDBSuccess) {
+    std::string message = duckdb_result_error(&result) ? duckdb_result_error(&result) : "";
+    duckdb_destroy_result(&result);
+    return Status::InvalidArgument(message);
+  }
+  Result<Batch> batch = detail::ResultToBatch(result);
+  duckdb_destroy_result(&result);
+  return batch;
 }
 
 }  // namespace skippr::query

@@ -95,6 +95,14 @@ class Engine {
   // errors → InvalidArgument with DuckDB's message.
   Result<QueryResult> Run(const std::string& sql);
 
+  // Runs one SELECT and returns its rows as a Batch: fields named like the result's columns, with
+  // id 0 (the caller numbers them), types mapped from DuckDB's (TINYINT..INTEGER → int, BIGINT and
+  // UINTEGER → long, TIMESTAMP_S/MS/NS → timestamp, STRUCT, LIST and MAP with VARCHAR keys
+  // nested; DuckDB types a bare NULL as INTEGER). Other DuckDB types (HUGEINT, UBIGINT, INTERVAL, ENUM, ...)
+  // fail with InvalidArgument naming the column. DuckDB errors → InvalidArgument with its message.
+  // Table references are not checked as Run checks them: the caller writes the SQL.
+  Result<Batch> RunToBatch(const std::string& sql);
+
   // "pipeline.namespace", sorted.
   std::vector<std::string> TableNames() const;
 

@@ -9,11 +9,17 @@ namespace skippr::schema {
 namespace {
 constexpr int kNamespaceFormatVersion = 1;
 
-std::string NamespaceKey(const std::string& namespace_name) {
-  return store::KeyBuilder().Text("namespace").Text(namespace_name).key();
+// "namespace": the schema readers see. "input_namespace": what the shaper evolves when
+// transform.ops reshape records between the shaper and the WAL (absent without ops).
+constexpr std::string_view kOutputPrefix = "namespace";
+constexpr std::string_view kInputPrefix = "input_namespace";
+
+std::string NamespaceKey(std::string_view prefix, const std::string& namespace_name) {
+  return store::KeyBuilder().Text(prefix).Text(namespace_name).key();
 }
 
-Result<NamespaceSchema> ParseNamespace(std::string_view key, std::string_view value) {
+Result<NamespaceSchema> ParseNamespace(std::string_view prefix, std::string_view key,
+                                       std::string_view value) {
   NamespaceSchema ns;
   try {
     const nlohmann::json json = nlohmann::json::parse(value);
@@ -38,20 +44,20 @@ Result<NamespaceSchema> ParseNamespace(std::string_view key, std::string_view va
                                           "DATA_DIR",
                                           error.what()));
   }
-  if (NamespaceKey(ns.name) != key) {
+  if (NamespaceKey(prefix, ns.name) != key) {
     return Status::Corruption(fmt::format("schema entry for '{}' is stored under another key", ns.name));
   }
   return ns;
 }
 
 template <typename Transaction>
-Result<PipelineSchema> LoadFrom(const Transaction& transaction) {
+Result<PipelineSchema> LoadFrom(const Transaction& transaction, std::string_view key_prefix) {
   PipelineSchema schema;
   Status failure;
-  const std::string prefix = store::KeyBuilder().Text("namespace").key();
+  const std::string prefix = store::KeyBuilder().Text(key_prefix).key();
   SKIPPR_RETURN_IF_ERROR(transaction.Scan(
       store::Family::kSchema, prefix, [&](std::string_view key, std::string_view value) {
-        Result<NamespaceSchema> ns = ParseNamespace(key, value);
+        Result<NamespaceSchema> ns = ParseNamespace(key_prefix, key, value);
         if (!ns.ok()) {
           failure = ns.status();
           return false;
@@ -62,17 +68,9 @@ Result<PipelineSchema> LoadFrom(const Transaction& transaction) {
   SKIPPR_RETURN_IF_ERROR(failure);
   return schema;
 }
-}  // namespace
 
-Result<PipelineSchema> LoadSchema(const store::ReadTransaction& transaction) {
-  return LoadFrom(transaction);
-}
-
-Result<PipelineSchema> LoadSchema(const store::WriteTransaction& transaction) {
-  return LoadFrom(transaction);
-}
-
-Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns) {
+Status SaveUnder(store::WriteTransaction& transaction, std::string_view prefix,
+                 const NamespaceSchema& ns) {
   nlohmann::json history = nlohmann::json::array();
   for (const SchemaVersion& version : ns.history) {
     history.push_back({{"schema_id", version.schema_id}, {"changes", version.changes}});
@@ -83,11 +81,32 @@ Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema
                                {"last_field_id", ns.last_field_id},
                                {"schema", FieldsToIcebergJson(ns.fields, ns.schema_id)},
                                {"history", std::move(history)}};
-  return transaction.Put(store::Family::kSchema, NamespaceKey(ns.name), json.dump());
+  return transaction.Put(store::Family::kSchema, NamespaceKey(prefix, ns.name), json.dump());
+}
+}  // namespace
+
+Result<PipelineSchema> LoadSchema(const store::ReadTransaction& transaction) {
+  return LoadFrom(transaction, kOutputPrefix);
+}
+
+Result<PipelineSchema> LoadSchema(const store::WriteTransaction& transaction) {
+  return LoadFrom(transaction, kOutputPrefix);
+}
+
+Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns) {
+  return SaveUnder(transaction, kOutputPrefix, ns);
+}
+
+Result<PipelineSchema> LoadInputSchema(const store::ReadTransaction& transaction) {
+  return LoadFrom(transaction, kInputPrefix);
+}
+
+Status SaveInputNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns) {
+  return SaveUnder(transaction, kInputPrefix, ns);
 }
 
 Status DeleteNamespace(store::WriteTransaction& transaction, const std::string& namespace_name) {
-  return transaction.Delete(store::Family::kSchema, NamespaceKey(namespace_name));
+  return transaction.Delete(store::Family::kSchema, NamespaceKey(kOutputPrefix, namespace_name));
 }
 
 }  // namespace skippr::schema

@@ -52,6 +52,10 @@ Result<PipelineSchema> LoadSchema(const store::ReadTransaction& transaction);
 Result<PipelineSchema> LoadSchema(const store::WriteTransaction& transaction);
 Status SaveNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns);
 Status DeleteNamespace(store::WriteTransaction& transaction, const std::string& namespace_name);
+// With transform.ops the saved schema above is the ops' OUTPUT (what the WAL, query and the lake
+// read); the shape the shaper evolves from records, their INPUT, is kept under keys of its own.
+Result<PipelineSchema> LoadInputSchema(const store::ReadTransaction& transaction);
+Status SaveInputNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns);
 
 // How a CSV cell (or other untyped text) reads as a value: booleans, integers without leading
 // zeros, decimals and exponents become numbers; everything else stays a string (dates and
@@ -79,6 +83,7 @@ struct ShaperOptions {
   std::vector<std::string> namespace_fields;  // transform.namespace_fields
   bool flatten_events = false;                // transform.flatten_events
   bool build_columns = false;                 // append conformed rows to columns for TakeBatches()
+  bool keep_origins = false;  // with build_columns: remember each row's origin for TakeBatches()
 };
 
 // What a source knows about a record beyond its value.
@@ -125,7 +130,8 @@ class Shaper {
 
   // The rows absorbed since the last call, as one Batch per namespace conformed to the current
   // schema (call Seal() first so the schema ids are final).
-  std::vector<Batch> TakeBatches();
+  // With keep_origins, `origins` (when given) receives each batch's row origins, in parallel.
+  std::vector<Batch> TakeBatches(std::vector<std::vector<RecordOrigin>>* origins = nullptr);
 
   const PipelineSchema& schema() const { return schema_; }
   uint64_t records_absorbed() const { return records_absorbed_; }

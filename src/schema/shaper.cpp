@@ -356,6 +356,7 @@ struct Shaper::NamespaceState {
   int64_t column_rows = 0;
   uint64_t columns_conformed_at_edit = 0;
   int64_t previous_batch_rows = 0;  // a guess at how much to reserve
+  std::vector<RecordOrigin> origins;  // of each row in `columns` (ShaperOptions::keep_origins)
 
   int32_t NextFieldId() { return ++schema->last_field_id; }
   void Changed(std::string what) {
@@ -794,7 +795,10 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   std::vector<std::string> path;
   state->AbsorbObject(state->schema->fields, record.mutable_object(), path);
   state->context = nullptr;
-  if (options_.build_columns) state->AppendRow(record.as_object());
+  if (options_.build_columns) {
+    state->AppendRow(record.as_object());
+    if (options_.keep_origins) state->origins.push_back(origin);
+  }
   ++records_absorbed_;
   return std::nullopt;
 }
@@ -815,7 +819,7 @@ std::vector<NamespaceChange> Shaper::Seal() {
   return sealed;
 }
 
-std::vector<Batch> Shaper::TakeBatches() {
+std::vector<Batch> Shaper::TakeBatches(std::vector<std::vector<RecordOrigin>>* origins) {
   std::vector<Batch> batches;
   for (auto& [name, state] : states_) {
     if (state->column_rows == 0) continue;
@@ -832,6 +836,8 @@ std::vector<Batch> Shaper::TakeBatches() {
     state->previous_batch_rows = batch.num_rows;
     state->columns.clear();
     state->column_rows = 0;
+    if (origins != nullptr) origins->push_back(std::move(state->origins));
+    state->origins.clear();
     batches.push_back(std::move(batch));
   }
   return batches;
