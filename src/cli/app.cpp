@@ -73,6 +73,7 @@ int RunCli(int argc, char** argv) {
   AddSyncCommand(app, global, exit_code);
   AddQueryCommand(app, global, exit_code);
   AddStatusCommand(app, global, exit_code);
+  AddAggregatesCommand(app, global, exit_code);
 
   try {
     std::vector<std::string> args = NormaliseLogFlag(argc, argv);

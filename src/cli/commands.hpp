@@ -15,5 +15,6 @@ void AddMetadataCommand(CLI::App& app, const GlobalOptions& global, int& exit_co
 void AddSyncCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddQueryCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void AddStatusCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void AddAggregatesCommand(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace skippr::cli

@@ -58,6 +58,14 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
                     {"total_bytes", status.disk->total_bytes},
                     {"used_percent", status.disk->used_percent()}};
   }
+  nlohmann::ordered_json lags = nlohmann::ordered_json::array();
+  for (const transform::AggregateLag& lag : status.aggregate_lags) {
+    lags.push_back({{"aggregate", lag.aggregate_id},
+                    {"lag_segments", lag.segments},
+                    {"lag_rows", lag.rows},
+                    {"lag_bytes", lag.bytes}});
+  }
+  json["aggregates"] = std::move(lags);
   if (status.last_run) {
     const pipeline::LastRun& run = *status.last_run;
     json["last_run"] = {{"ok", run.ok},
@@ -92,6 +100,10 @@ void PrintText(const pipeline::PipelineStatus& status) {
     }
     fmt::print("  source: {} partition(s), {} read to the end, {} records consumed\n",
                status.positions.size(), closed, records);
+    for (const transform::AggregateLag& lag : status.aggregate_lags) {
+      fmt::print("  aggregate {}: processor lag {} segment(s), {} rows, {}\n", lag.aggregate_id,
+                 lag.segments, lag.rows, FormatBytes(lag.bytes));
+    }
   }
   if (status.disk) {
     fmt::print("  disk: {}{}\n", DescribeDiskUsage(*status.disk),

@@ -73,6 +73,10 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
                             result->rows_landed, result->landings, *pipeline.data_sink,
                             result->segments_reclaimed));
   }
+  if (!pipeline.transform.aggregates.empty()) {
+    output.Text(fmt::format("Aggregated: {} row(s) applied to {} aggregate(s)",
+                            result->rows_aggregated, pipeline.transform.aggregates.size()));
+  }
   output.Text("[start] Finalising");
   output.Text("[done]  Finalising");
   output.Text(fmt::format("Sync complete: pipeline={} namespaces={} rows={} elapsed={}ms", pipeline.name,
@@ -86,6 +90,7 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
                                  {"rows_landed", result->rows_landed},
                                  {"landings", result->landings},
                                  {"segments_reclaimed", result->segments_reclaimed},
+                                 {"rows_aggregated", result->rows_aggregated},
                                  {"elapsed_ms", output.elapsed_ms()}});
   spdlog::info("Pipeline sync complete: {}: {} records read, {} rows committed in {} segment(s)",
                pipeline.name, result->records_read, result->rows_committed, result->segments_committed);

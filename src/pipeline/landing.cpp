@@ -175,9 +175,18 @@ Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
   return batches;
 }
 
+// Removes a fully landed segment's catalog entry and landed markers in `write` (its file goes
+// after the commit).
+Status ReclaimSegment(store::WriteTransaction& write, uint64_t segment_id) {
+  SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentEntry(write, segment_id));
+  SKIPPR_RETURN_IF_ERROR(
+      write.DeletePrefix(store::Family::kCatalog, LandedSegmentPrefix(segment_id)));
+  return transform::RecordWalReclaimed(write);
+}
+
 // Records the landing (its slices landed, the namespace's snapshot, the plan done) and reclaims
 // the segments all of whose slices are now landed, in one transaction; then deletes their files.
-Result<uint64_t> RecordLanding(PipelineState& state,
+Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                                const std::map<uint64_t, wal::SegmentEntry>& segments,
                                const lake::Landing& landing, const lake::LandedSnapshot& snapshot) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
@@ -206,8 +215,12 @@ Result<uint64_t> RecordLanding(PipelineState& state,
       all_landed = all_landed && marker.has_value();
     }
     if (!all_landed) continue;
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentEntry(write, segment_id));
-    SKIPPR_RETURN_IF_ERROR(write.DeletePrefix(store::Family::kCatalog, LandedSegmentPrefix(segment_id)));
+    // An aggregate processor still behind this segment keeps it; ReclaimLandedSegments takes it
+    // once every cursor has passed.
+    SKIPPR_ASSIGN_OR_RETURN(const bool is_passed, transform::AggregatesHavePassed(
+                                                      write, pipeline.transform.aggregates, entry));
+    if (!is_passed) continue;
+    SKIPPR_RETURN_IF_ERROR(ReclaimSegment(write, segment_id));
     reclaimed.push_back(&entry);
   }
   CrashPoint("landing.before_store_commit");
@@ -341,6 +354,45 @@ Result<LandingState> ReadLandingState(const store::ReadTransaction& read) {
   return state;
 }
 
+Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
+                                       const config::PipelineConfig& pipeline) {
+  // Without aggregates RecordLanding reclaimed every fully landed segment already.
+  if (pipeline.transform.aggregates.empty()) return uint64_t{0};
+  std::vector<wal::SegmentEntry> candidates;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+    SKIPPR_ASSIGN_OR_RETURN(LandingState landed, ReadLandingState(read));
+    for (wal::SegmentEntry& entry : live) {
+      const bool all_landed =
+          std::all_of(entry.slices.begin(), entry.slices.end(), [&](const auto& slice) {
+            return landed.landed.contains({entry.segment_id, slice.ordinal});
+          });
+      if (all_landed) candidates.push_back(std::move(entry));
+    }
+  }
+  if (candidates.empty()) return uint64_t{0};
+  // Only the landing thread reclaims, so the candidates are still live in this transaction.
+  SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+  std::vector<const wal::SegmentEntry*> reclaimed;
+  for (const wal::SegmentEntry& entry : candidates) {
+    SKIPPR_ASSIGN_OR_RETURN(const bool is_passed, transform::AggregatesHavePassed(
+                                                      write, pipeline.transform.aggregates, entry));
+    if (!is_passed) continue;
+    SKIPPR_RETURN_IF_ERROR(ReclaimSegment(write, entry.segment_id));
+    reclaimed.push_back(&entry);
+  }
+  if (reclaimed.empty()) return uint64_t{0};
+  CrashPoint("landing.before_reclaim_commit");
+  SKIPPR_RETURN_IF_ERROR(write.Commit());
+  for (const wal::SegmentEntry* entry : reclaimed) {
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry));
+  }
+  spdlog::info("sync {}: reclaimed {} landed segment(s) the aggregate processor has passed",
+               pipeline.name, reclaimed.size());
+  return static_cast<uint64_t>(reclaimed.size());
+}
+
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
                                               lake::LakeWriter& writer, const LakePolicy& policy,
@@ -374,7 +426,11 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       }
       for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
     }
-    if (landings.empty()) return result;
+    if (landings.empty()) {
+      SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed, ReclaimLandedSegments(state, pipeline));
+      result.segments_reclaimed += reclaimed;
+      return result;
+    }
     {
       // The plan is recorded before anything reaches the lake: after a crash the same slices land
       // under the same id, which the table's history then recognises.
@@ -398,7 +454,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       SKIPPR_ASSIGN_OR_RETURN(lake::LandingOutcome outcome,
                               writer.Land(landing, namespace_schema->second, batches));
       SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
-                              RecordLanding(state, segments, landing, outcome.snapshot));
+                              RecordLanding(state, pipeline, segments, landing, outcome.snapshot));
       pass.namespaces_landed.insert(landing.namespace_name);
       for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
       spdlog::info(

@@ -18,6 +18,7 @@
 
 #include "lake/lake.hpp"
 #include "pipeline/pipeline.hpp"
+#include "transform/transform.hpp"
 
 namespace skippr::pipeline::internal {
 
@@ -119,6 +120,46 @@ class BackgroundLander {
   bool has_stopped_ = false;
   Status failure_;
   LandingPassResult totals_;
+  std::thread thread_;
+};
+
+// Reclaims the live segments whose slices are all landed and which every aggregate's cursor has
+// passed (segments a landing could not reclaim because an aggregate processor lagged). Call only
+// from the thread that lands.
+Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
+                                       const config::PipelineConfig& pipeline);
+
+// Runs the transform.aggregates processor on a thread of its own: the sync thread asks for a
+// round after each commit and never waits for one; Finish applies everything committed so far.
+class BackgroundAggregator {
+ public:
+  // Opens the processor (resetting aggregates whose config changed) and starts the thread, whose
+  // first round applies what an earlier run committed and did not apply.
+  static Result<std::unique_ptr<BackgroundAggregator>> Start(
+      PipelineState& state, const config::PipelineConfig& pipeline);
+  ~BackgroundAggregator();  // stops after the round in progress (the cursor keeps the rest)
+  BackgroundAggregator(const BackgroundAggregator&) = delete;
+  BackgroundAggregator& operator=(const BackgroundAggregator&) = delete;
+
+  void RequestProcessing();  // returns at once; requests during a round collapse into one
+  Status failure() const;    // the error that stopped the processor, or OK
+  // Applies everything committed so far, stops the thread, returns the rows applied this pass.
+  Result<int64_t> Finish();
+
+ private:
+  BackgroundAggregator(std::string pipeline_name,
+                       std::unique_ptr<transform::AggregateProcessor> processor);
+  void Run();
+
+  const std::string pipeline_name_;
+  std::unique_ptr<transform::AggregateProcessor> processor_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool is_requested_ = true;  // the first round applies what an earlier run left
+  bool is_finishing_ = false;
+  bool has_stopped_ = false;
+  Status failure_;
+  int64_t rows_applied_ = 0;
   std::thread thread_;
 };
 

@@ -15,6 +15,7 @@
 #include "schema/schema.hpp"
 #include "sources/sources.hpp"
 #include "store/store.hpp"
+#include "transform/transform.hpp"
 #include "wal/wal.hpp"
 
 namespace skippr::pipeline {
@@ -108,6 +109,7 @@ struct SyncResult {
   uint64_t landings = 0;  // SkipprLake snapshots committed (or found committed) this run
   int64_t rows_landed = 0;
   uint64_t segments_reclaimed = 0;
+  int64_t rows_aggregated = 0;  // rows the transform.aggregates processor applied (all aggregates)
 };
 
 // One pass: recover the WAL, run discover when no schema exists, read the source from its committed
@@ -149,6 +151,7 @@ struct PipelineStatus {
   std::optional<DiskUsage> disk;
   bool is_under_disk_pressure = false;
   std::optional<LastRun> last_run;
+  std::vector<transform::AggregateLag> aggregate_lags;  // per transform.aggregates entry
 };
 
 // What `skipprd status` shows, read from one snapshot without taking the lease.

@@ -1,8 +1,12 @@
-// Transforms (DESIGN.md §3, issue #6): what happens to shaped batches between the shaper and the
-// WAL commit (transform.ops), and the aggregates processor over committed rows. The only header
-// other modules include from transform/.
+// transform/: the only header other modules include from this module.
+//
+// transform.ops (ops.cpp) reshape batches before the WAL commit; transform.aggregates
+// (aggregates.cpp) keep keyed running sums and counts over committed WAL slices in the store's
+// stream_state family, in the same transaction as the processor's WAL cursor
+// (seeds/materialised-views.txt, DESIGN.md §8).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +17,8 @@
 #include "core/status.hpp"
 #include "query/query.hpp"
 #include "schema/schema.hpp"
+#include "store/store.hpp"
+#include "wal/wal.hpp"
 
 namespace skippr::transform {
 
@@ -79,5 +85,115 @@ class OpsRunner {
 };
 
 // ===== end transform.ops ======================================================================
+
+// =============================================================================================
+// BEGIN transform.aggregates (aggregates.cpp) — materialised views. Layout in stream_state:
+// docs/formats/aggregates.md.
+
+// Where an aggregate's processor has got to: every row of every live segment before
+// (segment_id, slice_ordinal, row_index) is applied. slice_ordinal == the segment's slice count
+// means the whole segment is applied (the cursor has passed it).
+struct AggregateCursor {
+  uint64_t sequence = 0;  // the commit sequence number of segment_id
+  uint64_t segment_id = 0;
+  uint32_t slice_ordinal = 0;
+  uint32_t row_index = 0;
+};
+
+// True when `cursor` has passed `segment` (every row of it is applied).
+bool HasPassed(const std::optional<AggregateCursor>& cursor, const wal::SegmentEntry& segment);
+
+// The cursor stored for `aggregate_id`; nullopt when the processor has applied nothing yet.
+Result<std::optional<AggregateCursor>> ReadCursor(const store::ReadTransaction& read,
+                                                  const std::string& aggregate_id);
+Result<std::optional<AggregateCursor>> ReadCursor(const store::WriteTransaction& write,
+                                                  const std::string& aggregate_id);
+
+// Reclaim gating (DESIGN.md §6): true when every configured aggregate's cursor has passed
+// `segment` (true when there are no aggregates). Read in the reclaiming transaction.
+Result<bool> AggregatesHavePassed(const store::WriteTransaction& write,
+                                  const std::vector<config::AggregateConfig>& aggregates,
+                                  const wal::SegmentEntry& segment);
+
+// Records, in the reclaiming transaction, that the WAL no longer starts at its first segment: an
+// aggregate that must be rebuilt from the start can then no longer be rebuilt from the WAL alone.
+Status RecordWalReclaimed(store::WriteTransaction& write);
+
+// How far an aggregate is behind the live WAL (`skipprd status`).
+struct AggregateLag {
+  std::string aggregate_id;
+  uint64_t segments = 0;  // live segments not passed
+  int64_t rows = 0;       // rows of those not applied yet
+  uint64_t bytes = 0;     // file bytes of those segments
+};
+Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
+                             const config::AggregateConfig& aggregate);
+
+// One group of an aggregate as `skipprd aggregates show` prints it: key values and measure values
+// as text (NULL as nullopt), in the order of key_fields and of the measures (sorted by name).
+// Integer and decimal sums are exact ("1234", "12.30"); double sums print the shortest text that
+// reads back as the same double.
+struct AggregateGroup {
+  std::vector<std::optional<std::string>> keys;
+  std::vector<std::optional<std::string>> measures;
+  int64_t rows = 0;  // rows in the group now (what count("*") would say)
+};
+
+struct AggregateSnapshot {
+  std::string aggregate_id;
+  bool is_current = false;  // the stored config hash equals the configured one
+  std::optional<AggregateCursor> cursor;
+  std::vector<AggregateGroup> groups;  // in key order
+};
+
+// Reads an aggregate's groups from one snapshot.
+Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
+                                        const config::AggregateConfig& aggregate);
+
+struct ProcessorOptions {
+  // A store transaction (which also writes the cursor) ends after this many rows, or once its
+  // rows touched this many groups and entities, whichever comes first. Tests use a few rows to
+  // commit, and crash, often.
+  int64_t rows_per_transaction = 1'048'576;
+  size_t keys_per_transaction = 262'144;
+};
+
+// The single worker that applies committed WAL slices to every aggregate of a pipeline. Not
+// thread-safe: one thread calls it. It writes only its aggregates' stream_state prefixes.
+class AggregateProcessor {
+ public:
+  // `wal_directory` holds the pipeline's segment files. Aggregates whose config hash changed are
+  // reset (their prefix deleted) and rebuilt from the start of the WAL; state of aggregates no
+  // longer configured is deleted. NotSupported when a rebuild is needed and the WAL was already
+  // reclaimed (the rebuild from the landed table is not built yet).
+  static Result<std::unique_ptr<AggregateProcessor>> Open(
+      store::Store& store, std::string wal_directory,
+      std::vector<config::AggregateConfig> aggregates, ProcessorOptions options = {});
+
+  // Applies every committed row after each aggregate's cursor, in bounded store transactions that
+  // each write the state and the cursor. Returns the rows applied. Safe to call again at any time,
+  // and after a crash at any point: a replay starts at the cursor.
+  Result<int64_t> ProcessCommitted();
+
+  const std::vector<config::AggregateConfig>& aggregates() const { return aggregates_; }
+
+ private:
+  AggregateProcessor(store::Store& store, std::string wal_directory,
+                     std::vector<config::AggregateConfig> aggregates, ProcessorOptions options)
+      : store_(store),
+        wal_directory_(std::move(wal_directory)),
+        aggregates_(std::move(aggregates)),
+        options_(options) {}
+  Status ResetChangedAggregates();
+  Result<int64_t> ProcessAggregate(const config::AggregateConfig& aggregate);
+
+  store::Store& store_;
+  std::string wal_directory_;
+  std::vector<config::AggregateConfig> aggregates_;
+  ProcessorOptions options_;
+};
+
+// END transform.aggregates
+// =============================================================================================
 
 }  // namespace skippr::transform

@@ -1,0 +1,89 @@
+// BackgroundAggregator (landing.hpp): the transform.aggregates processor on a thread of its own,
+// woken after each WAL commit, so ingest never waits for it (seeds/materialised-views.txt).
+#include <spdlog/spdlog.h>
+
+#include "pipeline/landing.hpp"
+
+namespace skippr::pipeline::internal {
+
+Result<std::unique_ptr<BackgroundAggregator>> BackgroundAggregator::Start(
+    PipelineState& state, const config::PipelineConfig& pipeline) {
+  // Opening resets aggregates whose config changed, on this thread: a refusal fails the pass
+  // before anything is read.
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<transform::AggregateProcessor> processor,
+                          transform::AggregateProcessor::Open(state.store(), state.wal_directory(),
+                                                              pipeline.transform.aggregates));
+  return std::unique_ptr<BackgroundAggregator>(
+      new BackgroundAggregator(pipeline.name, std::move(processor)));
+}
+
+BackgroundAggregator::BackgroundAggregator(std::string pipeline_name,
+                                           std::unique_ptr<transform::AggregateProcessor> processor)
+    : pipeline_name_(std::move(pipeline_name)), processor_(std::move(processor)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+BackgroundAggregator::~BackgroundAggregator() {
+  {
+    std::lock_guard lock(mutex_);
+    has_stopped_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundAggregator::RequestProcessing() {
+  {
+    std::lock_guard lock(mutex_);
+    is_requested_ = true;
+  }
+  changed_.notify_all();
+}
+
+Status BackgroundAggregator::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+Result<int64_t> BackgroundAggregator::Finish() {
+  {
+    std::lock_guard lock(mutex_);
+    is_finishing_ = true;
+    is_requested_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mutex_);
+  SKIPPR_RETURN_IF_ERROR(failure_);
+  return rows_applied_;
+}
+
+void BackgroundAggregator::Run() {
+  while (true) {
+    bool is_last_round = false;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return is_requested_ || has_stopped_; });
+      if (has_stopped_) return;
+      // A request arriving during this round runs another: its commit may be after our snapshot.
+      is_requested_ = false;
+      is_last_round = is_finishing_;
+    }
+    Result<int64_t> round = processor_->ProcessCommitted();
+    std::lock_guard lock(mutex_);
+    if (!round.ok()) {
+      spdlog::error("sync {}: the aggregate processor stopped: {}", pipeline_name_,
+                    round.status().message());
+      failure_ = round.status();
+      has_stopped_ = true;
+      return;
+    }
+    rows_applied_ += *round;
+    if (is_last_round) {
+      has_stopped_ = true;
+      return;
+    }
+  }
+}
+
+}  // namespace skippr::pipeline::internal

@@ -1,0 +1,887 @@
+// transform.aggregates: keyed running sums and counts over committed WAL slices, kept in the
+// store's stream_state family in the same transaction as the processor's cursor
+// (seeds/materialised-views.txt; the layout is docs/formats/aggregates.md).
+//
+// A chunk of rows (at most ProcessorOptions::rows_per_transaction) is applied in memory against
+// state read from a store snapshot, then written in one short write transaction together with the
+// cursor, so a crash anywhere replays from the cursor and never applies a row twice. Only this
+// processor writes its prefixes, so the snapshot it read from is still the truth when it writes.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <unordered_map>
+
+#include "core/check.hpp"
+#include "core/crash.hpp"
+#include "transform/transform.hpp"
+
+namespace skippr::transform {
+
+namespace {
+
+using Int128 = __int128;
+
+constexpr uint8_t kRecordVersion = 1;
+// Test seams, read only by the processor before each commit: a delay, and a file whose existence
+// holds the processor back (tests prove ingest does not wait for it).
+constexpr const char* kDelayVariable = "SKIPPR_AGGREGATE_DELAY_MS";
+constexpr const char* kHoldFileVariable = "SKIPPR_AGGREGATE_HOLD_FILE";
+
+void WaitForTestSeams() {
+  if (const char* delay = std::getenv(kDelayVariable); delay != nullptr) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
+  }
+  const char* hold_file = std::getenv(kHoldFileVariable);
+  while (hold_file != nullptr && std::filesystem::exists(hold_file)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys (docs/formats/aggregates.md)
+
+store::KeyBuilder Prefix(const std::string& aggregate_id) {
+  store::KeyBuilder key;
+  key.Text("aggregate").Text(aggregate_id);
+  return key;
+}
+std::string AllAggregatesPrefix() { return store::KeyBuilder().Text("aggregate").key(); }
+std::string HashKey(const std::string& id) { return Prefix(id).Text("config_hash").key(); }
+std::string CursorKey(const std::string& id) { return Prefix(id).Text("cursor").key(); }
+std::string GroupPrefix(const std::string& id) { return Prefix(id).Text("group").key(); }
+std::string GroupKey(const std::string& id, std::string_view group) {
+  return Prefix(id).Text("group").Bytes(group).key();
+}
+std::string EntityKey(const std::string& id, std::string_view entity) {
+  return Prefix(id).Text("entity").Bytes(entity).key();
+}
+std::string WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
+
+// ---------------------------------------------------------------------------------------------
+// Little-endian record encoding, checked on read.
+
+class Encoder {
+ public:
+  template <typename T>
+  void Fixed(T value) {
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    out_.append(bytes, sizeof(T));
+  }
+  void Text(std::string_view text) {
+    Fixed(static_cast<uint32_t>(text.size()));
+    out_.append(text);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Decoder {
+ public:
+  Decoder(std::string_view bytes, std::string_view what) : bytes_(bytes), what_(what) {}
+  template <typename T>
+  Result<T> Fixed() {
+    if (bytes_.size() - offset_ < sizeof(T)) return Truncated();
+    T value;
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return value;
+  }
+  Result<std::string> Text() {
+    SKIPPR_ASSIGN_OR_RETURN(const uint32_t length, Fixed<uint32_t>());
+    if (bytes_.size() - offset_ < length) return Truncated();
+    std::string text(bytes_.substr(offset_, length));
+    offset_ += length;
+    return text;
+  }
+  Status ExpectEnd() const {
+    if (offset_ == bytes_.size()) return Status::OK();
+    return Status::Corruption(fmt::format(
+        "{} has {} bytes left over; stream_state is damaged: delete the aggregate's state (change "
+        "its id) to rebuild it from the WAL",
+        what_, bytes_.size() - offset_));
+  }
+
+ private:
+  Status Truncated() const {
+    return Status::Corruption(fmt::format(
+        "{} is truncated at byte {}; stream_state is damaged: delete the aggregate's state "
+        "(change its id) to rebuild it from the WAL",
+        what_, offset_));
+  }
+  std::string_view bytes_;
+  std::string_view what_;
+  size_t offset_ = 0;
+};
+
+Status CheckVersion(Decoder& decoder, std::string_view what) {
+  SKIPPR_ASSIGN_OR_RETURN(const uint8_t version, decoder.Fixed<uint8_t>());
+  if (version == kRecordVersion) return Status::OK();
+  return Status::NotSupported(
+      fmt::format("{} has record version {}; this skipprd reads version {}: run the newer skipprd",
+                  what, version, kRecordVersion));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measures
+
+Int128 Pow10(int32_t exponent) {
+  Int128 value = 1;
+  for (int32_t i = 0; i < exponent; ++i) value *= 10;
+  return value;
+}
+
+std::string Int128Text(Int128 value) {
+  if (value == 0) return "0";
+  const bool is_negative = value < 0;
+  unsigned __int128 magnitude =
+      is_negative ? static_cast<unsigned __int128>(-(value + 1)) + 1 : value;
+  std::string digits;
+  while (magnitude > 0) {
+    digits.push_back(static_cast<char>('0' + static_cast<int>(magnitude % 10)));
+    magnitude /= 10;
+  }
+  if (is_negative) digits.push_back('-');
+  std::reverse(digits.begin(), digits.end());
+  return digits;
+}
+
+// "1234" with scale 2 → "12.34"; "-5" → "-0.05" (DuckDB's text for DECIMAL values).
+std::string DecimalText(Int128 unscaled, int32_t scale) {
+  if (scale == 0) return Int128Text(unscaled);
+  const bool is_negative = unscaled < 0;
+  std::string digits = Int128Text(is_negative ? -unscaled : unscaled);
+  if (digits.size() <= static_cast<size_t>(scale)) {
+    digits.insert(0, static_cast<size_t>(scale) + 1 - digits.size(), '0');
+  }
+  digits.insert(digits.size() - static_cast<size_t>(scale), ".");
+  return (is_negative ? "-" : "") + digits;
+}
+
+// One row's part in one measure: what a delete or update later takes back exactly.
+struct Contribution {
+  bool is_present = false;  // a non-null value (count "*": always)
+  bool is_real = false;     // a double, summed inexactly
+  Int128 unscaled = 0;      // integers (scale 0) and decimals
+  int32_t scale = 0;
+  double real = 0;
+};
+
+struct MeasureState {
+  Int128 exact = 0;  // the sum of integer and decimal contributions, at `scale`
+  int32_t scale = 0;
+  double real = 0;  // the sum of double contributions
+  bool has_real = false;
+  int64_t non_null = 0;  // contributions present
+};
+
+struct GroupState {
+  int64_t rows = 0;
+  std::vector<MeasureState> measures;
+};
+
+void Apply(GroupState& group, const std::vector<Contribution>& row, int64_t sign) {
+  SKIPPR_CHECK(group.measures.size() == row.size());
+  group.rows += sign;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const Contribution& part = row[i];
+    if (!part.is_present) continue;
+    MeasureState& measure = group.measures[i];
+    measure.non_null += sign;
+    if (part.is_real) {
+      measure.real += static_cast<double>(sign) * part.real;
+      measure.has_real = true;
+      continue;
+    }
+    if (part.scale > measure.scale) {
+      measure.exact *= Pow10(part.scale - measure.scale);
+      measure.scale = part.scale;
+    }
+    measure.exact += sign * part.unscaled * Pow10(measure.scale - part.scale);
+  }
+}
+
+std::optional<std::string> MeasureText(const config::AggregateMeasure& config,
+                                       const MeasureState& measure) {
+  if (config.kind == config::MeasureKind::kCount) return std::to_string(measure.non_null);
+  if (measure.non_null == 0) return std::nullopt;  // SQL: the sum of no values is NULL
+  if (!measure.has_real) return DecimalText(measure.exact, measure.scale);
+  const double total =
+      static_cast<double>(measure.exact) / std::pow(10.0, measure.scale) + measure.real;
+  return fmt::format("{}", total);
+}
+
+void EncodeContributions(const std::vector<Contribution>& row, Encoder& out) {
+  out.Fixed(static_cast<uint32_t>(row.size()));
+  for (const Contribution& part : row) {
+    out.Fixed<uint8_t>(part.is_present);
+    out.Fixed<uint8_t>(part.is_real);
+    out.Fixed(part.unscaled);
+    out.Fixed(part.scale);
+    out.Fixed(part.real);
+  }
+}
+
+Result<std::vector<Contribution>> DecodeContributions(Decoder& in) {
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t count, in.Fixed<uint32_t>());
+  std::vector<Contribution> row(count);
+  for (Contribution& part : row) {
+    SKIPPR_ASSIGN_OR_RETURN(const uint8_t is_present, in.Fixed<uint8_t>());
+    SKIPPR_ASSIGN_OR_RETURN(const uint8_t is_real, in.Fixed<uint8_t>());
+    part.is_present = is_present != 0;
+    part.is_real = is_real != 0;
+    SKIPPR_ASSIGN_OR_RETURN(part.unscaled, in.Fixed<Int128>());
+    SKIPPR_ASSIGN_OR_RETURN(part.scale, in.Fixed<int32_t>());
+    SKIPPR_ASSIGN_OR_RETURN(part.real, in.Fixed<double>());
+  }
+  return row;
+}
+
+std::string EncodeGroup(const GroupState& group) {
+  Encoder out;
+  out.Fixed(kRecordVersion);
+  out.Fixed(group.rows);
+  out.Fixed(static_cast<uint32_t>(group.measures.size()));
+  for (const MeasureState& measure : group.measures) {
+    out.Fixed(measure.exact);
+    out.Fixed(measure.scale);
+    out.Fixed(measure.real);
+    out.Fixed<uint8_t>(measure.has_real);
+    out.Fixed(measure.non_null);
+  }
+  return out.Take();
+}
+
+Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateConfig& aggregate) {
+  const std::string what = fmt::format("aggregate {}: a group record", aggregate.id);
+  Decoder in(bytes, what);
+  SKIPPR_RETURN_IF_ERROR(CheckVersion(in, what));
+  GroupState group;
+  SKIPPR_ASSIGN_OR_RETURN(group.rows, in.Fixed<int64_t>());
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t count, in.Fixed<uint32_t>());
+  if (count != aggregate.measures.size()) {
+    return Status::Corruption(
+        fmt::format("{} holds {} measures, the config {}", what, count, aggregate.measures.size()));
+  }
+  group.measures.resize(count);
+  for (MeasureState& measure : group.measures) {
+    SKIPPR_ASSIGN_OR_RETURN(measure.exact, in.Fixed<Int128>());
+    SKIPPR_ASSIGN_OR_RETURN(measure.scale, in.Fixed<int32_t>());
+    SKIPPR_ASSIGN_OR_RETURN(measure.real, in.Fixed<double>());
+    SKIPPR_ASSIGN_OR_RETURN(const uint8_t has_real, in.Fixed<uint8_t>());
+    measure.has_real = has_real != 0;
+    SKIPPR_ASSIGN_OR_RETURN(measure.non_null, in.Fixed<int64_t>());
+  }
+  SKIPPR_RETURN_IF_ERROR(in.ExpectEnd());
+  return group;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entities: the last-row image (group key + contributions), which is also the entity index
+// (entity → group key), and the dedup key (the last applied order token).
+
+struct EntityState {
+  bool is_live = false;
+  std::string order_token;
+  std::string group_key;
+  std::vector<Contribution> image;
+};
+
+std::string EncodeEntity(const EntityState& entity) {
+  Encoder out;
+  out.Fixed(kRecordVersion);
+  out.Fixed<uint8_t>(entity.is_live);
+  out.Text(entity.order_token);
+  out.Text(entity.group_key);
+  EncodeContributions(entity.image, out);
+  return out.Take();
+}
+
+Result<EntityState> DecodeEntity(std::string_view bytes, const std::string& aggregate_id) {
+  const std::string what = fmt::format("aggregate {}: an entity record", aggregate_id);
+  Decoder in(bytes, what);
+  SKIPPR_RETURN_IF_ERROR(CheckVersion(in, what));
+  EntityState entity;
+  SKIPPR_ASSIGN_OR_RETURN(const uint8_t is_live, in.Fixed<uint8_t>());
+  entity.is_live = is_live != 0;
+  SKIPPR_ASSIGN_OR_RETURN(entity.order_token, in.Text());
+  SKIPPR_ASSIGN_OR_RETURN(entity.group_key, in.Text());
+  SKIPPR_ASSIGN_OR_RETURN(entity.image, DecodeContributions(in));
+  SKIPPR_RETURN_IF_ERROR(in.ExpectEnd());
+  return entity;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cursor
+
+std::string EncodeCursor(const AggregateCursor& cursor) {
+  Encoder out;
+  out.Fixed(kRecordVersion);
+  out.Fixed(cursor.sequence);
+  out.Fixed(cursor.segment_id);
+  out.Fixed(cursor.slice_ordinal);
+  out.Fixed(cursor.row_index);
+  return out.Take();
+}
+
+Result<AggregateCursor> DecodeCursor(std::string_view bytes, const std::string& aggregate_id) {
+  const std::string what = fmt::format("aggregate {}: the cursor", aggregate_id);
+  Decoder in(bytes, what);
+  SKIPPR_RETURN_IF_ERROR(CheckVersion(in, what));
+  AggregateCursor cursor;
+  SKIPPR_ASSIGN_OR_RETURN(cursor.sequence, in.Fixed<uint64_t>());
+  SKIPPR_ASSIGN_OR_RETURN(cursor.segment_id, in.Fixed<uint64_t>());
+  SKIPPR_ASSIGN_OR_RETURN(cursor.slice_ordinal, in.Fixed<uint32_t>());
+  SKIPPR_ASSIGN_OR_RETURN(cursor.row_index, in.Fixed<uint32_t>());
+  SKIPPR_RETURN_IF_ERROR(in.ExpectEnd());
+  return cursor;
+}
+
+template <typename Transaction>
+Result<std::optional<AggregateCursor>> ReadCursorIn(const Transaction& transaction,
+                                                    const std::string& aggregate_id) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                          transaction.Get(store::Family::kStreamState, CursorKey(aggregate_id)));
+  if (!bytes) return std::optional<AggregateCursor>();
+  SKIPPR_ASSIGN_OR_RETURN(AggregateCursor cursor, DecodeCursor(*bytes, aggregate_id));
+  return std::optional<AggregateCursor>(cursor);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Group keys: per key field a type tag (0: NULL, else 1 + TypeId) then the value, in the
+// store's order-preserving key encoding, so equal values always give equal bytes.
+
+constexpr uint64_t kSignFlip = uint64_t{1} << 63;
+
+void AppendKeyValue(store::KeyBuilder& key, const Column& column, int64_t row) {
+  if (!column.IsValid(row)) {
+    key.U64(0);
+    return;
+  }
+  key.U64(1 + static_cast<uint64_t>(column.type.id()));
+  switch (PhysicalKindOf(column.type.id())) {
+    case PhysicalKind::kBool:
+      key.U64(column.BoolAt(row) ? 1 : 0);
+      return;
+    case PhysicalKind::kInt64:
+      key.U64(static_cast<uint64_t>(column.Int64At(row)) ^ kSignFlip);
+      return;
+    case PhysicalKind::kDouble: {
+      double value = column.DoubleAt(row);
+      if (value == 0) value = 0;  // -0.0 and 0.0 are one group, as in SQL
+      uint64_t bits;
+      std::memcpy(&bits, &value, sizeof(bits));
+      key.U64(bits);
+      return;
+    }
+    case PhysicalKind::kDecimal128: {
+      const auto [low, high] = column.Decimal128At(row);
+      key.U64(static_cast<uint64_t>(high) ^ kSignFlip).U64(low);
+      key.U64(static_cast<uint64_t>(column.type.decimal_scale()));
+      return;
+    }
+    case PhysicalKind::kBytes:
+      key.Text(column.BytesAt(row));
+      return;
+    default:
+      SKIPPR_CHECK_MSG(false, "nested key fields are refused when the slice is resolved");
+  }
+}
+
+Result<std::vector<std::optional<std::string>>> DecodeGroupKey(std::string_view group_key,
+                                                               size_t key_count) {
+  store::KeyReader reader(group_key);
+  std::vector<std::optional<std::string>> values;
+  for (size_t i = 0; i < key_count; ++i) {
+    SKIPPR_ASSIGN_OR_RETURN(const uint64_t tag, reader.U64());
+    if (tag == 0) {
+      values.emplace_back();
+      continue;
+    }
+    const TypeId type = static_cast<TypeId>(tag - 1);
+    switch (PhysicalKindOf(type)) {
+      case PhysicalKind::kBool: {
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t value, reader.U64());
+        values.emplace_back(value != 0 ? "true" : "false");
+        break;
+      }
+      case PhysicalKind::kInt64: {
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t value, reader.U64());
+        values.emplace_back(std::to_string(static_cast<int64_t>(value ^ kSignFlip)));
+        break;
+      }
+      case PhysicalKind::kDouble: {
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t bits, reader.U64());
+        double value;
+        std::memcpy(&value, &bits, sizeof(value));
+        values.emplace_back(fmt::format("{}", value));
+        break;
+      }
+      case PhysicalKind::kDecimal128: {
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t high, reader.U64());
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t low, reader.U64());
+        SKIPPR_ASSIGN_OR_RETURN(const uint64_t scale, reader.U64());
+        const Int128 unscaled =
+            (static_cast<Int128>(static_cast<int64_t>(high ^ kSignFlip)) << 64) |
+            static_cast<Int128>(low);
+        values.emplace_back(DecimalText(unscaled, static_cast<int32_t>(scale)));
+        break;
+      }
+      case PhysicalKind::kBytes: {
+        SKIPPR_ASSIGN_OR_RETURN(std::string text, reader.Text());
+        values.emplace_back(std::move(text));
+        break;
+      }
+      default:
+        return Status::Corruption(
+            fmt::format("a group key names type tag {}, not a key type", tag));
+    }
+  }
+  SKIPPR_RETURN_IF_ERROR(reader.ExpectEnd());
+  return values;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolving an aggregate against one slice's fields.
+
+struct ResolvedSlice {
+  std::vector<const Column*> keys;
+  std::vector<const Column*> measures;  // nullptr: the field is not in this slice (or count "*")
+};
+
+// nullopt when the slice lacks a key field: the aggregate is over the namespaces that have them.
+Result<std::optional<ResolvedSlice>> Resolve(const config::AggregateConfig& aggregate,
+                                             const Batch& batch) {
+  const auto find = [&](const std::string& name) -> const Column* {
+    for (size_t i = 0; i < batch.fields.size(); ++i) {
+      if (batch.fields[i].name == name) return &batch.columns[i];
+    }
+    return nullptr;
+  };
+  ResolvedSlice resolved;
+  for (const std::string& name : aggregate.key_fields) {
+    const Column* column = find(name);
+    if (column == nullptr) return std::optional<ResolvedSlice>();
+    const PhysicalKind kind = PhysicalKindOf(column->type.id());
+    if (kind == PhysicalKind::kStruct || kind == PhysicalKind::kList ||
+        kind == PhysicalKind::kMap) {
+      return Status::InvalidConfig(fmt::format(
+          "transform.aggregates {}: key field '{}' of namespace '{}' is {}; keys must be scalar "
+          "top-level fields: name a scalar field (flatten_events flattens structs)",
+          aggregate.id, name, batch.namespace_name, column->type.ToString()));
+    }
+    resolved.keys.push_back(column);
+  }
+  for (const config::AggregateMeasure& measure : aggregate.measures) {
+    const Column* column = measure.field == "*" ? nullptr : find(measure.field);
+    if (column != nullptr && measure.kind == config::MeasureKind::kSum) {
+      const PhysicalKind kind = PhysicalKindOf(column->type.id());
+      if (kind != PhysicalKind::kInt64 && kind != PhysicalKind::kDouble &&
+          kind != PhysicalKind::kDecimal128) {
+        return Status::InvalidConfig(fmt::format(
+            "transform.aggregates {}: measure {} sums '{}' of namespace '{}', which is {}; sum "
+            "needs an integer, decimal or floating-point field",
+            aggregate.id, measure.name, measure.field, batch.namespace_name,
+            column->type.ToString()));
+      }
+    }
+    resolved.measures.push_back(column);
+  }
+  return std::optional<ResolvedSlice>(std::move(resolved));
+}
+
+// Fills `parts` (reused across rows: no allocation per row on the hot path).
+void RowContributions(const config::AggregateConfig& aggregate, const ResolvedSlice& slice,
+                      int64_t row, std::vector<Contribution>& parts) {
+  parts.assign(aggregate.measures.size(), Contribution{});
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const config::AggregateMeasure& measure = aggregate.measures[i];
+    const Column* column = slice.measures[i];
+    Contribution& part = parts[i];
+    if (measure.field == "*") {
+      part.is_present = true;
+      continue;
+    }
+    if (column == nullptr || !column->IsValid(row)) continue;
+    part.is_present = true;
+    if (measure.kind == config::MeasureKind::kCount) continue;
+    switch (PhysicalKindOf(column->type.id())) {
+      case PhysicalKind::kDouble:
+        part.is_real = true;
+        part.real = column->DoubleAt(row);
+        break;
+      case PhysicalKind::kDecimal128: {
+        const auto [low, high] = column->Decimal128At(row);
+        part.unscaled = (static_cast<Int128>(high) << 64) | static_cast<Int128>(low);
+        part.scale = column->type.decimal_scale();
+        break;
+      }
+      default:
+        part.unscaled = column->Int64At(row);
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A chunk: the groups and entities its rows touched, loaded from one snapshot, written in one
+// transaction with the cursor.
+
+class Chunk {
+ public:
+  Chunk(store::Store& store, const config::AggregateConfig& aggregate)
+      : store_(store), aggregate_(aggregate) {}
+
+  int64_t rows() const { return rows_; }
+  void CountRows(int64_t rows) { rows_ += rows; }
+  // Full at the row limit, or when it holds as many groups and entities as the key limit allows
+  // (many distinct keys: bounded memory; few: many rows share each store read and write).
+  bool IsFull(const ProcessorOptions& options) const {
+    return rows_ >= options.rows_per_transaction ||
+           groups_.size() + entities_.size() >= options.keys_per_transaction;
+  }
+
+  Status ApplyRow(const Batch& batch, const ResolvedSlice& slice, int64_t row) {
+    const Mutation mutation = batch.cdc ? batch.cdc->mutations[row] : Mutation::kInsert;
+    const std::string_view entity_key =
+        batch.cdc ? std::string_view(batch.cdc->business_keys[row]) : std::string_view();
+    if (entity_key.empty()) {
+      // No entity: every row is an insert; a delete has no last row to take back.
+      if (mutation == Mutation::kDelete) return Status::OK();
+      SKIPPR_ASSIGN_OR_RETURN(GroupState * group, Group(GroupKeyOf(slice, row)));
+      RowContributions(aggregate_, slice, row, scratch_);
+      Apply(*group, scratch_, +1);
+      return Status::OK();
+    }
+    SKIPPR_ASSIGN_OR_RETURN(EntityState * entity, Entity(entity_key));
+    const std::string& order_token = batch.cdc->order_tokens[row];
+    // Dedup: an event at or before the last one applied to this entity was applied already (a
+    // source that re-delivers after a crash commits it again in a later segment).
+    if (!order_token.empty() && !entity->order_token.empty() &&
+        order_token <= entity->order_token) {
+      return Status::OK();
+    }
+    if (entity->is_live) {
+      SKIPPR_ASSIGN_OR_RETURN(GroupState * old_group, Group(entity->group_key));
+      Apply(*old_group, entity->image, -1);
+      entity->is_live = false;
+      entity->image.clear();
+      entity->group_key.clear();
+    }
+    // insert, update and snapshot rows are the entity's new image: update = new − last row.
+    if (mutation != Mutation::kDelete) {
+      entity->group_key = GroupKeyOf(slice, row);
+      RowContributions(aggregate_, slice, row, entity->image);
+      SKIPPR_ASSIGN_OR_RETURN(GroupState * group, Group(entity->group_key));
+      Apply(*group, entity->image, +1);
+      entity->is_live = true;
+    }
+    if (!order_token.empty()) entity->order_token = order_token;
+    return Status::OK();
+  }
+
+  // Writes the chunk and `cursor` in one transaction, then starts an empty chunk.
+  Status Commit(const AggregateCursor& cursor) {
+    WaitForTestSeams();
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+    for (const auto& [key, group] : groups_) {
+      if (group.rows == 0) {
+        for (const MeasureState& measure : group.measures) {
+          SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
+        }
+        SKIPPR_RETURN_IF_ERROR(
+            write.Delete(store::Family::kStreamState, GroupKey(aggregate_.id, key)));
+        continue;
+      }
+      SKIPPR_CHECK(group.rows > 0);
+      SKIPPR_RETURN_IF_ERROR(
+          write.Put(store::Family::kStreamState, GroupKey(aggregate_.id, key), EncodeGroup(group)));
+    }
+    for (const auto& [key, entity] : entities_) {
+      const std::string store_key = EntityKey(aggregate_.id, key);
+      if (!entity.is_live && entity.order_token.empty()) {
+        SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
+      } else {
+        SKIPPR_RETURN_IF_ERROR(
+            write.Put(store::Family::kStreamState, store_key, EncodeEntity(entity)));
+      }
+    }
+    SKIPPR_RETURN_IF_ERROR(
+        write.Put(store::Family::kStreamState, CursorKey(aggregate_.id), EncodeCursor(cursor)));
+    CrashPoint("aggregates.before_commit");
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+    CrashPoint("aggregates.after_commit");
+    groups_.clear();
+    entities_.clear();
+    read_.reset();
+    rows_ = 0;
+    return Status::OK();
+  }
+
+ private:
+  std::string GroupKeyOf(const ResolvedSlice& slice, int64_t row) const {
+    store::KeyBuilder key;
+    for (const Column* column : slice.keys) AppendKeyValue(key, *column, row);
+    return key.key();
+  }
+
+  Result<const store::ReadTransaction*> Snapshot() {
+    if (!read_) {
+      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
+      read_.emplace(std::move(read));
+    }
+    return &*read_;
+  }
+
+  Result<GroupState*> Group(const std::string& key) {
+    if (auto found = groups_.find(key); found != groups_.end()) return &found->second;
+    SKIPPR_ASSIGN_OR_RETURN(const store::ReadTransaction* read, Snapshot());
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                            read->Get(store::Family::kStreamState, GroupKey(aggregate_.id, key)));
+    GroupState group;
+    if (bytes) {
+      SKIPPR_ASSIGN_OR_RETURN(group, DecodeGroup(*bytes, aggregate_));
+    } else {
+      group.measures.resize(aggregate_.measures.size());
+    }
+    return &groups_.emplace(key, std::move(group)).first->second;
+  }
+
+  Result<EntityState*> Entity(std::string_view key) {
+    if (auto found = entities_.find(std::string(key)); found != entities_.end()) {
+      return &found->second;
+    }
+    SKIPPR_ASSIGN_OR_RETURN(const store::ReadTransaction* read, Snapshot());
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                            read->Get(store::Family::kStreamState, EntityKey(aggregate_.id, key)));
+    EntityState entity;
+    if (bytes) {
+      SKIPPR_ASSIGN_OR_RETURN(entity, DecodeEntity(*bytes, aggregate_.id));
+    }
+    return &entities_.emplace(std::string(key), std::move(entity)).first->second;
+  }
+
+  store::Store& store_;
+  const config::AggregateConfig& aggregate_;
+  std::optional<store::ReadTransaction> read_;
+  std::unordered_map<std::string, GroupState> groups_;
+  std::unordered_map<std::string, EntityState> entities_;
+  std::vector<Contribution> scratch_;
+  int64_t rows_ = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public functions
+
+bool HasPassed(const std::optional<AggregateCursor>& cursor, const wal::SegmentEntry& segment) {
+  if (!cursor) return false;
+  if (cursor->segment_id != segment.segment_id) return cursor->segment_id > segment.segment_id;
+  return cursor->slice_ordinal >= segment.slices.size();
+}
+
+Result<std::optional<AggregateCursor>> ReadCursor(const store::ReadTransaction& read,
+                                                  const std::string& aggregate_id) {
+  return ReadCursorIn(read, aggregate_id);
+}
+
+Result<std::optional<AggregateCursor>> ReadCursor(const store::WriteTransaction& write,
+                                                  const std::string& aggregate_id) {
+  return ReadCursorIn(write, aggregate_id);
+}
+
+Result<bool> AggregatesHavePassed(const store::WriteTransaction& write,
+                                  const std::vector<config::AggregateConfig>& aggregates,
+                                  const wal::SegmentEntry& segment) {
+  for (const config::AggregateConfig& aggregate : aggregates) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<AggregateCursor> cursor, ReadCursor(write, aggregate.id));
+    // A cursor of an older config does not count: the rebuild starts again from the WAL's start.
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> hash,
+                            write.Get(store::Family::kStreamState, HashKey(aggregate.id)));
+    if (!hash || *hash != aggregate.ConfigHash() || !HasPassed(cursor, segment)) return false;
+  }
+  return true;
+}
+
+Status RecordWalReclaimed(store::WriteTransaction& write) {
+  return write.Put(store::Family::kStreamState, WalReclaimedKey(), "1");
+}
+
+Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
+                             const config::AggregateConfig& aggregate) {
+  AggregateLag lag;
+  lag.aggregate_id = aggregate.id;
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<AggregateCursor> cursor, ReadCursor(read, aggregate.id));
+  for (const wal::SegmentEntry& segment : live) {
+    if (HasPassed(cursor, segment)) continue;
+    ++lag.segments;
+    lag.bytes += segment.file_bytes;
+    const bool is_current = cursor && cursor->segment_id == segment.segment_id;
+    for (const wal::SliceSummary& slice : segment.slices) {
+      if (is_current && slice.ordinal < cursor->slice_ordinal) continue;
+      lag.rows += slice.rows;
+      if (is_current && slice.ordinal == cursor->slice_ordinal) lag.rows -= cursor->row_index;
+    }
+  }
+  return lag;
+}
+
+Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
+                                        const config::AggregateConfig& aggregate) {
+  AggregateSnapshot snapshot;
+  snapshot.aggregate_id = aggregate.id;
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> hash,
+                          read.Get(store::Family::kStreamState, HashKey(aggregate.id)));
+  snapshot.is_current = hash && *hash == aggregate.ConfigHash();
+  SKIPPR_ASSIGN_OR_RETURN(snapshot.cursor, ReadCursor(read, aggregate.id));
+  if (!snapshot.is_current) return snapshot;  // state of another config: not this aggregate's
+  const std::string prefix = GroupPrefix(aggregate.id);
+  Status failure;
+  SKIPPR_RETURN_IF_ERROR(read.Scan(
+      store::Family::kStreamState, prefix, [&](std::string_view key, std::string_view value) {
+        Result<std::vector<std::optional<std::string>>> keys =
+            DecodeGroupKey(key.substr(prefix.size()), aggregate.key_fields.size());
+        Result<GroupState> group = DecodeGroup(value, aggregate);
+        if (!keys.ok() || !group.ok()) {
+          failure = keys.ok() ? group.status() : keys.status();
+          return false;
+        }
+        AggregateGroup row;
+        row.keys = std::move(keys).value();
+        row.rows = group->rows;
+        for (size_t i = 0; i < aggregate.measures.size(); ++i) {
+          row.measures.push_back(MeasureText(aggregate.measures[i], group->measures[i]));
+        }
+        snapshot.groups.push_back(std::move(row));
+        return true;
+      }));
+  SKIPPR_RETURN_IF_ERROR(failure);
+  return snapshot;
+}
+
+Result<std::unique_ptr<AggregateProcessor>> AggregateProcessor::Open(
+    store::Store& store, std::string wal_directory, std::vector<config::AggregateConfig> aggregates,
+    ProcessorOptions options) {
+  SKIPPR_CHECK(options.rows_per_transaction > 0 && options.keys_per_transaction > 0);
+  std::unique_ptr<AggregateProcessor> processor(
+      new AggregateProcessor(store, std::move(wal_directory), std::move(aggregates), options));
+  SKIPPR_RETURN_IF_ERROR(processor->ResetChangedAggregates());
+  return processor;
+}
+
+Status AggregateProcessor::ResetChangedAggregates() {
+  SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> reclaimed,
+                          write.Get(store::Family::kStreamState, WalReclaimedKey()));
+  bool changed = false;
+  for (const config::AggregateConfig& aggregate : aggregates_) {
+    const std::string hash = aggregate.ConfigHash();
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                            write.Get(store::Family::kStreamState, HashKey(aggregate.id)));
+    if (stored == hash) continue;
+    if (reclaimed) {
+      return Status::NotSupported(fmt::format(
+          "transform.aggregates {}: the aggregate is new or its id, keys or measures changed, so "
+          "it must be rebuilt from the start of the WAL, and this pipeline's WAL was already "
+          "reclaimed after landing; rebuilding from the landed table is not built yet: restore "
+          "the previous aggregate config, or sync into a new pipeline",
+          aggregate.id));
+    }
+    spdlog::info("aggregate {}: {}; rebuilding it from the start of the WAL", aggregate.id,
+                 stored ? "its config changed" : "new");
+    SKIPPR_RETURN_IF_ERROR(
+        write.DeletePrefix(store::Family::kStreamState, Prefix(aggregate.id).key()));
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kStreamState, HashKey(aggregate.id), hash));
+    changed = true;
+  }
+  // State of aggregates no longer configured: left behind, it would hold a stale cursor if the
+  // aggregate came back after its segments were reclaimed.
+  std::vector<std::string> unconfigured;
+  SKIPPR_RETURN_IF_ERROR(write.Scan(
+      store::Family::kStreamState, AllAggregatesPrefix(),
+      [&](std::string_view key, std::string_view) {
+        store::KeyReader reader(key);
+        (void)reader.Text();
+        Result<std::string> id = reader.Text();
+        if (!id.ok()) return true;
+        const bool is_configured = std::any_of(aggregates_.begin(), aggregates_.end(),
+                                               [&](const auto& a) { return a.id == *id; });
+        if (!is_configured && (unconfigured.empty() || unconfigured.back() != *id)) {
+          unconfigured.push_back(*id);
+        }
+        return true;
+      }));
+  for (const std::string& id : unconfigured) {
+    spdlog::info("aggregate {}: no longer configured; deleting its state", id);
+    SKIPPR_RETURN_IF_ERROR(write.DeletePrefix(store::Family::kStreamState, Prefix(id).key()));
+    changed = true;
+  }
+  if (!changed) return Status::OK();
+  CrashPoint("aggregates.before_reset_commit");
+  return write.Commit();
+}
+
+Result<int64_t> AggregateProcessor::ProcessCommitted() {
+  int64_t applied = 0;
+  for (const config::AggregateConfig& aggregate : aggregates_) {
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t rows, ProcessAggregate(aggregate));
+    applied += rows;
+  }
+  return applied;
+}
+
+Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConfig& aggregate) {
+  std::vector<wal::SegmentEntry> live;
+  std::optional<AggregateCursor> cursor;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(live, wal::LiveSegments(read));
+    SKIPPR_ASSIGN_OR_RETURN(cursor, ReadCursor(read, aggregate.id));
+  }
+  Chunk chunk(store_, aggregate);
+  int64_t applied = 0;
+  for (const wal::SegmentEntry& segment : live) {
+    if (HasPassed(cursor, segment)) continue;
+    const bool resumes = cursor && cursor->segment_id == segment.segment_id;
+    SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader, wal::OpenSegment(wal_directory_, segment));
+    SKIPPR_CHECK(reader.slices().size() == segment.slices.size());
+    const uint32_t slice_count = static_cast<uint32_t>(segment.slices.size());
+    for (uint32_t ordinal = resumes ? cursor->slice_ordinal : 0; ordinal < slice_count; ++ordinal) {
+      SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(ordinal));
+      SKIPPR_CHECK(batch.num_rows == segment.slices[ordinal].rows);
+      SKIPPR_CHECK(!batch.cdc ||
+                   batch.cdc->business_keys.size() == static_cast<size_t>(batch.num_rows));
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(aggregate, batch));
+      int64_t row = resumes && ordinal == cursor->slice_ordinal ? cursor->row_index : 0;
+      if (!resolved) continue;  // not this aggregate's namespace: the segment-end commit passes it
+      for (; row < batch.num_rows; ++applied) {
+        SKIPPR_RETURN_IF_ERROR(chunk.ApplyRow(batch, *resolved, row));
+        ++row;
+        chunk.CountRows(1);
+        if (!chunk.IsFull(options_)) continue;
+        const AggregateCursor position =
+            row < batch.num_rows
+                ? AggregateCursor{segment.sequence, segment.segment_id, ordinal,
+                                  static_cast<uint32_t>(row)}
+                : AggregateCursor{segment.sequence, segment.segment_id, ordinal + 1, 0};
+        SKIPPR_RETURN_IF_ERROR(chunk.Commit(position));
+      }
+    }
+    SKIPPR_RETURN_IF_ERROR(chunk.Commit({segment.sequence, segment.segment_id, slice_count, 0}));
+    cursor = AggregateCursor{segment.sequence, segment.segment_id, slice_count, 0};
+  }
+  return applied;
+}
+
+}  // namespace skippr::transform

@@ -1,0 +1,390 @@
+// transform.aggregates: the processor against random CDC streams committed through the real WAL,
+// compared with a recompute over the final rows — in process, after SIGKILLs at random moments
+// and at every processor crash point, and after a config change; reclaim gating and ingest that
+// does not wait for the processor (pipeline level).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "e2e/process.hpp"
+#include "pipeline/landing.hpp"
+#include "pipeline/pipeline.hpp"
+#include "support/temp_dir.hpp"
+#include "transform/aggregate_stream.hpp"
+#include "transform/transform.hpp"
+
+namespace skippr {
+namespace {
+
+using testing::OrdersAggregate;
+using testing::OrdersOracle;
+using testing::OrdersStream;
+using testing::TempDir;
+
+template <typename T>
+T ValueOrDie(Result<T> result) {
+  if (!result.ok()) throw std::runtime_error(result.status().message());
+  return std::move(result).value();
+}
+
+void OkOrDie(const Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+std::map<OrdersOracle::Key, OrdersOracle::Measures> Stored(
+    store::Store& store, const config::AggregateConfig& aggregate) {
+  store::ReadTransaction read = ValueOrDie(store.BeginRead());
+  transform::AggregateSnapshot snapshot = ValueOrDie(transform::ReadAggregate(read, aggregate));
+  EXPECT_TRUE(snapshot.is_current);
+  std::map<OrdersOracle::Key, OrdersOracle::Measures> groups;
+  for (const transform::AggregateGroup& group : snapshot.groups)
+    groups[group.keys] = group.measures;
+  return groups;
+}
+
+// Commits `batches` random batches (one or two per segment) through the real WAL; returns the
+// oracle of the final rows.
+OrdersOracle CommitStream(store::Store& store, const std::string& wal_dir, uint64_t seed,
+                          int batches, const std::function<void()>& after_commit = nullptr) {
+  OrdersStream stream(seed);
+  OrdersOracle oracle;
+  std::unique_ptr<wal::Wal> wal = ValueOrDie(wal::Wal::Open(wal_dir, "p", store));
+  std::mt19937_64 random(seed);
+  for (int i = 0; i < batches;) {
+    std::vector<Batch> segment;
+    const int count = 1 + static_cast<int>(random() % 2);
+    for (int j = 0; j < count && i < batches; ++j, ++i) segment.push_back(stream.NextBatch(oracle));
+    ValueOrDie(wal->Commit(segment, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
+    if (after_commit) after_commit();
+  }
+  return oracle;
+}
+
+TEST(AggregateProcessor, RandomStreamsEqualARecomputeOverTheFinalRows) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(seed);
+    TempDir dir;
+    auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+    transform::ProcessorOptions options;
+    options.rows_per_transaction = 1 + static_cast<int64_t>(seed * 7 % 60);
+    auto processor = ValueOrDie(
+        transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()}, options));
+    std::mt19937_64 random(seed * 1000);
+    const OrdersOracle oracle = CommitStream(*store, dir.Sub("wal"), seed, 60, [&] {
+      if (random() % 3 == 0) ValueOrDie(processor->ProcessCommitted());
+    });
+    ValueOrDie(processor->ProcessCommitted());
+    EXPECT_EQ(Stored(*store, OrdersAggregate()), oracle.Recompute());
+    // Processing again applies nothing: the cursor has passed everything.
+    EXPECT_EQ(ValueOrDie(processor->ProcessCommitted()), 0);
+    EXPECT_EQ(Stored(*store, OrdersAggregate()), oracle.Recompute());
+  }
+}
+
+TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
+  TempDir dir;
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  config::AggregateConfig aggregate;
+  aggregate.id = "big";
+  aggregate.key_fields = {"k"};
+  aggregate.measures = {{"total", config::MeasureKind::kSum, "v"}};
+  Batch batch;
+  batch.namespace_name = "n";
+  batch.fields = {{1, "k", LogicalType::String(), true}, {2, "v", LogicalType::Long(), true}};
+  for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
+  for (int i = 0; i < 4; ++i) {
+    batch.columns[0].Append(Value::String("a"));
+    batch.columns[1].Append(Value::Int(INT64_MAX));
+    ++batch.num_rows;
+  }
+  auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
+  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
+  auto processor =
+      ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {aggregate}));
+  ValueOrDie(processor->ProcessCommitted());
+  store::ReadTransaction read = ValueOrDie(store->BeginRead());
+  auto snapshot = ValueOrDie(transform::ReadAggregate(read, aggregate));
+  ASSERT_EQ(snapshot.groups.size(), 1u);
+  EXPECT_EQ(snapshot.groups[0].measures[0], "36893488147419103228");  // 4 × (2^63 − 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crashes: the driver runs the processor in a child process.
+
+constexpr int kKilledExitCode = 128 + SIGKILL;
+
+struct CrashFixture {
+  TempDir dir;
+  OrdersOracle oracle;
+
+  explicit CrashFixture(uint64_t seed, int batches = 40) {
+    auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+    oracle = CommitStream(*store, dir.Sub("wal"), seed, batches);
+  }
+
+  testing::ProcessResult RunDriver(const std::string& variant, int rows_per_transaction,
+                                   const std::string& crash_point = "") {
+    testing::ProcessOptions options;
+    if (crash_point.empty()) {
+      options.unset_env.push_back("SKIPPR_CRASH_POINT");
+    } else {
+      options.set_env["SKIPPR_CRASH_POINT"] = crash_point;
+    }
+    return testing::RunProcess(
+        AGGREGATES_DRIVER, {dir.path(), variant, std::to_string(rows_per_transaction)}, options);
+  }
+
+  std::map<OrdersOracle::Key, OrdersOracle::Measures> Stored(
+      const config::AggregateConfig& aggregate) {
+    auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+    return skippr::Stored(*store, aggregate);
+  }
+};
+
+TEST(AggregateProcessorCrash, BeforeCommitLeavesTheCursorAndTheStateAsTheyWere) {
+  CrashFixture fixture(11);
+  EXPECT_EQ(fixture.RunDriver("full", 5, "aggregates.before_commit").exit_code, kKilledExitCode);
+  {
+    auto store = ValueOrDie(store::Store::Open({fixture.dir.Sub("store")}));
+    store::ReadTransaction read = ValueOrDie(store->BeginRead());
+    EXPECT_FALSE(ValueOrDie(transform::ReadCursor(read, "order_totals")).has_value());
+  }
+  EXPECT_EQ(fixture.RunDriver("full", 5).exit_code, 0);
+  EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
+}
+
+TEST(AggregateProcessorCrash, AfterEveryCommitAReplayResumesAtTheCursor) {
+  CrashFixture fixture(12);
+  int kills = 0;
+  while (true) {
+    const testing::ProcessResult run = fixture.RunDriver("full", 7, "aggregates.after_commit");
+    if (run.exit_code == 0) break;
+    ASSERT_EQ(run.exit_code, kKilledExitCode) << run.err;
+    ASSERT_LT(++kills, 10'000);
+  }
+  EXPECT_GT(kills, 10);  // one kill per chunk commit
+  EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
+}
+
+TEST(AggregateProcessorCrash, SigkillAtRandomMomentsNeverChangesTheResult) {
+  std::mt19937_64 random(20261130);
+  int kills_mid_run = 0;
+  for (uint64_t iteration = 0; iteration < 50; ++iteration) {
+    SCOPED_TRACE(iteration);
+    CrashFixture fixture(100 + iteration, 30);
+    for (int attempt = 0;; ++attempt) {
+      ASSERT_LT(attempt, 1000);
+      testing::ProcessOptions options;
+      options.unset_env.push_back("SKIPPR_CRASH_POINT");
+      testing::RunningProcess driver =
+          testing::StartProcess(AGGREGATES_DRIVER, {fixture.dir.path(), "full", "8"}, options);
+      std::this_thread::sleep_for(std::chrono::microseconds(random() % 40'000));
+      driver.Kill(SIGKILL);
+      const testing::ProcessResult run = driver.Wait();
+      if (run.exit_code == 0) break;
+      ASSERT_EQ(run.exit_code, kKilledExitCode) << run.err;
+      ++kills_mid_run;
+    }
+    EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
+  }
+  EXPECT_GE(kills_mid_run, 50);  // the kills do land while the processor runs
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config changes
+
+std::map<OrdersOracle::Key, OrdersOracle::Measures> WithoutNoteCount(
+    std::map<OrdersOracle::Key, OrdersOracle::Measures> groups) {
+  for (auto& [key, measures] : groups) measures.erase(measures.begin() + 1);
+  return groups;
+}
+
+TEST(AggregateProcessor, ChangingAMeasureRebuildsTheAggregateFromTheWal) {
+  CrashFixture fixture(21);
+  ASSERT_EQ(fixture.RunDriver("full", 64).exit_code, 0);
+  config::AggregateConfig reduced = OrdersAggregate();
+  reduced.measures.erase(reduced.measures.begin() + 1);
+  // A crash inside the reset leaves the old state whole; the next run resets and rebuilds.
+  EXPECT_EQ(fixture.RunDriver("reduced", 64, "aggregates.before_reset_commit").exit_code,
+            kKilledExitCode);
+  EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
+  ASSERT_EQ(fixture.RunDriver("reduced", 64).exit_code, 0);
+  EXPECT_EQ(fixture.Stored(reduced), WithoutNoteCount(fixture.oracle.Recompute()));
+  // And back: the full aggregate is rebuilt again, equal to the recompute.
+  ASSERT_EQ(fixture.RunDriver("full", 64).exit_code, 0);
+  EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
+}
+
+TEST(AggregateProcessor, RebuildAfterTheWalWasReclaimedIsRefused) {
+  TempDir dir;
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  {
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    OkOrDie(transform::RecordWalReclaimed(write));
+    OkOrDie(write.Commit());
+  }
+  Result<std::unique_ptr<transform::AggregateProcessor>> processor =
+      transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()});
+  ASSERT_FALSE(processor.ok());
+  EXPECT_EQ(processor.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(processor.status().message().find("order_totals"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline level: reclaim waits for the processor; ingest does not.
+
+config::Config ParseOrDie(const std::string& yaml) {
+  Result<config::Config> config = config::ParseConfig(yaml, "skippr.yml", MapEnvironment());
+  if (!config.ok()) throw std::runtime_error(config.status().message());
+  return std::move(config).value();
+}
+
+std::string InvoicesYaml(const std::string& dir, const std::string& sink) {
+  return fmt::format(R"(
+data_sources:
+  files:
+    File:
+      path: {0}/input
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: file://{0}/warehouse
+      table_namespace: landed
+pipelines:
+  invoices:
+    data_source: data_sources.files
+{1}
+    data_dir: {0}/data
+    transform:
+      aggregates:
+        - id: customer_invoice_totals
+          key_fields: [customer_id]
+          measures:
+            invoice_total: {{ sum: amount }}
+            invoice_count: {{ count: "*" }}
+)",
+                     dir, sink);
+}
+
+void MarkLanded(store::Store& store, uint64_t segment_id, uint32_t slices) {
+  store::WriteTransaction write = ValueOrDie(store.BeginWrite());
+  for (uint32_t ordinal = 0; ordinal < slices; ++ordinal) {
+    OkOrDie(write.Put(store::Family::kCatalog,
+                      store::KeyBuilder().Text("landed").U64(segment_id).U64(ordinal).key(), "l"));
+  }
+  OkOrDie(write.Commit());
+}
+
+std::vector<uint64_t> LiveSegmentIds(store::Store& store) {
+  store::ReadTransaction read = ValueOrDie(store.BeginRead());
+  std::vector<uint64_t> ids;
+  for (const wal::SegmentEntry& entry : ValueOrDie(wal::LiveSegments(read)))
+    ids.push_back(entry.segment_id);
+  return ids;
+}
+
+TEST(AggregateReclaim, ALandedSegmentStaysUntilEveryCursorHasPassedIt) {
+  TempDir dir;
+  const config::Config config =
+      ParseOrDie(InvoicesYaml(dir.path(), "    data_sink: data_sinks.lake"));
+  const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
+  pipeline::PipelineState state = ValueOrDie(pipeline::PipelineState::OpenForWriting(pipeline));
+  auto wal = ValueOrDie(wal::Wal::Open(state.wal_directory(), "invoices", state.store()));
+  const auto commit = [&](int64_t customer) {
+    Batch batch;
+    batch.namespace_name = "invoices";
+    batch.fields = {{1, "customer_id", LogicalType::Long(), true},
+                    {2, "amount", LogicalType::Long(), true}};
+    for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
+    batch.columns[0].Append(Value::Int(customer));
+    batch.columns[1].Append(Value::Int(10));
+    batch.num_rows = 1;
+    return ValueOrDie(
+               wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }))
+        .segment_id;
+  };
+  auto processor = ValueOrDie(transform::AggregateProcessor::Open(
+      state.store(), state.wal_directory(), pipeline.transform.aggregates));
+  const uint64_t first = commit(1);
+  const uint64_t second = commit(2);
+  MarkLanded(state.store(), first, 1);
+  MarkLanded(state.store(), second, 1);
+  // Landed, but the processor has applied nothing: both stay.
+  EXPECT_EQ(ValueOrDie(pipeline::internal::ReclaimLandedSegments(state, pipeline)), 0u);
+  EXPECT_EQ(LiveSegmentIds(state.store()), (std::vector<uint64_t>{first, second}));
+  ValueOrDie(processor->ProcessCommitted());
+  const uint64_t third = commit(3);
+  MarkLanded(state.store(), third, 1);
+  // The processor has passed the first two, not the third.
+  EXPECT_EQ(ValueOrDie(pipeline::internal::ReclaimLandedSegments(state, pipeline)), 2u);
+  EXPECT_EQ(LiveSegmentIds(state.store()), (std::vector<uint64_t>{third}));
+  EXPECT_TRUE(std::filesystem::exists(fmt::format("{}/{}.seg", state.wal_directory(), third)) ||
+              !std::filesystem::is_empty(state.wal_directory()));
+  ValueOrDie(processor->ProcessCommitted());
+  EXPECT_EQ(ValueOrDie(pipeline::internal::ReclaimLandedSegments(state, pipeline)), 1u);
+  EXPECT_TRUE(LiveSegmentIds(state.store()).empty());
+  store::ReadTransaction read = ValueOrDie(state.store().BeginRead());
+  auto snapshot = ValueOrDie(transform::ReadAggregate(read, pipeline.transform.aggregates[0]));
+  EXPECT_EQ(snapshot.groups.size(), 3u);
+}
+
+TEST(AggregateSync, IngestCommitsEverythingWhileTheProcessorIsHeldBack) {
+  TempDir dir;
+  constexpr int64_t kRows = 3000;
+  {
+    std::filesystem::create_directories(dir.Sub("input"));
+    std::ofstream out(dir.Sub("input/invoices.jsonl"));
+    for (int64_t i = 0; i < kRows; ++i) {
+      out << fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}}})", i, i % 7, i)
+          << "\n";
+    }
+  }
+  const config::Config config = ParseOrDie(InvoicesYaml(dir.path(), ""));
+  const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
+  const std::string hold_file = dir.Sub("hold");
+  std::ofstream(hold_file).put('x');
+  ::setenv("SKIPPR_AGGREGATE_HOLD_FILE", hold_file.c_str(), 1);
+  std::atomic<bool> saw_everything_committed_and_nothing_applied{false};
+  // The watcher releases the processor once ingest has committed every row without it.
+  std::thread watcher([&] {
+    while (true) {
+      Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
+      if (status.ok() && status->live_rows == kRows && status->aggregate_lags.size() == 1) {
+        saw_everything_committed_and_nothing_applied = status->aggregate_lags[0].rows == kRows;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::filesystem::remove(hold_file);
+  });
+  Result<pipeline::SyncResult> result = pipeline::SyncOnce(config, pipeline, nullptr);
+  watcher.join();
+  ::unsetenv("SKIPPR_AGGREGATE_HOLD_FILE");
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_TRUE(saw_everything_committed_and_nothing_applied);
+  EXPECT_EQ(result->rows_aggregated, kRows);
+  pipeline::PipelineStatus status = ValueOrDie(pipeline::ReadStatus(pipeline));
+  ASSERT_EQ(status.aggregate_lags.size(), 1u);
+  EXPECT_EQ(status.aggregate_lags[0].rows, 0);
+  // customer c has the invoices i ≡ c (mod 7).
+  pipeline::PipelineState state = ValueOrDie(pipeline::PipelineState::OpenForReading(pipeline));
+  store::ReadTransaction read = ValueOrDie(state.store().BeginRead());
+  auto snapshot = ValueOrDie(transform::ReadAggregate(read, pipeline.transform.aggregates[0]));
+  ASSERT_EQ(snapshot.groups.size(), 7u);
+  for (const transform::AggregateGroup& group : snapshot.groups) {
+    const int64_t customer = std::stoll(*group.keys[0]);
+    int64_t total = 0, count = 0;
+    for (int64_t i = customer; i < kRows; i += 7) total += i, ++count;
+    // measures sorted by name: invoice_count, invoice_total
+    EXPECT_EQ(group.measures[0], std::to_string(count));
+    EXPECT_EQ(group.measures[1], std::to_string(total));
+  }
+}
+
+}  // namespace
+}  // namespace skippr
