@@ -1,18 +1,63 @@
 // BackgroundAggregator (landing.hpp): the transform.aggregates processor on a thread of its own,
 // woken after each WAL commit, so ingest never waits for it (seeds/materialised-views.txt).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/landing.hpp"
 
 namespace skippr::pipeline::internal {
 
+namespace {
+
+// The rows of every landed table (deletes applied) and the live slices they already hold, from
+// one store snapshot: where an aggregate rebuilt after reclaim starts.
+Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
+                                                     const std::string& pipeline_name) {
+  transform::LandedBaseline baseline;
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(const LandingState landing, ReadLandingState(read));
+  SKIPPR_ASSIGN_OR_RETURN(const schema::PipelineSchema saved, schema::LoadSchema(read));
+  for (const lake::SliceRef& slice : landing.landed) {
+    baseline.landed_slices.insert({slice.segment_id, slice.ordinal});
+  }
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open());
+  for (const auto& [namespace_name, snapshot] : landing.snapshots) {
+    auto fields = saved.namespaces.find(namespace_name);
+    if (fields == saved.namespaces.end()) {
+      return Status::Corruption(fmt::format(
+          "namespace '{}' has a landed table but no saved schema", namespace_name));
+    }
+    query::TableSource source;
+    source.pipeline = pipeline_name;
+    source.namespace_name = namespace_name;
+    source.fields = fields->second.fields;
+    source.batches = []() -> Result<std::vector<std::shared_ptr<const Batch>>> {
+      return std::vector<std::shared_ptr<const Batch>>();
+    };
+    SKIPPR_ASSIGN_OR_RETURN(source.landed, lake::LandedRowsOf(snapshot));
+    SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(std::move(source)));
+    SKIPPR_ASSIGN_OR_RETURN(
+        Batch batch, engine->RunToBatch(fmt::format("SELECT * FROM {}.{}",
+                                                    query::QuoteIdentifier(pipeline_name),
+                                                    query::QuoteIdentifier(namespace_name))));
+    batch.namespace_name = namespace_name;
+    baseline.batches.push_back(std::move(batch));
+  }
+  return baseline;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<BackgroundAggregator>> BackgroundAggregator::Start(
     PipelineState& state, const config::PipelineConfig& pipeline) {
   // Opening resets aggregates whose config changed, on this thread: a refusal fails the pass
   // before anything is read.
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<transform::AggregateProcessor> processor,
-                          transform::AggregateProcessor::Open(state.store(), state.wal_directory(),
-                                                              pipeline.transform.aggregates));
+  const std::string pipeline_name = pipeline.name;
+  SKIPPR_ASSIGN_OR_RETURN(
+      std::unique_ptr<transform::AggregateProcessor> processor,
+      transform::AggregateProcessor::Open(
+          state.store(), state.wal_directory(), pipeline.transform.aggregates, {},
+          [&state, pipeline_name] { return ReadLandedBaseline(state, pipeline_name); }));
   return std::unique_ptr<BackgroundAggregator>(
       new BackgroundAggregator(pipeline.name, std::move(processor)));
 }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -63,6 +64,16 @@ std::string EntityKey(const std::string& id, std::string_view entity) {
   return Prefix(id).Text("entity").Bytes(entity).key();
 }
 std::string WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
+// Set from the reset of a rebuild that starts from the landed tables until the baseline is in.
+std::string BaselinePendingKey(const std::string& id) {
+  return Prefix(id).Text("baseline_pending").key();
+}
+std::string BaselineSlicePrefix(const std::string& id) {
+  return Prefix(id).Text("baseline_slice").key();
+}
+std::string BaselineSliceKey(const std::string& id, uint64_t segment_id, uint32_t ordinal) {
+  return Prefix(id).Text("baseline_slice").U64(segment_id).U64(ordinal).key();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Little-endian record encoding, checked on read.
@@ -593,6 +604,36 @@ class Chunk {
   Status Commit(const AggregateCursor& cursor) {
     WaitForTestSeams();
     SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+    SKIPPR_RETURN_IF_ERROR(WriteState(write));
+    SKIPPR_RETURN_IF_ERROR(
+        write.Put(store::Family::kStreamState, CursorKey(aggregate_.id), EncodeCursor(cursor)));
+    CrashPoint("aggregates.before_commit");
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+    CrashPoint("aggregates.after_commit");
+    Clear();
+    return Status::OK();
+  }
+
+  // Writes the chunk (the landed tables' rows) as the baseline of a rebuild, with the live slices
+  // those rows already hold, and clears the pending mark: no cursor yet, the WAL replays from its
+  // first live segment.
+  Status CommitBaseline(const std::set<std::pair<uint64_t, uint32_t>>& landed_slices) {
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+    SKIPPR_RETURN_IF_ERROR(WriteState(write));
+    for (const auto& [segment_id, ordinal] : landed_slices) {
+      SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kStreamState,
+                                       BaselineSliceKey(aggregate_.id, segment_id, ordinal), ""));
+    }
+    SKIPPR_RETURN_IF_ERROR(
+        write.Delete(store::Family::kStreamState, BaselinePendingKey(aggregate_.id)));
+    CrashPoint("aggregates.before_baseline_commit");
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+    Clear();
+    return Status::OK();
+  }
+
+ private:
+  Status WriteState(store::WriteTransaction& write) {
     for (const auto& [key, group] : groups_) {
       if (group.rows == 0) {
         for (const MeasureState& measure : group.measures) {
@@ -615,19 +656,16 @@ class Chunk {
             write.Put(store::Family::kStreamState, store_key, EncodeEntity(entity)));
       }
     }
-    SKIPPR_RETURN_IF_ERROR(
-        write.Put(store::Family::kStreamState, CursorKey(aggregate_.id), EncodeCursor(cursor)));
-    CrashPoint("aggregates.before_commit");
-    SKIPPR_RETURN_IF_ERROR(write.Commit());
-    CrashPoint("aggregates.after_commit");
+    return Status::OK();
+  }
+
+  void Clear() {
     groups_.clear();
     entities_.clear();
     read_.reset();
     rows_ = 0;
-    return Status::OK();
   }
 
- private:
   std::string GroupKeyOf(const ResolvedSlice& slice, int64_t row) const {
     store::KeyBuilder key;
     for (const Column* column : slice.keys) AppendKeyValue(key, *column, row);
@@ -678,6 +716,31 @@ class Chunk {
   std::vector<Contribution> scratch_;
   int64_t rows_ = 0;
 };
+
+Result<std::set<std::pair<uint64_t, uint32_t>>> ReadBaselineSlices(
+    const store::ReadTransaction& read, const std::string& aggregate_id) {
+  std::set<std::pair<uint64_t, uint32_t>> slices;
+  Status failure;
+  SKIPPR_RETURN_IF_ERROR(read.Scan(
+      store::Family::kStreamState, BaselineSlicePrefix(aggregate_id),
+      [&](std::string_view key, std::string_view) {
+        store::KeyReader reader(key);
+        (void)reader.Text();  // "aggregate"
+        (void)reader.Text();  // the id
+        (void)reader.Text();  // "baseline_slice"
+        Result<uint64_t> segment_id = reader.U64();
+        Result<uint64_t> ordinal = reader.U64();
+        if (!segment_id.ok() || !ordinal.ok() || !reader.ExpectEnd().ok()) {
+          failure = Status::Corruption(fmt::format(
+              "aggregate {}: a baseline slice key in stream_state is malformed", aggregate_id));
+          return false;
+        }
+        slices.insert({*segment_id, static_cast<uint32_t>(*ordinal)});
+        return true;
+      }));
+  SKIPPR_RETURN_IF_ERROR(failure);
+  return slices;
+}
 
 }  // namespace
 
@@ -772,12 +835,44 @@ Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
 
 Result<std::unique_ptr<AggregateProcessor>> AggregateProcessor::Open(
     store::Store& store, std::string wal_directory, std::vector<config::AggregateConfig> aggregates,
-    ProcessorOptions options) {
+    ProcessorOptions options, LandedBaselineProvider landed_baseline) {
   SKIPPR_CHECK(options.rows_per_transaction > 0 && options.keys_per_transaction > 0);
   std::unique_ptr<AggregateProcessor> processor(
       new AggregateProcessor(store, std::move(wal_directory), std::move(aggregates), options));
+  processor->landed_baseline_ = std::move(landed_baseline);
   SKIPPR_RETURN_IF_ERROR(processor->ResetChangedAggregates());
+  SKIPPR_RETURN_IF_ERROR(processor->LoadPendingBaselines());
   return processor;
+}
+
+Status AggregateProcessor::LoadPendingBaselines() {
+  std::vector<const config::AggregateConfig*> pending;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
+    for (const config::AggregateConfig& aggregate : aggregates_) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> mark,
+                              read.Get(store::Family::kStreamState, BaselinePendingKey(aggregate.id)));
+      if (mark) pending.push_back(&aggregate);
+    }
+  }
+  if (pending.empty()) return Status::OK();
+  // Read after the reset committed: with no cursor the aggregate passes no segment, so nothing it
+  // needs can be reclaimed between this snapshot and the baseline's commit.
+  SKIPPR_ASSIGN_OR_RETURN(const LandedBaseline baseline, landed_baseline_());
+  for (const config::AggregateConfig* aggregate : pending) {
+    spdlog::info("aggregate {}: starting from {} landed batch(es); {} live slice(s) already landed",
+                 aggregate->id, baseline.batches.size(), baseline.landed_slices.size());
+    Chunk chunk(store_, *aggregate);
+    for (const Batch& batch : baseline.batches) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(*aggregate, batch));
+      if (!resolved) continue;
+      for (int64_t row = 0; row < batch.num_rows; ++row) {
+        SKIPPR_RETURN_IF_ERROR(chunk.ApplyRow(batch, *resolved, row));
+      }
+    }
+    SKIPPR_RETURN_IF_ERROR(chunk.CommitBaseline(baseline.landed_slices));
+  }
+  return Status::OK();
 }
 
 Status AggregateProcessor::ResetChangedAggregates() {
@@ -789,20 +884,26 @@ Status AggregateProcessor::ResetChangedAggregates() {
     const std::string hash = aggregate.ConfigHash();
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                             write.Get(store::Family::kStreamState, HashKey(aggregate.id)));
-    if (stored == hash) continue;
-    if (reclaimed) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> pending,
+                            write.Get(store::Family::kStreamState, BaselinePendingKey(aggregate.id)));
+    if (stored == hash && !pending) continue;
+    if (reclaimed && !landed_baseline_) {
       return Status::NotSupported(fmt::format(
-          "transform.aggregates {}: the aggregate is new or its id, keys or measures changed, so "
-          "it must be rebuilt from the start of the WAL, and this pipeline's WAL was already "
-          "reclaimed after landing; rebuilding from the landed table is not built yet: restore "
-          "the previous aggregate config, or sync into a new pipeline",
+          "transform.aggregates {}: the aggregate is new or its id, keys or measures changed, and "
+          "this pipeline's WAL was already reclaimed after landing, so it must be rebuilt from "
+          "the landed tables, which needs the pipeline's sink: run it through `skipprd sync`",
           aggregate.id));
     }
-    spdlog::info("aggregate {}: {}; rebuilding it from the start of the WAL", aggregate.id,
-                 stored ? "its config changed" : "new");
+    spdlog::info("aggregate {}: {}; rebuilding it from {}", aggregate.id,
+                 pending ? "a rebuild was interrupted" : stored ? "its config changed" : "new",
+                 reclaimed ? "the landed tables and the live WAL" : "the start of the WAL");
     SKIPPR_RETURN_IF_ERROR(
         write.DeletePrefix(store::Family::kStreamState, Prefix(aggregate.id).key()));
     SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kStreamState, HashKey(aggregate.id), hash));
+    if (reclaimed) {
+      SKIPPR_RETURN_IF_ERROR(
+          write.Put(store::Family::kStreamState, BaselinePendingKey(aggregate.id), ""));
+    }
     changed = true;
   }
   // State of aggregates no longer configured: left behind, it would hold a stale cursor if the
@@ -844,10 +945,12 @@ Result<int64_t> AggregateProcessor::ProcessCommitted() {
 Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConfig& aggregate) {
   std::vector<wal::SegmentEntry> live;
   std::optional<AggregateCursor> cursor;
+  std::set<std::pair<uint64_t, uint32_t>> in_baseline;  // live slices a rebuild's baseline holds
   {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
     SKIPPR_ASSIGN_OR_RETURN(live, wal::LiveSegments(read));
     SKIPPR_ASSIGN_OR_RETURN(cursor, ReadCursor(read, aggregate.id));
+    SKIPPR_ASSIGN_OR_RETURN(in_baseline, ReadBaselineSlices(read, aggregate.id));
   }
   Chunk chunk(store_, aggregate);
   int64_t applied = 0;
@@ -864,7 +967,9 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
                    batch.cdc->business_keys.size() == static_cast<size_t>(batch.num_rows));
       SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(aggregate, batch));
       int64_t row = resumes && ordinal == cursor->slice_ordinal ? cursor->row_index : 0;
-      if (!resolved) continue;  // not this aggregate's namespace: the segment-end commit passes it
+      // Not this aggregate's namespace, or rows the landed baseline already holds: the
+      // segment-end commit passes the slice.
+      if (!resolved || in_baseline.contains({segment.segment_id, ordinal})) continue;
       for (; row < batch.num_rows; ++applied) {
         SKIPPR_RETURN_IF_ERROR(chunk.ApplyRow(batch, *resolved, row));
         ++row;

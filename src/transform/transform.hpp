@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,15 @@ struct AggregateSnapshot {
 Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
                                         const config::AggregateConfig& aggregate);
 
+// Where an aggregate rebuilt after the WAL was reclaimed starts (DESIGN.md §8): the rows of the
+// landed tables, as inserts, and the live slices those tables already hold (the replay skips
+// them) — both from one store snapshot. The pipeline supplies it; it reads the lake.
+struct LandedBaseline {
+  std::vector<Batch> batches;
+  std::set<std::pair<uint64_t, uint32_t>> landed_slices;  // (segment id, slice ordinal)
+};
+using LandedBaselineProvider = std::function<Result<LandedBaseline>()>;
+
 struct ProcessorOptions {
   // A store transaction (which also writes the cursor) ends after this many rows, or once its
   // rows touched this many groups and entities, whichever comes first. Tests use a few rows to
@@ -163,12 +174,13 @@ struct ProcessorOptions {
 class AggregateProcessor {
  public:
   // `wal_directory` holds the pipeline's segment files. Aggregates whose config hash changed are
-  // reset (their prefix deleted) and rebuilt from the start of the WAL; state of aggregates no
-  // longer configured is deleted. NotSupported when a rebuild is needed and the WAL was already
-  // reclaimed (the rebuild from the landed table is not built yet).
+  // reset (their prefix deleted) and rebuilt from the start of the WAL — or, once the WAL was
+  // reclaimed behind a landing, from `landed_baseline` and then the live WAL (NotSupported
+  // without one); state of aggregates no longer configured is deleted.
   static Result<std::unique_ptr<AggregateProcessor>> Open(
       store::Store& store, std::string wal_directory,
-      std::vector<config::AggregateConfig> aggregates, ProcessorOptions options = {});
+      std::vector<config::AggregateConfig> aggregates, ProcessorOptions options = {},
+      LandedBaselineProvider landed_baseline = {});
 
   // Applies every committed row after each aggregate's cursor, in bounded store transactions that
   // each write the state and the cursor. Returns the rows applied. Safe to call again at any time,
@@ -185,12 +197,15 @@ class AggregateProcessor {
         aggregates_(std::move(aggregates)),
         options_(options) {}
   Status ResetChangedAggregates();
+  // Applies the landed baseline of every aggregate whose rebuild is pending (its reset marked it).
+  Status LoadPendingBaselines();
   Result<int64_t> ProcessAggregate(const config::AggregateConfig& aggregate);
 
   store::Store& store_;
   std::string wal_directory_;
   std::vector<config::AggregateConfig> aggregates_;
   ProcessorOptions options_;
+  LandedBaselineProvider landed_baseline_;
 };
 
 // END transform.aggregates

@@ -13,6 +13,7 @@
 namespace skippr::testing {
 namespace {
 
+namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 std::string Config(const TempDir& dir, const std::string& source_yaml, const std::string& pipeline,
@@ -162,6 +163,65 @@ TEST(AggregatesE2e, ChangingAMeasureRebuildsAndVerifyStillHolds) {
   ASSERT_EQ(Skipprd(dir, {"sync", "-p", "invoices", "--once"}).exit_code, 0);
   ProcessResult verify = Skipprd(dir, {"aggregates", "verify"});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// With a SkipprLake sink the WAL is reclaimed behind the landing: a changed measure rebuilds from
+// the landed table plus the live WAL, and still equals the SQL recompute — also when more rows
+// arrive in the same pass and when the rebuild is killed before its baseline commits.
+TEST(AggregatesE2e, ChangingAMeasureAfterReclaimRebuildsFromTheLandedTable) {
+  TempDir dir;
+  WriteInvoices(dir, 5'000);
+  const std::string source = fmt::format("\n    File:\n      path: {}/input", dir.path());
+  // Landings of about 1 MiB, so the second pass lands while it is still reading.
+  const std::string small_landings = "\n      target_file_size_bytes: 1048576";
+  dir.Write("skippr.yml", Config(dir, source, "invoices", kInvoiceAggregate, small_landings));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "invoices", "--once"}).exit_code, 0);
+  ProcessResult status = Skipprd(dir, {"status", "-p", "invoices", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(nlohmann::json::parse(status.out)["pipelines"][0]["live_segments"], 0)
+      << "the landing reclaimed the WAL, so the rebuild cannot replay it";
+
+  constexpr int64_t kMoreRows = 40'000;
+  std::string more;
+  for (int64_t i = 5'000; i < 5'000 + kMoreRows; ++i) {
+    more += fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}, "note": "{}"}})",
+                        i, i % 17, i % 1000, std::string(40, 'n')) +
+            "\n";
+  }
+  dir.Write("input/more.jsonl", more);
+  // The processor is held, so a landing during this pass cannot reclaim its segments: their
+  // slices are in the table and still in the live WAL when the run dies just after recording it.
+  dir.Write("hold", "");
+  ProcessResult landed = Skipprd(dir, {"sync", "-p", "invoices", "--once"},
+                                 {{"SKIPPR_AGGREGATE_HOLD_FILE", dir.path() + "/hold"},
+                                  {"BUFFER_THRESHOLD_BYTES", "65536"},
+                                  {"SKIPPR_CRASH_POINT", "landing.after_store_commit"}});
+  EXPECT_NE(landed.exit_code, 0);
+  fs::remove(dir.path() + "/hold");
+  status = Skipprd(dir, {"status", "-p", "invoices", "--output", "json"});
+  EXPECT_GT(nlohmann::json::parse(status.out)["pipelines"][0]["live_segments"], 0);
+
+  dir.Write("skippr.yml", Config(dir, source, "invoices",
+                                 std::string(kInvoiceAggregate) +
+                                     "\n            largest_count: { count: amount }",
+                                 small_landings));
+  // Killed after the reset, before the baseline commits: the next run starts the rebuild over.
+  ProcessResult killed = Skipprd(dir, {"sync", "-p", "invoices", "--once"},
+                                 {{"SKIPPR_CRASH_POINT", "aggregates.before_baseline_commit"}});
+  EXPECT_NE(killed.exit_code, 0);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "invoices", "--once"}).exit_code, 0);
+  ProcessResult verify = Skipprd(dir, {"aggregates", "verify"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  const nlohmann::json sql =
+      QueryPlain(dir, "SELECT CAST(count(*) AS VARCHAR) FROM invoices.invoices");
+  EXPECT_EQ(sql[0][0].get<std::string>(), std::to_string(5'000 + kMoreRows));
+  ProcessResult show = Skipprd(dir, {"aggregates", "show", "-p", "invoices", "--output", "json"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  int64_t invoices = 0;
+  for (const nlohmann::json& group : nlohmann::json::parse(show.out)) {
+    invoices += group["invoice_count"].get<int64_t>();
+  }
+  EXPECT_EQ(invoices, 5'000 + kMoreRows);
 }
 
 TEST(AggregatesE2e, ASyncKilledAtEachProcessorCrashPointResumesAndVerifies) {
