@@ -143,6 +143,50 @@ TEST(AggregatesE2e, SampleRidesEqualAGroupByOverQuery) {
   EXPECT_EQ(groups[0]["revenue"].get<std::string>(), sql[0][0].get<std::string>());
 }
 
+// The seed's example verbatim (pipeline `invoices`, aggregate `customer_invoice_totals`) over the
+// Sample source: a transform.ops rename gives the rides a `customer_id`, and the aggregate over the
+// transformed rows equals a GROUP BY over `query`.
+TEST(AggregatesE2e, TheSeedExampleOverTheSampleSourceEqualsAGroupByOverQuery) {
+  TempDir dir;
+  dir.Write("skippr.yml", fmt::format(R"(data_sources:
+  sample:
+    Sample: {{rows: 20000}}
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: file://{}/warehouse
+pipelines:
+  invoices:
+    data_source: data_sources.sample
+    data_sink: data_sinks.lake
+    transform:
+      ops:
+        - rename: {{bike_id: customer_id}}
+      aggregates:
+{}
+)",
+                                      dir.path(), kInvoiceAggregate));
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "invoices", "--once"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  ProcessResult show = Skipprd(dir, {"aggregates", "show", "-p", "invoices", "--id",
+                                     "customer_invoice_totals", "--output", "json"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  const nlohmann::json groups = nlohmann::json::parse(show.out);
+  const nlohmann::json sql = QueryPlain(
+      dir,
+      "SELECT CAST(customer_id AS VARCHAR), CAST(count(*) AS VARCHAR), CAST(sum(amount) AS "
+      "VARCHAR) FROM invoices.invoices GROUP BY customer_id ORDER BY customer_id");
+  ASSERT_GT(sql.size(), 1u);
+  ASSERT_EQ(groups.size(), sql.size());
+  for (size_t i = 0; i < sql.size(); ++i) {
+    EXPECT_EQ(groups[i]["customer_id"].get<std::string>(), sql[i][0].get<std::string>());
+    EXPECT_EQ(groups[i]["invoice_count"].dump(), sql[i][1].get<std::string>());
+    EXPECT_EQ(groups[i]["invoice_total"].get<std::string>(), sql[i][2].get<std::string>());
+  }
+  ProcessResult verify = Skipprd(dir, {"aggregates", "verify", "-p", "invoices"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
 TEST(AggregatesE2e, ChangingAMeasureRebuildsAndVerifyStillHolds) {
   TempDir dir;
   WriteInvoices(dir, 5'000);
