@@ -31,6 +31,12 @@ step 'skipprd query --sql "SELECT start_station.name AS station, count(*) AS rid
 "$skipprd" query --sql "SELECT start_station.name AS station, count(*) AS rides FROM bikehire.bikehire GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
 step 'skipprd query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"'
 "$skipprd" query --plain --sql "SELECT count(*) AS rides FROM bikehire.bikehire"
+# The example's materialised view (transform.aggregates), kept in the store with the WAL cursor,
+# and a recompute of it with SQL over the same rows.
+step skipprd aggregates show --pipeline bikehire
+"$skipprd" aggregates show --pipeline bikehire
+step skipprd aggregates verify --pipeline bikehire
+"$skipprd" aggregates verify --pipeline bikehire
 
 # The same pipeline with a destination: a local SkipprLake warehouse (Apache Iceberg tables). The
 # config is the example plus a data_sinks entry; the first sync lands what the WAL holds.
