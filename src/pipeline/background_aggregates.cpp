@@ -64,71 +64,30 @@ Result<std::unique_ptr<BackgroundAggregator>> BackgroundAggregator::Start(
 
 BackgroundAggregator::BackgroundAggregator(std::string pipeline_name,
                                            std::unique_ptr<transform::AggregateProcessor> processor)
-    : pipeline_name_(std::move(pipeline_name)), processor_(std::move(processor)) {
-  thread_ = std::thread([this] { Run(); });
-}
+    : pipeline_name_(std::move(pipeline_name)),
+      processor_(std::move(processor)),
+      rounds_([this] { return ProcessRound(); }) {}
 
-BackgroundAggregator::~BackgroundAggregator() {
-  {
-    std::lock_guard lock(mutex_);
-    has_stopped_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+BackgroundAggregator::~BackgroundAggregator() = default;
 
-void BackgroundAggregator::RequestProcessing() {
-  {
-    std::lock_guard lock(mutex_);
-    is_requested_ = true;
-  }
-  changed_.notify_all();
-}
+void BackgroundAggregator::RequestProcessing() { rounds_.Request(); }
 
-Status BackgroundAggregator::failure() const {
-  std::lock_guard lock(mutex_);
-  return failure_;
-}
+Status BackgroundAggregator::failure() const { return rounds_.failure(); }
 
 Result<int64_t> BackgroundAggregator::Finish() {
-  {
-    std::lock_guard lock(mutex_);
-    is_finishing_ = true;
-    is_requested_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mutex_);
-  SKIPPR_RETURN_IF_ERROR(failure_);
+  SKIPPR_RETURN_IF_ERROR(rounds_.Finish());
   return rows_applied_;
 }
 
-void BackgroundAggregator::Run() {
-  while (true) {
-    bool is_last_round = false;
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [this] { return is_requested_ || has_stopped_; });
-      if (has_stopped_) return;
-      // A request arriving during this round runs another: its commit may be after our snapshot.
-      is_requested_ = false;
-      is_last_round = is_finishing_;
-    }
-    Result<int64_t> round = processor_->ProcessCommitted();
-    std::lock_guard lock(mutex_);
-    if (!round.ok()) {
-      spdlog::error("sync {}: the aggregate processor stopped: {}", pipeline_name_,
-                    round.status().message());
-      failure_ = round.status();
-      has_stopped_ = true;
-      return;
-    }
-    rows_applied_ += *round;
-    if (is_last_round) {
-      has_stopped_ = true;
-      return;
-    }
+Status BackgroundAggregator::ProcessRound() {
+  Result<int64_t> applied = processor_->ProcessCommitted();
+  if (!applied.ok()) {
+    spdlog::error("sync {}: the aggregate processor stopped: {}", pipeline_name_,
+                  applied.status().message());
+    return applied.status();
   }
+  rows_applied_ += *applied;
+  return Status::OK();
 }
 
 }  // namespace skippr::pipeline::internal

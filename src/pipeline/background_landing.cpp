@@ -1,4 +1,5 @@
-// BackgroundLander (landing.hpp): LandCommittedSlices rounds on a thread of their own.
+// RoundThread and BackgroundLander (landing.hpp): LandCommittedSlices rounds on a thread of their
+// own.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,13 +14,12 @@ namespace {
 constexpr uint64_t kKeptLandings = 2;
 }  // namespace
 
-BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
-                                   std::unique_ptr<lake::LakeWriter> writer, LakePolicy policy)
-    : state_(state), pipeline_(pipeline), writer_(std::move(writer)), policy_(policy) {
-  thread_ = std::thread([this] { Run(); });
-}
+// ----- RoundThread ---------------------------------------------------------------------------
 
-BackgroundLander::~BackgroundLander() {
+RoundThread::RoundThread(std::function<Status()> round)
+    : round_(std::move(round)), thread_([this] { Run(); }) {}
+
+RoundThread::~RoundThread() {
   {
     std::lock_guard lock(mutex_);
     has_stopped_ = true;
@@ -28,10 +28,79 @@ BackgroundLander::~BackgroundLander() {
   if (thread_.joinable()) thread_.join();
 }
 
+void RoundThread::Request() {
+  {
+    std::lock_guard lock(mutex_);
+    is_requested_ = true;
+  }
+  changed_.notify_all();
+}
+
+Status RoundThread::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+bool RoundThread::has_stopped() const {
+  std::lock_guard lock(mutex_);
+  return has_stopped_;
+}
+
+Status RoundThread::Finish() {
+  {
+    std::lock_guard lock(mutex_);
+    is_finishing_ = true;
+    is_requested_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void RoundThread::Run() {
+  while (true) {
+    bool is_last_round = false;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return is_requested_ || has_stopped_; });
+      if (has_stopped_) return;
+      // A request arriving during this round runs another: what it asks for may be committed
+      // after this round read its snapshot.
+      is_requested_ = false;
+      is_last_round = is_finishing_;
+    }
+    Status status = round_();
+    std::lock_guard lock(mutex_);
+    if (!status.ok()) {
+      failure_ = std::move(status);
+      has_stopped_ = true;
+      return;
+    }
+    if (is_last_round) {
+      has_stopped_ = true;
+      return;
+    }
+  }
+}
+
+// ----- BackgroundLander ----------------------------------------------------------------------
+
+BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
+                                   std::unique_ptr<lake::LakeWriter> writer, LakePolicy policy)
+    : state_(state),
+      pipeline_(pipeline),
+      writer_(std::move(writer)),
+      policy_(policy),
+      rounds_([this] { return LandRound(); }) {}
+
+BackgroundLander::~BackgroundLander() = default;
+
 void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches,
                                            uint64_t source_bytes) {
-  std::lock_guard lock(mutex_);
-  if (has_stopped_ || kept_bytes_ + source_bytes > kKeptLandings * policy_.target_file_bytes) {
+  if (rounds_.has_stopped()) return;
+  std::lock_guard lock(handover_mutex_);
+  if (kept_bytes_ + source_bytes > kKeptLandings * policy_.target_file_bytes) {
     return;  // the landing decodes the segment instead
   }
   for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
@@ -42,63 +111,29 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
   kept_bytes_ += source_bytes;
 }
 
-void BackgroundLander::RequestLanding() {
-  {
-    std::lock_guard lock(mutex_);
-    is_landing_requested_ = true;
-  }
-  changed_.notify_all();
-}
+void BackgroundLander::RequestLanding() { rounds_.Request(); }
 
-Status BackgroundLander::failure() const {
-  std::lock_guard lock(mutex_);
-  return failure_;
-}
+Status BackgroundLander::failure() const { return rounds_.failure(); }
 
 Result<LandingPassResult> BackgroundLander::Finish() {
-  {
-    std::lock_guard lock(mutex_);
-    is_finishing_ = true;
-    is_landing_requested_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mutex_);
-  SKIPPR_RETURN_IF_ERROR(failure_);
+  SKIPPR_RETURN_IF_ERROR(rounds_.Finish());
   return totals_;
 }
 
-void BackgroundLander::Run() {
-  while (true) {
-    bool is_last_round = false;
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [this] { return is_landing_requested_ || has_stopped_; });
-      if (has_stopped_) return;
-      // A round asked for after this point runs after this one: what it must land may be
-      // committed after this round planned its landings.
-      is_landing_requested_ = false;
-      is_last_round = is_finishing_;
-      pass_.committed_batches.merge(handed_over_);
-      handed_over_.clear();
-    }
-    Result<LandingPassResult> round =
-        LandCommittedSlices(state_, pipeline_, *writer_, policy_, pass_);
-    std::lock_guard lock(mutex_);
-    if (!round.ok()) {
-      failure_ = round.status();
-      has_stopped_ = true;
-      return;
-    }
-    totals_.landings += round->landings;
-    totals_.rows_landed += round->rows_landed;
-    totals_.segments_reclaimed += round->segments_reclaimed;
-    ForgetLandedSegments();
-    if (is_last_round) {
-      has_stopped_ = true;
-      return;
-    }
+Status BackgroundLander::LandRound() {
+  {
+    std::lock_guard lock(handover_mutex_);
+    pass_.committed_batches.merge(handed_over_);
+    handed_over_.clear();
   }
+  SKIPPR_ASSIGN_OR_RETURN(const LandingPassResult round,
+                          LandCommittedSlices(state_, pipeline_, *writer_, policy_, pass_));
+  totals_.landings += round.landings;
+  totals_.rows_landed += round.rows_landed;
+  totals_.segments_reclaimed += round.segments_reclaimed;
+  std::lock_guard lock(handover_mutex_);
+  ForgetLandedSegments();
+  return Status::OK();
 }
 
 void BackgroundLander::ForgetLandedSegments() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,36 @@ struct LandingState {
 };
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read);
 
+// A thread that runs `round` whenever asked — requests arriving during a round collapse into one
+// more round, since what they ask for may postdate the running round's snapshot — and once more,
+// last, on Finish. The first error stops it. The background lander and aggregator are built on it.
+class RoundThread {
+ public:
+  // Starts the thread; the first round runs at once (it picks up what an earlier run left).
+  explicit RoundThread(std::function<Status()> round);
+  ~RoundThread();  // stops after the round in progress
+  RoundThread(const RoundThread&) = delete;
+  RoundThread& operator=(const RoundThread&) = delete;
+
+  void Request();           // returns at once
+  Status failure() const;   // the error that stopped the thread, or OK while it runs
+  bool has_stopped() const;
+  // Runs a last round after everything requested so far, stops the thread; the first error.
+  Status Finish();
+
+ private:
+  void Run();
+
+  const std::function<Status()> round_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool is_requested_ = true;
+  bool is_finishing_ = false;
+  bool has_stopped_ = false;
+  Status failure_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 // Lands on a thread of its own, so ingest goes on while DuckDB writes Parquet: the sync thread
 // hands over each committed segment's batches and asks for a landing round; the lander runs
 // LandCommittedSlices rounds until told to finish. Landing stays exactly once (the protocol is in
@@ -100,27 +131,22 @@ class BackgroundLander {
   Result<LandingPassResult> Finish();
 
  private:
-  void Run();
-  void ForgetLandedSegments();  // with mutex_ held, on the lander thread
+  Status LandRound();            // on the lander thread
+  void ForgetLandedSegments();  // with handover_mutex_ held, on the lander thread
 
   PipelineState& state_;
   const config::PipelineConfig& pipeline_;
   std::unique_ptr<lake::LakeWriter> writer_;
   const LakePolicy policy_;
-  PassLandings pass_;  // the lander thread's own
+  PassLandings pass_;          // the lander thread's own
+  LandingPassResult totals_;   // the lander thread's own; read after Finish
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  std::mutex handover_mutex_;
   std::map<lake::SliceRef, std::shared_ptr<const Batch>> handed_over_;  // not yet in pass_
   // Source bytes of the segments whose batches are kept (handed over or in pass_), by segment.
   std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
   uint64_t kept_bytes_ = 0;
-  bool is_landing_requested_ = true;  // the first round lands what an earlier run left
-  bool is_finishing_ = false;
-  bool has_stopped_ = false;
-  Status failure_;
-  LandingPassResult totals_;
-  std::thread thread_;
+  RoundThread rounds_;  // last: its first round starts at construction
 };
 
 // Reclaims the live segments whose slices are all landed and which every aggregate's cursor has
@@ -149,18 +175,12 @@ class BackgroundAggregator {
  private:
   BackgroundAggregator(std::string pipeline_name,
                        std::unique_ptr<transform::AggregateProcessor> processor);
-  void Run();
+  Status ProcessRound();  // on the processor thread
 
   const std::string pipeline_name_;
   std::unique_ptr<transform::AggregateProcessor> processor_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  bool is_requested_ = true;  // the first round applies what an earlier run left
-  bool is_finishing_ = false;
-  bool has_stopped_ = false;
-  Status failure_;
-  int64_t rows_applied_ = 0;
-  std::thread thread_;
+  int64_t rows_applied_ = 0;  // the processor thread's own; read after Finish
+  RoundThread rounds_;        // last: its first round starts at construction
 };
 
 }  // namespace skippr::pipeline::internal
