@@ -91,21 +91,26 @@ TEST(TransformOpsE2e, DiscoverSchemaAndQuerySeeTheTransformedRecords) {
   }
 }
 
-// Acceptance (issue #6): a transform error fails the sync (exit 1), names the op and the record,
-// and leaves the source positions and the committed rows where they were; after the config is
-// fixed, the next sync resumes without loss or duplicates.
-TEST(TransformOpsE2e, ABadCastFailsTheSyncAndLeavesOffsetsWhereTheyWere) {
-  TempDir dir;
-  const std::string config = R"y(data_sources:
-  files: {File: {path: input}}
+// A pipeline `shop` over the files in input/ with `op` as its only transform op.
+std::string ShopWithOneOp(const std::string& op) {
+  return fmt::format(R"y(data_sources:
+  files: {{File: {{path: input}}}}
 pipelines:
   shop:
     data_source: data_sources.files
     transform:
       ops:
-        - cast: {code: int}
-)y";
-  dir.Write("skippr.yml", config);
+        - {}
+)y",
+                     op);
+}
+
+// Acceptance (issue #6): a transform error fails the sync (exit 1), names the op and the record,
+// and leaves the source positions and the committed rows where they were; after the config is
+// fixed, the next sync resumes without loss or duplicates.
+TEST(TransformOpsE2e, ABadCastFailsTheSyncAndLeavesOffsetsWhereTheyWere) {
+  TempDir dir;
+  dir.Write("skippr.yml", ShopWithOneOp("cast: {code: int}"));
   std::string first;
   for (int id = 1; id <= 100; ++id) first += fmt::format("{{\"id\":{0},\"code\":\"{0}\"}}\n", id);
   dir.Write("input/a.jsonl", first);
@@ -136,10 +141,7 @@ pipelines:
               ElementsAre("100", "5050"));
 
   // Fixed: unreadable codes become NULL. The rerun reads b.jsonl from where the failure left it.
-  std::string fixed = config;
-  fixed.replace(fixed.find("- cast: {code: int}"), std::string("- cast: {code: int}").size(),
-                "- derive: {code: \"TRY_CAST(code AS INTEGER)\"}");
-  dir.Write("skippr.yml", fixed);
+  dir.Write("skippr.yml", ShopWithOneOp("derive: {code: \"TRY_CAST(code AS INTEGER)\"}"));
   ProcessResult rerun = Skipprd(dir, {"sync", "-p", "shop", "--once"});
   ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
   EXPECT_THAT(
@@ -152,16 +154,7 @@ pipelines:
 // in the positions, nothing beyond), and the fixed rerun ends with every row exactly once.
 TEST(TransformOpsE2e, AFailureMidPassKeepsCommittedRowsAndPositionsInStep) {
   TempDir dir;
-  const std::string config = R"y(data_sources:
-  files: {File: {path: input}}
-pipelines:
-  shop:
-    data_source: data_sources.files
-    transform:
-      ops:
-        - cast: {code: long}
-)y";
-  dir.Write("skippr.yml", config);
+  dir.Write("skippr.yml", ShopWithOneOp("cast: {code: long}"));
   constexpr int kFiles = 6;
   constexpr int kRowsPerFile = 400;
   for (int file = 0; file < kFiles; ++file) {
@@ -197,10 +190,7 @@ pipelines:
   EXPECT_EQ(committed[1], std::to_string(consumed));
   EXPECT_EQ(committed[2], std::to_string(consumed));  // a prefix of the input, in file order
 
-  std::string fixed = config;
-  fixed.replace(fixed.find("- cast: {code: long}"), std::string("- cast: {code: long}").size(),
-                "- derive: {code: \"TRY_CAST(code AS BIGINT)\"}");
-  dir.Write("skippr.yml", fixed);
+  dir.Write("skippr.yml", ShopWithOneOp("derive: {code: \"TRY_CAST(code AS BIGINT)\"}"));
   ProcessResult rerun = Skipprd(dir, {"sync", "-p", "shop", "--once"}, small_batches);
   ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
   const int total = kFiles * kRowsPerFile;
