@@ -86,7 +86,10 @@ Result<VersionedMetadata> CreateTableWithMetadata(Catalog& catalog, const TableI
                                                   const TableMetadata& metadata);
 
 // The metadata file the catalog points at, read and checked. For readers: changes nothing.
+// NotFound only when the catalog has no such table; a catalog row whose metadata file is gone is
+// Corruption (MissingCurrentMetadata), never "create it again".
 Result<VersionedMetadata> LoadTableMetadata(Catalog& catalog, const TableIdentifier& table);
+Status MissingCurrentMetadata(const TableIdentifier& table, std::string_view metadata_location);
 
 // For the table's writer: like LoadTableMetadata, but first completes a commit that wrote its
 // metadata file and died before the swap (see above).

@@ -69,6 +69,14 @@ Status SwapToNewFile(Catalog& catalog, const TableIdentifier& table,
 
 }  // namespace
 
+Status MissingCurrentMetadata(const TableIdentifier& table, std::string_view metadata_location) {
+  return Status::Corruption(fmt::format(
+      "the catalog points table {} at metadata file {}, which does not exist: the table's current "
+      "metadata was deleted or moved; restore it from a backup of the warehouse (nothing is "
+      "landed or reclaimed until then, the WAL keeps every row)",
+      table.ToString(), metadata_location));
+}
+
 Result<VersionedMetadata> CreateTableWithMetadata(Catalog& catalog, const TableIdentifier& table,
                                                   const TableMetadata& metadata) {
   SKIPPR_RETURN_IF_ERROR(catalog.CreateNamespace(table.table_namespace));
@@ -91,7 +99,13 @@ Result<VersionedMetadata> CreateTableWithMetadata(Catalog& catalog, const TableI
 
 Result<VersionedMetadata> LoadTableMetadata(Catalog& catalog, const TableIdentifier& table) {
   SKIPPR_ASSIGN_OR_RETURN(std::string location, catalog.LoadTable(table));
-  return ReadVersioned(std::move(location));
+  Result<VersionedMetadata> loaded = ReadVersioned(location);
+  // NotFound from here would read as "no such table" and invite a create, which the catalog row
+  // refuses: the table exists, its current metadata does not.
+  if (!loaded.ok() && loaded.status().code() == StatusCode::kNotFound) {
+    return MissingCurrentMetadata(table, location);
+  }
+  return loaded;
 }
 
 Result<VersionedMetadata> LoadTableForCommit(Catalog& catalog, const TableIdentifier& table) {

@@ -817,7 +817,11 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                               iceberg::NewTableMetadata(location, namespace_schema.fields, NowMs(),
                                                         namespace_schema.last_field_id));
       base = iceberg::CreateTableWithMetadata(*catalog_, table, created);
-      if (!base.ok() && base.status().code() == StatusCode::kConflict) continue;  // raced: load
+      // Raced with another writer's create: load what it made (bounded, like commit conflicts).
+      if (!base.ok() && base.status().code() == StatusCode::kConflict &&
+          attempt < kCommitAttempts) {
+        continue;
+      }
     }
     SKIPPR_RETURN_IF_ERROR(base.status());
     const iceberg::Snapshot* parent = base->metadata.CurrentSnapshot();

@@ -206,6 +206,43 @@ TEST(LakeHealth, ManyLandingsKeepTheMetadataBounded) {
   EXPECT_EQ(ReadWithIcebird(dir, "events")["rows"].size(), 15000u);
 }
 
+// The table's current vN.metadata.json deleted by hand: sync used to spin forever (a missing
+// metadata file read as "no table", whose create the catalog refused, retried without end). Now
+// the pass fails with a Corruption naming the file, keeps the rows in the WAL, and once the file
+// is restored lands them exactly once.
+TEST(LakeHealth, AMissingCurrentMetadataFileIsAClearErrorAndNothingIsLost) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}"));
+  int64_t checksum = WriteInput(dir, 1, 500, 0, "first");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+
+  const std::string table = Warehouse(dir) + "/landed/events";
+  Result<iceberg::VersionedMetadata> current = iceberg::ReadCurrentMetadata("file://" + table);
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  const std::string metadata_path = current->location.substr(std::string("file://").size());
+  const std::string kept = dir.path() + "/kept.metadata.json";
+  fs::rename(metadata_path, kept);
+
+  checksum += WriteInput(dir, 1, 300, 500, "second");
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("the catalog points table landed.events at metadata file " +
+                                  current->location + ", which does not exist"));
+  EXPECT_THAT(sync.err, HasSubstr("restore it from a backup of the warehouse"));
+  ProcessResult status = Skipprd(dir, {"status", "-p", "events", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(nlohmann::json::parse(status.out)["pipelines"][0]["live_rows"], 300)
+      << "the rows that could not land stay in the WAL";
+
+  fs::rename(kept, metadata_path);
+  sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                          "events.events"),
+            (std::vector<std::string>{"800", "800", std::to_string(checksum)}));
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u);
+}
+
 // write_policy replace_table: each sync pass's rows replace the table (an overwrite snapshot).
 TEST(LakePolicy, ReplaceTableKeepsOnlyTheLatestPassRows) {
   TempDir dir;
