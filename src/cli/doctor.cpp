@@ -11,11 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "core/disk.hpp"
+#include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
 
@@ -58,17 +60,30 @@ Check CheckWritable(const std::string& data_dir) {
                  : fmt::format("DATA_DIR {} will be created (its parent is writable)", data_dir)};
 }
 
-Check CheckDiskSpace(const std::string& data_dir) {
+// The disk rule of the first pipeline on `data_dir` (the defaults when none is configured).
+Check CheckDiskSpace(const std::string& data_dir, const config::PipelineConfig* pipeline) {
   Result<DiskUsage> usage = MeasureDisk(data_dir);
   if (!usage.ok())
     return {false, fmt::format("DATA_DIR {}: {}", data_dir, usage.status().message())};
-  const DiskThresholds thresholds;
-  if (ShouldPauseForDisk(*usage, /*is_paused=*/false, thresholds)) {
-    return {false, fmt::format("DATA_DIR {}: {}; sync pauses reading below {} free or at {:.0f} % "
-                               "used — free space or move DATA_DIR",
+  pipeline::DiskRule rule;
+  if (pipeline != nullptr) {
+    Result<pipeline::DiskRule> resolved = pipeline::ResolveDiskRule(*pipeline);
+    if (!resolved.ok()) return {false, resolved.status().message()};
+    rule = *resolved;
+  }
+  if (IsFreeFloorUnreachable(*usage, rule.thresholds)) {
+    return {false, fmt::format("DATA_DIR {}: {}; the filesystem is smaller than the {} free-space "
+                               "floor, so sync could never read — set disk_min_free_bytes (or "
+                               "SKIPPR_DISK_MIN_FREE_BYTES) lower, or move DATA_DIR",
                                data_dir, DescribeDiskUsage(*usage),
-                               FormatBytes(thresholds.pause_below_free_bytes),
-                               thresholds.pause_at_used_percent)};
+                               FormatDecimalBytes(rule.thresholds.pause_below_free_bytes))};
+  }
+  const DiskPressure pressure = EvaluateDiskPressure(*usage, /*is_paused=*/false, rule.thresholds);
+  if (pressure != DiskPressure::kNone) {
+    return {false, fmt::format("DATA_DIR {}: {}; sync pauses reading: {} — free space or move "
+                               "DATA_DIR",
+                               data_dir, DescribeDiskUsage(*usage),
+                               DescribeDiskPressure(pressure, *usage, rule.thresholds))};
   }
   return {true, fmt::format("DATA_DIR {}: {}", data_dir, DescribeDiskUsage(*usage))};
 }
@@ -120,12 +135,14 @@ std::vector<Check> RunChecks(const config::Config& config) {
   for (const config::ConfigProblem& problem : problems) checks.push_back({false, problem.message});
   if (problems.empty()) checks.push_back({true, "no two sinks write one warehouse namespace"});
 
-  std::set<std::string> data_dirs;
-  for (const auto& [name, pipeline] : config.pipelines) data_dirs.insert(pipeline.data_dir);
-  if (data_dirs.empty()) data_dirs.insert(ProcessDataDir());
-  for (const std::string& data_dir : data_dirs) {
+  std::map<std::string, const config::PipelineConfig*> first_pipeline_by_data_dir;
+  for (const auto& [name, pipeline] : config.pipelines) {
+    first_pipeline_by_data_dir.emplace(pipeline.data_dir, &pipeline);
+  }
+  if (first_pipeline_by_data_dir.empty()) first_pipeline_by_data_dir.emplace(ProcessDataDir(), nullptr);
+  for (const auto& [data_dir, pipeline] : first_pipeline_by_data_dir) {
     checks.push_back(CheckWritable(data_dir));
-    checks.push_back(CheckDiskSpace(data_dir));
+    checks.push_back(CheckDiskSpace(data_dir, pipeline));
   }
   return checks;
 }

@@ -52,6 +52,7 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
                                       : nlohmann::ordered_json(nullptr)},
                                  {"source_positions", std::move(positions)},
                                  {"disk_pressure", status.is_under_disk_pressure}};
+  if (status.is_under_disk_pressure) json["disk_pressure_rule"] = status.disk_pressure;
   if (status.disk) {
     json["disk"] = {{"path", status.disk->measured_path},
                     {"available_bytes", status.disk->available_bytes},
@@ -107,7 +108,9 @@ void PrintText(const pipeline::PipelineStatus& status) {
   }
   if (status.disk) {
     fmt::print("  disk: {}{}\n", DescribeDiskUsage(*status.disk),
-               status.is_under_disk_pressure ? " — UNDER PRESSURE: sync pauses reading until 80 % used" : "");
+               status.is_under_disk_pressure
+                   ? fmt::format(" — UNDER PRESSURE: sync pauses reading: {}", status.disk_pressure)
+                   : "");
   }
   if (status.last_run) {
     const pipeline::LastRun& run = *status.last_run;

@@ -31,13 +31,23 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
   output.Text("[start] Ingesting");
   spdlog::info("Syncing pipeline: {}", pipeline.name);
   auto last_status = std::chrono::steady_clock::now();
+  bool was_paused_for_disk = false;
   Result<pipeline::SyncResult> result =
       pipeline::SyncOnce(config, pipeline, [&](const pipeline::SyncProgress& progress) {
         output.Progress(fmt::format("Ingesting {}: {} records read, {} rows committed in {} segment(s), "
                                     "{} read{}",
                                     pipeline.name, progress.records_read, progress.rows_committed,
                                     progress.segments_committed, FormatBytes(progress.bytes_read),
-                                    progress.is_paused_for_disk ? " — paused: disk pressure" : ""));
+                                    progress.is_paused_for_disk
+                                        ? fmt::format(" — paused {:.0f} s: {}", progress.paused_seconds,
+                                                      progress.disk_pressure)
+                                        : ""));
+        if (progress.is_paused_for_disk && !was_paused_for_disk) {
+          output.Event("disk_pressure", {{"pipeline", pipeline.name}, {"rule", progress.disk_pressure}});
+          output.Text(fmt::format("[paused] Reading: disk pressure under DATA_DIR: {}",
+                                  progress.disk_pressure));
+        }
+        was_paused_for_disk = progress.is_paused_for_disk;
         if (std::chrono::steady_clock::now() - last_status >= std::chrono::seconds(10)) {
           last_status = std::chrono::steady_clock::now();
           output.Event("sync_status", {{"total_rows", progress.records_read},

@@ -124,6 +124,12 @@ struct PipelineConfig {
   ValueOrigin data_dir_origin = ValueOrigin::kDefault;
   std::optional<int64_t> buffer_threshold_bytes;
   std::optional<int64_t> buffer_threshold_seconds;
+  // Disk backpressure (pipeline setting → SKIPPR_DISK_* environment → the seed's default; see
+  // pipeline::ResolveDiskRule and docs/config.md).
+  std::optional<int64_t> disk_min_free_bytes;
+  std::optional<int64_t> disk_pause_at_percent;
+  std::optional<int64_t> disk_resume_at_percent;
+  std::optional<int64_t> disk_wait_seconds;
   bool chaos_mode = false;
   SourceMark mark;
 

@@ -467,11 +467,38 @@ struct Sections {
   const Section& deadletters;
 };
 
+// The disk backpressure keys; false after reporting an error.
+bool ReadDiskSettings(Reader& reader, const Reader::Fields& fields,
+                      PipelineConfig& pipeline) {
+  bool ok = true;
+  const auto read = [&](const char* key, int64_t min_value, int64_t max_value,
+                        std::optional<int64_t>& into) {
+    if (auto value_at = fields.Get(key)) {
+      into = reader.Integer(*value_at, min_value, max_value);
+      ok = ok && into.has_value();
+    }
+  };
+  read("disk_min_free_bytes", 0, kMaxInt, pipeline.disk_min_free_bytes);
+  read("disk_pause_at_percent", 1, 100, pipeline.disk_pause_at_percent);
+  read("disk_resume_at_percent", 0, 99, pipeline.disk_resume_at_percent);
+  read("disk_wait_seconds", 0, kMaxInt, pipeline.disk_wait_seconds);
+  if (pipeline.disk_pause_at_percent && pipeline.disk_resume_at_percent &&
+      *pipeline.disk_resume_at_percent >= *pipeline.disk_pause_at_percent) {
+    reader.Error(*fields.Get("disk_resume_at_percent"),
+                 fmt::format("must be below disk_pause_at_percent ({}): reading resumes once usage "
+                             "is back under the pause threshold",
+                             *pipeline.disk_pause_at_percent));
+    ok = false;
+  }
+  return ok;
+}
+
 std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& name,
                                            const Located& at, const Sections& sections) {
   const Reader::Fields fields = reader.Struct(
       at, {"data_source", "data_sink", "deadletter_sink", "transform", "sync_frequency_seconds",
-           "data_dir", "buffer_threshold_bytes", "buffer_threshold_seconds", "chaos_mode"});
+           "data_dir", "buffer_threshold_bytes", "buffer_threshold_seconds", "disk_min_free_bytes",
+           "disk_pause_at_percent", "disk_resume_at_percent", "disk_wait_seconds", "chaos_mode"});
   PipelineConfig pipeline;
   pipeline.name = name;
   pipeline.mark = at.mark;
@@ -516,6 +543,7 @@ std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& na
     pipeline.buffer_threshold_seconds = reader.Integer(*seconds_at, 1, kMaxInt);
     ok = ok && pipeline.buffer_threshold_seconds.has_value();
   }
+  ok = ReadDiskSettings(reader, fields, pipeline) && ok;
   if (auto chaos_at = fields.Get("chaos_mode")) {
     auto chaos = reader.Boolean(*chaos_at);
     ok = ok && chaos.has_value();

@@ -37,11 +37,42 @@ Result<DiskUsage> MeasureDisk(const std::string& path) {
   return usage;
 }
 
-bool ShouldPauseForDisk(const DiskUsage& usage, bool is_paused, const DiskThresholds& thresholds) {
-  if (usage.available_bytes < thresholds.pause_below_free_bytes) return true;
+DiskPressure EvaluateDiskPressure(const DiskUsage& usage, bool is_paused,
+                                  const DiskThresholds& thresholds) {
+  if (usage.available_bytes < thresholds.pause_below_free_bytes) return DiskPressure::kBelowFreeFloor;
   const double used_percent = usage.used_percent();
-  if (used_percent >= thresholds.pause_at_used_percent) return true;
-  return is_paused && used_percent > thresholds.resume_at_used_percent;
+  if (used_percent >= thresholds.pause_at_used_percent) return DiskPressure::kAtPausePercent;
+  if (is_paused && used_percent > thresholds.resume_at_used_percent) {
+    return DiskPressure::kAboveResumePercent;
+  }
+  return DiskPressure::kNone;
+}
+
+bool IsFreeFloorUnreachable(const DiskUsage& usage, const DiskThresholds& thresholds) {
+  return usage.used_bytes + usage.available_bytes < thresholds.pause_below_free_bytes;
+}
+
+std::string DescribeDiskPressure(DiskPressure pressure, const DiskUsage& usage,
+                                 const DiskThresholds& thresholds) {
+  const double used_percent = std::floor(usage.used_percent());
+  switch (pressure) {
+    case DiskPressure::kNone:
+      return "";
+    case DiskPressure::kBelowFreeFloor:
+      return fmt::format(
+          "{} free is below the {} free-space floor (reading resumes once {} are free)",
+          FormatBytes(usage.available_bytes), FormatDecimalBytes(thresholds.pause_below_free_bytes),
+          FormatDecimalBytes(thresholds.pause_below_free_bytes));
+    case DiskPressure::kAtPausePercent:
+      return fmt::format("{:.0f} % used is at or above the {:g} % pause threshold (reading resumes "
+                         "at {:g} % used)",
+                         used_percent, thresholds.pause_at_used_percent,
+                         thresholds.resume_at_used_percent);
+    case DiskPressure::kAboveResumePercent:
+      return fmt::format("{:.0f} % used is not yet back down to the {:g} % resume threshold",
+                         used_percent, thresholds.resume_at_used_percent);
+  }
+  return "";
 }
 
 std::string FormatBytes(uint64_t bytes) {
@@ -54,6 +85,17 @@ std::string FormatBytes(uint64_t bytes) {
     ++unit;
   }
   return fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+std::string FormatDecimalBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1000.0 && unit < 5) {
+    value /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
 std::string DescribeDiskUsage(const DiskUsage& usage) {

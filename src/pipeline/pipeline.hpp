@@ -87,6 +87,21 @@ struct BufferThresholds {
 };
 BufferThresholds ResolveBufferThresholds(const config::PipelineConfig& pipeline);
 
+// Disk backpressure for a pipeline (seeds: pause below 5 GB free or at 90 % used, resume at 80 %):
+// each value from the pipeline setting, else its environment variable, else the default —
+//   disk_min_free_bytes     SKIPPR_DISK_MIN_FREE_BYTES     5000000000
+//   disk_pause_at_percent   SKIPPR_DISK_PAUSE_AT_PERCENT   90
+//   disk_resume_at_percent  SKIPPR_DISK_RESUME_AT_PERCENT  80
+//   disk_wait_seconds       SKIPPR_DISK_WAIT_SECONDS       600: how long one sync pass waits for
+//                           pressure to clear before it fails (exit 1); 0 fails at once.
+struct DiskRule {
+  DiskThresholds thresholds;
+  double max_wait_seconds = 600;
+};
+// InvalidConfig naming the variable when an environment value is not a number in range, or the
+// resume threshold is not below the pause threshold.
+Result<DiskRule> ResolveDiskRule(const config::PipelineConfig& pipeline);
+
 struct SyncProgress {
   uint64_t records_read = 0;
   uint64_t rows_committed = 0;
@@ -94,6 +109,8 @@ struct SyncProgress {
   uint64_t segments_committed = 0;
   uint64_t deadletters = 0;
   bool is_paused_for_disk = false;
+  std::string disk_pressure;  // while paused: the rule that holds (DescribeDiskPressure)
+  double paused_seconds = 0;  // how long this pause has lasted
 };
 
 struct SyncResult {
@@ -149,7 +166,9 @@ struct PipelineStatus {
       oldest_live_unix_micros;  // the oldest batch not landed (all, without a sink)
   sources::SourcePositions positions;
   std::optional<DiskUsage> disk;
+  DiskRule disk_rule;
   bool is_under_disk_pressure = false;
+  std::string disk_pressure;  // the rule that holds, when under pressure
   std::optional<LastRun> last_run;
   std::vector<transform::AggregateLag> aggregate_lags;  // per transform.aggregates entry
 };

@@ -15,6 +15,7 @@
 #include "core/check.hpp"
 #include "core/crash.hpp"
 #include "core/disk.hpp"
+#include "pipeline/disk_gate.hpp"
 #include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/shaping.hpp"
@@ -51,32 +52,6 @@ std::string PositionsJson(const sources::SourcePositions& positions) {
                        {"is_closed", position.is_closed}};
   }
   return json.dump();
-}
-
-// Waits while the filesystem holding DATA_DIR is under pressure (seeds: pause below 5 GB free or at
-// 90 % used, resume at 80 %).
-void WaitForDisk(const std::string& data_dir, SyncProgress& progress,
-                 const std::function<void(const SyncProgress&)>& on_progress) {
-  bool is_paused = false;
-  while (true) {
-    Result<DiskUsage> usage = MeasureDisk(data_dir);
-    if (!usage.ok()) return;  // cannot measure: do not stall the pipeline on it
-    const bool should_pause = ShouldPauseForDisk(*usage, is_paused);
-    if (!should_pause) {
-      if (is_paused)
-        spdlog::info("disk pressure cleared ({}); reading again", DescribeDiskUsage(*usage));
-      progress.is_paused_for_disk = false;
-      return;
-    }
-    if (!is_paused) {
-      spdlog::warn("disk pressure under {} ({}): reading paused until usage is back to 80 %",
-                   data_dir, DescribeDiskUsage(*usage));
-    }
-    is_paused = true;
-    progress.is_paused_for_disk = true;
-    if (on_progress) on_progress(progress);
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
 }
 
 }  // namespace
@@ -147,9 +122,13 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
   PipelineStatus status;
   status.pipeline = pipeline.name;
   status.has_sink = pipeline.data_sink.has_value();
+  SKIPPR_ASSIGN_OR_RETURN(status.disk_rule, ResolveDiskRule(pipeline));
   if (Result<DiskUsage> usage = MeasureDisk(pipeline.data_dir); usage.ok()) {
     status.disk = *usage;
-    status.is_under_disk_pressure = ShouldPauseForDisk(*usage, false);
+    const DiskPressure pressure =
+        EvaluateDiskPressure(*usage, /*is_paused=*/false, status.disk_rule.thresholds);
+    status.is_under_disk_pressure = pressure != DiskPressure::kNone;
+    status.disk_pressure = DescribeDiskPressure(pressure, *usage, status.disk_rule.thresholds);
   }
   Result<PipelineState> state = PipelineState::OpenForReading(pipeline);
   if (!state.ok()) {
@@ -332,6 +311,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
                            PipelineState& state,
                            const std::function<void(const SyncProgress&)>& on_progress) {
   SyncResult result;
+  SKIPPR_ASSIGN_OR_RETURN(const DiskRule disk_rule, ResolveDiskRule(pipeline));
+  internal::DiskGate disk_gate(pipeline.name, pipeline.data_dir, disk_rule);
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<wal::Wal> wal,
       wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
@@ -470,7 +451,9 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
 
   uint64_t batches_read = 0;
   while (true) {
-    if (batches_read++ % 16 == 0) WaitForDisk(pipeline.data_dir, progress, on_progress);
+    if (batches_read++ % 16 == 0) {
+      SKIPPR_RETURN_IF_ERROR(disk_gate.WaitUntilReadable(progress, on_progress));
+    }
     SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
     if (!batch) break;
     CrashPoint("sync.after_source_read");

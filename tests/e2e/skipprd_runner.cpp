@@ -14,7 +14,9 @@ ProcessOptions OptionsFor(const TempDir& dir, std::map<std::string, std::string>
   options.working_dir = dir.path();
   options.unset_env = {"SKIPPR_CONFIG_FILE", "PIPELINE_NAME", "SKIPPR_CRASH_POINT",
                        "SKIPPR_CHAOS_MODE", "BUFFER_THRESHOLD_BYTES", "BUFFER_THRESHOLD_SECONDS",
-                       "SYNC_FREQUENCY"};
+                       "SYNC_FREQUENCY", "SKIPPR_DISK_MIN_FREE_BYTES",
+                       "SKIPPR_DISK_PAUSE_AT_PERCENT", "SKIPPR_DISK_RESUME_AT_PERCENT",
+                       "SKIPPR_DISK_WAIT_SECONDS"};
   options.set_env = std::move(env);
   options.set_env["DATA_DIR"] = dir.path() + "/data";
   return options;

@@ -195,6 +195,102 @@ namespace {
 
 // `query` during a running sync sees one consistent cut each time: the count never decreases, never
 // exceeds the source, and ends equal to it.
+// ----- disk backpressure ----------------------------------------------------------------------
+
+constexpr const char* kFileSyncConfig = R"(data_sources:
+  files: {File: {path: input}}
+pipelines:
+  events:
+    data_source: data_sources.files
+)";
+
+// A filesystem smaller than the free-space floor (here: a floor no disk has) used to pause
+// `sync --once` forever while `status` promised "until 80 % used". It can never resume, so the
+// pass fails at once, naming the filesystem, the floor and the settings that move it.
+TEST(SyncDisk, AFloorTheFilesystemCanNeverReachFailsAtOnce) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFileSyncConfig);
+  WriteInput(dir, 1, 100);
+  const std::map<std::string, std::string> env = {{"SKIPPR_DISK_MIN_FREE_BYTES", "1000000000000000000"}};
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"}, env);
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("in all, less than the 1000.0 PB free-space floor, so reading "
+                                  "could never resume; lower the floor with "
+                                  "pipelines.events.disk_min_free_bytes"));
+  EXPECT_THAT(sync.err, HasSubstr("the filesystem holding DATA_DIR " + dir.path() + "/data"));
+  ProcessResult doctor = Skipprd(dir, {"doctor"}, env);
+  EXPECT_EQ(doctor.exit_code, 1);
+  EXPECT_THAT(doctor.out, HasSubstr("the filesystem is smaller than the 1000.0 PB free-space floor"));
+
+  // The pipeline's own setting wins over the environment.
+  dir.Write("skippr.yml", std::string(kFileSyncConfig) + "    disk_min_free_bytes: 0\n");
+  sync = Skipprd(dir, {"sync", "-p", "events", "--once"}, env);
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*) FROM events.events"), std::vector<std::string>{"100"});
+}
+
+// Pressure that does not clear: `sync --once` waits visibly (the text output, the log file and
+// `status` name the rule that holds) for disk_wait_seconds, then fails with exit 1 naming the
+// filesystem and the threshold; nothing was read, and once the pressure clears every row lands.
+TEST(SyncDisk, PressureThatDoesNotClearEndsTheOncePassAfterABoundedWait) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFileSyncConfig);
+  const int64_t checksum = WriteInput(dir, 2, 1000);
+  // Any real filesystem is at least 0.001 % used.
+  const std::map<std::string, std::string> env = {{"SKIPPR_DISK_PAUSE_AT_PERCENT", "0.001"},
+                                                  {"SKIPPR_DISK_RESUME_AT_PERCENT", "0"},
+                                                  {"SKIPPR_DISK_WAIT_SECONDS", "2"}};
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"}, env);
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.out, HasSubstr("[paused] Reading: disk pressure under DATA_DIR: "));
+  EXPECT_THAT(sync.out, HasSubstr("is at or above the 0.001 % pause threshold (reading resumes at "
+                                  "0 % used)"));
+  EXPECT_THAT(sync.err, HasSubstr("sync events: reading stayed paused for 2 s on the filesystem "
+                                  "holding DATA_DIR " + dir.path() + "/data"));
+  EXPECT_THAT(sync.err, HasSubstr("or wait longer with disk_wait_seconds / SKIPPR_DISK_WAIT_SECONDS "
+                                  "(now 2 s)"));
+  std::string log;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/data/logs")) {
+    std::ifstream file(entry.path());
+    log += std::string(std::istreambuf_iterator<char>(file), {});
+  }
+  EXPECT_THAT(log, HasSubstr("sync events: reading paused under "));
+  EXPECT_THAT(log, HasSubstr("waiting up to 2 s"));
+
+  ProcessResult status = Skipprd(dir, {"status", "-p", "events"}, env);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("UNDER PRESSURE: sync pauses reading: "));
+  EXPECT_THAT(status.out, HasSubstr("at or above the 0.001 % pause threshold"));
+  EXPECT_THAT(status.out, HasSubstr("last run: FAILED"));
+
+  ProcessResult cleared = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                          "events.events"),
+            (std::vector<std::string>{"1000", "1000", std::to_string(checksum)}));
+}
+
+TEST(SyncDisk, BadThresholdSettingsAreClearErrors) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFileSyncConfig);
+  WriteInput(dir, 1, 10);
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"},
+                               {{"SKIPPR_DISK_PAUSE_AT_PERCENT", "ninety"}});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("environment variable SKIPPR_DISK_PAUSE_AT_PERCENT='ninety' is "
+                                  "not a number from 0.001 to 100; fix or unset it"));
+  sync = Skipprd(dir, {"sync", "-p", "events", "--once"}, {{"SKIPPR_DISK_RESUME_AT_PERCENT", "95"}});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("the disk resume threshold (95 %) must be below the pause "
+                                  "threshold (90 %)"));
+  dir.Write("skippr.yml", std::string(kFileSyncConfig) +
+                              "    disk_pause_at_percent: 70\n    disk_resume_at_percent: 75\n");
+  sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(sync.exit_code, 1);
+  EXPECT_THAT(sync.err, HasSubstr("pipelines.events.disk_resume_at_percent: must be below "
+                                  "disk_pause_at_percent (70)"));
+}
+
 TEST(SyncQuery, CountDuringSyncIsMonotoneAndEndsEqual) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);

@@ -183,7 +183,10 @@ TEST(AggregateProcessorCrash, SigkillAtRandomMomentsNeverChangesTheResult) {
       options.unset_env.push_back("SKIPPR_CRASH_POINT");
       testing::RunningProcess driver =
           testing::StartProcess(AGGREGATES_DRIVER, {fixture.dir.path(), "full", "8"}, options);
-      std::this_thread::sleep_for(std::chrono::microseconds(random() % 40'000));
+      // The window widens with every attempt, so a slow machine (sanitizers, a loaded CI host)
+      // on which startup alone outlasts 40 ms still reaches the end after enough kills.
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(random() % (40'000 * (1 + static_cast<uint64_t>(attempt) / 8))));
       driver.Kill(SIGKILL);
       const testing::ProcessResult run = driver.Wait();
       if (run.exit_code == 0) break;

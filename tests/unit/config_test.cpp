@@ -140,7 +140,7 @@ pipelines:
   EXPECT_THAT(message, HasSubstr("skippr.yml:7:5: pipelines.rides.reset_offsets: unknown key "
                                  "'reset_offsets'; allowed here: data_source, data_sink, "
                                  "deadletter_sink, transform, sync_frequency_seconds, data_dir, "
-                                 "buffer_threshold_bytes, buffer_threshold_seconds, chaos_mode"));
+                                 "buffer_threshold_bytes, buffer_threshold_seconds, disk_min_free_bytes, disk_pause_at_percent, disk_resume_at_percent, disk_wait_seconds, chaos_mode"));
 }
 
 TEST(ConfigStructure, UnknownKeysAreRefusedAtEveryLevel) {

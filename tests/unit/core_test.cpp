@@ -198,6 +198,38 @@ TEST(DiskPressure, ResumesOnlyBackAtEightyPercent) {
   EXPECT_FALSE(ShouldPauseForDisk(Usage(100, 80), /*is_paused=*/true));
 }
 
+// A small filesystem (1 GB, nearly empty) is always below the 5 GB floor: the rule that holds is
+// the floor, not the percentages, and it can never be met.
+TEST(DiskPressure, TheRuleThatHoldsIsNamedWithWhenItLetsGo) {
+  const DiskThresholds defaults;
+  const DiskUsage small{"/small", 1'000'000'000, 999'000'000, 1'000'000};
+  EXPECT_EQ(EvaluateDiskPressure(small, false, defaults), DiskPressure::kBelowFreeFloor);
+  EXPECT_TRUE(IsFreeFloorUnreachable(small, defaults));
+  EXPECT_EQ(DescribeDiskPressure(DiskPressure::kBelowFreeFloor, small, defaults),
+            "952.7 MiB free is below the 5.0 GB free-space floor (reading resumes once 5.0 GB are "
+            "free)");
+  EXPECT_FALSE(IsFreeFloorUnreachable(Usage(20, 16), defaults));
+
+  EXPECT_EQ(EvaluateDiskPressure(Usage(100, 95), false, defaults), DiskPressure::kAtPausePercent);
+  EXPECT_EQ(DescribeDiskPressure(DiskPressure::kAtPausePercent, Usage(100, 95), defaults),
+            "95 % used is at or above the 90 % pause threshold (reading resumes at 80 % used)");
+  EXPECT_EQ(EvaluateDiskPressure(Usage(100, 85), true, defaults),
+            DiskPressure::kAboveResumePercent);
+  EXPECT_EQ(DescribeDiskPressure(DiskPressure::kAboveResumePercent, Usage(100, 85), defaults),
+            "85 % used is not yet back down to the 80 % resume threshold");
+  EXPECT_EQ(EvaluateDiskPressure(Usage(100, 85), false, defaults), DiskPressure::kNone);
+  EXPECT_EQ(DescribeDiskPressure(DiskPressure::kNone, Usage(100, 85), defaults), "");
+
+  const DiskThresholds lowered{.pause_below_free_bytes = 100'000'000};
+  EXPECT_EQ(EvaluateDiskPressure(small, false, lowered), DiskPressure::kNone);
+}
+
+TEST(DiskPressure, ThresholdsReadInDecimalUnits) {
+  EXPECT_EQ(FormatDecimalBytes(5'000'000'000), "5.0 GB");
+  EXPECT_EQ(FormatDecimalBytes(750'000'000), "750.0 MB");
+  EXPECT_EQ(FormatDecimalBytes(999), "999 B");
+}
+
 TEST(DiskPressure, MeasuresTheNearestExistingDirectory) {
   const std::string missing = std::filesystem::temp_directory_path().string() + "/no/such/dir/yet";
   Result<DiskUsage> usage = MeasureDisk(missing);
