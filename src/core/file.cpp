@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 constexpr mode_t kFileMode = 0644;
 constexpr mode_t kDirectoryMode = 0755;
+constexpr mode_t kPrivateDirectoryMode = 0700;
 
 uint64_t RandomSuffix() {
   uint64_t value = 0;
@@ -73,6 +74,36 @@ Status CreateDirectoriesDurably(const fs::path& directory) {
     return ErrnoStatus(errno, fmt::format("cannot create directory '{}'", directory.string()));
   }
   return FsyncDirectory(directory.has_parent_path() ? directory.parent_path().string() : ".");
+}
+
+Status CreatePrivateDirectories(const std::string& directory, std::string_view what) {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(directory, error).lexically_normal();
+  if (error) {
+    return Status::IOError(
+        fmt::format("cannot resolve {} directory '{}': {}", what, directory, error.message()));
+  }
+  fs::path current;
+  for (const fs::path& component : absolute) {
+    if (component.empty()) continue;  // the trailing "" of "a/b/"
+    current /= component;
+    if (::mkdir(current.c_str(), kPrivateDirectoryMode) == 0) {
+      if (::chmod(current.c_str(), kPrivateDirectoryMode) != 0) {
+        return Status::IOError(fmt::format("cannot set mode 0700 on {} directory '{}': {}", what,
+                                           current.string(), std::strerror(errno)));
+      }
+      continue;
+    }
+    const int mkdir_errno = errno;
+    if (mkdir_errno == EEXIST && fs::is_directory(current, error)) continue;
+    return Status::IOError(fmt::format(
+        "cannot create {} directory '{}': {}; check that the path is a directory this user may "
+        "write to",
+        what, current.string(),
+        mkdir_errno == EEXIST ? "a file that is not a directory is in the way"
+                              : std::strerror(mkdir_errno)));
+  }
+  return Status::OK();
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {

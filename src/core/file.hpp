@@ -23,6 +23,12 @@ Status FsyncDirectory(const std::string& directory);
 // entry survives a crash (a file synced inside a directory whose own entry was lost is lost too).
 Status CreateDirectoriesDurably(const std::filesystem::path& directory);
 
+// Creates `directory` and every missing parent with mode 0700 — DATA_DIR, pipeline, store, WAL and
+// log directories hold data and connector state only this user may read. chmod after mkdir, so
+// neither a permissive nor a strict umask changes the mode; components that exist keep theirs.
+// `what` names the directory in errors ("pipeline", "log").
+Status CreatePrivateDirectories(const std::string& directory, std::string_view what);
+
 Result<std::string> ReadWholeFile(const std::string& path);
 
 // A durable file under a temporary name, removed on destruction unless Release()d (renamed away).

@@ -1,13 +1,26 @@
 #include "core/log.hpp"
 
-#include <spdlog/sinks/daily_file_sink.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/details/os.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <mutex>
 #include <vector>
+
+#include "core/file.hpp"
+#include "core/redact.hpp"
 
 namespace skippr {
 
@@ -27,6 +40,127 @@ spdlog::level::level_enum ToSpdlog(LogLevel level) {
   }
   return spdlog::level::info;
 }
+
+constexpr mode_t kLogFileMode = 0600;
+
+// Formats with `pattern` after masking secrets in the message (core/redact.hpp): every sink of
+// the process logger uses one, so no call site has to remember.
+class RedactingFormatter final : public spdlog::formatter {
+ public:
+  explicit RedactingFormatter(std::string pattern)
+      : pattern_(std::move(pattern)),
+        inner_(std::make_unique<spdlog::pattern_formatter>(pattern_)) {}
+
+  void format(const spdlog::details::log_msg& message, spdlog::memory_buf_t& dest) override {
+    const std::string redacted = Redact(std::string_view(message.payload.data(), message.payload.size()));
+    spdlog::details::log_msg copy = message;
+    copy.payload = redacted;
+    inner_->format(copy, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<RedactingFormatter>(pattern_);
+  }
+
+ private:
+  std::string pattern_;
+  std::unique_ptr<spdlog::pattern_formatter> inner_;
+};
+
+// Opens <log_dir>/<name> for appending without following a symbolic link (in place of the file
+// or of the directory: the directory is opened O_NOFOLLOW and the file relative to it), refusing
+// anything but a regular file with one link, and sets it to 0600 whatever the umask (a file an
+// older skipprd left 0644 too).
+Result<int> OpenLogFile(const std::string& log_dir, const std::string& name) {
+  const std::string path = (std::filesystem::path(log_dir) / name).string();
+  const int directory_fd = ::open(log_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (directory_fd < 0) {
+    return Status::IOError(fmt::format(
+        "cannot open the log directory '{}': {}{}", log_dir, std::strerror(errno),
+        errno == ELOOP || errno == ENOTDIR ? " (a symbolic link or a file is in its place; it is "
+                                             "not followed — remove it)"
+                                           : ""));
+  }
+  const int fd = ::openat(directory_fd, name.c_str(),
+                          O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                          kLogFileMode);
+  const int open_errno = errno;
+  ::close(directory_fd);
+  if (fd < 0) {
+    return Status::IOError(fmt::format(
+        "cannot open the log file '{}': {}{}", path, std::strerror(open_errno),
+        open_errno == ELOOP ? " (a symbolic link is in its place; it is not followed — remove it)"
+                            : ""));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_nlink != 1) {
+    ::close(fd);
+    return Status::IOError(fmt::format(
+        "the log file '{}' is not a regular file with a single link; it is not written — remove it",
+        path));
+  }
+  if ((info.st_mode & 07777) != kLogFileMode && ::fchmod(fd, kLogFileMode) != 0) {
+    const int chmod_errno = errno;
+    ::close(fd);
+    return Status::IOError(
+        fmt::format("cannot set mode 0600 on the log file '{}': {}", path, std::strerror(chmod_errno)));
+  }
+  return fd;
+}
+
+// skipprd.<YYYY-MM-DD>.log in local time, a new file at the first message of each day. On
+// write(2) rather than spdlog's fopen-based daily sink, which follows symbolic links and creates
+// files with the umask's mode.
+class DailyLogFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  static Result<std::shared_ptr<DailyLogFileSink>> Open(const std::string& log_dir) {
+    std::shared_ptr<DailyLogFileSink> sink(new DailyLogFileSink(log_dir));
+    const std::string day = DayOf(spdlog::log_clock::now());
+    SKIPPR_ASSIGN_OR_RETURN(sink->fd_, OpenLogFile(log_dir, FileName(day)));
+    sink->day_ = day;
+    return sink;
+  }
+  ~DailyLogFileSink() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    const std::string day = DayOf(message.time);
+    if (day != day_) {
+      // A new day's file that cannot be opened (a link placed there meanwhile) leaves the old
+      // one in use rather than losing the line.
+      Result<int> next = OpenLogFile(log_dir_, FileName(day));
+      if (next.ok()) {
+        ::close(fd_);
+        fd_ = *next;
+        day_ = day;
+      }
+    }
+    spdlog::memory_buf_t formatted;
+    formatter_->format(message, formatted);
+    size_t written = 0;
+    while (written < formatted.size()) {
+      const ssize_t n = ::write(fd_, formatted.data() + written, formatted.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // a full disk loses log lines, never the process
+      written += static_cast<size_t>(n);
+    }
+  }
+  void flush_() override {}  // write(2) leaves nothing buffered in the process
+
+ private:
+  explicit DailyLogFileSink(std::string log_dir) : log_dir_(std::move(log_dir)) {}
+  static std::string DayOf(spdlog::log_clock::time_point time) {
+    const std::tm local = spdlog::details::os::localtime(spdlog::log_clock::to_time_t(time));
+    return fmt::format("{:04}-{:02}-{:02}", local.tm_year + 1900, local.tm_mon + 1, local.tm_mday);
+  }
+  static std::string FileName(const std::string& day) { return "skipprd." + day + ".log"; }
+
+  std::string log_dir_;
+  std::string day_;
+  int fd_ = -1;
+};
+
 }  // namespace
 
 Result<LogLevel> ParseLogLevel(std::string_view text) {
@@ -48,21 +182,25 @@ Status InitLogging(const LogOptions& options) {
   if (options.stderr_level) {
     auto stderr_sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     stderr_sink->set_level(ToSpdlog(*options.stderr_level));
-    stderr_sink->set_pattern("%^%L%$ %H:%M:%S.%e %v");
+    stderr_sink->set_formatter(std::make_unique<RedactingFormatter>("%^%L%$ %H:%M:%S.%e %v"));
     sinks.push_back(stderr_sink);
     lowest = std::min(lowest, ToSpdlog(*options.stderr_level));
   }
-  Status file_status;
-  try {
-    std::filesystem::create_directories(options.log_dir);
-    auto file_sink = std::make_shared<spdlog::sinks::daily_file_format_sink_mt>(
-        (std::filesystem::path(options.log_dir) / "skipprd.%Y-%m-%d.log").string(), 0, 0);
-    file_sink->set_level(std::min(spdlog::level::info, lowest));
-    file_sink->set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v");
-    sinks.push_back(file_sink);
-  } catch (const std::exception& error) {
-    file_status = Status::IOError("cannot write the log file under '" + options.log_dir +
-                                  "': " + error.what() + "; logging to stderr only");
+  Status file_status = CreatePrivateDirectories(options.log_dir, "log");
+  Result<std::shared_ptr<DailyLogFileSink>> file_sink =
+      file_status.ok() ? DailyLogFileSink::Open(options.log_dir)
+                       : Result<std::shared_ptr<DailyLogFileSink>>(file_status);
+  if (file_sink.ok()) {
+    ::chmod(options.log_dir.c_str(), 0700);  // also a logs/ an older skipprd made with the umask
+    (*file_sink)->set_level(std::min(spdlog::level::info, lowest));
+    (*file_sink)->set_formatter(std::make_unique<RedactingFormatter>("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v"));
+    sinks.push_back(*file_sink);
+  } else {
+    file_status = Status::IOError("cannot write the log file under '" + options.log_dir + "': " +
+                                  file_sink.status().message() +
+                                  (options.stderr_level ? "; logging to stderr only"
+                                                        : "; no log file is written this run (--log "
+                                                          "logs to stderr)"));
   }
   auto logger = std::make_shared<spdlog::logger>("skipprd", sinks.begin(), sinks.end());
   logger->set_level(lowest);

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <ctime>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "core/environment.hpp"
 #include "core/hash.hpp"
 #include "core/log.hpp"
+#include "core/redact.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
@@ -293,6 +295,57 @@ TEST(Logging, UnwritableDirectoryIsReportedNotFatal) {
   EXPECT_THAT(status.message(),
               HasSubstr("cannot write the log file under '/proc/no-such-place/logs'"));
   ShutdownLogging();
+}
+
+TEST(Logging, FileIsPrivateAndMessagesAreRedacted) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("skippr-log-mode-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const mode_t previous = ::umask(0);
+  const Status started = InitLogging(LogOptions{std::nullopt, (dir / "logs").string()});
+  ::umask(previous);
+  ASSERT_TRUE(started.ok()) << started.message();
+  RegisterSecret("hunter2-long-secret");
+  spdlog::info("connecting with hunter2-long-secret to postgresql://u:pw@db/x");
+  ShutdownLogging();
+  ForgetSecretsForTesting();
+  EXPECT_EQ(std::filesystem::status(dir / "logs").permissions(), std::filesystem::perms::owner_all);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "logs")) {
+    ++files;
+    EXPECT_EQ(entry.status().permissions(),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr("connecting with *** to postgresql://u:***@db/x"));
+  }
+  EXPECT_EQ(files, 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// ----- redaction --------------------------------------------------------------------------------
+
+TEST(Redact, MasksLearnedSecretsUriPasswordsAndKeyValuePasswords) {
+  ForgetSecretsForTesting();
+  EXPECT_EQ(Redact("postgresql://u:secret@host/db failed"), "postgresql://u:***@host/db failed");
+  EXPECT_EQ(Redact("'postgres://me:p@ss:w0rd@h:5432/d'"), "'postgres://me:***@h:5432/d'");
+  EXPECT_EQ(Redact("s3://bucket/key@v1 and http://host:80/a"), "s3://bucket/key@v1 and http://host:80/a");
+  EXPECT_EQ(Redact("host=db password=pa55 user=x"), "host=db password=*** user=x");
+  EXPECT_EQ(Redact("PASSWORD = 'a b c' dbname=x"), "PASSWORD = *** dbname=x");
+  EXPECT_EQ(Redact("no secret here"), "no secret here");
+
+  RegisterSecret("tok-123456");
+  RegisterSecret("abc");  // too short to mask without garbling every message
+  RegisterSecret("postgresql://svc:deep-pw@db/c");
+  EXPECT_EQ(Redact("token tok-123456, again tok-123456."), "token ***, again ***.");
+  EXPECT_EQ(Redact("abc"), "abc");
+  EXPECT_EQ(Redact("the password deep-pw alone"), "the password *** alone");
+  EXPECT_EQ(Redact("uri postgresql://svc:deep-pw@db/c"), "uri ***");
+  RegisterSecret("quo\"te\\d-pw");  // inside a JSON string it reads quo\"te\\d-pw
+  EXPECT_EQ(Redact(R"({"error":"bad quo\"te\\d-pw"})"), R"({"error":"bad ***"})");
+  ForgetSecretsForTesting();
+  EXPECT_EQ(Redact("tok-123456"), "tok-123456");
 }
 
 }  // namespace
