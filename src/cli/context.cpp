@@ -63,11 +63,18 @@ Result<const config::PipelineConfig*> ResolvePipeline(const config::Config& conf
                                                       const std::string& flag_value,
                                                       bool env_fallback) {
   std::string name = flag_value;
+  std::string_view named_by = "--pipeline";
   if (name.empty() && env_fallback) {
     const char* from_env = std::getenv("PIPELINE_NAME");
     if (from_env != nullptr) name = from_env;
+    named_by = "PIPELINE_NAME";
   }
   if (name.empty()) return static_cast<const config::PipelineConfig*>(nullptr);
+  // The same rule as skippr.yml's names: a name from the command line or the environment must not
+  // reach a path either.
+  if (Status valid = config::CheckPipelineName(name); !valid.ok()) {
+    return Status::InvalidArgument(fmt::format("{}: {}", named_by, valid.message()));
+  }
   if (const config::PipelineConfig* pipeline = config.FindPipeline(name)) return pipeline;
   std::vector<std::string> names;
   for (const auto& [defined, pipeline] : config.pipelines) names.push_back(defined);

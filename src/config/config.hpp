@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -196,6 +197,13 @@ std::vector<ConfigProblem> CheckWholeConfig(const Config& config);
 // quotes. Errors name display_name:line.
 Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
                                                        const std::string& display_name);
+
+// Pipeline names are 1 to kMaxPipelineNameBytes characters of [A-Za-z0-9_-], not starting with
+// '-': a name is a directory under DATA_DIR and a SQL schema, so no '/', '.', '..' or spaces can
+// put state outside DATA_DIR or nest one pipeline inside another. InvalidConfig saying the rule.
+// Names that differ only in case (or in '-' against '_') are refused by the loader too (CleanName).
+inline constexpr size_t kMaxPipelineNameBytes = 64;
+Status CheckPipelineName(std::string_view name);
 
 // Reserved pipeline names (deadletters, wal, _skippr, skippr, metadata) are compared after
 // cleaning: lowercase, anything outside [a-z0-9_] becomes '_'.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
+#include "core/redact.hpp"
 
 namespace skippr::config {
 
@@ -34,10 +35,18 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
     if (line.rfind("export ", 0) == 0) line = TrimText(line.substr(7));
     const size_t equals = line.find('=');
     const std::string name = TrimText(line.substr(0, equals));
-    if (equals == std::string::npos || !std::regex_match(name, kName)) {
+    // Never the line itself: a malformed line may well hold a secret value.
+    if (equals == std::string::npos) {
       return Status::InvalidConfig(fmt::format(
-          "{}:{}:1: expected NAME=value with NAME made of letters, digits and '_', found '{}'",
-          display_name, line_number, raw));
+          "{}:{}:1: expected NAME=value, found a line without '=' (not shown: it may hold a "
+          "secret); NAME is letters, digits and '_'",
+          display_name, line_number));
+    }
+    if (!std::regex_match(name, kName)) {
+      return Status::InvalidConfig(fmt::format(
+          "{}:{}:1: '{}' is not a variable name; expected NAME=value with NAME made of letters, "
+          "digits and '_', not starting with a digit",
+          display_name, line_number, Redact(name)));
     }
     std::string value = TrimText(line.substr(equals + 1));
     if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {

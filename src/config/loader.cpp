@@ -561,7 +561,11 @@ std::map<std::string, PipelineConfig> ReadPipelines(Reader& reader,
   if (!at) return pipelines;
   std::map<std::string, std::string> name_by_cleaned;
   for (const auto& [name, pipeline_at] : reader.Mapping(*at, {})) {
-    if (!CheckEntryName(reader, name, pipeline_at)) continue;
+    // The name rule covers CheckEntryName's (no '.', not empty) and says more.
+    if (Status valid = CheckPipelineName(name); !valid.ok()) {
+      reader.Error(pipeline_at, valid.message());
+      continue;
+    }
     const std::string cleaned = CleanName(name);
     if (std::find(kReservedPipelineNames.begin(), kReservedPipelineNames.end(), cleaned) !=
         kReservedPipelineNames.end()) {
@@ -647,6 +651,20 @@ std::string CleanName(const std::string& name) {
     cleaned.push_back((std::isalnum(c) || c == '_') && c < 128 ? lower : '_');
   }
   return cleaned;
+}
+
+Status CheckPipelineName(std::string_view name) {
+  const auto is_name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  bool valid = !name.empty() && name.size() <= kMaxPipelineNameBytes && is_name_char(name[0]);
+  for (char c : name) valid = valid && (is_name_char(c) || c == '-');
+  if (valid) return Status::OK();
+  return Status::InvalidConfig(fmt::format(
+      "Invalid pipeline name '{}': a pipeline name is 1 to {} characters from A-Z, a-z, 0-9, '_' "
+      "and '-', not starting with '-' (it names the directory <data_dir>/<name> and the SQL "
+      "schema of its tables); for example 'rides_2024'",
+      name, kMaxPipelineNameBytes));
 }
 
 std::string_view TransformOpName(TransformOpKind kind) {

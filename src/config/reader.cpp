@@ -8,6 +8,8 @@
 #include <regex>
 #include <set>
 
+#include "core/redact.hpp"
+
 namespace skippr::config::internal {
 
 namespace {
@@ -187,6 +189,8 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
             *reference, at.path, value ? "is empty" : "is not set", diagnostics_.display_name()));
     return std::nullopt;
   }
+  // From here on no message, log line or stored error of this process shows it.
+  if (secret) RegisterSecret(*value);
   return *value;
 }
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/redact.hpp"
+
 namespace skippr::config {
 namespace {
 
@@ -401,14 +403,22 @@ TEST_F(ConfigDotenvFiles, UnsetEverywhereNamesTheVariable) {
                         "data_sources.c.File.path, but that environment variable is not set"));
 }
 
-TEST_F(ConfigDotenvFiles, BrokenDotenvLineIsNamed) {
+// By file and line, never by its text: a malformed line may be a pasted secret.
+TEST_F(ConfigDotenvFiles, BrokenDotenvLineIsNamedButNotShown) {
   Write(".env", "# fine\nPATH_A=a\nthis is not an assignment\n");
   Result<Config> config = Load({});
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), StatusCode::kInvalidConfig);
   EXPECT_THAT(config.status().message(),
-              HasSubstr("/.env:3:1: expected NAME=value with NAME made of letters, digits and '_', "
-                        "found 'this is not an assignment'"));
+              HasSubstr("/.env:3:1: expected NAME=value, found a line without '=' (not shown: it "
+                        "may hold a secret)"));
+  EXPECT_THAT(config.status().message(), Not(HasSubstr("assignment")));
+
+  Write(".env", "GOOD=1\n2BAD=hunter2-secret\n");
+  Result<Config> bad_name = Load({});
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_THAT(bad_name.status().message(), HasSubstr("/.env:2:1: '2BAD' is not a variable name"));
+  EXPECT_THAT(bad_name.status().message(), Not(HasSubstr("hunter2")));
 }
 
 TEST(ConfigDotenv, ParsesQuotesEscapesExportsAndComments) {
@@ -488,6 +498,64 @@ pipelines:
 )"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:5:3: pipelines.rides: pipeline names 'Rides' and "
                                  "'rides' both become 'rides' on disk and in SQL; rename one"));
+}
+
+// A pipeline name is a directory under DATA_DIR and a SQL schema: anything that could be a path
+// (or nest one pipeline inside another, "p" and "p/wal") is refused where it is written.
+TEST(ConfigReferences, PipelineNamesThatArePathsAreRefusedWithTheirPosition) {
+  for (const char* name : {"/tmp/x", "../../up", "a/../../b", "p/wal", "..", "-rides", "my rides",
+                           "caf\xc3\xa9", "a b/c"}) {
+    const std::string message = ErrorOf(std::string("data_sources:\n  s: {Sample: {}}\npipelines:\n  \"") +
+                                         name + "\": {data_source: data_sources.s}\n");
+    EXPECT_THAT(message, HasSubstr(std::string("skippr.yml:4:3: pipelines.") + name +
+                                   ": Invalid pipeline name '"))
+        << name;
+    EXPECT_THAT(message, HasSubstr("1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'")) << name;
+  }
+  const std::string too_long(65, 'a');
+  EXPECT_THAT(ErrorOf("data_sources:\n  s: {Sample: {}}\npipelines:\n  " + too_long +
+                      ": {data_source: data_sources.s}\n"),
+              HasSubstr("Invalid pipeline name '" + too_long + "'"));
+  const Config config = ParseOk(std::string("data_sources:\n  s: {Sample: {}}\npipelines:\n  ") +
+                                std::string(64, 'b') + ": {data_source: data_sources.s}\n  " +
+                                "Rides_2024-eu: {data_source: data_sources.s}\n  _x: {data_source: data_sources.s}\n");
+  EXPECT_EQ(config.pipelines.size(), 3u);
+  EXPECT_TRUE(CheckPipelineName("rides").ok());
+  EXPECT_EQ(CheckPipelineName("../up").code(), StatusCode::kInvalidConfig);
+  EXPECT_FALSE(CheckPipelineName("").ok());
+  EXPECT_FALSE(CheckPipelineName(std::string("a\0b", 3)).ok());
+}
+
+// '-' and '_' clean alike, and DuckDB schemas ignore case: such pairs would share one directory's
+// SQL schema.
+TEST(ConfigReferences, PipelineNamesDifferingOnlyInCaseOrDashAreRefused) {
+  EXPECT_THAT(ErrorOf(Yaml(R"(
+data_sources:
+  s: {Sample: {}}
+pipelines:
+  rides-eu: {data_source: data_sources.s}
+  RIDES_eu: {data_source: data_sources.s}
+)")),
+              HasSubstr("pipelines.RIDES_eu: pipeline names 'rides-eu' and 'RIDES_eu' both become "
+                        "'rides_eu'"));
+}
+
+// Every secret setting's resolved value is learned by the process-wide redactor as it is read.
+TEST(ConfigSecrets, ResolvedSecretValuesAreMaskedFromThenOn) {
+  ForgetSecretsForTesting();
+  ParseOk(Yaml(R"(
+data_sources:
+  pg:
+    Postgres:
+      database: shop
+      password: ${PG_PASSWORD}
+pipelines:
+  p: {data_source: data_sources.pg}
+)"),
+          {{"PG_PASSWORD", "pg-pass-1234"}});
+  EXPECT_EQ(Redact("auth failed with pg-pass-1234"), "auth failed with ***");
+  EXPECT_EQ(Redact("shop"), "shop") << "only secrets are learned";
+  ForgetSecretsForTesting();
 }
 
 // ----- pipeline settings ----------------------------------------------------------------------
