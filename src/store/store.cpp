@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "core/check.hpp"
+#include "core/file.hpp"
 #include "core/disk.hpp"
 
 namespace skippr::store {
@@ -28,7 +29,6 @@ namespace fs = std::filesystem;
 constexpr const char* kMetaName = "meta";
 constexpr std::string_view kFormatVersionKey = "format_version";
 constexpr mdb_mode_t kFileMode = 0600;
-constexpr mode_t kDirectoryMode = 0700;
 // Every query pins a snapshot; LMDB's default of 126 reader slots is tight for a busy daemon.
 constexpr unsigned int kMaxReaders = 512;
 constexpr std::array<const char*, kFamilyCount> kFamilyNames = {"catalog", "stream_state",
@@ -75,38 +75,6 @@ class CursorGuard {
  private:
   MDB_cursor* cursor_;
 };
-
-// Creates `directory` and every missing parent as 0700 (chmod after mkdir, so the umask cannot
-// loosen or break it). Components that exist keep their mode.
-Status CreateDirectories(const std::string& directory, std::string_view what) {
-  std::error_code error;
-  const fs::path absolute = fs::absolute(directory, error).lexically_normal();
-  if (error) {
-    return Status::IOError(
-        fmt::format("cannot resolve {} directory '{}': {}", what, directory, error.message()));
-  }
-  fs::path current;
-  for (const fs::path& component : absolute) {
-    if (component.empty()) continue;  // the trailing "" of "a/b/"
-    current /= component;
-    if (::mkdir(current.c_str(), kDirectoryMode) == 0) {
-      if (::chmod(current.c_str(), kDirectoryMode) != 0) {
-        return Status::IOError(fmt::format("cannot set mode 0700 on {} directory '{}': {}", what,
-                                           current.string(), std::strerror(errno)));
-      }
-      continue;
-    }
-    const int mkdir_errno = errno;
-    if (mkdir_errno == EEXIST && fs::is_directory(current, error)) continue;
-    return Status::IOError(fmt::format(
-        "cannot create {} directory '{}': {}; check that the path is a directory this user may "
-        "write to",
-        what, current.string(),
-        mkdir_errno == EEXIST ? "a file that is not a directory is in the way"
-                              : std::strerror(mkdir_errno)));
-  }
-  return Status::OK();
-}
 
 // Process-wide map of open environments: LMDB forbids opening one environment twice in a process
 // (closing either copy would drop the other's file locks), so every Store::Open of a directory
@@ -679,7 +647,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
         "store {}: map_size_bytes is 0; leave the default (1 TiB of address space, not disk)",
         options.directory));
   }
-  SKIPPR_RETURN_IF_ERROR(CreateDirectories(options.directory, "store"));
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(options.directory, "store"));
   std::error_code error;
   const std::string directory = fs::canonical(options.directory, error).string();
   if (error) {
@@ -731,9 +699,12 @@ Result<WriteTransaction> Store::BeginWrite() {
 namespace {
 
 // The pid the holder wrote into the lock file, if it can be read.
-std::optional<pid_t> ReadHolderPid(int fd) {
+std::optional<pid_t> ReadHolderPid(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
   char buffer[32] = {};
   const ssize_t read_bytes = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
+  ::close(fd);
   if (read_bytes <= 0) return std::nullopt;
   const char* end = buffer + read_bytes;
   pid_t pid = 0;
@@ -742,17 +713,84 @@ std::optional<pid_t> ReadHolderPid(int fd) {
   return pid;
 }
 
+// flock(LOCK_EX | LOCK_NB), EINTR retried: 0, or the errno (EWOULDBLOCK: someone holds it).
+int TryLockExclusive(int fd) {
+  int rc = 0;
+  do {
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0 ? 0 : errno;
+}
+
+Status LeaseHeldElsewhere(const std::string& pipeline_dir, const std::string& pipeline_name,
+                          const std::string& lock_path) {
+  const std::optional<pid_t> holder_pid = ReadHolderPid(lock_path);
+  std::string holder = "another process (its pid is not recorded yet)";
+  std::string advice = "wait for it to finish, or stop it, then retry";
+  if (holder_pid) {
+    holder = *holder_pid == ::getpid() ? fmt::format("pid {} (this process)", *holder_pid)
+                                       : fmt::format("pid {}", *holder_pid);
+    advice = fmt::format("wait for it to finish, or stop it (kill {}), then retry", *holder_pid);
+  }
+  return Status::Unavailable(fmt::format(
+      "pipeline writer lease unavailable: pipeline '{}' in {} is being written by {}, which "
+      "holds {}; {}",
+      pipeline_name, pipeline_dir, holder, lock_path, advice));
+}
+
+// Takes the exclusive lock on `fd` (the pipeline directory's or writer.lock's, `locked_path`); on
+// failure closes `fd` and says who holds the lease, or what went wrong.
+Status LockForLease(int fd, const std::string& locked_path, const std::string& pipeline_dir,
+                    const std::string& pipeline_name, const std::string& lock_path) {
+  const int lock_errno = TryLockExclusive(fd);
+  if (lock_errno == 0) return Status::OK();
+  ::close(fd);
+  if (lock_errno == EWOULDBLOCK) return LeaseHeldElsewhere(pipeline_dir, pipeline_name, lock_path);
+  return Status::IOError(fmt::format("cannot lock '{}' for pipeline '{}': {}", locked_path,
+                                     pipeline_name, std::strerror(lock_errno)));
+}
+
+// The lease proper: the pipeline directory, locked through a descriptor of the directory itself.
+// Nothing inside it can be deleted or replaced to lose the lock; a directory renamed away and
+// recreated between our open and our flock is caught by comparing inodes.
+Result<int> LockPipelineDirectory(const std::string& pipeline_dir,
+                                  const std::string& pipeline_name,
+                                  const std::string& lock_path) {
+  const int fd = ::open(pipeline_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return Status::IOError(fmt::format(
+        "cannot open the pipeline directory '{}' of pipeline '{}' to take the writer lease: {}; "
+        "it must be a directory (not a symbolic link) this user may read",
+        pipeline_dir, pipeline_name, std::strerror(errno)));
+  }
+  SKIPPR_RETURN_IF_ERROR(LockForLease(fd, pipeline_dir, pipeline_dir, pipeline_name, lock_path));
+  struct stat locked {};
+  struct stat named {};
+  if (::fstat(fd, &locked) != 0 || ::lstat(pipeline_dir.c_str(), &named) != 0 ||
+      locked.st_dev != named.st_dev || locked.st_ino != named.st_ino) {
+    ::close(fd);
+    return Status::Unavailable(fmt::format(
+        "pipeline writer lease unavailable: the directory '{}' of pipeline '{}' was replaced while "
+        "the lease was being taken; retry",
+        pipeline_dir, pipeline_name));
+  }
+  return fd;
+}
+
 }  // namespace
 
-WriterLease::WriterLease(int fd, std::string lock_path)
-    : fd_(fd), lock_path_(std::move(lock_path)) {}
+WriterLease::WriterLease(int directory_fd, int fd, std::string lock_path)
+    : directory_fd_(directory_fd), fd_(fd), lock_path_(std::move(lock_path)) {}
 
 WriterLease::WriterLease(WriterLease&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), lock_path_(std::move(other.lock_path_)) {}
+    : directory_fd_(std::exchange(other.directory_fd_, -1)),
+      fd_(std::exchange(other.fd_, -1)),
+      lock_path_(std::move(other.lock_path_)) {}
 
 WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
   if (this != &other) {
     Release();
+    directory_fd_ = std::exchange(other.directory_fd_, -1);
     fd_ = std::exchange(other.fd_, -1);
     lock_path_ = std::move(other.lock_path_);
   }
@@ -762,50 +800,33 @@ WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
 WriterLease::~WriterLease() { Release(); }
 
 void WriterLease::Release() {
-  if (fd_ < 0) return;
-  // Still holding the lock, so no later holder's pid can be erased here. Best effort: a stale pid
-  // only makes a refusal message less exact, and the kernel drops the lock on close regardless.
-  if (::ftruncate(fd_, 0) != 0) {
+  if (fd_ >= 0) {
+    // Still holding the lock, so no later holder's pid can be erased here. Best effort: a stale
+    // pid only makes a refusal message less exact, and the kernel drops the lock on close.
+    if (::ftruncate(fd_, 0) != 0) {
+    }
+    ::close(std::exchange(fd_, -1));
   }
-  ::close(std::exchange(fd_, -1));
+  if (directory_fd_ >= 0) ::close(std::exchange(directory_fd_, -1));  // the lease itself, last
 }
 
 Result<WriterLease> WriterLease::Acquire(const std::string& pipeline_dir,
                                          const std::string& pipeline_name) {
-  SKIPPR_RETURN_IF_ERROR(CreateDirectories(pipeline_dir, "pipeline"));
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(pipeline_dir, "pipeline"));
   const std::string lock_path = (fs::path(pipeline_dir) / "writer.lock").string();
+  SKIPPR_ASSIGN_OR_RETURN(const int directory_fd,
+                          LockPipelineDirectory(pipeline_dir, pipeline_name, lock_path));
+  WriterLease lease(directory_fd, -1, lock_path);  // ours now: released on every return below
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return Status::IOError(fmt::format(
         "cannot open the writer lock file '{}' of pipeline '{}': {}; the pipeline directory must "
-        "be writable by this user",
+        "be writable by this user (and writer.lock a regular file, not a symbolic link)",
         lock_path, pipeline_name, std::strerror(errno)));
   }
-  int rc = 0;
-  do {
-    rc = ::flock(fd, LOCK_EX | LOCK_NB);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const int flock_errno = errno;
-    const std::optional<pid_t> holder_pid = ReadHolderPid(fd);
-    ::close(fd);  // not ours: leave the holder's pid in place
-    if (flock_errno != EWOULDBLOCK) {
-      return Status::IOError(fmt::format("cannot lock '{}' for pipeline '{}': {}", lock_path,
-                                         pipeline_name, std::strerror(flock_errno)));
-    }
-    std::string holder = "another process (its pid is not recorded yet)";
-    std::string advice = "wait for it to finish, or stop it, then retry";
-    if (holder_pid) {
-      holder = *holder_pid == ::getpid() ? fmt::format("pid {} (this process)", *holder_pid)
-                                         : fmt::format("pid {}", *holder_pid);
-      advice = fmt::format("wait for it to finish, or stop it (kill {}), then retry", *holder_pid);
-    }
-    return Status::Unavailable(fmt::format(
-        "pipeline writer lease unavailable: pipeline '{}' in {} is being written by {}, which "
-        "holds {}; {}",
-        pipeline_name, pipeline_dir, holder, lock_path, advice));
-  }
-  WriterLease lease(fd, lock_path);  // ours now: released (and closed) on every return below
+  // skipprd before the directory lease locked only this file: keep such a writer out too.
+  SKIPPR_RETURN_IF_ERROR(LockForLease(fd, lock_path, pipeline_dir, pipeline_name, lock_path));
+  lease.fd_ = fd;
   const std::string pid_text = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd, 0) != 0 ||
       ::pwrite(fd, pid_text.data(), pid_text.size(), 0) != static_cast<ssize_t>(pid_text.size())) {

@@ -141,11 +141,13 @@ class Store {
   std::shared_ptr<internal::Environment> env_;
 };
 
-// One writer process per pipeline: an exclusive, non-blocking flock() on <pipeline_dir>/writer.lock
-// (created 0600; the holder's pid is written into it for the error message). Released by the
-// destructor or by the kernel when the process dies (including SIGKILL). The file is never
-// deleted: deleting a lock file races with the next holder. flock() belongs to the open file, so a
-// child forked while the lease is held holds it too until it exits or execs.
+// One writer process per pipeline: an exclusive, non-blocking flock() on the pipeline directory
+// itself (opened O_RDONLY | O_DIRECTORY), so deleting or replacing anything inside it cannot let a
+// second writer in. <pipeline_dir>/writer.lock (0600) holds the holder's pid for the refusal
+// message, and is flocked too so that an older skipprd, which locks only that file, stays out.
+// Released by the destructor or by the kernel when the process dies (including SIGKILL). flock()
+// belongs to the open file, so a child forked while the lease is held holds it too until it exits
+// or execs. docs/formats/store.md "Writer lease".
 class WriterLease {
  public:
   // Creates pipeline_dir (0700) if missing. When another holder has the lease: Unavailable whose
@@ -163,10 +165,11 @@ class WriterLease {
   const std::string& lock_path() const { return lock_path_; }
 
  private:
-  WriterLease(int fd, std::string lock_path);
+  WriterLease(int directory_fd, int fd, std::string lock_path);
   void Release();
 
-  int fd_ = -1;
+  int directory_fd_ = -1;  // the pipeline directory, flocked: the lease
+  int fd_ = -1;            // writer.lock, flocked too, holding our pid
   std::string lock_path_;
 };
 

@@ -935,6 +935,77 @@ TEST(WriterLease, ChildHoldsTheLeaseUntilItIsKilled) {
   EXPECT_EQ(recorded_pid, std::to_string(::getpid()));
 }
 
+// flock() on a deleted file protects nothing: the next process would create a new writer.lock and
+// lock that. The lease is the pipeline directory, so deleting or replacing the file changes nothing.
+TEST(WriterLease, DeletingOrReplacingWriterLockDoesNotLetASecondWriterIn) {
+  TempDir dir;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    Result<WriterLease> lease = WriterLease::Acquire(dir.path(), "rides");
+    if (!lease.ok()) ChildFail(lease.status());
+    if (::write(ready[1], "r", 1) != 1) std::_Exit(5);
+    while (true) ::pause();  // holds the lease until SIGKILL
+  }
+  // A failed assertion below returns early: the child must not outlive the test.
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } holder{child};
+  ::close(ready[1]);
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the child could not take the lease";
+  ::close(ready[0]);
+  const std::string lock_path = dir.path() + "/writer.lock";
+
+  ASSERT_EQ(::unlink(lock_path.c_str()), 0);
+  Result<WriterLease> after_delete = WriterLease::Acquire(dir.path(), "rides");
+  ASSERT_FALSE(after_delete.ok()) << "a second writer got in after writer.lock was deleted";
+  EXPECT_EQ(after_delete.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(after_delete.status().message(), StartsWith("pipeline writer lease unavailable"));
+
+  {
+    std::ofstream replacement(dir.path() + "/writer.lock.new");
+    replacement << "1\n";
+  }
+  ASSERT_EQ(::rename((dir.path() + "/writer.lock.new").c_str(), lock_path.c_str()), 0);
+  Result<WriterLease> after_replace = WriterLease::Acquire(dir.path(), "rides");
+  ASSERT_FALSE(after_replace.ok()) << "a second writer got in after writer.lock was replaced";
+  EXPECT_EQ(after_replace.status().code(), StatusCode::kUnavailable);
+
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  holder.pid = -1;
+  auto lease = ValueOrDie(WriterLease::Acquire(dir.path(), "rides"));
+  std::ifstream lock_file(lease.lock_path());
+  std::string recorded_pid;
+  lock_file >> recorded_pid;
+  EXPECT_EQ(recorded_pid, std::to_string(::getpid()));
+}
+
+// A symbolic link in place of writer.lock is not followed (it could point at any file of the user).
+TEST(WriterLease, SymlinkInPlaceOfWriterLockIsRefused) {
+  TempDir dir;
+  const std::string target = dir.path() + "/precious.txt";
+  { std::ofstream(target) << "keep me\n"; }
+  ASSERT_EQ(::mkdir((dir.path() + "/p").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(target.c_str(), (dir.path() + "/p/writer.lock").c_str()), 0);
+  Result<WriterLease> lease = WriterLease::Acquire(dir.path() + "/p", "rides");
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.status().code(), StatusCode::kIOError);
+  EXPECT_THAT(lease.status().message(), HasSubstr("not a symbolic link"));
+  std::ifstream kept(target);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "keep me");
+}
+
 // ----- Key encoding ---------------------------------------------------------------------------
 
 TEST(KeyBuilder, EncodesTheDocumentedBytes) {
