@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "core/redact.hpp"
 
 namespace skippr::cli {
 
@@ -43,6 +44,7 @@ std::vector<std::string> NormaliseLogFlag(int argc, char** argv) {
 }  // namespace
 
 int RunCli(int argc, char** argv) {
+  RedactStandardError();  // before anything prints: no secret reaches stderr in clear
   CLI::App app{
       "skipprd: reads a source, commits every batch to a write-ahead log, and lands it "
       "exactly once.\nConfigured by skippr.yml; see docs/config.md.",

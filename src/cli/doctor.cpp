@@ -17,6 +17,7 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "core/disk.hpp"
+#include "core/redact.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
@@ -164,7 +165,7 @@ nlohmann::ordered_json ToJson(const std::vector<Check>& checks) {
 
 void PrintText(const std::vector<Check>& checks) {
   for (const Check& check : checks) {
-    fmt::print("{} {}\n", check.ok ? "[ok]  " : "[FAIL]", check.message);
+    fmt::print("{} {}\n", check.ok ? "[ok]  " : "[FAIL]", Redact(check.message));
     if (check.suggested_fix_command) fmt::print("       fix: {}\n", *check.suggested_fix_command);
   }
   fmt::print("{}\n", AllPassed(checks) ? "All checks passed." : "Some checks failed.");
@@ -175,13 +176,13 @@ int RunDoctor(const GlobalOptions& global, const std::string& output) {
   if (!config.ok()) {
     if (output == "json") {
       const std::vector<Check> failed = {{false, "config failed: " + config.status().message()}};
-      fmt::print("{}\n", ToJson(failed).dump());
+      fmt::print("{}\n", Redact(ToJson(failed).dump()));
     }
     return kExitFailure;
   }
   const std::vector<Check> checks = RunChecks(*config);
   if (output == "json") {
-    fmt::print("{}\n", ToJson(checks).dump());
+    fmt::print("{}\n", Redact(ToJson(checks).dump()));
   } else {
     PrintText(checks);
   }

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <random>
 
+#include "core/redact.hpp"
+
 namespace skippr::cli {
 
 OutputMode ParseOutputMode(const std::string& text) {
@@ -35,7 +37,7 @@ RunOutput::RunOutput(OutputMode mode, std::string phase)
 
 void RunOutput::Text(const std::string& line) const {
   if (mode_ == OutputMode::kJson) return;
-  fmt::print("{}\n", line);
+  fmt::print("{}\n", Redact(line));
   std::fflush(stdout);
 }
 
@@ -46,7 +48,7 @@ void RunOutput::Event(const std::string& event, nlohmann::ordered_json fields) c
                                  {"phase", phase_},
                                  {"timestamp", UtcTimestampNow()}};
   for (auto& [key, value] : fields.items()) line[key] = value;
-  fmt::print("{}\n", line.dump());
+  fmt::print("{}\n", Redact(line.dump()));
   std::fflush(stdout);
 }
 

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
+#include "core/file.hpp"
 #include "pipeline/shaping.hpp"
 
 namespace skippr::pipeline {
@@ -69,14 +71,11 @@ std::string StoreDirectory(const std::string& state_dir) {
 Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline) {
   PipelineState state;
   state.directory_ = pipeline.StateDir();
-  std::error_code error;
-  fs::create_directories(state.directory_, error);
-  if (error) {
-    return Status::IOError(
-        fmt::format("cannot create the pipeline directory '{}': {}; check DATA_DIR "
-                    "(or pipelines.{}.data_dir)",
-                    state.directory_, error.message(), pipeline.name));
+  if (Status created = CreatePrivateDirectories(state.directory_, "pipeline"); !created.ok()) {
+    return Status::IOError(fmt::format("{}; check DATA_DIR (or pipelines.{}.data_dir)",
+                                       created.message(), pipeline.name));
   }
+  ::chmod(state.directory_.c_str(), 0700);  // also one an older skipprd created with the umask's
   SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
                           store::WriterLease::Acquire(state.directory_, pipeline.name));
   state.lease_.emplace(std::move(lease));

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/redact.hpp"
 #include "core/check.hpp"
 #include "core/crash.hpp"
 #include "core/disk.hpp"
@@ -97,7 +98,7 @@ void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
     json["segments_committed"] = result->segments_committed;
     json["deadletters"] = result->deadletter_count;
   } else {
-    json["error"] = result.status().message();
+    json["error"] = Redact(result.status().message());  // read by `status`, by other users too
   }
   Result<store::WriteTransaction> write = state.store().BeginWrite();
   if (!write.ok()) return;
@@ -164,7 +165,7 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
       run.rows_committed = json.value("rows_committed", uint64_t{0});
       run.segments_committed = json.value("segments_committed", uint64_t{0});
       run.deadletters = json.value("deadletters", uint64_t{0});
-      run.error = json.value("error", std::string());
+      run.error = Redact(json.value("error", std::string()));  // also records written before
       status.last_run = run;
     } catch (const nlohmann::json::exception& error) {
       return Status::Corruption(std::string("the last run record is unreadable: ") + error.what());

@@ -158,13 +158,8 @@ int64_t SegmentEntry::rows() const {
 
 Result<std::unique_ptr<Wal>> Wal::Open(const std::string& directory, const std::string& pipeline,
                                        store::Store& store, RecoveryReport* report) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  if (error) {
-    return Status::IOError(
-        fmt::format("cannot create WAL directory '{}': {}", directory, error.message()));
-  }
-  chmod(directory.c_str(), 0700);
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(directory, "WAL"));
+  chmod(directory.c_str(), 0700);  // also one an older skipprd created with the umask's mode
   std::unique_ptr<Wal> wal(new Wal(directory, pipeline, store));
   SKIPPR_RETURN_IF_ERROR(wal->Recover(report));
   return wal;
