@@ -19,6 +19,7 @@ struct QueryFlags {
   std::string sql;
   bool plain = false;
   std::string output = "table";
+  bool allows_file_access = false;  // --allow-file-access
 };
 
 std::string Render(const query::QueryResult& result, const QueryFlags& flags) {
@@ -31,7 +32,8 @@ std::string Render(const query::QueryResult& result, const QueryFlags& flags) {
 // Runs one statement against a fresh snapshot of every pipeline.
 int RunStatement(const config::Config& config, const std::string& sql, const QueryFlags& flags) {
   const auto started = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<query::Engine>> engine = pipeline::OpenQueryEngine(config);
+  Result<std::unique_ptr<query::Engine>> engine =
+      pipeline::OpenQueryEngine(config, pipeline::QueryAccess{flags.allows_file_access});
   if (!engine.ok()) {
     fmt::print(stderr, "query failed: {}\n", engine.status().message());
     return kExitFailure;
@@ -138,6 +140,9 @@ void AddQueryCommand(CLI::App& app, const GlobalOptions& global, int& exit_code)
   command->add_option("--output", flags->output, "table, csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
+  command->add_flag(std::string(query::kAllowFileAccessFlag), flags->allows_file_access,
+                    "Let SQL read and write files, attach databases, load extensions and change "
+                    "settings (off: only the <pipeline>.<namespace> tables can be read)");
   command->callback([&global, &exit_code, flags] { exit_code = RunQuery(global, *flags); });
 
   auto* df = app.add_subcommand("df", "Print a namespace's rows as {\"header\",\"rows\"} JSON");

@@ -176,9 +176,21 @@ struct PipelineStatus {
 // What `skipprd status` shows, read from one snapshot without taking the lease.
 Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline);
 
+// What SQL in `skipprd query` may touch besides the pipelines' tables.
+struct QueryAccess {
+  // false (the default): only the tables — DuckDB's external access off, the configuration
+  // locked, only the SkipprLake sinks' table data directories readable (query::EngineOptions).
+  // true: `--allow-file-access`, DuckDB as it comes.
+  bool allows_file_access = false;
+};
+
 // A query engine with every namespace of every synced pipeline as the table <pipeline>.<namespace>:
 // in one pinned store snapshot per pipeline, the rows of the landed Iceberg snapshot recorded there
-// plus the live WAL slices not landed in it, projected onto the current schema.
-Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config);
+// plus the live WAL slices not landed in it, projected onto the current schema. Opening lists the
+// tables; each is bound when a statement first reads it (query::TableBinder), so a table that
+// cannot be read (a damaged segment, an unreadable landed snapshot, columns DuckDB refuses) fails
+// only the statements that read it, naming it.
+Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config,
+                                                       const QueryAccess& access = {});
 
 }  // namespace skippr::pipeline

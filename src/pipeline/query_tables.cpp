@@ -2,9 +2,18 @@
 // snapshot, the landed Iceberg snapshot recorded there (data files minus equality deletes) plus the
 // live WAL slices not landed in it, projected onto the current schema — under merge_by_key, the
 // live slices upsert by key over the landed rows.
+//
+// Tables are bound on demand (query::TableBinder): opening the engine only lists each pipeline's
+// namespaces; a statement's tables are bound before it runs (the pipeline's catalog pinned at its
+// first bind, the landed snapshot's files listed, the segment files holding its live slices read
+// and verified), and the slices are decoded when DuckDB starts the first scan of the table. A
+// table that cannot be bound fails only the statements that read it.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+
+#include "iceberg/iceberg.hpp"
 #include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
 
@@ -12,97 +21,303 @@ namespace skippr::pipeline {
 
 namespace {
 
-// How often a query re-pins when a segment file vanished under it (reclaimed after landing).
+// How often a bind re-pins when a segment file vanished under it (reclaimed after landing).
 constexpr int kSnapshotAttempts = 10;
 
-// One pinned store snapshot of a pipeline: per namespace, the live WAL slices not landed yet
-// (decoded once, shared by every scan of the query) and the landed Iceberg snapshot's files.
-struct SnapshotTables {
-  std::map<std::string, std::vector<std::shared_ptr<const Batch>>> batches_by_namespace;
-  std::map<std::string, query::LandedRows> landed_by_namespace;
+using Batches = std::vector<std::shared_ptr<const Batch>>;
+
+// One table's live WAL slices, decoded when the first scan of the table starts (TableSource's
+// provider runs at DuckDB's scan init) and shared by every later scan of the statement.
+class LiveSlices {
+ public:
+  struct Slice {
+    std::shared_ptr<const wal::SegmentReader> segment;
+    uint32_t ordinal = 0;
+  };
+  LiveSlices(std::string table, std::vector<Slice> slices)
+      : table_(std::move(table)), slices_(std::move(slices)) {}
+
+  Result<Batches> Decoded() {
+    std::lock_guard lock(mutex_);
+    if (!decoded_) {
+      decoded_ = Decode();
+      slices_.clear();  // the segment bytes go once decoded (unless another table still needs them)
+    }
+    return *decoded_;
+  }
+
+ private:
+  Result<Batches> Decode() const {
+    Batches batches;
+    for (const Slice& slice : slices_) {
+      Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal);
+      if (!batch.ok()) {
+        return Status(batch.status().code(),
+                      fmt::format("table {}: {}", table_, batch.status().message()));
+      }
+      batches.push_back(std::make_shared<const Batch>(std::move(batch).value()));
+    }
+    return batches;
+  }
+
+  std::mutex mutex_;
+  const std::string table_;
+  std::vector<Slice> slices_;
+  std::optional<Result<Batches>> decoded_;
 };
 
-Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
-  auto tables = std::make_shared<SnapshotTables>();
-  // One read transaction pins the catalog: the landed snapshot and the landed slices it records
-  // are one cut, so a slice is read either from the lake or from the WAL, never both or neither.
-  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
-  SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
-  SKIPPR_ASSIGN_OR_RETURN(internal::LandingState landing, internal::ReadLandingState(read));
-  for (const auto& [namespace_name, snapshot] : landing.snapshots) {
-    SKIPPR_ASSIGN_OR_RETURN(tables->landed_by_namespace[namespace_name],
-                            lake::LandedRowsOf(snapshot));
-  }
-  for (const wal::SegmentEntry& entry : segments) {
-    bool any_live = false;
-    for (const wal::SliceSummary& slice : entry.slices) {
-      any_live = any_live || !landing.landed.contains({entry.segment_id, slice.ordinal});
-    }
-    if (!any_live) continue;
-    SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader, wal::OpenSegment(state.wal_directory(), entry));
-    for (const wal::SliceInfo& slice : reader.slices()) {
-      if (landing.landed.contains({entry.segment_id, slice.ordinal})) continue;
-      SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(slice.ordinal));
-      tables->batches_by_namespace[slice.namespace_name].push_back(
-          std::make_shared<const Batch>(std::move(batch)));
-    }
-  }
-  return tables;
-}
+// One pipeline's catalog as one read transaction saw it: the landed snapshots and landed slices
+// are one cut with the live segments, so a slice is read from the lake or from the WAL, never both
+// or neither. Segment files are read (and verified) once, for every table that needs them.
+struct PinnedCatalog {
+  std::vector<wal::SegmentEntry> segments;
+  internal::LandingState landing;
+  std::map<uint64_t, Result<std::shared_ptr<const wal::SegmentReader>>> segment_files;
+};
 
-Result<std::shared_ptr<SnapshotTables>> ReadSnapshot(PipelineState& state) {
-  for (int attempt = 1;; ++attempt) {
-    Result<std::shared_ptr<SnapshotTables>> tables = ReadSnapshotOnce(state);
-    // A segment landed and reclaimed between pinning the catalog and opening its file: its rows
-    // are in the lake in a newer snapshot, which a fresh pin sees.
-    if (tables.ok() || tables.status().code() != StatusCode::kNotFound ||
-        attempt == kSnapshotAttempts) {
-      return tables;
+// The tables of one pipeline: listed from its saved schema when the engine opens, bound on demand.
+// Its namespaces are its tables today; a further kind of table of a pipeline (deadletters) is
+// listed in TableNames() and bound in BindTable().
+class PipelineTables {
+ public:
+  // NotFound: the pipeline never ran, it has no tables. `checks_locations`: file access is off,
+  // so landed files must lie in the sink's table data directories.
+  static Result<std::unique_ptr<PipelineTables>> Open(const config::Config& config,
+                                                      const config::PipelineConfig& pipeline,
+                                                      bool checks_locations) {
+    SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForReading(pipeline));
+    std::unique_ptr<PipelineTables> tables(new PipelineTables());
+    tables->name_ = pipeline.name;
+    tables->checks_locations_ = checks_locations;
+    tables->state_ = std::make_unique<PipelineState>(std::move(state));
+    {
+      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, tables->state_->store().BeginRead());
+      SKIPPR_ASSIGN_OR_RETURN(tables->schema_, schema::LoadSchema(read));
+    }
+    tables->policy_ = internal::ResolveLakePolicy(config, pipeline);
+    tables->FindDataDirectories(config, pipeline);
+    return tables;
+  }
+
+  std::vector<std::string> TableNames() const {
+    std::vector<std::string> names;
+    for (const auto& [ns_name, ns] : schema_.namespaces) names.push_back(ns_name);
+    return names;
+  }
+
+  // Where the lake writer puts each table's data and delete files: all that query may read
+  // besides the WAL when file access is off (query::EngineOptions::readable_directories).
+  const std::map<std::string, std::string>& data_directories() const { return data_directories_; }
+
+  // The tables, in order, from one pinned catalog (re-pinned, for all of them, when a segment file
+  // was reclaimed between the pin and its read).
+  std::vector<Result<query::TableSource>> Bind(const std::vector<std::string>& names) {
+    std::vector<Result<query::TableSource>> bound;
+    for (int attempt = 1; attempt <= kSnapshotAttempts; ++attempt) {
+      if (attempt > 1) pin_.reset();
+      bound.clear();
+      bool segment_vanished = false;
+      for (const std::string& name : names) {
+        bound.push_back(BindTable(name));
+        segment_vanished = segment_vanished || bound.back().status().code() == StatusCode::kNotFound;
+      }
+      if (!segment_vanished) break;
+    }
+    return bound;
+  }
+
+ private:
+  PipelineTables() = default;
+
+  void FindDataDirectories(const config::Config& config, const config::PipelineConfig& pipeline) {
+    if (!pipeline.data_sink) return;
+    const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
+    if (sink.kind != "SkipprLake") return;
+    for (const auto& [ns_name, ns] : schema_.namespaces) {
+      Result<std::string> location = iceberg::TableLocation(
+          sink.GetString("warehouse"), sink.GetString("table_namespace"), ns_name);
+      if (!location.ok()) continue;  // not a local table: nothing of it can be read
+      Result<std::string> local = iceberg::LocalPathOfUri(*location);
+      if (local.ok()) data_directories_[ns_name] = *local + "/data/";
     }
   }
-}
+
+  Status Pin() {
+    if (pin_) return Status::OK();
+    PinnedCatalog pin;
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state_->store().BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(pin.segments, wal::LiveSegments(read));
+    SKIPPR_ASSIGN_OR_RETURN(pin.landing, internal::ReadLandingState(read));
+    pin_ = std::move(pin);
+    return Status::OK();
+  }
+
+  Result<std::shared_ptr<const wal::SegmentReader>> SegmentFile(const wal::SegmentEntry& entry) {
+    auto it = pin_->segment_files.find(entry.segment_id);
+    if (it == pin_->segment_files.end()) {
+      Result<wal::SegmentReader> reader = wal::OpenSegment(state_->wal_directory(), entry);
+      Result<std::shared_ptr<const wal::SegmentReader>> shared =
+          reader.ok() ? Result<std::shared_ptr<const wal::SegmentReader>>(
+                            std::make_shared<const wal::SegmentReader>(std::move(reader).value()))
+                      : Result<std::shared_ptr<const wal::SegmentReader>>(reader.status());
+      it = pin_->segment_files.emplace(entry.segment_id, std::move(shared)).first;
+    }
+    return it->second;
+  }
+
+  // The live slices of `ns_name` in the pinned catalog, their segment files read and verified.
+  Result<std::vector<LiveSlices::Slice>> LiveSlicesOf(const std::string& ns_name) {
+    std::vector<LiveSlices::Slice> slices;
+    for (const wal::SegmentEntry& entry : pin_->segments) {
+      for (const wal::SliceSummary& slice : entry.slices) {
+        if (slice.namespace_name != ns_name ||
+            pin_->landing.landed.contains({entry.segment_id, slice.ordinal})) {
+          continue;
+        }
+        SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const wal::SegmentReader> segment,
+                                SegmentFile(entry));
+        slices.push_back({std::move(segment), slice.ordinal});
+      }
+    }
+    return slices;
+  }
+
+  // The landed rows, all under the table's data directory (what query may read with file access
+  // off): a snapshot landed in another warehouse (the sink's settings changed since) says so.
+  Result<query::LandedRows> LandedRowsOf(const std::string& ns_name) {
+    auto snapshot = pin_->landing.snapshots.find(ns_name);
+    if (snapshot == pin_->landing.snapshots.end()) return query::LandedRows{};
+    SKIPPR_ASSIGN_OR_RETURN(query::LandedRows landed, lake::LandedRowsOf(snapshot->second));
+    if (!checks_locations_) return landed;
+    auto directory = data_directories_.find(ns_name);
+    const auto outside = [&](const std::string& path) {
+      return directory == data_directories_.end() || !path.starts_with(directory->second);
+    };
+    for (const query::LandedFile& file : landed.data_files) {
+      if (!outside(file.path)) continue;
+      return Status::NotSupported(fmt::format(
+          "its landed file '{}' is not under {} of the pipeline's data_sink (was the warehouse or "
+          "table_namespace changed?); query reads only the sink's table directories — run "
+          "`skipprd query {}` to read it anyway",
+          file.path,
+          directory == data_directories_.end() ? std::string("a local SkipprLake table directory")
+                                                : directory->second,
+          query::kAllowFileAccessFlag));
+    }
+    return landed;
+  }
+
+  Result<query::TableSource> BindTable(const std::string& ns_name) {
+    auto ns = schema_.namespaces.find(ns_name);
+    if (ns == schema_.namespaces.end()) {
+      return Status::NotFound(fmt::format("pipeline {} has no namespace '{}'", name_, ns_name));
+    }
+    SKIPPR_RETURN_IF_ERROR(Pin());
+    query::TableSource table;
+    table.pipeline = name_;
+    table.namespace_name = ns_name;
+    table.fields = ns->second.fields;
+    SKIPPR_ASSIGN_OR_RETURN(table.landed, LandedRowsOf(ns_name));
+    SKIPPR_ASSIGN_OR_RETURN(std::vector<LiveSlices::Slice> slices, LiveSlicesOf(ns_name));
+    // Under merge_by_key the live rows upsert the landed ones, as their landing will. Keys the
+    // schema cannot carry fail the sync, not the query: the rows then read as appended.
+    if (lake::CheckKeyColumns(policy_.key_columns, ns->second.fields).ok()) {
+      table.key_columns = policy_.key_columns;
+    }
+    auto live = std::make_shared<LiveSlices>(name_ + "." + ns_name, std::move(slices));
+    table.batches = [live]() { return live->Decoded(); };
+    return table;
+  }
+
+  std::string name_;
+  bool checks_locations_ = true;
+  std::unique_ptr<PipelineState> state_;
+  schema::PipelineSchema schema_;
+  internal::LakePolicy policy_;
+  std::map<std::string, std::string> data_directories_;  // namespace → ".../data/"
+  std::optional<PinnedCatalog> pin_;
+};
+
+// Every configured pipeline's tables. A pipeline whose state cannot be opened lists no tables; a
+// statement naming it hears why (SchemaProblem).
+class PipelinesBinder final : public query::TableBinder {
+ public:
+  PipelinesBinder(const config::Config& config, bool checks_locations) {
+    for (const auto& [name, pipeline] : config.pipelines) {
+      Result<std::unique_ptr<PipelineTables>> tables =
+          PipelineTables::Open(config, pipeline, checks_locations);
+      if (tables.ok()) {
+        pipelines_.emplace(name, std::move(tables).value());
+      } else if (tables.status().code() != StatusCode::kNotFound) {
+        problems_.emplace(name, tables.status());
+      }
+    }
+  }
+
+  std::vector<std::string> DataDirectories() const {
+    std::vector<std::string> directories;
+    for (const auto& [name, tables] : pipelines_) {
+      for (const auto& [ns_name, directory] : tables->data_directories()) {
+        directories.push_back(directory);
+      }
+    }
+    return directories;
+  }
+
+  std::vector<query::TableName> Names() const override {
+    std::vector<query::TableName> names;
+    for (const auto& [name, tables] : pipelines_) {
+      for (const std::string& table : tables->TableNames()) names.push_back({name, table});
+    }
+    return names;
+  }
+
+  std::vector<Result<query::TableSource>> Bind(const std::vector<query::TableName>& tables) override {
+    std::map<std::string, std::vector<std::string>> by_pipeline;
+    for (const query::TableName& table : tables) {
+      by_pipeline[table.pipeline].push_back(table.namespace_name);
+    }
+    std::map<query::TableName, Result<query::TableSource>> bound;
+    for (const auto& [pipeline, names] : by_pipeline) {
+      auto it = pipelines_.find(pipeline);
+      std::vector<Result<query::TableSource>> sources =
+          it == pipelines_.end()
+              ? std::vector<Result<query::TableSource>>(
+                    names.size(), Status::NotFound(fmt::format("no pipeline '{}'", pipeline)))
+              : it->second->Bind(names);
+      for (size_t i = 0; i < names.size(); ++i) {
+        bound.emplace(query::TableName{pipeline, names[i]}, std::move(sources[i]));
+      }
+    }
+    std::vector<Result<query::TableSource>> ordered;
+    for (const query::TableName& table : tables) ordered.push_back(bound.at(table));
+    return ordered;
+  }
+
+  Status SchemaProblem(const std::string& schema) const override {
+    for (const auto& [name, problem] : problems_) {
+      if (config::CleanName(name) != config::CleanName(schema)) continue;
+      return Status(problem.code(),
+                    fmt::format("pipeline {} cannot be read: {}", name, problem.message()));
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<PipelineTables>> pipelines_;
+  std::map<std::string, Status> problems_;  // pipelines whose state could not be opened
+};
 
 }  // namespace
 
-Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config) {
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open());
-  for (const auto& [name, pipeline] : config.pipelines) {
-    Result<PipelineState> state = PipelineState::OpenForReading(pipeline);
-    if (!state.ok()) {
-      if (state.status().code() == StatusCode::kNotFound) continue;  // never synced: no tables
-      return state.status();
-    }
-    auto shared_state = std::make_shared<PipelineState>(std::move(state).value());
-    schema::PipelineSchema saved;
-    std::shared_ptr<SnapshotTables> snapshot;
-    {
-      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, shared_state->store().BeginRead());
-      SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
-    }
-    SKIPPR_ASSIGN_OR_RETURN(snapshot, ReadSnapshot(*shared_state));
-    const internal::LakePolicy policy = internal::ResolveLakePolicy(config, pipeline);
-    for (const auto& [ns_name, ns] : saved.namespaces) {
-      query::TableSource table;
-      table.pipeline = name;
-      table.namespace_name = ns_name;
-      table.fields = ns.fields;
-      if (auto landed = snapshot->landed_by_namespace.find(ns_name);
-          landed != snapshot->landed_by_namespace.end()) {
-        table.landed = landed->second;
-      }
-      // Under merge_by_key the live rows upsert the landed ones, as their landing will. Keys the
-      // schema cannot carry fail the sync, not the query: the rows then read as appended.
-      if (lake::CheckKeyColumns(policy.key_columns, ns.fields).ok()) {
-        table.key_columns = policy.key_columns;
-      }
-      table.batches = [snapshot, ns_name = ns_name]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
-        auto it = snapshot->batches_by_namespace.find(ns_name);
-        if (it == snapshot->batches_by_namespace.end()) return std::vector<std::shared_ptr<const Batch>>{};
-        return it->second;
-      };
-      SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(std::move(table)));
-    }
-  }
+Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config,
+                                                       const QueryAccess& access) {
+  auto binder = std::make_unique<PipelinesBinder>(config, !access.allows_file_access);
+  query::EngineOptions options;
+  options.allows_file_access = access.allows_file_access;
+  options.readable_directories = binder->DataDirectories();
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open(options));
+  engine->SetBinder(std::move(binder));
   return engine;
 }
 

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "core/check.hpp"
 #include "query/query.hpp"
 
 namespace skippr::query {
@@ -151,6 +152,63 @@ std::optional<std::string> MissingTableName(const std::string& message) {
     return std::nullopt;
   }
   return match[1].str();
+}
+
+// ----- file access off (EngineOptions::allows_file_access = false) ------------------------------
+
+// DuckDB's refusals once external access is off and the configuration locked.
+bool IsAccessRefusal(const std::string& message) {
+  return message.find("Permission Error") != std::string::npos ||
+         message.find("disabled by configuration") != std::string::npos ||
+         message.find("configuration has been locked") != std::string::npos;
+}
+
+// `what` is blocked; `detail` (DuckDB's own message, when it refused) follows the explanation.
+Status FileAccessRefused(std::string_view what, std::string_view detail = "") {
+  return Status::InvalidArgument(fmt::format(
+      "{}: query reads only the pipelines' tables <pipeline>.<namespace>, so reading or writing "
+      "other files, attaching databases, installing or loading extensions and changing settings "
+      "are off — run `skipprd query {}` to allow them{}{}",
+      what, kAllowFileAccessFlag, detail.empty() ? "" : ". DuckDB: ", detail));
+}
+
+// Statements that only read tables or change this in-memory session pass; the rest could write
+// files (COPY, EXPORT, EXPLAIN ANALYZE of one, a PREPAREd one run by EXECUTE), reach other
+// databases (ATTACH), load code (INSTALL/LOAD) or undo the restriction (SET/RESET).
+Status CheckStatementAllowed(duckdb_statement_type type, const std::string& sql) {
+  switch (type) {
+    case DUCKDB_STATEMENT_TYPE_SELECT:
+    case DUCKDB_STATEMENT_TYPE_INSERT:
+    case DUCKDB_STATEMENT_TYPE_UPDATE:
+    case DUCKDB_STATEMENT_TYPE_DELETE:
+    case DUCKDB_STATEMENT_TYPE_CREATE:
+    case DUCKDB_STATEMENT_TYPE_CREATE_FUNC:
+    case DUCKDB_STATEMENT_TYPE_DROP:
+    case DUCKDB_STATEMENT_TYPE_ALTER:
+    case DUCKDB_STATEMENT_TYPE_TRANSACTION:
+    case DUCKDB_STATEMENT_TYPE_VARIABLE_SET:
+    case DUCKDB_STATEMENT_TYPE_PRAGMA:
+    case DUCKDB_STATEMENT_TYPE_CALL:
+    case DUCKDB_STATEMENT_TYPE_ANALYZE:
+      return Status::OK();
+    case DUCKDB_STATEMENT_TYPE_EXPLAIN:
+      // EXPLAIN ANALYZE runs the statement it explains (which may be a COPY).
+      if (Lower(sql).find("analy") == std::string::npos) return Status::OK();
+      return FileAccessRefused("EXPLAIN ANALYZE is not allowed");
+    case DUCKDB_STATEMENT_TYPE_COPY:
+      return FileAccessRefused("COPY is not allowed");
+    case DUCKDB_STATEMENT_TYPE_EXPORT:
+      return FileAccessRefused("EXPORT DATABASE is not allowed");
+    case DUCKDB_STATEMENT_TYPE_ATTACH:
+    case DUCKDB_STATEMENT_TYPE_DETACH:
+      return FileAccessRefused("ATTACH and DETACH are not allowed");
+    case DUCKDB_STATEMENT_TYPE_LOAD:
+      return FileAccessRefused("INSTALL and LOAD are not allowed");
+    case DUCKDB_STATEMENT_TYPE_SET:
+      return FileAccessRefused("SET and RESET are not allowed");
+    default:
+      return FileAccessRefused("this kind of statement is not allowed");
+  }
 }
 
 // Reads every VARCHAR column of a materialized result, chunk by chunk (strings may hold NUL bytes).
@@ -309,7 +367,7 @@ struct Engine::Handles {
 Engine::Engine() : handles_(std::make_unique<Handles>()) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::Open() {
+Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine());
   char* error = nullptr;
   if (duckdb_open_ext(nullptr, &engine->handles_->database, nullptr, &error) != DuckDBSuccess) {
@@ -331,8 +389,37 @@ Result<std::unique_ptr<Engine>> Engine::Open() {
   duckdb_result result;
   duckdb_query(engine->handles_->connection, "SET TimeZone = 'UTC'", &result);
   duckdb_destroy_result(&result);
+  if (!options.allows_file_access) SKIPPR_RETURN_IF_ERROR(engine->ApplyFileAccess(options));
   return engine;
 }
+
+// DuckDB allows changing allowed_directories only while external access is on, and nothing once
+// the configuration is locked: hence this order, and a lock that SQL cannot lift.
+Status Engine::ApplyFileAccess(const EngineOptions& options) {
+  std::vector<std::string> statements;
+  if (!options.readable_directories.empty()) {
+    std::vector<std::string> directories;
+    for (const std::string& directory : options.readable_directories) {
+      directories.push_back(QuoteLiteral(directory.ends_with('/') ? directory : directory + "/"));
+    }
+    statements.push_back(fmt::format("SET allowed_directories = [{}]", fmt::join(directories, ", ")));
+  }
+  statements.insert(statements.end(),
+                    {"SET autoinstall_known_extensions = false",
+                     "SET autoload_known_extensions = false", "SET enable_external_access = false",
+                     "SET lock_configuration = true"});
+  for (const std::string& statement : statements) {
+    duckdb_result result;
+    const bool ok = duckdb_query(handles_->connection, statement.c_str(), &result) == DuckDBSuccess;
+    const std::string error = ok ? "" : duckdb_result_error(&result);
+    duckdb_destroy_result(&result);
+    if (!ok) return Status::Internal(fmt::format("could not restrict DuckDB ({}): {}", statement, error));
+  }
+  allows_file_access_ = false;
+  return Status::OK();
+}
+
+void Engine::SetBinder(std::unique_ptr<TableBinder> binder) { binder_ = std::move(binder); }
 
 Status Engine::RegisterTable(TableSource table) {
   if (table.pipeline.empty() || table.namespace_name.empty()) {
@@ -368,16 +455,19 @@ Status Engine::RegisterTable(TableSource table) {
       tables_.erase(key);
     }
     return Status::InvalidArgument(
-        fmt::format("could not define table {}.{}: {}", pipeline, namespace_name, error));
+        fmt::format("table {}.{} cannot be read: DuckDB refuses its view: {}", pipeline,
+                    namespace_name, error));
   }
   return Status::OK();
 }
 
 std::vector<std::string> Engine::TableNames() const {
-  std::vector<std::string> names;
-  for (const auto& [key, source] : tables_) names.push_back(key.first + "." + key.second);
-  std::sort(names.begin(), names.end());
-  return names;
+  std::set<std::string> names;
+  for (const auto& [key, source] : tables_) names.insert(key.first + "." + key.second);
+  if (binder_) {
+    for (const TableName& name : binder_->Names()) names.insert(name.ToString());
+  }
+  return {names.begin(), names.end()};
 }
 
 Status Engine::UnknownTable(const std::string& name) const {
@@ -389,15 +479,14 @@ Status Engine::UnknownTable(const std::string& name) const {
       "unknown table '{}'; tables are referenced as <pipeline>.<namespace>: {}", name, list));
 }
 
-// Every table a statement names must be a registered <pipeline>.<namespace> (or a CTE). DuckDB would
-// otherwise resolve unqualified names against its default schema, or read files named as tables.
-// Statements json_serialize_sql cannot parse are left to DuckDB (its Catalog Error is rewritten).
-Status Engine::CheckTableReferences(const std::string& sql) {
+// The tables a statement names (CTE names left out), from DuckDB's own parse tree; nullopt when
+// json_serialize_sql cannot serialize the statement (only SELECTs serialize).
+std::optional<std::vector<Engine::TableRef>> Engine::ReferencedTables(const std::string& sql) {
   duckdb_prepared_statement statement = nullptr;
   if (duckdb_prepare(handles_->connection, "SELECT json_serialize_sql(?::VARCHAR)", &statement) !=
       DuckDBSuccess) {
     duckdb_destroy_prepare(&statement);
-    return Status::OK();  // no json extension: DuckDB's catalog errors still apply
+    return std::nullopt;  // no json extension: DuckDB's catalog errors still apply
   }
   duckdb_bind_varchar_length(statement, 1, sql.data(), sql.size());
   duckdb_result result;
@@ -415,10 +504,10 @@ Status Engine::CheckTableReferences(const std::string& sql) {
   duckdb_destroy_prepare(&statement);
 
   const nlohmann::json tree = nlohmann::json::parse(serialized, nullptr, /*allow_exceptions=*/false);
-  if (!tree.is_object() || tree.value("error", true)) return Status::OK();
+  if (!tree.is_object() || tree.value("error", true)) return std::nullopt;
 
   std::set<std::string> ctes;
-  std::vector<std::tuple<std::string, std::string, std::string>> refs;  // catalog, schema, table
+  std::vector<TableRef> refs;
   std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& node) {
     if (node.is_array()) {
       for (const auto& item : node) walk(item);
@@ -441,33 +530,113 @@ Status Engine::CheckTableReferences(const std::string& sql) {
     for (const auto& [key, value] : node.items()) walk(value);
   };
   walk(tree);
+  std::erase_if(refs, [&](const TableRef& ref) {
+    const auto& [catalog, schema, table] = ref;
+    return catalog.empty() && schema.empty() && ctes.count(Lower(table)) != 0;
+  });
+  return refs;
+}
 
-  for (const auto& [catalog, schema, table] : refs) {
-    if (catalog.empty() && schema.empty() && ctes.count(Lower(table))) continue;
-    bool known = false;
-    if (!schema.empty() && (catalog.empty() || Lower(catalog) == "memory")) {
-      for (const auto& [key, source] : tables_) {
-        if (Lower(key.first) == Lower(schema) && Lower(key.second) == Lower(table)) known = true;
+// The registered or binder table `schema`.`table` names (DuckDB compares names without case).
+std::optional<TableName> Engine::KnownTable(const std::string& schema,
+                                            const std::string& table) const {
+  for (const auto& [key, source] : tables_) {
+    if (Lower(key.first) == Lower(schema) && Lower(key.second) == Lower(table)) {
+      return TableName{key.first, key.second};
+    }
+  }
+  if (binder_) {
+    for (const TableName& name : binder_->Names()) {
+      if (Lower(name.pipeline) == Lower(schema) && Lower(name.namespace_name) == Lower(table)) {
+        return name;
       }
+    }
+  }
+  return std::nullopt;
+}
+
+// Binds the binder's tables not registered yet; what could not be bound is kept in unbindable_
+// (a later statement that reads the table gets the same error) and returned.
+std::map<TableName, Status> Engine::BindTables(const std::vector<TableName>& tables) {
+  std::map<TableName, Status> failures;
+  std::vector<TableName> wanted;
+  for (const TableName& name : tables) {
+    if (auto it = unbindable_.find(name); it != unbindable_.end()) {
+      failures.emplace(name, it->second);
+    } else if (!tables_.contains({name.pipeline, name.namespace_name}) &&
+               std::find(wanted.begin(), wanted.end(), name) == wanted.end()) {
+      wanted.push_back(name);
+    }
+  }
+  if (wanted.empty() || !binder_) return failures;
+  std::vector<Result<TableSource>> sources = binder_->Bind(wanted);
+  SKIPPR_CHECK(sources.size() == wanted.size());
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    // RegisterTable's own errors already name the table.
+    Status status = sources[i].ok()
+                        ? RegisterTable(std::move(sources[i]).value())
+                        : Status(sources[i].status().code(),
+                                 fmt::format("table {} cannot be read: {}", wanted[i].ToString(),
+                                             sources[i].status().message()));
+    if (status.ok()) continue;
+    unbindable_.emplace(wanted[i], status);
+    failures.emplace(wanted[i], status);
+  }
+  return failures;
+}
+
+// Every table a statement names must be a registered or binder <pipeline>.<namespace> (or a CTE):
+// DuckDB would otherwise resolve unqualified names against its default schema, or read files named
+// as tables. The ones the statement reads are bound now; one that cannot be fails the statement.
+// Statements json_serialize_sql cannot parse bind every table, and DuckDB's own errors tell.
+Status Engine::BindReferencedTables(const std::string& sql) {
+  const std::optional<std::vector<TableRef>> refs = ReferencedTables(sql);
+  if (!refs) {
+    if (binder_) BindTables(binder_->Names());
+    return Status::OK();
+  }
+  std::vector<TableName> read;
+  for (const auto& [catalog, schema, table] : *refs) {
+    std::optional<TableName> known;
+    if (!schema.empty() && (catalog.empty() || Lower(catalog) == "memory")) {
+      known = KnownTable(schema, table);
     }
     if (!known) {
       std::string name;
       for (const std::string* part : {&catalog, &schema, &table}) {
         if (!part->empty()) name += (name.empty() ? "" : ".") + *part;
       }
+      if (binder_ && !schema.empty()) SKIPPR_RETURN_IF_ERROR(binder_->SchemaProblem(schema));
       return UnknownTable(name);
     }
+    read.push_back(*known);
   }
+  const std::map<TableName, Status> failures = BindTables(read);
+  if (!failures.empty()) return failures.begin()->second;
   return Status::OK();
+}
+
+// A DuckDB error as the user should read it: a missing table that could not be bound says why; a
+// blocked file, network or settings access says what is blocked and which flag lifts it.
+Status Engine::ExplainFailure(const std::string& message) const {
+  if (std::optional<std::string> table = MissingTableName(message)) {
+    for (const auto& [name, status] : unbindable_) {
+      if (Lower(name.namespace_name) == Lower(*table) || Lower(name.ToString()) == Lower(*table)) {
+        return status;
+      }
+    }
+    return UnknownTable(*table);
+  }
+  if (!allows_file_access_ && IsAccessRefusal(message)) {
+    return FileAccessRefused("file access is off", message);
+  }
+  return Status::InvalidArgument(message);
 }
 
 Result<QueryResult> Engine::Run(const std::string& sql) {
   duckdb_connection connection = handles_->connection;
-  const auto fail = [&](const std::string& message) -> Status {
-    if (std::optional<std::string> table = MissingTableName(message)) return UnknownTable(*table);
-    return Status::InvalidArgument(message);
-  };
-  SKIPPR_RETURN_IF_ERROR(CheckTableReferences(sql));
+  const auto fail = [&](const std::string& message) -> Status { return ExplainFailure(message); };
+  SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
 
   duckdb_extracted_statements extracted = nullptr;
   const idx_t count = duckdb_extract_statements(connection, sql.c_str(), &extracted);
@@ -487,6 +656,14 @@ Result<QueryResult> Engine::Run(const std::string& sql) {
       duckdb_destroy_prepare(&statement);
       duckdb_destroy_extracted(&extracted);
       return fail(message);
+    }
+    if (!allows_file_access_) {
+      if (Status allowed = CheckStatementAllowed(duckdb_prepared_statement_type(statement), sql);
+          !allowed.ok()) {
+        duckdb_destroy_prepare(&statement);
+        duckdb_destroy_extracted(&extracted);
+        return allowed;
+      }
     }
     const bool last = i + 1 == count;
     if (last) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,48 @@ struct TableSource {
   bool allows_parallel_scan = false;
 };
 
+// `<pipeline>.<namespace>` as a query names it.
+struct TableName {
+  std::string pipeline;
+  std::string namespace_name;
+  auto operator<=>(const TableName&) const = default;
+  std::string ToString() const { return pipeline + "." + namespace_name; }
+};
+
+// Where an engine's tables come from when they are bound on demand (pipeline/query_tables.cpp
+// implements it over the Skippr Store): every name is listed up front, cheaply, and a table's
+// source is built only when a statement first reads it, so one table that cannot be read fails
+// only the statements that read it.
+class TableBinder {
+ public:
+  virtual ~TableBinder() = default;
+  // Every table there is; no data is read.
+  virtual std::vector<TableName> Names() const = 0;
+  // A source per requested table, in the same order, or why that table cannot be read (the
+  // engine puts the table's name in front). Tables of one pipeline bound in one call read one
+  // pinned store snapshot.
+  virtual std::vector<Result<TableSource>> Bind(const std::vector<TableName>& tables) = 0;
+  // Why the pipeline named like `schema` (any case) has no tables listed, when it is broken (its
+  // store unreadable); OK when it simply does not exist. Asked before reporting an unknown table.
+  virtual Status SchemaProblem(const std::string& schema) const = 0;
+};
+
+// What SQL run through an engine may touch besides its tables.
+struct EngineOptions {
+  // true: DuckDB as it comes (the lake writer's and transform.ops' own engines, and
+  // `skipprd query --allow-file-access`). false: DuckDB's enable_external_access is off and the
+  // configuration locked — no file outside `readable_directories`, no network, no extension
+  // install or load, no SET — and statements that write files or attach databases (COPY, EXPORT,
+  // ATTACH, DETACH, INSTALL/LOAD, SET/RESET) are refused with an error naming the flag.
+  bool allows_file_access = true;
+  // Absolute directories whose files stay readable when file access is off: the landed tables'
+  // data directories.
+  std::vector<std::string> readable_directories;
+};
+
+// The flag of `skipprd query` that lifts the restriction; errors name it.
+inline constexpr std::string_view kAllowFileAccessFlag = "--allow-file-access";
+
 struct QueryResult {
   std::vector<std::string> header;
   std::vector<std::vector<std::optional<std::string>>> rows;  // values as text, NULL as nullopt
@@ -76,7 +119,7 @@ struct QueryResult {
 class Engine {
  public:
   // An in-memory DuckDB with the `wal_scan(pipeline, namespace)` table function registered.
-  static Result<std::unique_ptr<Engine>> Open();
+  static Result<std::unique_ptr<Engine>> Open(EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -89,10 +132,18 @@ class Engine {
   // (`__skippr_*`).
   Status RegisterTable(TableSource table);
 
+  // Tables not registered yet come from `binder`, each bound (TableBinder::Bind, then
+  // RegisterTable) when a statement first reads it.
+  void SetBinder(std::unique_ptr<TableBinder> binder);
+
   // Runs SQL (one or more statements; the last one's result is returned). Table names must be
   // qualified <pipeline>.<namespace>: an unqualified or unknown table name yields InvalidArgument
-  // "unknown table 'x'; tables are referenced as <pipeline>.<namespace>: p.a, p.b". Other DuckDB
-  // errors → InvalidArgument with DuckDB's message.
+  // "unknown table 'x'; tables are referenced as <pipeline>.<namespace>: p.a, p.b". The binder's
+  // tables the SQL reads are bound first (all of them when DuckDB cannot serialize the statement,
+  // e.g. DESCRIBE or EXPLAIN); a table that cannot be bound fails the statement only when the
+  // statement reads it: "table p.a cannot be read: <cause>", with the cause's code. Other DuckDB
+  // errors → InvalidArgument with DuckDB's message (with file access off, a blocked statement's
+  // message says what is blocked and names kAllowFileAccessFlag).
   Result<QueryResult> Run(const std::string& sql);
 
   // Runs one SELECT and returns its rows as a Batch: fields named like the result's columns, with
@@ -103,17 +154,26 @@ class Engine {
   // Table references are not checked as Run checks them: the caller writes the SQL.
   Result<Batch> RunToBatch(const std::string& sql);
 
-  // "pipeline.namespace", sorted.
+  // "pipeline.namespace", sorted: the registered tables and the binder's.
   std::vector<std::string> TableNames() const;
 
  private:
   struct Handles;
+  using TableRef = std::tuple<std::string, std::string, std::string>;  // catalog, schema, table
   Engine();
-  Status CheckTableReferences(const std::string& sql);
+  Status ApplyFileAccess(const EngineOptions& options);
+  std::optional<std::vector<TableRef>> ReferencedTables(const std::string& sql);
+  std::optional<TableName> KnownTable(const std::string& schema, const std::string& table) const;
+  Status BindReferencedTables(const std::string& sql);
+  std::map<TableName, Status> BindTables(const std::vector<TableName>& tables);
+  Status ExplainFailure(const std::string& message) const;
   Status UnknownTable(const std::string& name) const;
 
   std::unique_ptr<Handles> handles_;
+  bool allows_file_access_ = true;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<const TableSource>> tables_;
+  std::unique_ptr<TableBinder> binder_;
+  std::map<TableName, Status> unbindable_;  // binder tables that failed to bind, and why
 };
 
 // SQL quoting: "name" with inner quotes doubled; 'text' likewise.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -453,6 +455,109 @@ TEST(QueryFormatTest, RealResultThroughJson) {
   QueryResult result =
       MustRun(*engine, "SELECT 12.50::DECIMAL(6,2) AS d, 3::HUGEINT AS h, true AS t, [1, 2] AS l, NULL::INT AS n");
   EXPECT_EQ(FormatJson(result), "[{\"d\":12.50,\"h\":3,\"t\":true,\"l\":\"[1, 2]\",\"n\":null}]\n");
+}
+
+// ----- tables bound on demand ---------------------------------------------------------------------
+
+// A binder of two tables, a.a (healthy) and b.b (its source cannot be built), that counts binds.
+class CountingBinder final : public TableBinder {
+ public:
+  explicit CountingBinder(std::map<TableName, int>* binds) : binds_(binds) {}
+  std::vector<TableName> Names() const override { return {{"a", "a"}, {"b", "b"}}; }
+  std::vector<Result<TableSource>> Bind(const std::vector<TableName>& tables) override {
+    std::vector<Result<TableSource>> sources;
+    for (const TableName& table : tables) {
+      ++(*binds_)[table];
+      if (table.pipeline == "b") {
+        sources.push_back(Status::Corruption("segment 7 fails its checksum"));
+      } else {
+        sources.push_back(Source("a", "a", {F(1, "id", LogicalType::Long())},
+                                 {MakeBatch({F(1, "id", LogicalType::Long())}, {{Value::Int(1)}, {Value::Int(2)}})}));
+      }
+    }
+    return sources;
+  }
+  Status SchemaProblem(const std::string& schema) const override {
+    if (schema == "c") return Status::IOError("store unreadable");
+    return Status::OK();
+  }
+
+ private:
+  std::map<TableName, int>* binds_;
+};
+
+TEST(QueryBinding, ABrokenTableFailsOnlyStatementsThatReadItAndIsBoundOnlyWhenRead) {
+  std::map<TableName, int> binds;
+  std::unique_ptr<Engine> engine = OpenEngine();
+  engine->SetBinder(std::make_unique<CountingBinder>(&binds));
+  EXPECT_THAT(engine->TableNames(), ElementsAre("a.a", "b.b"));
+  EXPECT_TRUE(binds.empty()) << "listing binds nothing";
+
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM a.a"), "2");
+  EXPECT_EQ((binds[{"a", "a"}]), 1);
+  EXPECT_EQ((binds.count({"b", "b"})), 0u) << "a statement pays only for the tables it reads";
+
+  Result<QueryResult> broken = engine->Run("SELECT * FROM b.b");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(broken.status().message(), "table b.b cannot be read: segment 7 fails its checksum");
+  Result<QueryResult> joined = engine->Run("WITH x AS (SELECT * FROM B.b) SELECT * FROM a.a, x");
+  ASSERT_FALSE(joined.ok());
+  EXPECT_THAT(joined.status().message(), HasSubstr("table b.b cannot be read"));
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(id) FROM a.a"), "3");
+  EXPECT_EQ((binds[{"a", "a"}]), 1) << "bound once, then registered";
+  EXPECT_EQ((binds[{"b", "b"}]), 1) << "a failure is remembered, not retried per statement";
+
+  // A pipeline the binder could not open names its problem; an unknown one lists the tables.
+  Result<QueryResult> unreadable = engine->Run("SELECT * FROM c.c");
+  ASSERT_FALSE(unreadable.ok());
+  EXPECT_EQ(unreadable.status().message(), "store unreadable");
+  Result<QueryResult> unknown = engine->Run("SELECT * FROM d.d");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown table 'd.d'"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("a.a, b.b"));
+}
+
+TEST(QueryBinding, StatementsDuckdbCannotSerializeBindEveryTableButFailOnlyOnABrokenOne) {
+  std::map<TableName, int> binds;
+  std::unique_ptr<Engine> engine = OpenEngine();
+  engine->SetBinder(std::make_unique<CountingBinder>(&binds));
+  const QueryResult described = MustRun(*engine, "DESCRIBE a.a");
+  ASSERT_EQ(described.rows.size(), 1u);
+  EXPECT_EQ(described.rows[0][0], "id");
+  Result<QueryResult> broken = engine->Run("DESCRIBE b.b");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr("table b.b cannot be read"));
+}
+
+// ----- file access off ----------------------------------------------------------------------------
+
+TEST(QueryFileAccess, OffReadsOnlyTheReadableDirectoriesAndRefusesWritesAndSettings) {
+  const std::string root = ::testing::TempDir() + "/query_file_access";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root + "/readable");
+  {
+    std::unique_ptr<Engine> writer = OpenEngine();
+    MustRun(*writer, "COPY (SELECT 42 AS answer) TO '" + root + "/readable/t.parquet' (FORMAT parquet)");
+    MustRun(*writer, "COPY (SELECT 7 AS secret) TO '" + root + "/other.parquet' (FORMAT parquet)");
+  }
+  Result<std::unique_ptr<Engine>> opened =
+      Engine::Open(EngineOptions{false, {root + "/readable"}});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Engine& engine = **opened;
+  EXPECT_EQ(Scalar(engine, "SELECT answer FROM read_parquet('" + root + "/readable/t.parquet')"), "42");
+  for (const std::string& sql : std::vector<std::string>{
+           "SELECT * FROM read_parquet('" + root + "/other.parquet')",
+        "COPY (SELECT 1) TO '" + root + "/readable/x.csv'", "SET enable_external_access = true",
+        "ATTACH '" + root + "/x.db'", "LOAD parquet"}) {
+    Result<QueryResult> result = engine.Run(sql);
+    ASSERT_FALSE(result.ok()) << sql;
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << sql;
+    EXPECT_THAT(result.status().message(), HasSubstr(std::string(kAllowFileAccessFlag))) << sql;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root + "/readable/x.csv"));
+  EXPECT_FALSE(std::filesystem::exists(root + "/x.db"));
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace
