@@ -172,6 +172,21 @@ Status FileAccessRefused(std::string_view what, std::string_view detail = "") {
       what, kAllowFileAccessFlag, detail.empty() ? "" : ". DuckDB: ", detail));
 }
 
+// EXPLAIN ANALYZE (or EXPLAIN (ANALYZE ...)) anywhere in `sql`: it runs what it explains.
+bool ExplainsAnalyze(const std::string& sql) {
+  const std::string lower = Lower(sql);
+  for (size_t at = lower.find("explain"); at != std::string::npos;
+       at = lower.find("explain", at + 1)) {
+    size_t next = at + 7;
+    while (next < lower.size() && (std::isspace(static_cast<unsigned char>(lower[next])) ||
+                                   lower[next] == '(')) {
+      ++next;
+    }
+    if (lower.compare(next, 5, "analy") == 0) return true;
+  }
+  return false;
+}
+
 // Statements that only read tables or change this in-memory session pass; the rest could write
 // files (COPY, EXPORT, EXPLAIN ANALYZE of one, a PREPAREd one run by EXECUTE), reach other
 // databases (ATTACH), load code (INSTALL/LOAD) or undo the restriction (SET/RESET).
@@ -193,7 +208,7 @@ Status CheckStatementAllowed(duckdb_statement_type type, const std::string& sql)
       return Status::OK();
     case DUCKDB_STATEMENT_TYPE_EXPLAIN:
       // EXPLAIN ANALYZE runs the statement it explains (which may be a COPY).
-      if (Lower(sql).find("analy") == std::string::npos) return Status::OK();
+      if (!ExplainsAnalyze(sql)) return Status::OK();
       return FileAccessRefused("EXPLAIN ANALYZE is not allowed");
     case DUCKDB_STATEMENT_TYPE_COPY:
       return FileAccessRefused("COPY is not allowed");

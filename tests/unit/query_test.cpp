@@ -549,13 +549,17 @@ TEST(QueryFileAccess, OffReadsOnlyTheReadableDirectoriesAndRefusesWritesAndSetti
   for (const std::string& sql : std::vector<std::string>{
            "SELECT * FROM read_parquet('" + root + "/other.parquet')",
         "COPY (SELECT 1) TO '" + root + "/readable/x.csv'", "SET enable_external_access = true",
-        "ATTACH '" + root + "/x.db'", "LOAD parquet"}) {
+        "ATTACH '" + root + "/x.db'", "LOAD parquet",
+        "EXPLAIN ANALYZE COPY (SELECT 1) TO '" + root + "/readable/y.csv'"}) {
     Result<QueryResult> result = engine.Run(sql);
     ASSERT_FALSE(result.ok()) << sql;
     EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << sql;
     EXPECT_THAT(result.status().message(), HasSubstr(std::string(kAllowFileAccessFlag))) << sql;
   }
+  EXPECT_TRUE(engine.Run("EXPLAIN SELECT 1 AS analysis").ok()) << "a plain EXPLAIN runs nothing";
+  EXPECT_EQ(Scalar(engine, "SET VARIABLE n = 5; SELECT getvariable('n')"), "5");
   EXPECT_FALSE(std::filesystem::exists(root + "/readable/x.csv"));
+  EXPECT_FALSE(std::filesystem::exists(root + "/readable/y.csv"));
   EXPECT_FALSE(std::filesystem::exists(root + "/x.db"));
   std::filesystem::remove_all(root);
 }
