@@ -756,17 +756,18 @@ Status LockForLease(int fd, const std::string& locked_path, const std::string& p
 Result<int> LockPipelineDirectory(const std::string& pipeline_dir,
                                   const std::string& pipeline_name,
                                   const std::string& lock_path) {
-  const int fd = ::open(pipeline_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  // A pipeline directory that is a symbolic link (to another disk) is the user's choice: followed.
+  const int fd = ::open(pipeline_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     return Status::IOError(fmt::format(
         "cannot open the pipeline directory '{}' of pipeline '{}' to take the writer lease: {}; "
-        "it must be a directory (not a symbolic link) this user may read",
+        "it must be a directory this user may read",
         pipeline_dir, pipeline_name, std::strerror(errno)));
   }
   SKIPPR_RETURN_IF_ERROR(LockForLease(fd, pipeline_dir, pipeline_dir, pipeline_name, lock_path));
   struct stat locked {};
   struct stat named {};
-  if (::fstat(fd, &locked) != 0 || ::lstat(pipeline_dir.c_str(), &named) != 0 ||
+  if (::fstat(fd, &locked) != 0 || ::stat(pipeline_dir.c_str(), &named) != 0 ||
       locked.st_dev != named.st_dev || locked.st_ino != named.st_ino) {
     ::close(fd);
     return Status::Unavailable(fmt::format(
