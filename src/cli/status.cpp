@@ -42,6 +42,7 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
   }
   nlohmann::ordered_json json = {{"pipeline", status.pipeline},
                                  {"has_state", status.has_state},
+                                 {"pipeline_instance", status.instance_id},
                                  {"destination", status.has_sink ? "sink" : "WAL-only"},
                                  {"live_segments", status.live_segments},
                                  {"live_bytes", status.live_bytes},
@@ -101,6 +102,7 @@ void PrintText(const pipeline::PipelineStatus& status) {
     }
     fmt::print("  source: {} partition(s), {} read to the end, {} records consumed\n",
                status.positions.size(), closed, records);
+    fmt::print("  store instance: {}\n", status.instance_id);
     for (const transform::AggregateLag& lag : status.aggregate_lags) {
       fmt::print("  aggregate {}: processor lag {} segment(s), {} rows, {}\n", lag.aggregate_id,
                  lag.segments, lag.rows, FormatBytes(lag.bytes));

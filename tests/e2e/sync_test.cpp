@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -170,6 +171,66 @@ TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   EXPECT_EQ(check.rows, expected_rows) << "after " << kills << " random kills";
   EXPECT_EQ(check.unique_ids, static_cast<size_t>(expected_rows));
   EXPECT_EQ(check.checksum, expected_checksum);
+}
+
+// ----- lost or replaced state: the WAL is never deleted from under a store that does not know it --
+
+// Each segment file's name → its size and a hash of its bytes.
+std::map<std::string, std::pair<size_t, size_t>> SegmentFiles(const TempDir& dir,
+                                                              const std::string& pipeline) {
+  std::map<std::string, std::pair<size_t, size_t>> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir.path() + "/data/" + pipeline + "/wal")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    files[entry.path().filename().string()] = {bytes.size(), std::hash<std::string>{}(bytes)};
+  }
+  return files;
+}
+
+// Without a sink the WAL is the dataset: losing the store must not make recovery delete it.
+TEST(SyncRecovery, ALostStoreRefusesToStartAndKeepsEverySegment) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  WriteInput(dir, 4, 40000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, {{"BUFFER_THRESHOLD_BYTES", "200000"}})
+                .exit_code,
+            0);
+  const auto before = SegmentFiles(dir, "events");
+  ASSERT_GT(before.size(), 1u);
+  std::filesystem::remove_all(dir.path() + "/data/events/store");
+  ProcessResult refused = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("WAL recovery stopped and deleted nothing"));
+  EXPECT_THAT(refused.err, HasSubstr(before.begin()->first));
+  EXPECT_THAT(refused.err, HasSubstr("has no record of any WAL commit"));
+  EXPECT_THAT(refused.err, HasSubstr("restore the store from the same backup as the WAL"));
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
+  // And again: the refusal holds on the next run too.
+  EXPECT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 1);
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
+}
+
+// A store restored from an older backup than the WAL: the segments committed since have ids it
+// never handed out.
+TEST(SyncRecovery, AStoreBackupOlderThanTheWalRefusesToStart) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::map<std::string, std::string> small = {{"BUFFER_THRESHOLD_BYTES", "200000"}};
+  WriteInput(dir, 2, 20000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, small).exit_code, 0);
+  std::filesystem::copy(dir.path() + "/data/events/store", dir.path() + "/store-backup");
+  WriteInput(dir, 2, 20000, 20000, "more");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, small).exit_code, 0);
+  const auto before = SegmentFiles(dir, "events");
+  std::filesystem::remove_all(dir.path() + "/data/events/store");
+  std::filesystem::copy(dir.path() + "/store-backup", dir.path() + "/data/events/store");
+  ProcessResult refused = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("WAL recovery stopped and deleted nothing"));
+  EXPECT_THAT(refused.err, HasSubstr("the next id this store hands out: the store is older"));
+  EXPECT_THAT(refused.err, HasSubstr("from different points in time"));
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
 }
 
 TEST(SyncRecovery, MissingCommittedSegmentFailsLoudly) {
