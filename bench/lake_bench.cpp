@@ -48,6 +48,7 @@ constexpr uint64_t kQuickLandings = 50;
 constexpr uint64_t kDefaultLandingRows = 50'000;
 constexpr uint64_t kRowsPerReport = 10'000'000;  // the "files and manifests per 10M rows"
 constexpr const char* kPipeline = "p";
+constexpr const char* kPipelineInstance = "0123456789abcdef0123456789abcdef";
 constexpr const char* kTableNamespace = "bench";
 constexpr const char* kLandingNamespace = "rides";  // the table of the in-process landings
 
@@ -278,7 +279,7 @@ LandingLatencies MeasureLandings(const Bench& bench) {
                "opening the lake writer");
     for (uint64_t i = 0; i < bench.flags.landings; ++i) {
       // Segment i + 1, slice 0: a landing id of its own, as sync's successive landings have.
-      const lake::Landing landing = lake::PlanLanding(kPipeline, kLandingNamespace, {{i + 1, 0}});
+      const lake::Landing landing = lake::PlanLanding(kPipeline, kPipelineInstance, kLandingNamespace, {{i + 1, 0}});
       const Clock::time_point start = Clock::now();
       const lake::LandingOutcome outcome =
           OrFail(writer->Land(landing, namespace_schema, batches), "landing");

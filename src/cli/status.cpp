@@ -33,15 +33,27 @@ std::string Age(int64_t since_unix_micros) {
   return fmt::format("{:.1f} h", seconds / 3600.0);
 }
 
+// Files read again because they changed in place: the new versions over all partitions.
+uint64_t NewFileVersions(const sources::SourcePositions& positions) {
+  uint64_t versions = 0;
+  for (const auto& [partition, position] : positions) versions += position.version - 1;
+  return versions;
+}
+
 nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
   nlohmann::ordered_json positions = nlohmann::ordered_json::object();
   for (const auto& [partition, position] : status.positions) {
-    positions[partition] = {{"records_consumed", position.records_consumed},
-                            {"is_closed", position.is_closed},
-                            {"size_bytes", position.size_bytes}};
+    nlohmann::ordered_json& entry = positions[partition];
+    entry = {{"records_consumed", position.records_consumed},
+             {"is_closed", position.is_closed},
+             {"size_bytes", position.size_bytes},
+             {"version", position.version},
+             {"new_versions", position.version - 1}};
+    if (!position.version_reason.empty()) entry["version_reason"] = position.version_reason;
   }
   nlohmann::ordered_json json = {{"pipeline", status.pipeline},
                                  {"has_state", status.has_state},
+                                 {"pipeline_instance", status.instance_id},
                                  {"destination", status.has_sink ? "sink" : "WAL-only"},
                                  {"live_segments", status.live_segments},
                                  {"live_bytes", status.live_bytes},
@@ -51,6 +63,7 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
                                       ? nlohmann::ordered_json((NowMicros() - *status.oldest_live_unix_micros) / 1'000'000)
                                       : nlohmann::ordered_json(nullptr)},
                                  {"source_positions", std::move(positions)},
+                                 {"source_new_versions", NewFileVersions(status.positions)},
                                  {"disk_pressure", status.is_under_disk_pressure}};
   if (status.is_under_disk_pressure) json["disk_pressure_rule"] = status.disk_pressure;
   if (status.disk) {
@@ -101,6 +114,15 @@ void PrintText(const pipeline::PipelineStatus& status) {
     }
     fmt::print("  source: {} partition(s), {} read to the end, {} records consumed\n",
                status.positions.size(), closed, records);
+    if (const uint64_t versions = NewFileVersions(status.positions); versions > 0) {
+      fmt::print("  changed files: {} new version(s), read again from their start:\n", versions);
+      for (const auto& [partition, position] : status.positions) {
+        if (position.version == 1) continue;
+        fmt::print("    {}: version {} ({})\n", partition, position.version,
+                   position.version_reason);
+      }
+    }
+    fmt::print("  store instance: {}\n", status.instance_id);
     for (const transform::AggregateLag& lag : status.aggregate_lags) {
       fmt::print("  aggregate {}: processor lag {} segment(s), {} rows, {}\n", lag.aggregate_id,
                  lag.segments, lag.rows, FormatBytes(lag.bytes));

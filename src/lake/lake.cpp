@@ -696,12 +696,13 @@ Result<iceberg::DataFile> WriteDeleteFile(query::Engine& engine, const Landing& 
 
 }  // namespace
 
-Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices, bool replaces_table,
+Landing PlanLanding(std::string_view pipeline, std::string_view pipeline_instance,
+                    std::string namespace_name, std::vector<SliceRef> slices, bool replaces_table,
                     std::vector<std::string> key_columns) {
   std::sort(slices.begin(), slices.end());
   slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
-  std::string identity = fmt::format("skippr-landing-v1\n{}\n{}\n", pipeline, namespace_name);
+  std::string identity = fmt::format("skippr-landing-v2\n{}\n{}\n{}\n", pipeline,
+                                     pipeline_instance, namespace_name);
   for (const SliceRef& slice : slices) {
     identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
   }
@@ -868,6 +869,7 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     summary[std::string(kLandingIdKey)] = landing.landing_id;
     summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
     summary[std::string(kPipelineKey)] = options_.pipeline;
+    summary[std::string(kPipelineInstanceKey)] = options_.pipeline_instance;
     SKIPPR_RETURN_IF_ERROR(
         iceberg::AddSnapshot(next, {snapshot_id, NowMs(), location + "/" + list_name,
                                     OperationOf(landing), std::move(summary)}));

@@ -30,6 +30,9 @@ namespace skippr::lake {
 inline constexpr std::string_view kLandingIdKey = "skippr.landing-id";
 inline constexpr std::string_view kWalSegmentIdsKey = "skippr.wal-segment-ids";
 inline constexpr std::string_view kPipelineKey = "skippr.pipeline";
+// The instance id of the store that planned the landing (store::StoreIdentity): a pipeline whose
+// DATA_DIR was wiped or replaced is another instance, and its landings are other landings.
+inline constexpr std::string_view kPipelineInstanceKey = "skippr.pipeline-instance";
 
 // One slice of one WAL segment.
 struct SliceRef {
@@ -38,8 +41,10 @@ struct SliceRef {
   friend auto operator<=>(const SliceRef&, const SliceRef&) = default;
 };
 
-// The slices of one namespace that land as one snapshot. The id depends only on the pipeline, the
-// namespace and the slices, so the landing planned before a crash is recognised after it.
+// The slices of one namespace that land as one snapshot. The id depends only on the pipeline, its
+// store's instance id, the namespace and the slices, so the landing planned before a crash is
+// recognised after it — and a landing of a new store (slice ids restart from 1 when DATA_DIR is
+// lost) never matches one an earlier store committed.
 struct Landing {
   std::string landing_id;
   std::string namespace_name;
@@ -52,9 +57,9 @@ struct Landing {
   std::vector<std::string> key_columns;
 };
 // The key columns are part of the identity: a landing planned under other keys is another landing.
-Landing PlanLanding(std::string_view pipeline, std::string namespace_name,
-                    std::vector<SliceRef> slices, bool replaces_table = false,
-                    std::vector<std::string> key_columns = {});
+Landing PlanLanding(std::string_view pipeline, std::string_view pipeline_instance,
+                    std::string namespace_name, std::vector<SliceRef> slices,
+                    bool replaces_table = false, std::vector<std::string> key_columns = {});
 
 // OK when `key_columns` can key rows of a table with `fields`: at least one, none repeated, each a
 // top-level primitive column other than float or double (NaN and -0.0 make equality ambiguous).
@@ -64,6 +69,7 @@ Status CheckKeyColumns(const std::vector<std::string>& key_columns,
 
 struct LakeOptions {
   std::string pipeline;
+  std::string pipeline_instance;  // the store's instance id, for the snapshot summary
   std::string warehouse;  // file:///absolute/path
   std::string table_namespace = "default";
   std::string catalog_uri;  // empty: SQLite at {warehouse}/skippr_catalog.db

@@ -112,6 +112,7 @@ Status CheckNamespaceKeys(const LakePolicy& policy,
 // The next landing of each namespace: its slices no landing holds yet, in commit order, up to
 // about `target_file_bytes` of column data (always at least one slice).
 Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
+                                                const std::string& pipeline_instance,
                                                 const std::vector<wal::SegmentEntry>& segments,
                                                 const std::set<lake::SliceRef>& landed,
                                                 const LakePolicy& policy, const PassLandings& pass,
@@ -142,8 +143,8 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
         namespace_schema != saved.namespaces.end()) {
       SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema->second));
     }
-    landings.push_back(lake::PlanLanding(pipeline, namespace_name, std::move(slices),
-                                         replaces_table, policy.key_columns));
+    landings.push_back(lake::PlanLanding(pipeline, pipeline_instance, namespace_name,
+                                         std::move(slices), replaces_table, policy.key_columns));
   }
   return landings;
 }
@@ -268,7 +269,8 @@ std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutc
 }  // namespace
 
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline) {
+                                                         const config::PipelineConfig& pipeline,
+                                                         std::string pipeline_instance) {
   if (!pipeline.data_sink) return std::unique_ptr<lake::LakeWriter>();
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
   if (sink.kind != "SkipprLake") {
@@ -282,6 +284,7 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
   }
   lake::LakeOptions options;
   options.pipeline = pipeline.name;
+  options.pipeline_instance = std::move(pipeline_instance);
   options.warehouse = sink.GetString("warehouse");
   options.table_namespace = sink.GetString("table_namespace");
   if (sink.Has("catalog_uri")) options.catalog_uri = sink.GetString("catalog_uri");
@@ -422,7 +425,8 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
       if (landings.empty()) {
         SKIPPR_ASSIGN_OR_RETURN(
-            landings, PlanLandings(pipeline.name, live, landed.landed, policy, pass, saved));
+            landings, PlanLandings(pipeline.name, state.store().identity().instance_id, live,
+                                   landed.landed, policy, pass, saved));
       }
       for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
     }

@@ -24,8 +24,10 @@
 namespace skippr::pipeline::internal {
 
 // The pipeline's lake writer; nullptr when its data_sink is not SkipprLake (or it has none).
+// `pipeline_instance`: the store's instance id, recorded in every snapshot summary.
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline);
+                                                         const config::PipelineConfig& pipeline,
+                                                         std::string pipeline_instance);
 
 // How the pipeline's sink lands (its SkipprLake settings).
 struct LakePolicy {

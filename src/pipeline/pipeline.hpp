@@ -158,6 +158,7 @@ struct LastRun {
 struct PipelineStatus {
   std::string pipeline;
   bool has_state = false;  // false: never discovered or synced
+  std::string instance_id;  // the store's pipeline-instance id (store::StoreIdentity)
   bool has_sink = false;
   size_t live_segments = 0;
   uint64_t live_bytes = 0;

@@ -137,6 +137,7 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
     return state.status();
   }
   status.has_state = true;
+  status.instance_id = state->store().identity().instance_id;
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state->store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
   for (const wal::SegmentEntry& entry : segments) {
@@ -318,7 +319,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
       std::unique_ptr<wal::Wal> wal,
       wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
-                          internal::OpenLakeWriter(config, pipeline));
+                          internal::OpenLakeWriter(config, pipeline,
+                                                   state.store().identity().instance_id));
   const internal::LakePolicy lake_policy = internal::ResolveLakePolicy(config, pipeline);
   // Landing runs beside ingest; its first round lands what an earlier run committed and did not
   // land (a crash, a failed landing).

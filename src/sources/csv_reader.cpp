@@ -154,7 +154,11 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
       SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
       continue;
     }
-    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseRow());
+    Result<ParseOutcome> parsed = ParseRow();
+    // A quoted field open at the end of an input cut by its size limit is a row still being
+    // written, not a broken one: stop before it (the next pass reads it whole).
+    if (!parsed.ok() && window_.is_cut_by_limit()) return MaybeRow();
+    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, std::move(parsed));
     if (outcome == ParseOutcome::kNeedMoreInput) {
       // The row runs past the window: read more (growing it) and parse the row again. The
       // window at least doubles its data each time, so a huge row costs O(size) overall.

@@ -47,6 +47,8 @@ class CsvReader {
   // of the input is InvalidArgument naming the path and the line where the field started.
   Result<std::optional<CsvRow>> Next();
   const InputStream& input() const { return window_.input(); }
+  // The line where the next row starts (1-based, counted from the stream's start).
+  uint64_t next_line_number() const { return next_line_number_; }
 
  private:
   // Where a parsed field's bytes live: in the window, or in the row arena when unescaping

@@ -45,18 +45,22 @@ bool IsAscii(std::string_view text) {
 enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary };
 
 struct FileInfo {
-  std::string path;
   uint64_t size_bytes = 0;
   int64_t mtime_ns = 0;
+  uint64_t device = 0;
+  uint64_t inode = 0;
 };
 
+// NotFound when the file is gone (deleted after it was listed).
 Result<FileInfo> StatFile(const std::string& path) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) {
-    return Status::IOError(fmt::format("cannot stat '{}': {}", path, std::strerror(errno)));
+    const std::string message = fmt::format("cannot stat '{}': {}", path, std::strerror(errno));
+    return errno == ENOENT ? Status::NotFound(message) : Status::IOError(message);
   }
-  return FileInfo{path, static_cast<uint64_t>(info.st_size),
-                  static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
+  return FileInfo{static_cast<uint64_t>(info.st_size),
+                  static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec,
+                  info.st_dev, info.st_ino};
 }
 
 bool IsHiddenName(const fs::path& path) {
@@ -114,37 +118,56 @@ std::string StripCompressionSuffix(std::string name) {
   return name;
 }
 
+struct DetectedFormat {
+  FileFormat format = FileFormat::kJsonLines;
+  Compression compression = Compression::kNone;  // of the file's first bytes
+};
+
 // The format from the setting, else the extension, else the first decompressed bytes.
-Result<FileFormat> DetectFormat(const std::string& path,
-                                const std::optional<std::string>& setting) {
-  SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
+Result<DetectedFormat> DetectFormat(const OpenedFile& file,
+                                    const std::optional<std::string>& setting) {
+  SKIPPR_ASSIGN_OR_RETURN(auto input, file.OpenStream());
   std::string head(4096, '\0');
   SKIPPR_ASSIGN_OR_RETURN(size_t size, input->Read(head.data(), head.size()));
   head.resize(size);
-  if (head.rfind("PAR1", 0) == 0) return FileFormat::kParquet;
+  const auto detected = [&](FileFormat format) {
+    return DetectedFormat{format, input->compression()};
+  };
+  if (head.rfind("PAR1", 0) == 0) return detected(FileFormat::kParquet);
   const size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
   const bool starts_array = first != std::string::npos && head[first] == '[';
   std::string format = setting.value_or("");
   if (format.empty()) {
-    const std::string name = StripCompressionSuffix(fs::path(path).filename().string());
+    const std::string name = StripCompressionSuffix(fs::path(file.path()).filename().string());
     const std::string extension = fs::path(name).extension().string();
     if (extension == ".json" || extension == ".jsonl" || extension == ".ndjson") format = "json";
     if (extension == ".csv" || extension == ".tsv") format = "csv";
     if (extension == ".parquet") format = "parquet";
   }
-  if (format == "parquet") return FileFormat::kParquet;
-  if (format == "json") return starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines;
-  if (format == "csv") return FileFormat::kCsv;
-  if (head.find('\0') != std::string::npos) return FileFormat::kBinary;
-  if (first != std::string::npos && (head[first] == '{' || head[first] == '[')) {
-    return starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines;
+  if (format == "parquet") return detected(FileFormat::kParquet);
+  if (format == "json") {
+    return detected(starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines);
   }
-  return FileFormat::kCsv;
+  if (format == "csv") return detected(FileFormat::kCsv);
+  if (head.find('\0') != std::string::npos) return detected(FileFormat::kBinary);
+  if (first != std::string::npos && (head[first] == '{' || head[first] == '[')) {
+    return detected(starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines);
+  }
+  return detected(FileFormat::kCsv);
 }
 
 std::string Truncated(std::string_view text) { return std::string(text.substr(0, 1024)); }
 
 // ----- readers of one file ------------------------------------------------------------------
+
+// Where a reader starts in its stream (which the File source opened at the matching byte): the
+// stream's first byte is on line `line` and starts record `records` + 1; the first `skip_records`
+// records read are dropped (already consumed by an earlier pass, which the File source verified).
+struct ReaderStart {
+  uint64_t line = 1;
+  uint64_t records = 0;
+  uint64_t skip_records = 0;
+};
 
 class FileReader {
  public:
@@ -155,24 +178,14 @@ class FileReader {
 
 class JsonLinesReader final : public FileReader {
  public:
-  // Plain files resume at the byte where the last run stopped; compressed ones are read again from
-  // the start, skipping the records already consumed.
-  static Result<std::unique_ptr<FileReader>> Open(const std::string& path,
-                                                  const PartitionPosition& start) {
-    std::unique_ptr<InputStream> input;
-    if (start.byte_offset > 0) {
-      Result<std::unique_ptr<InputStream>> at = InputStream::OpenAt(path, start.byte_offset);
-      if (at.ok()) input = std::move(at).value();
-    }
-    const bool resumes_in_place = input != nullptr;
-    if (!resumes_in_place) {
-      SKIPPR_ASSIGN_OR_RETURN(input, InputStream::Open(path));
-    }
-    const uint64_t first_line = resumes_in_place ? start.next_line : 1;
-    auto reader = std::unique_ptr<JsonLinesReader>(new JsonLinesReader(
-        path, std::move(input), first_line, resumes_in_place ? start.byte_offset : 0));
-    reader->records_ = resumes_in_place ? start.records_consumed : 0;
-    reader->skip_records_ = resumes_in_place ? 0 : start.records_consumed;
+  static Result<std::unique_ptr<FileReader>> Open(std::string path,
+                                                  std::unique_ptr<InputStream> input,
+                                                  const ReaderStart& start) {
+    const uint64_t first_byte_offset = input->start_byte_offset();
+    auto reader = std::unique_ptr<JsonLinesReader>(
+        new JsonLinesReader(std::move(path), std::move(input), start.line, first_byte_offset));
+    reader->records_ = start.records;
+    reader->skip_records_ = start.skip_records;
     return std::unique_ptr<FileReader>(std::move(reader));
   }
 
@@ -224,20 +237,18 @@ class JsonLinesReader final : public FileReader {
 
  private:
   void SetPosition(SourceBatch& batch) const {
-    batch.position.byte_offset = is_plain_ ? next_byte_offset_ : 0;
-    batch.position.next_line = is_plain_ ? next_line_ : 1;
+    batch.position.byte_offset = next_byte_offset_;
+    batch.position.next_line = next_line_;
   }
 
   JsonLinesReader(std::string path, std::unique_ptr<InputStream> input, uint64_t first_line,
                   uint64_t first_byte_offset)
       : path_(std::move(path)),
-        is_plain_(input->compression() == Compression::kNone),
         lines_(std::move(input), first_line),
         next_byte_offset_(first_byte_offset),
         next_line_(first_line) {}
 
   std::string path_;
-  bool is_plain_;  // only plain files record a byte offset to resume at
   LineReader lines_;
   simdjson::dom::parser parser_{kMaxRecordBytes + simdjson::SIMDJSON_PADDING};
   uint64_t records_ = 0;
@@ -248,9 +259,10 @@ class JsonLinesReader final : public FileReader {
 
 class JsonArrayReader final : public FileReader {
  public:
-  static Result<std::unique_ptr<FileReader>> Open(const std::string& path, uint64_t skip_records) {
-    auto reader = std::unique_ptr<JsonArrayReader>(new JsonArrayReader(path));
-    SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
+  static Result<std::unique_ptr<FileReader>> Open(std::string path,
+                                                  std::unique_ptr<InputStream> input,
+                                                  uint64_t skip_records) {
+    auto reader = std::unique_ptr<JsonArrayReader>(new JsonArrayReader(std::move(path)));
     std::string text;
     std::string chunk(1 << 20, '\0');
     while (true) {
@@ -308,13 +320,33 @@ class JsonArrayReader final : public FileReader {
 
 class CsvFileReader final : public FileReader {
  public:
-  static Result<std::unique_ptr<FileReader>> Open(const std::string& path, uint64_t skip_records) {
-    SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
+  // `rows` starts where `start` says; past the file's start, the header and the delimiter are
+  // read from the start of `file` (a stream of their own), and the rows stream has none.
+  static Result<std::unique_ptr<FileReader>> Open(const OpenedFile& file,
+                                                  std::unique_ptr<InputStream> rows,
+                                                  const ReaderStart& start) {
     CsvOptions options;
-    if (fs::path(StripCompressionSuffix(path)).extension() == ".tsv") options.delimiter = '\t';
-    SKIPPR_ASSIGN_OR_RETURN(auto csv, CsvReader::Open(std::move(input), options));
-    auto reader = std::unique_ptr<CsvFileReader>(new CsvFileReader(path, std::move(csv)));
-    reader->skip_records_ = skip_records;
+    if (fs::path(StripCompressionSuffix(file.path())).extension() == ".tsv") {
+      options.delimiter = '\t';
+    }
+    std::unique_ptr<CsvReader> csv;
+    std::vector<std::string> header;
+    if (rows->start_byte_offset() == 0) {
+      SKIPPR_ASSIGN_OR_RETURN(csv, CsvReader::Open(std::move(rows), options));
+      header = csv->header();
+    } else {
+      SKIPPR_ASSIGN_OR_RETURN(auto head, file.OpenStream());
+      SKIPPR_ASSIGN_OR_RETURN(auto header_reader, CsvReader::Open(std::move(head), options));
+      header = header_reader->header();
+      CsvOptions rest = options;
+      rest.delimiter = header_reader->delimiter();
+      rest.has_header = false;
+      SKIPPR_ASSIGN_OR_RETURN(csv, CsvReader::Open(std::move(rows), rest));
+    }
+    auto reader = std::unique_ptr<CsvFileReader>(
+        new CsvFileReader(file.path(), std::move(csv), header, start.line - 1));
+    reader->records_ = start.records;
+    reader->skip_records_ = start.skip_records;
     return std::unique_ptr<FileReader>(std::move(reader));
   }
 
@@ -325,10 +357,12 @@ class CsvFileReader final : public FileReader {
       Result<std::optional<CsvRow>> next = csv_->Next();
       if (!next.ok()) {  // an unterminated quote: the rest of the file is one broken record
         batch.deadletters.push_back({{path_, 0, records_ + 1}, next.status().message(), ""});
+        SetNextLine(batch);
         return true;
       }
       if (!*next) {
         batch.bytes_read += bytes_in_batch;
+        SetNextLine(batch);
         return true;
       }
       const CsvRow& row = **next;
@@ -337,7 +371,8 @@ class CsvFileReader final : public FileReader {
         --skip_records_;
         continue;
       }
-      const auto origin = [&] { return schema::RecordOrigin{path_, row.line_number, records_}; };
+      const uint64_t line = line_offset_ + row.line_number;
+      const auto origin = [&] { return schema::RecordOrigin{path_, line, records_}; };
       uint64_t row_bytes = 0;
       bool is_utf8 = true;
       for (std::string_view field : row.fields) {
@@ -372,23 +407,29 @@ class CsvFileReader final : public FileReader {
       for (size_t i = 0; i < names_.size(); ++i) {
         object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
       }
-      batch.records.push_back({Value::Object(std::move(object)), row.line_number, records_});
+      batch.records.push_back({Value::Object(std::move(object)), line, records_});
     }
     batch.bytes_read += bytes_in_batch;
+    SetNextLine(batch);
     return false;
   }
 
  private:
-  CsvFileReader(std::string path, std::unique_ptr<CsvReader> csv)
-      : path_(std::move(path)), csv_(std::move(csv)) {
+  // `line_offset`: the lines of the file before the rows stream's first line.
+  CsvFileReader(std::string path, std::unique_ptr<CsvReader> csv,
+                const std::vector<std::string>& header, uint64_t line_offset)
+      : path_(std::move(path)), csv_(std::move(csv)), line_offset_(line_offset) {
     // Names must be unique and non-empty: "a, a, " → a, a_2, column_3.
     std::map<std::string, int> seen;
-    const std::vector<std::string>& header = csv_->header();
     for (size_t i = 0; i < header.size(); ++i) {
       std::string name = header[i].empty() ? fmt::format("column_{}", i + 1) : header[i];
       if (int count = ++seen[name]; count > 1) name = fmt::format("{}_{}", name, count);
       names_.push_back(std::move(name));
     }
+  }
+
+  void SetNextLine(SourceBatch& batch) const {
+    batch.position.next_line = line_offset_ + csv_->next_line_number();
   }
 
   std::string JoinRow(const CsvRow& row) const {
@@ -402,6 +443,7 @@ class CsvFileReader final : public FileReader {
 
   std::string path_;
   std::unique_ptr<CsvReader> csv_;
+  uint64_t line_offset_ = 0;
   std::vector<std::string> names_;
   uint64_t records_ = 0;
   uint64_t skip_records_ = 0;
@@ -464,12 +506,14 @@ class DuckdbConnection {
 
 class ParquetReader final : public FileReader {
  public:
+  // Reads the file at `read_path` (the opened file's descriptor path), named `path` in messages.
   static Result<std::unique_ptr<FileReader>> Open(DuckdbConnection& duckdb, const std::string& path,
+                                                  const std::string& read_path,
                                                   uint64_t skip_records,
                                                   std::map<std::string, LogicalType>* declared) {
     SKIPPR_RETURN_IF_ERROR(duckdb.Open());
     auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(path));
-    const std::string source = "read_parquet(" + SqlQuote(path) + ")";
+    const std::string source = "read_parquet(" + SqlQuote(read_path) + ")";
     duckdb_result described;
     if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + source).c_str(), &described) !=
         DuckDBSuccess) {
@@ -562,7 +606,182 @@ class UnreadableFileReader final : public FileReader {
   std::string reason_;
 };
 
+// ----- what changed since the last pass -----------------------------------------------------
+
+// The head and tail windows of the fingerprint of what a position has read (FilePrefix).
+constexpr uint64_t kFingerprintWindowBytes = 64 << 10;
+
+// JSON lines and CSV are streams: they resume at a byte offset and may grow by appending. JSON
+// arrays and Parquet are read whole (a resumed read skips records) and cannot grow validly: any
+// change to one is a new version.
+bool IsStreamed(FileFormat format) {
+  return format == FileFormat::kJsonLines || format == FileFormat::kCsv;
+}
+
+bool IsLineEnd(char c) { return c == '\n' || c == '\r'; }
+
+// The fingerprint of the file's first `file_bytes` bytes; the empty prefix is all zeros. A file cut
+// below `file_bytes` while it was read gets hashes of 0: the next pass finds it shorter than the
+// prefix (a new version) before it compares them.
+Result<FilePrefix> Fingerprint(const OpenedFile& file, uint64_t file_bytes,
+                               uint64_t window_bytes) {
+  if (file_bytes == 0) return FilePrefix{};
+  const uint64_t hashed_bytes = std::min(file_bytes, window_bytes);
+  SKIPPR_ASSIGN_OR_RETURN(const std::optional<uint64_t> head, file.HashRange(0, hashed_bytes));
+  SKIPPR_ASSIGN_OR_RETURN(const std::optional<uint64_t> tail,
+                          file.HashRange(file_bytes - hashed_bytes, hashed_bytes));
+  return FilePrefix{file_bytes, head.value_or(0), tail.value_or(0), window_bytes};
+}
+
+// Whether the stream byte at `start` (the byte after what was read) is a line end: an append that
+// starts with one ended the last line read, an append that does not continued it.
+Result<bool> StartsWithLineEnd(const OpenedFile& file, StreamStart start,
+                               Compression compression) {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<InputStream> stream, file.OpenStream(start, compression));
+  char next = 0;
+  SKIPPR_ASSIGN_OR_RETURN(const size_t read_bytes, stream->Read(&next, 1));
+  return read_bytes == 1 && IsLineEnd(next);
+}
+
+using ChangeReason = std::optional<std::string>;
+
+// A re-read of a compressed file skips the records of stream bytes [resume.byte_offset,
+// byte_offset): they must be the bytes the earlier pass read, or the skip would drop other records.
+Result<ChangeReason> WhySkippedBytesChanged(const PartitionPosition& previous,
+                                            const OpenedFile& file,
+                                            const DetectedFormat& detected) {
+  const ResumePoint& resume = previous.resume;
+  Result<std::unique_ptr<InputStream>> stream =
+      file.OpenStream({resume.prefix.file_bytes, resume.byte_offset}, detected.compression);
+  if (!stream.ok() && stream.status().code() == StatusCode::kCorruption) {
+    return ChangeReason(stream.status().message());
+  }
+  SKIPPR_RETURN_IF_ERROR(stream.status());
+  Result<std::optional<uint64_t>> hash =
+      (*stream)->HashNextBytes(previous.byte_offset - resume.byte_offset);
+  if (!hash.ok() && hash.status().code() == StatusCode::kCorruption) {
+    return ChangeReason(hash.status().message());
+  }
+  SKIPPR_RETURN_IF_ERROR(hash.status());
+  if (!*hash) {
+    return ChangeReason(fmt::format("it decompresses to fewer than the {} bytes already read",
+                                    previous.byte_offset));
+  }
+  if (**hash != previous.skipped_bytes_hash) {
+    return ChangeReason("the bytes already read changed: it was rewritten in place or replaced");
+  }
+  return ChangeReason();
+}
+
+// Why the bytes `previous` vouches for are no longer what `file` holds; nullopt while they are.
+Result<ChangeReason> WhyChanged(const PartitionPosition& previous, const OpenedFile& file,
+                                const DetectedFormat& detected) {
+  const FilePrefix& prefix = previous.resume.prefix;
+  if (file.size_bytes() < prefix.file_bytes) {
+    return ChangeReason(fmt::format("it has {} bytes, fewer than the {} already read: truncated or "
+                                    "replaced",
+                                    file.size_bytes(), prefix.file_bytes));
+  }
+  if (previous.is_unverified) {
+    if (!previous.is_closed) return ChangeReason();  // carry on as the older skipprd would have
+    return ChangeReason("it changed after it was read, and its position (written by an older "
+                        "skipprd) has no fingerprint to tell an append from a rewrite");
+  }
+  if (!IsStreamed(detected.format) && file.size_bytes() != prefix.file_bytes) {
+    return ChangeReason(fmt::format("it changed from {} to {} bytes, and a {} file cannot grow by "
+                                    "appending",
+                                    prefix.file_bytes, file.size_bytes(),
+                                    detected.format == FileFormat::kParquet     ? "Parquet"
+                                    : detected.format == FileFormat::kJsonArray ? "JSON array"
+                                                                                : "binary"));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const FilePrefix now,
+                          Fingerprint(file, prefix.file_bytes, prefix.window_bytes));
+  if (now != prefix) {
+    return ChangeReason("the bytes already read changed: it was rewritten in place or replaced");
+  }
+  if (!previous.ends_at_line_end && file.size_bytes() > prefix.file_bytes) {
+    // Only a pass that reached the end reads a line without its line end: resume is that end.
+    Result<bool> ended = StartsWithLineEnd(file, {prefix.file_bytes, previous.resume.byte_offset},
+                                           detected.compression);
+    if (!ended.ok() && ended.status().code() != StatusCode::kCorruption) return ended.status();
+    if (!ended.ok() || !*ended) {
+      return ChangeReason("an append continued its last line, which was read before it had a "
+                          "line end");
+    }
+  }
+  if (previous.byte_offset > previous.resume.byte_offset) {
+    return WhySkippedBytesChanged(previous, file, detected);
+  }
+  return ChangeReason();
+}
+
+// What a pass does with one file.
+struct FilePlan {
+  bool is_touched = false;      // only its modification time changed: commit `position`, read nothing
+  PartitionPosition position;   // where reading starts (or the position to commit)
+  StreamStart stream_start;
+  ReaderStart reader_start;
+};
+
+// Decides from the position committed for a file (nullptr: none) whether to read it from its start
+// (a new file or a new version), from where the last pass stopped, or not at all.
+Result<FilePlan> PlanFile(const PartitionPosition* previous, const OpenedFile& file,
+                          const DetectedFormat& detected) {
+  FilePlan plan;
+  PartitionPosition& position = plan.position;
+  ChangeReason why_changed;
+  if (previous != nullptr && previous->size_bytes > 0) {  // an empty file read nothing
+    SKIPPR_ASSIGN_OR_RETURN(why_changed, WhyChanged(*previous, file, detected));
+    position = *previous;
+    position.is_unverified = false;  // the positions this pass writes are fingerprinted
+  }
+  if (why_changed) {
+    position = PartitionPosition{};
+    position.version = previous->version + 1;
+    position.version_reason = *why_changed;
+    spdlog::warn("file {} changed since it was read ({}): reading version {} from its start; tables "
+                 "written with write_policy append keep the rows of the earlier version(s)",
+                 file.path(), *why_changed, position.version);
+  } else if (previous != nullptr) {
+    position.version = previous->version;  // an empty file's next content is no new version
+  }
+  position.size_bytes = file.size_bytes();
+  position.mtime_ns = file.mtime_ns();
+  if (previous != nullptr && !why_changed && previous->is_closed &&
+      file.size_bytes() == previous->resume.prefix.file_bytes) {
+    plan.is_touched = true;  // touched, or copied over with the same bytes
+    return plan;
+  }
+  position.is_closed = false;
+  if (!IsStreamed(detected.format)) {
+    // Read whole: what a position vouches for is the whole file (unchanged, if this resumes).
+    SKIPPR_ASSIGN_OR_RETURN(position.resume.prefix,
+                            Fingerprint(file, file.size_bytes(), kFingerprintWindowBytes));
+    plan.reader_start = {1, 0, position.records_consumed};
+    return plan;
+  }
+  const ResumePoint& resume = position.resume;
+  plan.stream_start = {resume.prefix.file_bytes, resume.byte_offset};
+  plan.reader_start = {resume.line, resume.records, position.records_consumed - resume.records};
+  // The append starts with the line end the last line read lacked (WhyChanged checked): that first
+  // line end belongs to the line before.
+  if (!position.ends_at_line_end && resume.line > 1) --plan.reader_start.line;
+  return plan;
+}
+
 // ----- the source ----------------------------------------------------------------------------
+
+// The file a pass is reading.
+struct FileReading {
+  std::unique_ptr<OpenedFile> file;
+  DetectedFormat detected;
+  std::unique_ptr<FileReader> reader;
+  InputStream* stream = nullptr;  // the reader's, for the streamed formats
+  uint64_t stream_start_file_offset = 0;
+  PartitionPosition position;
+  uint64_t records_this_pass = 0;
+};
 
 class FileSource final : public Source {
  public:
@@ -574,104 +793,190 @@ class FileSource final : public Source {
     options_ = options;
     SKIPPR_ASSIGN_OR_RETURN(files_, ListFiles(path_));
     next_file_ = 0;
-    reader_.reset();
+    reading_.reset();
+    seen_files_.clear();
     return Status::OK();
   }
 
   Result<std::optional<SourceBatch>> Next() override {
     while (true) {
-      if (!reader_) {
-        SKIPPR_ASSIGN_OR_RETURN(bool has_file, OpenNextFile());
-        if (!has_file) return std::optional<SourceBatch>();
-        if (!reader_) continue;  // unchanged since it closed
+      if (!reading_) {
+        if (next_file_ >= files_.size()) return std::optional<SourceBatch>();
+        SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> touched,
+                                StartFile(files_[next_file_++]));
+        if (touched) return touched;
+        if (!reading_) continue;  // nothing to read in that file
       }
-      SourceBatch batch;
-      batch.partition = current_.path;
-      batch.context.infer_epoch_timestamps = current_format_ != FileFormat::kParquet;
-      // Only JSON objects can name a key twice (CSV headers are made unique, Parquet has a schema).
-      batch.context.keys_may_repeat =
-          current_format_ == FileFormat::kJsonLines || current_format_ == FileFormat::kJsonArray;
-      batch.context.records_are_flat = current_format_ == FileFormat::kCsv;
-      if (current_format_ == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
-      uint64_t limit = options_.max_records_per_batch;
-      if (options_.max_records_per_partition > 0) {
-        limit =
-            std::min(limit, options_.max_records_per_partition -
-                                std::min(options_.max_records_per_partition, records_this_file_));
-      }
-      batch.records.reserve(std::min<uint64_t>(limit, kRecordsReservedPerBatch));
-      SKIPPR_ASSIGN_OR_RETURN(bool is_done,
-                              reader_->Fill(batch, limit, options_.max_bytes_per_batch));
-      const uint64_t taken = batch.records.size() + batch.deadletters.size();
-      records_this_file_ += taken;
-      position_.records_consumed += taken;
-      position_.byte_offset = batch.position.byte_offset;
-      position_.next_line = batch.position.next_line;
-      const bool hit_sample_limit = options_.max_records_per_partition > 0 &&
-                                    records_this_file_ >= options_.max_records_per_partition;
-      position_.is_closed = is_done;
-      batch.position = position_;
-      if (is_done || hit_sample_limit) reader_.reset();
-      if (taken == 0 && !is_done) continue;
-      return std::optional<SourceBatch>(std::move(batch));
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> batch, ReadBatch());
+      if (batch) return batch;
     }
   }
 
  private:
-  // Opens the next file that has something to read; false when none is left.
-  Result<bool> OpenNextFile() {
-    if (next_file_ >= files_.size()) return false;
-    const std::string& path = files_[next_file_++];
-    SKIPPR_ASSIGN_OR_RETURN(current_, StatFile(path));
-    records_this_file_ = 0;
-    position_ = PartitionPosition{current_.size_bytes, current_.mtime_ns};
-    auto it = committed_.find(path);
-    if (it != committed_.end()) {
-      const PartitionPosition& previous = it->second;
-      const bool is_unchanged =
-          previous.size_bytes == current_.size_bytes && previous.mtime_ns == current_.mtime_ns;
-      if (previous.is_closed && is_unchanged) return true;  // nothing new: reader_ stays empty
-      if (!previous.is_closed && current_.size_bytes >= previous.size_bytes) {
-        position_ = previous;  // carry on where the last run stopped
-        position_.size_bytes = current_.size_bytes;
-        position_.mtime_ns = current_.mtime_ns;
-      } else if (previous.is_closed) {
-        spdlog::info("file {} changed after it was read ({} → {} bytes); reading it again", path,
-                     previous.size_bytes, current_.size_bytes);
-      }
+  // Sets reading_ for `path` when it has something to read; a batch (with no records) when only
+  // its position needs committing.
+  Result<std::optional<SourceBatch>> StartFile(const std::string& path) {
+    using NoBatch = std::optional<SourceBatch>;
+    Result<FileInfo> info = StatFile(path);
+    if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+      spdlog::info("file {} is gone since it was listed; skipped", path);
+      return NoBatch();
     }
-    if (current_.size_bytes == 0) {
-      reader_ =
+    SKIPPR_RETURN_IF_ERROR(info.status());
+    auto committed = committed_.find(path);
+    const PartitionPosition* previous =
+        committed == committed_.end() ? nullptr : &committed->second;
+    if (!IsFirstName(path, info->device, info->inode)) return NoBatch();
+    if (previous != nullptr && previous->is_closed && previous->size_bytes == info->size_bytes &&
+        previous->mtime_ns == info->mtime_ns) {
+      return NoBatch();  // unchanged since it was read to its end
+    }
+    Result<std::unique_ptr<OpenedFile>> opened = OpenedFile::Open(path);
+    if (!opened.ok() && opened.status().code() == StatusCode::kNotFound) {
+      spdlog::info("file {} is gone since it was listed; skipped", path);
+      return NoBatch();
+    }
+    SKIPPR_RETURN_IF_ERROR(opened.status());
+    // Replaced between the stat and the open: the opened file is what this pass reads.
+    if (!IsFirstName(path, (*opened)->device(), (*opened)->inode())) return NoBatch();
+    auto reading = std::make_unique<FileReading>();
+    reading->file = std::move(opened).value();
+    if (reading->file->size_bytes() == 0) {
+      reading->position = PartitionPosition{0, reading->file->mtime_ns()};
+      if (previous != nullptr) reading->position.version = previous->version;
+      reading->reader =
           std::make_unique<UnreadableFileReader>(path, "empty file (0 bytes): nothing to read");
-      return true;
+      reading_ = std::move(reading);
+      return NoBatch();
     }
-    SKIPPR_ASSIGN_OR_RETURN(current_format_, DetectFormat(path, format_));
-    switch (current_format_) {
+    SKIPPR_ASSIGN_OR_RETURN(reading->detected, DetectFormat(*reading->file, format_));
+    SKIPPR_ASSIGN_OR_RETURN(FilePlan plan, PlanFile(previous, *reading->file, reading->detected));
+    if (plan.is_touched) {
+      SourceBatch batch;
+      batch.partition = path;
+      batch.position = std::move(plan.position);
+      return NoBatch(std::move(batch));
+    }
+    reading->position = std::move(plan.position);
+    SKIPPR_RETURN_IF_ERROR(OpenReader(*reading, plan));
+    reading_ = std::move(reading);
+    return NoBatch();
+  }
+
+  // Two names of one file (a symlink, a hard link, a directory listed twice by a glob): read once,
+  // under the first name in sorted order.
+  bool IsFirstName(const std::string& path, uint64_t device, uint64_t inode) {
+    auto [seen, is_new] = seen_files_.emplace(std::make_pair(device, inode), path);
+    if (is_new || seen->second == path) return true;
+    spdlog::info("file {} is the same file as {}: read once, as {}", path, seen->second,
+                 seen->second);
+    return false;
+  }
+
+  Status OpenReader(FileReading& reading, const FilePlan& plan) {
+    const OpenedFile& file = *reading.file;
+    const std::string& path = file.path();
+    std::unique_ptr<InputStream> stream;
+    if (IsStreamed(reading.detected.format)) {
+      SKIPPR_ASSIGN_OR_RETURN(stream, file.OpenStream(plan.stream_start, reading.detected.compression));
+      reading.stream = stream.get();
+      reading.stream_start_file_offset = plan.stream_start.file_offset;
+    }
+    switch (reading.detected.format) {
       case FileFormat::kJsonLines: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, JsonLinesReader::Open(path, position_));
-        break;
-      }
-      case FileFormat::kJsonArray: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, JsonArrayReader::Open(path, position_.records_consumed));
+        SKIPPR_ASSIGN_OR_RETURN(reading.reader,
+                                JsonLinesReader::Open(path, std::move(stream), plan.reader_start));
         break;
       }
       case FileFormat::kCsv: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, CsvFileReader::Open(path, position_.records_consumed));
+        SKIPPR_ASSIGN_OR_RETURN(reading.reader,
+                                CsvFileReader::Open(file, std::move(stream), plan.reader_start));
+        break;
+      }
+      case FileFormat::kJsonArray: {
+        SKIPPR_ASSIGN_OR_RETURN(auto whole, file.OpenStream());
+        SKIPPR_ASSIGN_OR_RETURN(reading.reader,
+                                JsonArrayReader::Open(path, std::move(whole),
+                                                      plan.reader_start.skip_records));
         break;
       }
       case FileFormat::kParquet: {
         SKIPPR_ASSIGN_OR_RETURN(
-            reader_,
-            ParquetReader::Open(duckdb_, path, position_.records_consumed, &declared_types_));
+            reading.reader,
+            ParquetReader::Open(duckdb_, path, file.DescriptorPath(),
+                                plan.reader_start.skip_records, &declared_types_));
         break;
       }
       case FileFormat::kBinary:
-        reader_ = std::make_unique<UnreadableFileReader>(
+        reading.reader = std::make_unique<UnreadableFileReader>(
             path,
             "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
         break;
     }
-    return true;
+    return Status::OK();
+  }
+
+  // The next batch of the file being read; nullopt when a Fill took nothing and the file goes on.
+  Result<std::optional<SourceBatch>> ReadBatch() {
+    FileReading& reading = *reading_;
+    const FileFormat format = reading.detected.format;
+    SourceBatch batch;
+    batch.partition = reading.file->path();
+    batch.context.infer_epoch_timestamps = format != FileFormat::kParquet;
+    // Only JSON objects can name a key twice (CSV headers are made unique, Parquet has a schema).
+    batch.context.keys_may_repeat =
+        format == FileFormat::kJsonLines || format == FileFormat::kJsonArray;
+    batch.context.records_are_flat = format == FileFormat::kCsv;
+    if (format == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
+    uint64_t limit = options_.max_records_per_batch;
+    if (options_.max_records_per_partition > 0) {
+      limit = std::min(limit, options_.max_records_per_partition -
+                                  std::min(options_.max_records_per_partition,
+                                           reading.records_this_pass));
+    }
+    batch.records.reserve(std::min<uint64_t>(limit, kRecordsReservedPerBatch));
+    SKIPPR_ASSIGN_OR_RETURN(bool is_done,
+                            reading.reader->Fill(batch, limit, options_.max_bytes_per_batch));
+    const uint64_t taken = batch.records.size() + batch.deadletters.size();
+    reading.records_this_pass += taken;
+    reading.position.records_consumed += taken;
+    SKIPPR_RETURN_IF_ERROR(RecordProgress(reading, batch.position.next_line, is_done));
+    const bool hit_sample_limit = options_.max_records_per_partition > 0 &&
+                                  reading.records_this_pass >= options_.max_records_per_partition;
+    batch.position = reading.position;
+    if (is_done || hit_sample_limit) reading_.reset();
+    if (taken == 0 && !is_done) return std::optional<SourceBatch>();
+    return std::optional<SourceBatch>(std::move(batch));
+  }
+
+  // Moves the position to what the reader has consumed; a pass never claims bytes it did not read.
+  Status RecordProgress(FileReading& reading, uint64_t next_line, bool is_done) {
+    PartitionPosition& position = reading.position;
+    if (reading.stream == nullptr) {  // read whole: the resume point is the whole file
+      position.is_closed = is_done;
+      return Status::OK();
+    }
+    InputStream& stream = *reading.stream;
+    const ConsumedBytes consumed = stream.Consumed();
+    position.byte_offset = consumed.byte_offset;
+    position.next_line = next_line;
+    if (consumed.last_byte) position.ends_at_line_end = IsLineEnd(*consumed.last_byte);
+    position.is_closed = is_done && stream.held_back_bytes() == 0 && !stream.ended_inside_unit();
+    const bool is_plain = stream.compression() == Compression::kNone;
+    if (!is_plain && !position.is_closed) {
+      position.skipped_bytes_hash = consumed.hash;  // from the resume point, where stream began
+      return Status::OK();
+    }
+    // A plain file resumes right here; a compressed one read to its end resumes at its end (the
+    // next gzip member or zstd frame an append adds).
+    const uint64_t file_offset =
+        is_plain ? consumed.byte_offset
+                 : reading.stream_start_file_offset + stream.file_bytes_read();
+    SKIPPR_ASSIGN_OR_RETURN(FilePrefix prefix,
+                            Fingerprint(*reading.file, file_offset, kFingerprintWindowBytes));
+    position.resume = {prefix, consumed.byte_offset, next_line, position.records_consumed};
+    position.skipped_bytes_hash = 0;
+    return Status::OK();
   }
 
   std::string path_;
@@ -680,11 +985,8 @@ class FileSource final : public Source {
   ReadOptions options_;
   std::vector<std::string> files_;
   size_t next_file_ = 0;
-  FileInfo current_;
-  FileFormat current_format_ = FileFormat::kJsonLines;
-  PartitionPosition position_;
-  uint64_t records_this_file_ = 0;
-  std::unique_ptr<FileReader> reader_;
+  std::unique_ptr<FileReading> reading_;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen_files_;  // (device, inode) → first name
   DuckdbConnection duckdb_;
   std::map<std::string, LogicalType> declared_types_;
 };

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "core/check.hpp"
 
@@ -48,7 +50,106 @@ std::string_view CompressionName(Compression compression) {
   return "unknown";
 }
 
+int64_t MtimeNs(const struct stat& info) {
+  return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+}
+
+// Reads exactly `size` bytes at `offset`; fewer only at the end of the file.
+Result<size_t> PreadFully(int fd, const std::string& path, uint64_t offset, char* buffer,
+                         size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd, buffer + done, std::min<size_t>(size - done, SSIZE_MAX),
+                                static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return Status::IOError(fmt::format("reading {} failed at byte offset {}: {}", path,
+                                         offset + done, std::strerror(errno)));
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
 }  // namespace
+
+// The descriptor of one opened file, shared by the OpenedFile and every stream read from it.
+struct FileHandle {
+  FileHandle(std::string path_in, int fd_in) : path(std::move(path_in)), fd(fd_in) {}
+  ~FileHandle() { ::close(fd); }
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
+  const std::string path;
+  const int fd;
+};
+
+// ----- OpenedFile -------------------------------------------------------------------------------
+
+OpenedFile::OpenedFile(std::shared_ptr<const FileHandle> handle, uint64_t size_bytes,
+                       int64_t mtime_ns, uint64_t device, uint64_t inode)
+    : handle_(std::move(handle)),
+      size_bytes_(size_bytes),
+      mtime_ns_(mtime_ns),
+      device_(device),
+      inode_(inode) {}
+
+OpenedFile::~OpenedFile() = default;
+
+Result<std::unique_ptr<OpenedFile>> OpenedFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return OpenError(path, errno);
+  auto handle = std::make_shared<const FileHandle>(path, fd);  // closes fd from here on
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return OpenError(path, errno);
+  if (S_ISDIR(info.st_mode)) {
+    return Status::IOError(fmt::format(
+        "cannot read {}: it is a directory; point the source at files (or a glob of files)", path));
+  }
+  // Only a hint: the kernel reads ahead more aggressively for a sequential scan.
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  // A pipe or character device has no size: it is read to its end.
+  const uint64_t size_bytes =
+      S_ISREG(info.st_mode) ? static_cast<uint64_t>(info.st_size) : UINT64_MAX;
+  return std::unique_ptr<OpenedFile>(
+      new OpenedFile(std::move(handle), size_bytes, MtimeNs(info), info.st_dev, info.st_ino));
+}
+
+const std::string& OpenedFile::path() const { return handle_->path; }
+
+std::string OpenedFile::DescriptorPath() const {
+  return fmt::format("/proc/self/fd/{}", handle_->fd);
+}
+
+Result<std::unique_ptr<InputStream>> OpenedFile::OpenStream(
+    StreamStart start, std::optional<Compression> expected) const {
+  std::unique_ptr<InputStream> stream(new InputStream(handle_, start, size_bytes_));
+  SKIPPR_RETURN_IF_ERROR(stream->DetectCompression());
+  if (start.file_offset == 0) return stream;
+  if (expected && stream->compression_ != *expected) {
+    return Status::Corruption(fmt::format(
+        "{}: the bytes after compressed offset {} are {}, not another {} {}: the file was not "
+        "extended by appending whole {} data; re-create it",
+        path(), start.file_offset,
+        stream->compression_ == Compression::kNone ? "plain data"
+                                                   : CompressionName(stream->compression_),
+        CompressionName(*expected), *expected == Compression::kGzip ? "member" : "frame",
+        CompressionName(*expected)));
+  }
+  if (stream->compression_ == Compression::kNone) {
+    SKIPPR_CHECK_MSG(start.byte_offset == start.file_offset,
+                     "a plain stream's offsets on disk and in the stream are one");
+  }
+  return stream;
+}
+
+Result<std::optional<uint64_t>> OpenedFile::HashRange(uint64_t offset, uint64_t size) const {
+  std::string bytes(size, '\0');
+  SKIPPR_ASSIGN_OR_RETURN(const size_t got,
+                          PreadFully(handle_->fd, path(), offset, bytes.data(), bytes.size()));
+  if (got != bytes.size()) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
 
 // The decompressor state, kept here so zlib.h and zstd.h stay out of the header.
 struct InputStream::Decoder {
@@ -62,15 +163,21 @@ struct InputStream::Decoder {
   }
 };
 
-InputStream::InputStream(std::string path, int fd, uint64_t start_byte_offset)
-    : path_(std::move(path)),
-      fd_(fd),
-      start_byte_offset_(start_byte_offset),
-      input_buffer_(std::make_unique_for_overwrite<char[]>(kFileReadBytes)) {}
+InputStream::InputStream(std::shared_ptr<const FileHandle> handle, StreamStart start,
+                         uint64_t limit_bytes)
+    : handle_(std::move(handle)),
+      start_byte_offset_(start.byte_offset),
+      limit_bytes_(limit_bytes),
+      input_buffer_(std::make_unique_for_overwrite<char[]>(kFileReadBytes)),
+      start_file_offset_(start.file_offset),
+      disk_byte_offset_(start.file_offset),
+      consumed_byte_offset_(start.byte_offset) {}
 
 InputStream::~InputStream() {
-  if (fd_ >= 0) ::close(fd_);
+  if (consumed_hash_ != nullptr) XXH3_freeState(consumed_hash_);
 }
+
+const std::string& InputStream::path() const { return handle_->path; }
 
 Result<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path) {
   return OpenAt(path, 0);
@@ -78,45 +185,22 @@ Result<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path) 
 
 Result<std::unique_ptr<InputStream>> InputStream::OpenAt(const std::string& path,
                                                          uint64_t byte_offset) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return OpenError(path, errno);
-  // Owns fd from here on, so every early return closes it.
-  std::unique_ptr<InputStream> stream(new InputStream(path, fd, byte_offset));
-
-  struct stat file_status {};
-  if (::fstat(fd, &file_status) != 0) return OpenError(path, errno);
-  if (S_ISDIR(file_status.st_mode)) {
-    return Status::IOError(fmt::format(
-        "cannot read {}: it is a directory; point the source at files (or a glob of files)", path));
-  }
-  // Only a hint: the kernel reads ahead more aggressively for a sequential scan.
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-
-  SKIPPR_RETURN_IF_ERROR(stream->DetectCompression());
-  if (byte_offset == 0) return stream;
-
-  if (stream->compression_ != Compression::kNone) {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<OpenedFile> file, OpenedFile::Open(path));
+  if (byte_offset == 0) return file->OpenStream();
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<InputStream> head, file->OpenStream());
+  if (head->compression() != Compression::kNone) {
     return Status::NotSupported(fmt::format(
         "cannot resume {} at byte offset {}: it is {}-compressed and compressed files can only be "
         "read from the start; restart it from offset 0",
-        path, byte_offset, CompressionName(stream->compression_)));
+        path, byte_offset, CompressionName(head->compression())));
   }
-  if (S_ISREG(file_status.st_mode) && byte_offset > static_cast<uint64_t>(file_status.st_size)) {
+  if (byte_offset > file->size_bytes()) {
     return Status::InvalidArgument(fmt::format(
         "cannot resume {} at byte offset {}: the file has only {} bytes, so it was truncated or "
         "replaced since that offset was recorded; re-read it from the start",
-        path, byte_offset, file_status.st_size));
+        path, byte_offset, file->size_bytes()));
   }
-  if (::lseek(fd, static_cast<off_t>(byte_offset), SEEK_SET) < 0) {
-    return Status::IOError(fmt::format("cannot seek {} to byte offset {}: {}", path, byte_offset,
-                                       std::strerror(errno)));
-  }
-  // The bytes read for detection came from offset 0; drop them and read on from byte_offset.
-  stream->input_begin_ = 0;
-  stream->input_end_ = 0;
-  stream->is_file_exhausted_ = false;
-  stream->disk_byte_offset_ = byte_offset;
-  return stream;
+  return file->OpenStream({byte_offset, byte_offset});
 }
 
 Status InputStream::DetectCompression() {
@@ -132,7 +216,7 @@ Status InputStream::DetectCompression() {
     int rc = inflateInit2(&decoder_->zlib, kZlibWindowBits);
     if (rc != Z_OK) {
       return Status::Internal(
-          fmt::format("cannot start gzip decompression for {}: zlib error {}", path_, rc));
+          fmt::format("cannot start gzip decompression for {}: zlib error {}", path(), rc));
     }
     decoder_->has_zlib = true;
   } else if (StartsWith(data, size_bytes, kZstdMagic, sizeof(kZstdMagic))) {
@@ -141,29 +225,45 @@ Status InputStream::DetectCompression() {
     decoder_->zstd = ZSTD_createDStream();
     if (decoder_->zstd == nullptr) {
       return Status::Internal(
-          fmt::format("cannot start zstd decompression for {}: out of memory", path_));
+          fmt::format("cannot start zstd decompression for {}: out of memory", path()));
+    }
+  }
+  if (compression_ != Compression::kNone) {
+    // What the reader consumes of a compressed stream is hashed: a later pass that re-reads the
+    // file to skip those records first proves they are the same bytes.
+    consumed_hash_ = XXH3_createState();
+    if (consumed_hash_ == nullptr || XXH3_64bits_reset(consumed_hash_) != XXH_OK) {
+      return Status::Internal(fmt::format("cannot start hashing {}: out of memory", path()));
     }
   }
   return Status::OK();
 }
 
-// Appends one read(2) of compressed (or plain) bytes to input_buffer_.
+Result<size_t> InputStream::ReadDisk(char* buffer, size_t capacity) {
+  const uint64_t room = limit_bytes_ - std::min(limit_bytes_, disk_byte_offset_);
+  SKIPPR_ASSIGN_OR_RETURN(
+      const size_t read_bytes,
+      PreadFully(handle_->fd, path(), disk_byte_offset_, buffer, std::min<uint64_t>(capacity, room)));
+  disk_byte_offset_ += read_bytes;
+  if (read_bytes == 0 && !is_file_exhausted_) {
+    is_file_exhausted_ = true;
+    // Stopped by the limit, not by the end of the file: has the file grown past it meanwhile?
+    struct stat info {};
+    is_cut_by_limit_ = room == 0 && ::fstat(handle_->fd, &info) == 0 && S_ISREG(info.st_mode) &&
+                       static_cast<uint64_t>(info.st_size) > limit_bytes_;
+  }
+  return read_bytes;
+}
+
+// Appends one read of compressed (or plain) bytes to input_buffer_.
 Status InputStream::Refill() {
   if (input_begin_ == input_end_) input_begin_ = input_end_ = 0;
   size_t free_bytes = kFileReadBytes - input_end_;
   SKIPPR_CHECK(free_bytes > 0);
-  while (true) {
-    ssize_t read_bytes = ::read(fd_, input_buffer_.get() + input_end_, free_bytes);
-    if (read_bytes < 0 && errno == EINTR) continue;
-    if (read_bytes < 0) {
-      return Status::IOError(fmt::format("reading {} failed at byte offset {}: {}", path_,
-                                         disk_byte_offset_, std::strerror(errno)));
-    }
-    if (read_bytes == 0) is_file_exhausted_ = true;
-    input_end_ += static_cast<size_t>(read_bytes);
-    disk_byte_offset_ += static_cast<uint64_t>(read_bytes);
-    return Status::OK();
-  }
+  SKIPPR_ASSIGN_OR_RETURN(const size_t read_bytes,
+                          ReadDisk(input_buffer_.get() + input_end_, free_bytes));
+  input_end_ += read_bytes;
+  return Status::OK();
 }
 
 Result<size_t> InputStream::Read(char* buffer, size_t capacity) {
@@ -179,6 +279,23 @@ Result<size_t> InputStream::Read(char* buffer, size_t capacity) {
   return Status::Internal("unknown compression");
 }
 
+Result<std::optional<uint64_t>> InputStream::HashNextBytes(uint64_t size) {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (state == nullptr || XXH3_64bits_reset(state.get()) != XXH_OK) {
+    return Status::Internal(fmt::format("cannot start hashing {}: out of memory", path()));
+  }
+  std::vector<char> buffer(std::min<uint64_t>(size, kFileReadBytes));
+  while (size > 0) {
+    SKIPPR_ASSIGN_OR_RETURN(const size_t read_bytes,
+                            Read(buffer.data(), std::min<uint64_t>(size, buffer.size())));
+    if (read_bytes == 0) return std::optional<uint64_t>();
+    SKIPPR_CHECK(XXH3_64bits_update(state.get(), buffer.data(), read_bytes) == XXH_OK);
+    size -= read_bytes;
+  }
+  return std::optional<uint64_t>(XXH3_64bits_digest(state.get()));
+}
+
 Result<size_t> InputStream::ReadPlain(char* buffer, size_t capacity) {
   size_t buffered_bytes = input_end_ - input_begin_;
   if (buffered_bytes > 0) {  // left over from detecting the compression
@@ -190,25 +307,24 @@ Result<size_t> InputStream::ReadPlain(char* buffer, size_t capacity) {
   }
   if (is_file_exhausted_) return size_t{0};
   // Straight into the caller's buffer: no copy for plain files.
-  while (true) {
-    ssize_t read_bytes = ::read(fd_, buffer, std::min<size_t>(capacity, SSIZE_MAX));
-    if (read_bytes < 0 && errno == EINTR) continue;
-    if (read_bytes < 0) {
-      return Status::IOError(fmt::format("reading {} failed at byte offset {}: {}", path_,
-                                         disk_byte_offset_, std::strerror(errno)));
-    }
-    if (read_bytes == 0) is_file_exhausted_ = true;
-    disk_byte_offset_ += static_cast<uint64_t>(read_bytes);
-    file_bytes_consumed_ += static_cast<uint64_t>(read_bytes);
-    return static_cast<size_t>(read_bytes);
-  }
+  SKIPPR_ASSIGN_OR_RETURN(const size_t read_bytes,
+                          ReadDisk(buffer, std::min<size_t>(capacity, SSIZE_MAX)));
+  file_bytes_consumed_ += read_bytes;
+  return read_bytes;
+}
+
+Result<size_t> InputStream::EndInsideUnit(std::string_view format_name) {
+  if (!is_cut_by_limit_) return Truncated(format_name);
+  ended_inside_unit_ = true;  // the writer is still appending it: the next pass reads it whole
+  is_inside_compressed_unit_ = false;
+  return size_t{0};
 }
 
 Status InputStream::Truncated(std::string_view format_name) const {
   return Status::Corruption(fmt::format(
       "{} is truncated: the file ends inside a {} at compressed byte offset {}; the file is "
       "damaged or was still being written: re-copy it (or wait for the writer) and read it again",
-      path_, format_name, file_bytes_consumed_));
+      path(), format_name, CompressedOffset()));
 }
 
 Result<size_t> InputStream::ReadGzip(char* buffer, size_t capacity) {
@@ -238,17 +354,17 @@ Result<size_t> InputStream::ReadGzip(char* buffer, size_t capacity) {
       return Status::Corruption(fmt::format(
           "{} is damaged: its gzip data is invalid near compressed byte offset {} ({}); re-copy "
           "or re-create the file",
-          path_, file_bytes_consumed_, zlib.msg != nullptr ? zlib.msg : "no detail"));
+          path(), CompressedOffset(), zlib.msg != nullptr ? zlib.msg : "no detail"));
     } else if (rc == Z_MEM_ERROR) {
-      return Status::Internal(fmt::format("out of memory while decompressing {}", path_));
+      return Status::Internal(fmt::format("out of memory while decompressing {}", path()));
     }
     if (produced_bytes > 0) return produced_bytes;
     if (rc == Z_STREAM_END || consumed_bytes > 0) continue;
     // No progress: with all input consumed this is the end of the file inside a member.
-    if (input_begin_ == input_end_ && is_file_exhausted_) return Truncated("gzip member");
+    if (input_begin_ == input_end_ && is_file_exhausted_) return EndInsideUnit("gzip member");
     return Status::Internal(
-        fmt::format("gzip decompression of {} made no progress at compressed byte offset {}", path_,
-                    file_bytes_consumed_));
+        fmt::format("gzip decompression of {} made no progress at compressed byte offset {}", path(),
+                    CompressedOffset()));
   }
 }
 
@@ -268,17 +384,43 @@ Result<size_t> InputStream::ReadZstd(char* buffer, size_t capacity) {
       return Status::Corruption(fmt::format(
           "{} is damaged: its zstd data is invalid near compressed byte offset {} ({}); re-copy "
           "or re-create the file",
-          path_, file_bytes_consumed_, ZSTD_getErrorName(rc)));
+          path(), CompressedOffset(), ZSTD_getErrorName(rc)));
     }
     // 0: the frame is complete and flushed; otherwise more input (or flushing) is needed.
     is_inside_compressed_unit_ = rc != 0;
     if (output.pos > 0) return output.pos;
     if (input.pos > 0 || !is_inside_compressed_unit_) continue;
-    if (input_begin_ == input_end_ && is_file_exhausted_) return Truncated("zstd frame");
+    if (input_begin_ == input_end_ && is_file_exhausted_) return EndInsideUnit("zstd frame");
     return Status::Internal(
-        fmt::format("zstd decompression of {} made no progress at compressed byte offset {}", path_,
-                    file_bytes_consumed_));
+        fmt::format("zstd decompression of {} made no progress at compressed byte offset {}", path(),
+                    CompressedOffset()));
   }
+}
+
+void InputStream::NoteConsumed(const char* begin, const char* end) {
+  if (begin == end) return;
+  if (begin != pending_end_) {
+    FlushConsumed();
+    pending_begin_ = begin;
+  }
+  pending_end_ = end;
+  consumed_byte_offset_ += static_cast<uint64_t>(end - begin);
+  last_consumed_byte_ = end[-1];
+}
+
+void InputStream::FlushConsumed() {
+  if (consumed_hash_ != nullptr && pending_begin_ != pending_end_) {
+    SKIPPR_CHECK(XXH3_64bits_update(consumed_hash_, pending_begin_,
+                                    static_cast<size_t>(pending_end_ - pending_begin_)) == XXH_OK);
+  }
+  pending_begin_ = pending_end_ = nullptr;
+}
+
+ConsumedBytes InputStream::Consumed() {
+  FlushConsumed();
+  return {consumed_byte_offset_,
+          consumed_hash_ != nullptr ? XXH3_64bits_digest(consumed_hash_) : uint64_t{0},
+          last_consumed_byte_};
 }
 
 // ----- InputWindow ------------------------------------------------------------------------------
@@ -294,11 +436,21 @@ InputWindow::InputWindow(std::unique_ptr<InputStream> input)
 
 void InputWindow::ConsumeUntil(const char* position) {
   SKIPPR_DCHECK(position >= begin() && position <= end());
+  input_->NoteConsumed(begin(), position);
   begin_index_ = static_cast<size_t>(position - data_.get());
+}
+
+void InputWindow::HoldBackCutTail() {
+  const char* first = begin();
+  const char* last = end();
+  while (last > first && last[-1] != '\n') --last;
+  input_->NoteHeldBack(static_cast<uint64_t>(end() - last));
+  end_index_ = static_cast<size_t>(last - data_.get());
 }
 
 Result<size_t> InputWindow::ReadMore(bool fill_window) {
   if (is_input_exhausted_) return size_t{0};
+  input_->FlushConsumed();  // the consumed bytes are about to move
   size_t kept_bytes = end_index_ - begin_index_;
   if (kept_bytes > capacity_bytes_ / 2) {
     // Doubling keeps the total copying of one long line linear in its length.
@@ -320,6 +472,7 @@ Result<size_t> InputWindow::ReadMore(bool fill_window) {
                             input_->Read(data_.get() + end_index_, capacity_bytes_ - end_index_));
     if (read_bytes == 0) {
       is_input_exhausted_ = true;
+      if (input_->is_cut_by_limit()) HoldBackCutTail();
       break;
     }
     end_index_ += read_bytes;
@@ -337,7 +490,7 @@ Status InputWindow::SkipByteOrderMark() {
     SKIPPR_RETURN_IF_ERROR(ReadMore(/*fill_window=*/false).status());
   }
   if (StartsWith(begin(), size_bytes(), kUtf8ByteOrderMark, sizeof(kUtf8ByteOrderMark))) {
-    begin_index_ += sizeof(kUtf8ByteOrderMark);
+    ConsumeUntil(begin() + sizeof(kUtf8ByteOrderMark));
   }
   return Status::OK();
 }
@@ -379,6 +532,8 @@ Result<std::optional<Line>> LineReader::Next() {
       return MaybeLine(line);
     }
     SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/false).status());
+    // A cut input ends at its last '\n': the window may have shrunk below what was scanned.
+    scanned_bytes_ = std::min(scanned_bytes_, window_.size_bytes());
   }
 }
 

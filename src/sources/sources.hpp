@@ -19,15 +19,52 @@
 
 namespace skippr::sources {
 
+// The first `file_bytes` bytes of a file, as a later pass can recognise them: by the XXH3-64 of
+// their first and of their last `window_bytes` bytes (of all of them, when fewer). An append keeps
+// both; rewriting what was read changes one unless the change lies entirely in the middle of a
+// prefix longer than two windows (docs/config.md, "When files change").
+struct FilePrefix {
+  uint64_t file_bytes = 0;  // on disk: compressed bytes for a compressed file
+  uint64_t head_hash = 0;
+  uint64_t tail_hash = 0;
+  uint64_t window_bytes = 0;
+  friend bool operator==(const FilePrefix&, const FilePrefix&) = default;
+};
+
+// Where a reader may start a file again without re-reading what came before: the byte right after
+// `prefix` on disk is the start of record `records` + 1, at line `line` and at offset `byte_offset`
+// of the (decompressed) stream. For a plain text file it is where the position stopped; for a
+// compressed file its start, or its end when it was last read to the end (a compressed file can
+// only be resumed at a gzip member or zstd frame boundary); for a JSON array or Parquet file, which
+// is read whole, the whole file (records are then skipped).
+struct ResumePoint {
+  FilePrefix prefix;
+  uint64_t byte_offset = 0;
+  uint64_t line = 1;
+  uint64_t records = 0;
+  friend bool operator==(const ResumePoint&, const ResumePoint&) = default;
+};
+
 // How far a source got in one of its partitions (a file; the sample's single stream). Kept in the
 // offsets family of the Skippr Store (docs/formats/store.md).
 struct PartitionPosition {
-  uint64_t size_bytes = 0;        // the file's size when read (a changed file is read again)
+  uint64_t size_bytes = 0;        // the file's size when the pass opened it (it read no further)
   int64_t mtime_ns = 0;           // and its modification time
   uint64_t records_consumed = 0;  // records read through, deadletters included
-  uint64_t byte_offset = 0;       // where the next record starts (plain line formats), else 0
+  uint64_t byte_offset = 0;       // stream offset where the next record starts (text formats)
   uint64_t next_line = 1;         // the line number at byte_offset
-  bool is_closed = false;         // read to its end
+  bool is_closed = false;         // read to size_bytes, nothing held back
+  // Each time the bytes a position vouches for change (the file was rewritten in place, truncated
+  // or replaced), the file is read again from its start as a new version (docs/config.md).
+  uint64_t version = 1;
+  std::string version_reason;  // why the current version is new; empty for version 1
+  ResumePoint resume;
+  // XXH3-64 of the stream bytes [resume.byte_offset, byte_offset): the records a re-read skips
+  // (compressed files) are proven unchanged by it before they are skipped.
+  uint64_t skipped_bytes_hash = 0;
+  bool ends_at_line_end = true;  // the bytes read so far end with a line end (or there are none)
+  // Read from a position of format 1, which has no fingerprint to check the file against.
+  bool is_unverified = false;
   friend bool operator==(const PartitionPosition&, const PartitionPosition&) = default;
 };
 using SourcePositions = std::map<std::string, PartitionPosition>;  // partition id → position
@@ -68,8 +105,9 @@ class Source {
  public:
   virtual ~Source() = default;
   // Starts reading after `committed` (empty: from the beginning). Closed partitions whose size and
-  // modification time are unchanged are skipped; a partition that changed after it closed is read
-  // again from its start.
+  // modification time are unchanged are skipped; one that grew by an append is read on from where
+  // it stopped; one whose bytes already read changed is read again from its start as a new version
+  // (docs/config.md, "When files change").
   virtual Status Open(const SourcePositions& committed, const ReadOptions& options) = 0;
   // The next batch, or nullopt when there is nothing more to read now.
   virtual Result<std::optional<SourceBatch>> Next() = 0;

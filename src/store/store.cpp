@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -20,6 +21,7 @@
 #include "core/check.hpp"
 #include "core/file.hpp"
 #include "core/disk.hpp"
+#include "core/random.hpp"
 
 namespace skippr::store {
 namespace {
@@ -28,6 +30,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMetaName = "meta";
 constexpr std::string_view kFormatVersionKey = "format_version";
+constexpr std::string_view kInstanceIdKey = "instance_id";
+constexpr std::string_view kInstanceOriginKey = "instance_origin";
+constexpr std::string_view kOriginCreated = "created";    // minted with the store
+constexpr std::string_view kOriginUpgraded = "upgraded";  // minted for a format 1 store
+constexpr size_t kInstanceIdBytes = 16;                   // 128 bits, 32 hex digits
 constexpr mdb_mode_t kFileMode = 0600;
 // Every query pins a snapshot; LMDB's default of 126 reader slots is tight for a busy daemon.
 constexpr unsigned int kMaxReaders = 512;
@@ -112,6 +119,7 @@ class Environment {
 
   MDB_env* env() const { return env_; }
   const std::string& directory() const { return directory_; }
+  const StoreIdentity& identity() const { return identity_; }
   MDB_dbi dbi(Family family) const { return family_dbis_[static_cast<size_t>(family)]; }
 
   // Maps an LMDB or errno code to a Status that names the operation, family and directory.
@@ -133,8 +141,16 @@ class Environment {
   Environment(MDB_env* env, std::string directory, uint64_t map_size_bytes)
       : env_(env), directory_(std::move(directory)), map_size_bytes_(map_size_bytes) {}
   Status OpenDatabases();
-  Status CheckFormatVersion(MDB_txn* txn, MDB_dbi meta_dbi) const;
+  Status OpenFamilies(MDB_txn* txn);
+  Result<uint64_t> CheckFormatVersion(MDB_txn* txn, MDB_dbi meta_dbi) const;
   Status CreateDatabases(MDB_txn* txn);
+  // Reads the instance id into identity_; false when the store has none yet (format 1).
+  Result<bool> ReadIdentity(MDB_txn* txn, MDB_dbi meta_dbi);
+  // Writes a new instance id (and its origin) and the current format version.
+  Status MintIdentity(MDB_txn* txn, MDB_dbi meta_dbi, std::string_view origin);
+  Result<std::optional<std::string>> GetMeta(MDB_txn* txn, MDB_dbi meta_dbi,
+                                             std::string_view key) const;
+  Status PutMeta(MDB_txn* txn, MDB_dbi meta_dbi, std::string_view key, std::string_view value);
   Status TightenFileModes() const;
 
   MDB_env* env_;
@@ -142,6 +158,7 @@ class Environment {
   uint64_t map_size_bytes_;
   size_t max_key_bytes_ = 0;
   std::array<MDB_dbi, kFamilyCount> family_dbis_{};
+  StoreIdentity identity_;
   bool is_registered_ = false;
 
   mutable std::mutex writer_mutex_;
@@ -220,7 +237,7 @@ Status Environment::TightenFileModes() const {
 
 Status Environment::OpenDatabases() {
   // A read transaction suffices for a store that exists, so opening never waits for a writer; only
-  // a missing store needs the write transaction that creates it.
+  // a missing store, or a format 1 store that needs its instance id, takes the write transaction.
   for (const bool is_write : {false, true}) {
     MDB_txn* raw_txn = nullptr;
     int rc = mdb_txn_begin(env_, nullptr, is_write ? 0 : MDB_RDONLY, &raw_txn);
@@ -235,17 +252,18 @@ Status Environment::OpenDatabases() {
     } else if (rc != 0) {
       return Error(rc, "open sub-database 'meta'", std::nullopt);
     } else {
-      SKIPPR_RETURN_IF_ERROR(CheckFormatVersion(txn.get(), meta_dbi));
-      for (Family family : kFamilies) {
-        rc = mdb_dbi_open(txn.get(), kFamilyNames[static_cast<size_t>(family)], 0,
-                          &family_dbis_[static_cast<size_t>(family)]);
-        if (rc == MDB_NOTFOUND) {
-          return Status::Corruption(fmt::format(
-              "store {} has format version {} but no sub-database '{}'; version {} creates every "
-              "family with its meta, so the store is damaged: restore DATA_DIR from backup",
-              directory_, kFormatVersion, FamilyName(family), kFormatVersion));
-        }
-        if (rc != 0) return Error(rc, "open sub-database", family);
+      SKIPPR_ASSIGN_OR_RETURN(const uint64_t version, CheckFormatVersion(txn.get(), meta_dbi));
+      SKIPPR_RETURN_IF_ERROR(OpenFamilies(txn.get()));
+      SKIPPR_ASSIGN_OR_RETURN(const bool has_identity, ReadIdentity(txn.get(), meta_dbi));
+      if (!has_identity && version >= 2) {
+        return Status::Corruption(fmt::format(
+            "store {} has format version {} but no meta/instance_id; version 2 creates it with the "
+            "store, so the store is damaged: restore DATA_DIR from backup",
+            directory_, version));
+      }
+      if (!has_identity) {
+        if (!is_write) continue;  // format 1: upgrade in the write transaction
+        SKIPPR_RETURN_IF_ERROR(MintIdentity(txn.get(), meta_dbi, kOriginUpgraded));
       }
     }
     // Committing (even a read transaction) keeps the database handles open for the environment.
@@ -255,6 +273,69 @@ Status Environment::OpenDatabases() {
   }
   SKIPPR_CHECK_MSG(false, "the opening write transaction always returns");
   return Status::Internal("unreachable");
+}
+
+Status Environment::OpenFamilies(MDB_txn* txn) {
+  for (Family family : kFamilies) {
+    const int rc = mdb_dbi_open(txn, kFamilyNames[static_cast<size_t>(family)], 0,
+                                &family_dbis_[static_cast<size_t>(family)]);
+    if (rc == MDB_NOTFOUND) {
+      return Status::Corruption(fmt::format(
+          "store {} has a meta sub-database but no sub-database '{}'; every format creates each "
+          "family with its meta, so the store is damaged: restore DATA_DIR from backup",
+          directory_, FamilyName(family)));
+    }
+    if (rc != 0) return Error(rc, "open sub-database", family);
+  }
+  return Status::OK();
+}
+
+Result<std::optional<std::string>> Environment::GetMeta(MDB_txn* txn, MDB_dbi meta_dbi,
+                                                        std::string_view key) const {
+  MDB_val mdb_key = Val(key);
+  MDB_val value{};
+  const int rc = mdb_get(txn, meta_dbi, &mdb_key, &value);
+  if (rc == MDB_NOTFOUND) return std::optional<std::string>();
+  if (rc != 0) return Error(rc, fmt::format("read meta/{}", key), std::nullopt);
+  return std::optional<std::string>(View(value));
+}
+
+Status Environment::PutMeta(MDB_txn* txn, MDB_dbi meta_dbi, std::string_view key,
+                            std::string_view value) {
+  MDB_val mdb_key = Val(key);
+  MDB_val mdb_value = Val(value);
+  const int rc = mdb_put(txn, meta_dbi, &mdb_key, &mdb_value, 0);
+  if (rc != 0) return Error(rc, fmt::format("write meta/{}", key), std::nullopt);
+  return Status::OK();
+}
+
+Result<bool> Environment::ReadIdentity(MDB_txn* txn, MDB_dbi meta_dbi) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> id, GetMeta(txn, meta_dbi, kInstanceIdKey));
+  if (!id) return false;
+  const bool is_hex = std::all_of(id->begin(), id->end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (id->size() != 2 * kInstanceIdBytes || !is_hex) {
+    return Status::Corruption(fmt::format(
+        "store {} has meta/instance_id '{}', not 32 lowercase hex digits; the store is damaged: "
+        "restore DATA_DIR from backup",
+        directory_, HexPrefix(*id)));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> origin,
+                          GetMeta(txn, meta_dbi, kInstanceOriginKey));
+  identity_.instance_id = std::move(*id);
+  identity_.predates_instance_ids = origin.has_value() && *origin == kOriginUpgraded;
+  return true;
+}
+
+Status Environment::MintIdentity(MDB_txn* txn, MDB_dbi meta_dbi, std::string_view origin) {
+  SKIPPR_ASSIGN_OR_RETURN(std::string instance_id, RandomHex(kInstanceIdBytes));
+  SKIPPR_RETURN_IF_ERROR(PutMeta(txn, meta_dbi, kInstanceIdKey, instance_id));
+  SKIPPR_RETURN_IF_ERROR(PutMeta(txn, meta_dbi, kInstanceOriginKey, origin));
+  SKIPPR_RETURN_IF_ERROR(PutMeta(txn, meta_dbi, kFormatVersionKey, std::to_string(kFormatVersion)));
+  identity_.instance_id = std::move(instance_id);
+  identity_.predates_instance_ids = origin == kOriginUpgraded;
+  return Status::OK();
 }
 
 Status Environment::CreateDatabases(MDB_txn* txn) {
@@ -281,26 +362,19 @@ Status Environment::CreateDatabases(MDB_txn* txn) {
                       &family_dbis_[static_cast<size_t>(family)]);
     if (rc != 0) return Error(rc, "create sub-database", family);
   }
-  const std::string version_text = std::to_string(kFormatVersion);
-  MDB_val key = Val(kFormatVersionKey);
-  MDB_val value = Val(version_text);
-  rc = mdb_put(txn, meta_dbi, &key, &value, 0);
-  if (rc != 0) return Error(rc, "write format_version", std::nullopt);
-  return Status::OK();
+  return MintIdentity(txn, meta_dbi, kOriginCreated);
 }
 
-Status Environment::CheckFormatVersion(MDB_txn* txn, MDB_dbi meta_dbi) const {
-  MDB_val key = Val(kFormatVersionKey);
-  MDB_val value{};
-  const int rc = mdb_get(txn, meta_dbi, &key, &value);
-  if (rc == MDB_NOTFOUND) {
+Result<uint64_t> Environment::CheckFormatVersion(MDB_txn* txn, MDB_dbi meta_dbi) const {
+  SKIPPR_ASSIGN_OR_RETURN(const std::optional<std::string> stored,
+                          GetMeta(txn, meta_dbi, kFormatVersionKey));
+  if (!stored) {
     return Status::Corruption(fmt::format(
         "store {} has a 'meta' sub-database without 'format_version'; it was not written by "
         "skipprd, or it is damaged: restore DATA_DIR from backup or move the directory aside",
         directory_));
   }
-  if (rc != 0) return Error(rc, "read format_version", std::nullopt);
-  const std::string_view text = View(value);
+  const std::string_view text = *stored;
   uint64_t version = 0;
   const auto [end, parse_error] = std::from_chars(text.data(), text.data() + text.size(), version);
   if (text.empty() || parse_error != std::errc() || end != text.data() + text.size() ||
@@ -316,8 +390,7 @@ Status Environment::CheckFormatVersion(MDB_txn* txn, MDB_dbi meta_dbi) const {
         "written by a newer skipprd: upgrade skipprd, or point this pipeline at another directory",
         directory_, version, kFormatVersion));
   }
-  // Older versions would be migrated here; version 1 is the first.
-  return Status::OK();
+  return version;  // version 1 is upgraded by the caller (it lacks only the instance id)
 }
 
 Status Environment::Error(int rc, std::string_view operation, std::optional<Family> family) const {
@@ -636,6 +709,7 @@ Store::Store(std::shared_ptr<internal::Environment> env) : env_(std::move(env)) 
 Store::~Store() = default;
 
 const std::string& Store::directory() const { return env_->directory(); }
+const StoreIdentity& Store::identity() const { return env_->identity(); }
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.directory.empty()) {

@@ -27,8 +27,20 @@ inline constexpr int kFamilyCount = 4;
 // "catalog", "stream_state", "offsets", "schema": the sub-database names.
 std::string_view FamilyName(Family family);
 
-// The store format this code writes, and the newest it can open (docs/formats/store.md).
-inline constexpr uint64_t kFormatVersion = 1;
+// The store format this code writes, and the newest it can open (docs/formats/store.md). A
+// version 1 store is upgraded to 2 when it is opened (it gains its instance id).
+inline constexpr uint64_t kFormatVersion = 2;
+
+// Who a store is: a random 128-bit id minted when the store is created and kept in it for its whole
+// life. A store rebuilt from nothing (a wiped or replaced DATA_DIR) is another instance, so
+// everything named after it — WAL segment headers, landing ids, snapshot summaries — can never be
+// mistaken for what an earlier store wrote.
+struct StoreIdentity {
+  std::string instance_id;  // 32 lowercase hex digits
+  // Whether the store was created before stores had instance ids (format 1, upgraded at open): it
+  // may hold WAL segments written without one.
+  bool predates_instance_ids = false;
+};
 
 struct StoreOptions {
   std::string directory;  // created if missing (each created component 0700); files inside are 0600
@@ -119,8 +131,9 @@ class WriteTransaction {
 // transactions, in a child after fork(): open the store again in the child instead.
 class Store {
  public:
-  // Creates the directory, the files and format_version 1 when missing; refuses a store written by
-  // a newer format (NotSupported) and a directory holding some other LMDB environment (Corruption).
+  // Creates the directory, the files, format_version and a new instance id when missing; upgrades
+  // a format 1 store (minting its instance id); refuses a store written by a newer format
+  // (NotSupported) and a directory holding some other LMDB environment (Corruption).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
   // Many at once, from any thread.
@@ -131,6 +144,7 @@ class Store {
 
   // The absolute, symlink-free path of the store directory.
   const std::string& directory() const;
+  const StoreIdentity& identity() const;
 
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

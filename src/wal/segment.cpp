@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -28,10 +29,17 @@ namespace {
 constexpr char kHeadMagic[8] = {'S', 'K', 'P', 'R', 'W', 'A', 'L', '\0'};
 constexpr char kTailMagic[8] = {'S', 'K', 'P', 'R', 'T', 'A', 'I', 'L'};
 
-constexpr uint64_t kHeaderFixedBytes = 48;   // a header with an empty pipeline and positions
 constexpr uint64_t kTailBytes = 20;          // checksum, footer_bytes, trailing magic
 constexpr uint64_t kFooterMinBytes = 4 + 8 + kTailBytes;  // slice_count, footer_offset, tail
-constexpr uint64_t kFileMinBytes = kHeaderFixedBytes + kFooterMinBytes;
+constexpr uint64_t kVersionPrefixBytes = 16;  // magic, version, header_bytes
+
+// A header with an empty pipeline and positions: version 2 adds the 16-byte instance id.
+constexpr uint64_t HeaderFixedBytes(uint32_t version) { return version >= 2 ? 64 : 48; }
+constexpr uint64_t FileMinBytes(uint32_t version) {
+  return HeaderFixedBytes(version) + kFooterMinBytes;
+}
+constexpr uint64_t kHeaderFixedBytes = HeaderFixedBytes(kSegmentFormatVersion);
+constexpr uint64_t kFileMinBytes = FileMinBytes(kSegmentFormatVersion);
 constexpr uint64_t kIndexEntryFixedBytes = 41;  // an index entry with an empty namespace
 constexpr uint64_t kSliceFixedBytes = 37;       // a slice header up to its namespace
 constexpr uint64_t kFieldFixedBytes = 16;       // a field with an empty name and no children
@@ -335,6 +343,27 @@ uint64_t EmitSlice(const SlicePlan& plan, SegmentBytes& out) {
   return out.size() - record_start;
 }
 
+// The instance id's 32 hex digits as its 16 bytes (a segment without one is a bug upstream: every
+// store has an instance id).
+std::string InstanceIdBytes(std::string_view hex) {
+  SKIPPR_CHECK_MSG(hex.size() == 2 * kInstanceIdBytes, "a segment needs its store's instance id");
+  std::string bytes(kInstanceIdBytes, '\0');
+  for (size_t i = 0; i < kInstanceIdBytes; ++i) {
+    const auto [end, error] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2,
+                                              reinterpret_cast<uint8_t&>(bytes[i]), 16);
+    SKIPPR_CHECK_MSG(error == std::errc() && end == hex.data() + 2 * i + 2,
+                     "the instance id is not hex");
+  }
+  return bytes;
+}
+
+std::string InstanceIdHex(std::string_view bytes) {
+  std::string hex;
+  hex.reserve(2 * bytes.size());
+  for (unsigned char byte : bytes) hex += fmt::format("{:02x}", byte);
+  return hex;
+}
+
 }  // namespace
 
 SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches) {
@@ -360,6 +389,8 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
   writer.U64(header.segment_id);
   writer.U64(header.sequence);
   writer.I64(header.created_unix_micros);
+  const std::string instance_id = InstanceIdBytes(header.instance_id);
+  writer.Raw(instance_id.data(), instance_id.size());
   writer.Text(header.pipeline);
   writer.Text(header.source_positions);
   SKIPPR_CHECK(out.size() == header_bytes);
@@ -416,8 +447,8 @@ std::string Printable(std::string_view bytes) {
 }
 
 // Magic and version: the only checks made before the checksum, because a newer version may place
-// the checksum elsewhere.
-Status CheckStart(std::string_view name, std::string_view start, uint64_t file_bytes) {
+// the checksum elsewhere. Returns the version.
+Result<uint32_t> CheckStart(std::string_view name, std::string_view start, uint64_t file_bytes) {
   if (file_bytes < 16) {
     return Damaged(name, fmt::format("the file has {} bytes, fewer than the 16 that start a "
                                      "segment (truncated)", file_bytes));
@@ -436,15 +467,15 @@ Status CheckStart(std::string_view name, std::string_view start, uint64_t file_b
         "DATA_DIR from a backup)",
         name, version, kSegmentFormatVersion));
   }
-  return Status::OK();
+  return version;
 }
 
 // Trailing magic and footer length, given the last 28 bytes of the file (footer_offset included).
 Status CheckEnd(std::string_view name, std::string_view last28, uint64_t file_bytes,
-                uint64_t* footer_offset) {
-  if (file_bytes < kFileMinBytes) {
+                uint32_t version, uint64_t* footer_offset) {
+  if (file_bytes < FileMinBytes(version)) {
     return Damaged(name, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
-                                     "(truncated)", file_bytes, kFileMinBytes));
+                                     "(truncated)", file_bytes, FileMinBytes(version)));
   }
   if (std::memcmp(last28.data() + 20, kTailMagic, 8) != 0) {
     return Damaged(name, fmt::format("the last 8 bytes (at offset {}) are '{}', not the trailing "
@@ -452,7 +483,7 @@ Status CheckEnd(std::string_view name, std::string_view last28, uint64_t file_by
                                      file_bytes - 8, Printable(last28.substr(20, 8))));
   }
   const uint32_t footer_bytes = LoadAt<uint32_t>(last28, 16);
-  if (footer_bytes < kFooterMinBytes || footer_bytes > file_bytes - kHeaderFixedBytes) {
+  if (footer_bytes < kFooterMinBytes || footer_bytes > file_bytes - HeaderFixedBytes(version)) {
     return Damaged(name, fmt::format("footer length {} at offset {} does not fit a {}-byte file",
                                      footer_bytes, file_bytes - 12, file_bytes));
   }
@@ -465,6 +496,24 @@ Status CheckEnd(std::string_view name, std::string_view last28, uint64_t file_by
   }
   *footer_offset = stored_footer_offset;
   return Status::OK();
+}
+
+// The header's fields after magic, version and header_bytes: `header` holds exactly header_bytes
+// bytes of a segment of `version`.
+bool ParseHeaderFields(std::string_view header, uint32_t version, SegmentHeader* out) {
+  ByteReader head(header, 0);
+  std::string_view skipped;
+  std::string_view instance_id;
+  out->format_version = version;
+  if (!head.Raw(kVersionPrefixBytes, &skipped) || !head.Load(&out->segment_id) ||
+      !head.Load(&out->sequence) || !head.Load(&out->created_unix_micros)) {
+    return false;
+  }
+  if (version >= 2) {
+    if (!head.Raw(kInstanceIdBytes, &instance_id)) return false;
+    out->instance_id = InstanceIdHex(instance_id);
+  }
+  return head.Text(&out->pipeline) && head.Text(&out->source_positions) && head.remaining() == 0;
 }
 
 // The fixed part of a slice header, as found both in the record and (as a copy) in the index.
@@ -537,10 +586,10 @@ Status SegmentReader::Verify(std::string_view bytes) {
   const std::string_view name = display_name_;
   const uint64_t file_bytes = bytes.size();
   file_bytes_ = file_bytes;
-  SKIPPR_RETURN_IF_ERROR(CheckStart(name, bytes, file_bytes));
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, CheckStart(name, bytes, file_bytes));
   uint64_t footer_offset = 0;
   SKIPPR_RETURN_IF_ERROR(
-      CheckEnd(name, file_bytes >= 28 ? bytes.substr(file_bytes - 28) : bytes, file_bytes,
+      CheckEnd(name, file_bytes >= 28 ? bytes.substr(file_bytes - 28) : bytes, file_bytes, version,
                &footer_offset));
 
   const uint64_t checksum_offset = file_bytes - kTailBytes;
@@ -556,16 +605,11 @@ Status SegmentReader::Verify(std::string_view bytes) {
   // From here on the bytes are as the writer wrote them; the checks below catch a broken writer.
 
   const uint32_t header_bytes = LoadAt<uint32_t>(bytes, 12);
-  if (header_bytes < kHeaderFixedBytes || header_bytes > footer_offset) {
-    return Damaged(name, fmt::format("header length {} at offset 12 is outside 48..{}",
-                                     header_bytes, footer_offset));
+  if (header_bytes < HeaderFixedBytes(version) || header_bytes > footer_offset) {
+    return Damaged(name, fmt::format("header length {} at offset 12 is outside {}..{}",
+                                     header_bytes, HeaderFixedBytes(version), footer_offset));
   }
-  ByteReader head(bytes.substr(0, header_bytes), 0);
-  std::string_view skipped;
-  if (!head.Raw(16, &skipped) || !head.Load(&header_.segment_id) ||
-      !head.Load(&header_.sequence) || !head.Load(&header_.created_unix_micros) ||
-      !head.Text(&header_.pipeline) || !head.Text(&header_.source_positions) ||
-      head.remaining() != 0) {
+  if (!ParseHeaderFields(bytes.substr(0, header_bytes), version, &header_)) {
     return Damaged(name, fmt::format("the header's fields do not fill its {} bytes exactly",
                                      header_bytes));
   }
@@ -676,6 +720,13 @@ Result<uint64_t> FileSize(int fd, const std::string& path) {
   return static_cast<uint64_t>(info.st_size);
 }
 
+// Magic and version of an open file (CheckStart on its first 16 bytes).
+Result<uint32_t> ReadVersion(int fd, const std::string& path, uint64_t file_bytes) {
+  char start[kVersionPrefixBytes] = {};
+  if (file_bytes >= sizeof(start)) SKIPPR_RETURN_IF_ERROR(ReadFully(fd, path, 0, start, sizeof(start)));
+  return CheckStart(path, std::string_view(start, sizeof(start)), file_bytes);
+}
+
 }  // namespace
 
 Result<SegmentReader> SegmentReader::Open(const std::string& path) {
@@ -691,20 +742,37 @@ Status SegmentReader::CheckTail(const std::string& path) {
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.get() < 0) return OpenFailed(path, errno);
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
-  if (file_bytes < kFileMinBytes) {
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(file.get(), path, file_bytes));
+  if (file_bytes < FileMinBytes(version)) {
     return Damaged(path, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
-                                     "(truncated)", file_bytes, kFileMinBytes));
-  }
-  char start[8];
-  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, start, 8));
-  if (std::memcmp(start, kHeadMagic, 8) != 0) {
-    return Damaged(path, fmt::format("bytes 0..8 are '{}', not the segment magic 'SKPRWAL\\x00'",
-                                     Printable(std::string_view(start, 8))));
+                                     "(truncated)", file_bytes, FileMinBytes(version)));
   }
   char last28[28];
   SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, file_bytes - 28, last28, 28));
   uint64_t footer_offset = 0;
-  return CheckEnd(path, std::string_view(last28, 28), file_bytes, &footer_offset);
+  return CheckEnd(path, std::string_view(last28, 28), file_bytes, version, &footer_offset);
+}
+
+Result<SegmentHeader> SegmentReader::ReadHeader(const std::string& path) {
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) return OpenFailed(path, errno);
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(file.get(), path, file_bytes));
+  char length[4];
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 12, length, sizeof(length)));
+  const uint32_t header_bytes = LoadAt<uint32_t>(std::string_view(length, sizeof(length)), 0);
+  if (header_bytes < HeaderFixedBytes(version) || header_bytes > file_bytes) {
+    return Damaged(path, fmt::format("header length {} at offset 12 is outside {}..{} (the file "
+                                     "size)", header_bytes, HeaderFixedBytes(version), file_bytes));
+  }
+  std::string header(header_bytes, '\0');
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, header.data(), header_bytes));
+  SegmentHeader parsed;
+  if (!ParseHeaderFields(header, version, &parsed)) {
+    return Damaged(path, fmt::format("the header's fields do not fill its {} bytes exactly",
+                                     header_bytes));
+  }
+  return parsed;
 }
 
 // ----- slice decoding ---------------------------------------------------------------------------

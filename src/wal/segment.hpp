@@ -16,7 +16,9 @@
 
 namespace skippr::wal {
 
-inline constexpr uint32_t kSegmentFormatVersion = 1;
+// Version 2 adds the store's instance id to the header; version 1 files stay readable.
+inline constexpr uint32_t kSegmentFormatVersion = 2;
+inline constexpr size_t kInstanceIdBytes = 16;  // 128 bits; 32 hex digits in SegmentHeader
 
 // Direct I/O wants buffer, file offset and length aligned to the device's logical block (512 B or
 // 4 KiB); 4 KiB suits both.
@@ -45,6 +47,10 @@ struct DirectIoAllocator {
 using SegmentBytes = std::basic_string<char, std::char_traits<char>, DirectIoAllocator<char>>;
 
 struct SegmentHeader {
+  uint32_t format_version = kSegmentFormatVersion;  // as read; EncodeSegment writes the current one
+  // The instance id of the store that committed (or was about to commit) the segment, 32 lowercase
+  // hex digits; empty in a version 1 segment.
+  std::string instance_id;
   std::string pipeline;
   uint64_t segment_id = 0;
   uint64_t sequence = 0;  // commit sequence number, strictly increasing per pipeline
@@ -80,9 +86,13 @@ class SegmentReader {
   // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
   // the bytes): for the writer's own check before a segment is written. ReadSlice is unavailable.
   static Result<SegmentReader> VerifyBytes(std::string_view bytes, std::string display_name);
-  // Cheap check used at recovery: file size, leading and trailing magic and footer length only (no
-  // checksum, no version).
+  // Cheap check used at recovery: file size, leading and trailing magic, version and footer
+  // length only (no checksum).
   static Status CheckTail(const std::string& path);
+  // Reads only the header (magic, version and the header's fields), without the checksum that
+  // would vouch for it: for recovery to tell whose a file is. A file too short or torn to hold a
+  // header is Corruption; a newer version NotSupported.
+  static Result<SegmentHeader> ReadHeader(const std::string& path);
 
   const SegmentHeader& header() const { return header_; }
   const std::vector<SliceInfo>& slices() const { return slices_; }

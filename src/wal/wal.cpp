@@ -3,16 +3,20 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/check.hpp"
 #include "core/crash.hpp"
@@ -102,21 +106,26 @@ Result<std::vector<SegmentEntry>> ScanEntries(const Transaction& transaction) {
   return entries;  // U64 keys sort numerically: oldest first
 }
 
+// The next ids the store recorded; nullopt when it never committed (a new store).
 template <typename Transaction>
-Result<NextIds> ReadNextIds(const Transaction& transaction) {
+Result<std::optional<NextIds>> ReadStoredNextIds(const Transaction& transaction) {
   SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                           transaction.Get(store::Family::kCatalog, WalStateKey()));
-  NextIds ids;
-  if (!stored) return ids;
+  if (!stored) return std::optional<NextIds>();
   try {
     const nlohmann::json state = nlohmann::json::parse(*stored);
-    ids.segment_id = state.at("next_segment_id").get<uint64_t>();
-    ids.sequence = state.at("next_sequence").get<uint64_t>();
+    return std::optional<NextIds>(NextIds{state.at("next_segment_id").get<uint64_t>(),
+                                          state.at("next_sequence").get<uint64_t>()});
   } catch (const std::exception& error) {
     return Status::Corruption(
         fmt::format("the WAL state in the store is unreadable: {}", error.what()));
   }
-  return ids;
+}
+
+template <typename Transaction>
+Result<NextIds> ReadNextIds(const Transaction& transaction) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<NextIds> stored, ReadStoredNextIds(transaction));
+  return stored.value_or(NextIds{});
 }
 
 std::string NextIdsJson(const NextIds& ids) {
@@ -136,6 +145,106 @@ Status SyncWalDirectory(const std::string& directory) {
   if (synced.ok()) return synced;
   return Status(synced.code(), synced.message() + "; the run stops (check the disk)");
 }
+
+// The segment id a WAL file name spells ("<20 digits>.seg"); nullopt for any other name.
+std::optional<uint64_t> SegmentIdOfFileName(std::string_view name) {
+  constexpr size_t kDigits = 20;
+  if (name.size() != kDigits + 4) return std::nullopt;
+  uint64_t segment_id = 0;
+  const auto [end, error] = std::from_chars(name.data(), name.data() + kDigits, segment_id);
+  if (error != std::errc() || end != name.data() + kDigits) return std::nullopt;
+  return segment_id;
+}
+
+// A segment file the catalog does not list, and what recovery makes of it.
+struct UncommittedFile {
+  std::string name;
+  bool is_spare = false;  // empty: created ahead of use
+  bool is_ours = false;   // provably written by this store: deleting it loses nothing committed
+  std::string why;        // for the log line (ours) or the refusal (not ours)
+};
+
+// Decides whether an uncommitted segment file is a crash orphan of this store — which recovery
+// deletes — or something recovery must not touch (docs/formats/wal.md, "Recovery"). A file is ours
+// when its header carries this store's instance id (or, in a store upgraded from format 1, no
+// instance id at all) and its id is one this store handed out: the next id (the segment being
+// written when the run stopped) or an id below it (a segment reclaimed, or never committed, whose
+// file outlived its catalog entry).
+class OrphanJudge {
+ public:
+  OrphanJudge(const store::StoreIdentity& identity, const std::optional<NextIds>& stored_ids)
+      : identity_(identity),
+        has_committed_(stored_ids.has_value()),
+        next_segment_id_(stored_ids.value_or(NextIds{}).segment_id) {}
+
+  UncommittedFile Judge(const std::string& name, bool is_empty,
+                        const Result<SegmentHeader>& header) const {
+    UncommittedFile file{name};
+    if (is_empty) {
+      file.is_spare = file.is_ours = true;  // no bytes, nothing to lose
+      return file;
+    }
+    const std::optional<uint64_t> named_id = SegmentIdOfFileName(name);
+    if (!header.ok()) {
+      file.why = fmt::format("its header is unreadable ({})", header.status().message());
+    } else if (!named_id || *named_id != header->segment_id) {
+      file.why = fmt::format("it holds segment {}, which its name does not spell",
+                             header->segment_id);
+    } else if (header->format_version >= 2 && header->instance_id != identity_.instance_id) {
+      file.why = fmt::format("it was written by store instance {}, not by this store ({})",
+                             header->instance_id, identity_.instance_id);
+    } else if (header->format_version < 2 && !identity_.predates_instance_ids) {
+      file.why = "it was written without an instance id (segment format 1), before this store "
+                 "existed";
+    } else if (header->segment_id > next_segment_id_) {
+      file.why = fmt::format("segment {} is beyond {}, the next id this store hands out: the "
+                             "store is older than the file",
+                             header->segment_id, next_segment_id_);
+    } else {
+      file.is_ours = true;
+      file.why = header->segment_id == next_segment_id_
+                     ? "written but never committed, from a crash"
+                     : "below the store's next id: reclaimed, or never committed, before a crash";
+    }
+    return file;
+  }
+
+  // OK when every file is ours; otherwise Corruption naming the files that are not and what to do.
+  Status RefuseForeign(const std::vector<UncommittedFile>& files, const std::string& wal_directory,
+                       const std::string& store_directory) const {
+    constexpr size_t kFilesNamed = 5;
+    std::vector<std::string> named;
+    size_t foreign = 0;
+    for (const UncommittedFile& file : files) {
+      if (file.is_ours) continue;
+      if (++foreign <= kFilesNamed) named.push_back(fmt::format("{} ({})", file.name, file.why));
+    }
+    if (foreign == 0) return Status::OK();
+    const std::string more =
+        foreign > kFilesNamed ? fmt::format(" and {} more", foreign - kFilesNamed) : "";
+    const std::string advice =
+        has_committed_
+            ? fmt::format("the store {} and the WAL {} are from different points in time (a store "
+                          "restored from an older backup, or segment files copied in): restore "
+                          "both from the same backup, or move the pipeline's directory aside to "
+                          "re-read the source with a new store",
+                          store_directory, wal_directory)
+            : fmt::format("the store {} has no record of any WAL commit: it was lost or replaced "
+                          "while the WAL stayed; restore the store from the same backup as the "
+                          "WAL, or move {} aside (mv {} {}.aside) to re-read the source into a "
+                          "new WAL",
+                          store_directory, wal_directory, wal_directory, wal_directory);
+    return Status::Corruption(fmt::format(
+        "WAL recovery stopped and deleted nothing: {} segment file(s) in {} are not committed in "
+        "this pipeline's store and are not provably its own crash leftovers: {}{}; {}",
+        foreign, wal_directory, fmt::join(named, "; "), more, advice));
+  }
+
+ private:
+  const store::StoreIdentity& identity_;
+  const bool has_committed_;
+  const uint64_t next_segment_id_;
+};
 
 std::vector<std::string> SegmentFilesIn(const std::string& directory) {
   std::vector<std::string> names;
@@ -168,25 +277,37 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& directory, const std::
 Status Wal::Recover(RecoveryReport* report) {
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(std::vector<SegmentEntry> entries, ScanEntries(read));
+  SKIPPR_ASSIGN_OR_RETURN(const std::optional<NextIds> stored_ids, ReadStoredNextIds(read));
   std::map<std::string, const SegmentEntry*> committed;
   for (const SegmentEntry& entry : entries) committed.emplace(entry.file_name, &entry);
 
-  size_t orphans = 0;
+  // Every uncommitted file is judged before any is deleted: one that is not provably ours stops
+  // recovery with nothing removed.
+  const OrphanJudge judge(store_.identity(), stored_ids);
+  std::vector<UncommittedFile> uncommitted;
   for (const std::string& name : SegmentFilesIn(directory_)) {
     if (committed.count(name)) continue;
+    const std::string path = directory_ + "/" + name;
+    struct stat info {};
+    const bool is_empty = stat(path.c_str(), &info) == 0 && info.st_size == 0;
+    uncommitted.push_back(
+        judge.Judge(name, is_empty, is_empty ? Result<SegmentHeader>(SegmentHeader{})
+                                             : SegmentReader::ReadHeader(path)));
+  }
+  SKIPPR_RETURN_IF_ERROR(judge.RefuseForeign(uncommitted, directory_, store_.directory()));
+
+  size_t orphans = 0;
+  for (const UncommittedFile& file : uncommitted) {
     // Written before a crash, never committed: its records were not acknowledged to the source,
     // which will hand them over again. (An empty one is a spare created ahead of use.)
     CrashPoint("recovery.before_orphan_delete");
-    const std::string path = directory_ + "/" + name;
-    struct stat info {};
-    const bool is_spare = stat(path.c_str(), &info) == 0 && info.st_size == 0;
+    const std::string path = directory_ + "/" + file.name;
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
       return Status::IOError(
           fmt::format("cannot delete orphan WAL segment '{}': {}", path, std::strerror(errno)));
     }
-    if (!is_spare) {
-      spdlog::warn("WAL {}: deleted orphan segment {} (written but never committed, from a crash)",
-                   pipeline_, name);
+    if (!file.is_spare) {
+      spdlog::warn("WAL {}: deleted orphan segment {} ({})", pipeline_, file.name, file.why);
       ++orphans;
     }
     CrashPoint("recovery.after_orphan_delete");
@@ -211,7 +332,7 @@ Status Wal::Recover(RecoveryReport* report) {
     }
     SKIPPR_RETURN_IF_ERROR(SegmentReader::CheckTail(path));
   }
-  SKIPPR_ASSIGN_OR_RETURN(next_ids_, ReadNextIds(read));
+  next_ids_ = stored_ids.value_or(NextIds{});
   CrashPoint("recovery.after_scan");
   if (report != nullptr) *report = {entries.size(), orphans};
   spdlog::info("WAL {}: recovered {} live segment(s), deleted {} orphan(s)", pipeline_,
@@ -360,6 +481,7 @@ Result<PreparedSegment> Wal::Prepare(const std::vector<Batch>& batches,
                                      const std::string& source_positions) {
   SKIPPR_CHECK_MSG(!batches.empty(), "a segment holds at least one batch");
   SegmentHeader header;
+  header.instance_id = store_.identity().instance_id;
   header.pipeline = pipeline_;
   header.segment_id = next_ids_.segment_id++;
   header.sequence = next_ids_.sequence++;

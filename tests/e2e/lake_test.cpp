@@ -499,6 +499,64 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
 // The manifest's counts and bounds of one landed data file, field by field, beside what DuckDB
 // computes from the Parquet file itself: the statistics come from the batches, the file is what
 // readers prune with them.
+// The table's newest metadata (the one with the most snapshots).
+nlohmann::json NewestMetadata(const TempDir& dir, const std::string& table) {
+  nlohmann::json newest;
+  for (nlohmann::json& metadata : MetadataFiles(dir, table)) {
+    if (newest.is_null() || metadata["snapshots"].size() > newest["snapshots"].size()) {
+      newest = std::move(metadata);
+    }
+  }
+  return newest;
+}
+
+// A wiped DATA_DIR with the same warehouse is a new pipeline instance: segment ids start at 1
+// again, but its landings are its own, never taken for the ones the old store committed — its rows
+// land (twice, when the source is the same: docs/config.md, "When DATA_DIR is lost"), none vanish.
+TEST(LakeDataDir, AWipedDataDirLandsItsRowsAgainAndNoneVanish) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}"));
+  const auto lines = [](int first_id) {
+    std::string text;
+    for (int id = first_id; id < first_id + 1000; ++id) {
+      text += fmt::format("{{\"id\":{},\"name\":\"r{}\",\"amount\":{}}}\n", id, id % 7, id);
+    }
+    return text;
+  };
+  dir.Write("input/a.jsonl", lines(1000));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  ASSERT_EQ(QueryRow(dir, "SELECT count(*) FROM events.events"), std::vector<std::string>{"1000"});
+
+  fs::remove_all(dir.path() + "/data");  // the same source, read again by a new store
+  ProcessResult again = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM events.events"),
+            (std::vector<std::string>{"2000", "1000", "1000", "1999"}));
+
+  fs::remove_all(dir.path() + "/data");  // and other rows, in the same shape: the same slice ids
+  dir.Write("input/a.jsonl", lines(2000));
+  ProcessResult other = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id) FILTER (WHERE id >= 2000) FROM "
+                          "events.events"),
+            (std::vector<std::string>{"3000", "1000"}));
+
+  std::set<std::string> instances;
+  std::set<std::string> landing_ids;
+  const nlohmann::json newest = NewestMetadata(dir, "events");
+  for (const nlohmann::json& snapshot : newest["snapshots"]) {
+    instances.insert(snapshot["summary"]["skippr.pipeline-instance"].get<std::string>());
+    landing_ids.insert(snapshot["summary"]["skippr.landing-id"].get<std::string>());
+    EXPECT_EQ(snapshot["summary"]["skippr.wal-segment-ids"], "1");  // ids restart in each store
+  }
+  EXPECT_EQ(newest["snapshots"].size(), 3u);
+  EXPECT_EQ(instances.size(), 3u);
+  EXPECT_EQ(landing_ids.size(), 3u);
+  const nlohmann::json status = nlohmann::json::parse(
+      Skipprd(dir, {"status", "-p", "events", "--output", "json"}).out)["pipelines"][0];
+  EXPECT_TRUE(instances.contains(status["pipeline_instance"].get<std::string>()));
+}
+
 TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
   TempDir dir;
   schema::NamespaceSchema table{.name = "stats", .schema_id = 2};
@@ -540,7 +598,7 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
   });
   auto writer = lake::LakeWriter::Open({.pipeline = "p", .warehouse = "file://" + Warehouse(dir)});
   ASSERT_TRUE(writer.ok()) << writer.status().message();
-  auto landed = (*writer)->Land(lake::PlanLanding("p", table.name, {{1, 0}, {2, 0}}), table,
+  auto landed = (*writer)->Land(lake::PlanLanding("p", "0123456789abcdef0123456789abcdef", table.name, {{1, 0}, {2, 0}}), table,
                                 {first, second});
   ASSERT_TRUE(landed.ok()) << landed.status().message();
 

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -170,6 +172,250 @@ TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   EXPECT_EQ(check.rows, expected_rows) << "after " << kills << " random kills";
   EXPECT_EQ(check.unique_ids, static_cast<size_t>(expected_rows));
   EXPECT_EQ(check.checksum, expected_checksum);
+}
+
+// ----- files that change between and during passes (docs/config.md, "When files change") --------
+
+std::string EventLine(int64_t id) {
+  return fmt::format("{{\"id\":{},\"name\":\"rider-{}\",\"amount\":{}}}\n", id, id % 977,
+                     (id * 7919) % 100000);
+}
+int64_t EventChecksum(int64_t first_id, int64_t last_id) {
+  int64_t checksum = 0;
+  for (int64_t id = first_id; id <= last_id; ++id) checksum += id * 31 + (id * 7919) % 100000;
+  return checksum;
+}
+std::string EventLines(int64_t first_id, int64_t last_id) {
+  std::string text;
+  for (int64_t id = first_id; id <= last_id; ++id) text += EventLine(id);
+  return text;
+}
+
+void AppendTo(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
+}
+
+std::string GzipMember(const std::string& text) {
+  std::string out(text.size() + 1024, '\0');
+  z_stream stream{};
+  deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  stream.avail_in = static_cast<uInt>(text.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
+}
+
+nlohmann::json StatusOf(const TempDir& dir, const std::string& pipeline) {
+  ProcessResult status = Skipprd(dir, {"status", "-p", pipeline, "--output", "json"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  return nlohmann::json::parse(status.out)["pipelines"][0];
+}
+
+TEST(SyncFileChanges, AppendingOneLineToAFileAlreadyReadAddsExactlyOneRow) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::string path = dir.Write("input/events.jsonl", EventLines(1, 1000));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  AppendTo(path, EventLine(1001));
+  ProcessResult again = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":1"));
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, 1001);
+  EXPECT_EQ(check.unique_ids, 1001u);
+  EXPECT_EQ(check.checksum, EventChecksum(1, 1001));
+  EXPECT_EQ(StatusOf(dir, "events")["source_new_versions"], 0);
+}
+
+// A writer appends while `sync --once` runs: that pass reads the file up to its size at open, the
+// next pass the rest; no line is read twice or cut in two.
+TEST(SyncFileChanges, AFileGrowingDuringASyncLandsEveryLineExactlyOnce) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  constexpr int64_t kLines = 150000;
+  const std::string path = dir.Write("input/events.jsonl", EventLines(1, 1000));
+  // One write(2) per line, as a logging writer does (dash's printf builtin writes each whole).
+  const std::string script = fmt::format(
+      "i=1001; while [ $i -le {} ]; do printf '{{\"id\":%d,\"name\":\"rider-%d\",\"amount\":%d}}\\n' "
+      "$i $((i % 977)) $((i * 7919 % 100000)) >> {}; i=$((i + 1)); done",
+      kLines, path);
+  RunningProcess writer = StartProcess("/bin/sh", {"-c", script}, OptionsFor(dir));
+  const auto size_now = [&] { return std::filesystem::file_size(path); };
+  const uint64_t initial_bytes = EventLines(1, 1000).size();
+  while (size_now() < initial_bytes + (64 << 10) && waitpid(writer.pid(), nullptr, WNOHANG) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // until the writer is under way
+  }
+  ProcessResult during = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"},
+                                 {{"BUFFER_THRESHOLD_BYTES", "65536"}});
+  ASSERT_EQ(during.exit_code, 0) << during.err;
+  const int64_t rows_during = CheckWal(dir, "events").rows;
+  ASSERT_EQ(writer.Wait().exit_code, 0);
+  ProcessResult after = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, kLines);
+  EXPECT_EQ(check.unique_ids, static_cast<size_t>(kLines));
+  EXPECT_EQ(check.checksum, EventChecksum(1, kLines));
+  EXPECT_EQ(StatusOf(dir, "events")["source_new_versions"], 0);
+  RecordProperty("rows_while_growing", std::to_string(rows_during));
+}
+
+TEST(SyncFileChanges, AGzipMemberAppendedAfterTheFileWasReadLandsExactlyOnce) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::string path = dir.Write("input/events.jsonl.gz", GzipMember(EventLines(1, 5000)));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  AppendTo(path, GzipMember(EventLines(5001, 5100)));
+  ProcessResult again = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":100"));
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, 5100);
+  EXPECT_EQ(check.unique_ids, 5100u);
+  EXPECT_EQ(check.checksum, EventChecksum(1, 5100));
+}
+
+// Rewritten in place with the same size: a new version, read from its start, counted in status;
+// both versions' rows are in the WAL exactly once each, never interleaved.
+TEST(SyncFileChanges, ARewriteInPlaceWithTheSameSizeIsANewVersionCountedInStatus) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  // Fixed-width lines (4-digit ids, 5-digit amounts): the two versions have the same size.
+  const auto version_lines = [](int64_t first_id) {
+    std::string text;
+    for (int64_t id = first_id; id < first_id + 1000; ++id) {
+      text += fmt::format("{{\"id\":{},\"name\":\"r\",\"amount\":{}}}\n", id, 10000 + id);
+    }
+    return text;
+  };
+  const std::string path = dir.Write("input/events.jsonl", version_lines(1000));
+  dir.Write("input/other.jsonl", EventLines(5000, 5009));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  const std::string rewritten = version_lines(2000);
+  ASSERT_EQ(rewritten.size(), std::filesystem::file_size(path));
+  {
+    std::fstream file(path, std::ios::binary | std::ios::in | std::ios::out);  // in place
+    file.write(rewritten.data(), static_cast<std::streamsize>(rewritten.size()));
+  }
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  std::map<int64_t, int> seen;
+  ReadWalRows(dir.path() + "/data/events",
+              [&](const std::string&, const Value& row) { ++seen[row.Find("id")->as_int()]; });
+  EXPECT_EQ(seen.size(), 2010u);
+  for (const auto& [id, times] : seen) EXPECT_EQ(times, 1) << "id " << id;
+  EXPECT_EQ(seen.count(1000) + seen.count(1999) + seen.count(2000) + seen.count(2999), 4u);
+  const nlohmann::json status = StatusOf(dir, "events");
+  EXPECT_EQ(status["source_new_versions"], 1);
+  const nlohmann::json& position = status["source_positions"][path];
+  EXPECT_EQ(position["version"], 2);
+  EXPECT_EQ(position["new_versions"], 1);
+  EXPECT_EQ(position["records_consumed"], 1000);
+  EXPECT_THAT(position["version_reason"].get<std::string>(), HasSubstr("rewritten in place"));
+  EXPECT_EQ(status["source_positions"][dir.path() + "/input/other.jsonl"]["version"], 1);
+  ProcessResult text = Skipprd(dir, {"status", "-p", "events"});
+  EXPECT_THAT(text.out, HasSubstr("changed files: 1 new version(s)"));
+  EXPECT_THAT(text.out, HasSubstr(path + ": version 2 ("));
+}
+
+TEST(SyncFileChanges, ATruncatedFileIsANewVersion) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::string path = dir.Write("input/events.jsonl", EventLines(1, 100));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  std::filesystem::resize_file(path, EventLines(1, 40).size());
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, 140);  // both versions, each once
+  EXPECT_EQ(check.unique_ids, 100u);
+  EXPECT_EQ(check.checksum, EventChecksum(1, 100) + EventChecksum(1, 40));
+  const nlohmann::json position = StatusOf(dir, "events")["source_positions"][path];
+  EXPECT_EQ(position["version"], 2);
+  EXPECT_THAT(position["version_reason"].get<std::string>(), HasSubstr("fewer than the"));
+}
+
+// ----- lost or replaced state: the WAL is never deleted from under a store that does not know it --
+
+// Each segment file's name → its size and a hash of its bytes.
+std::map<std::string, std::pair<size_t, size_t>> SegmentFiles(const TempDir& dir,
+                                                              const std::string& pipeline) {
+  std::map<std::string, std::pair<size_t, size_t>> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir.path() + "/data/" + pipeline + "/wal")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    files[entry.path().filename().string()] = {bytes.size(), std::hash<std::string>{}(bytes)};
+  }
+  return files;
+}
+
+// Without a sink the WAL is the dataset: losing the store must not make recovery delete it.
+TEST(SyncRecovery, ALostStoreRefusesToStartAndKeepsEverySegment) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  WriteInput(dir, 4, 40000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, {{"BUFFER_THRESHOLD_BYTES", "200000"}})
+                .exit_code,
+            0);
+  const auto before = SegmentFiles(dir, "events");
+  ASSERT_GT(before.size(), 1u);
+  std::filesystem::remove_all(dir.path() + "/data/events/store");
+  ProcessResult refused = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("WAL recovery stopped and deleted nothing"));
+  EXPECT_THAT(refused.err, HasSubstr(before.begin()->first));
+  EXPECT_THAT(refused.err, HasSubstr("has no record of any WAL commit"));
+  EXPECT_THAT(refused.err, HasSubstr("restore the store from the same backup as the WAL"));
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
+  // And again: the refusal holds on the next run too.
+  EXPECT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 1);
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
+}
+
+// A store restored from an older backup than the WAL: the segments committed since have ids it
+// never handed out.
+TEST(SyncRecovery, AStoreBackupOlderThanTheWalRefusesToStart) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::map<std::string, std::string> small = {{"BUFFER_THRESHOLD_BYTES", "200000"}};
+  WriteInput(dir, 2, 20000);
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, small).exit_code, 0);
+  std::filesystem::copy(dir.path() + "/data/events/store", dir.path() + "/store-backup");
+  WriteInput(dir, 2, 20000, 20000, "more");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, small).exit_code, 0);
+  const auto before = SegmentFiles(dir, "events");
+  std::filesystem::remove_all(dir.path() + "/data/events/store");
+  std::filesystem::copy(dir.path() + "/store-backup", dir.path() + "/data/events/store");
+  ProcessResult refused = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("WAL recovery stopped and deleted nothing"));
+  EXPECT_THAT(refused.err, HasSubstr("the next id this store hands out: the store is older"));
+  EXPECT_THAT(refused.err, HasSubstr("from different points in time"));
+  EXPECT_EQ(SegmentFiles(dir, "events"), before);
+}
+
+// Moving DATA_DIR elsewhere changes nothing: nothing in the store names its own path.
+TEST(SyncRecovery, ADataDirMovedToAnotherPathCarriesOn) {
+  TempDir dir;
+  dir.Write("skippr.yml", kFilesConfig);
+  const std::string path = dir.Write("input/events.jsonl", EventLines(1, 500));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  std::filesystem::rename(dir.path() + "/data", dir.path() + "/moved");
+  AppendTo(path, EventLine(501));
+  ProcessOptions options = OptionsFor(dir);
+  options.set_env["DATA_DIR"] = dir.path() + "/moved";
+  ProcessResult moved = RunProcess(SKIPPRD_BINARY, {"sync", "-p", "events", "--once"}, options);
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  WalCheck check;
+  std::set<int64_t> ids;
+  check.rows = ReadWalRows(dir.path() + "/moved/events", [&](const std::string&, const Value& row) {
+                 ids.insert(row.Find("id")->as_int());
+               }).rows;
+  EXPECT_EQ(check.rows, 501);
+  EXPECT_EQ(ids.size(), 501u);
 }
 
 TEST(SyncRecovery, MissingCommittedSegmentFailsLoudly) {

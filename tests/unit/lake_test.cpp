@@ -31,6 +31,7 @@ using Batches = std::vector<std::shared_ptr<const Batch>>;
 using TableRows = std::map<std::optional<int64_t>, std::string>;
 
 constexpr std::string_view kTableNamespace = "landed";
+constexpr std::string_view kInstance = "00112233445566778899aabbccddeeff";
 
 // One change of the test's source: a mutation of the row {id, name}.
 struct Change {
@@ -109,7 +110,7 @@ class LakeMerge : public ::testing::Test {
       batches.push_back(Slice(slices[ordinal]));
     }
     const Landing landing =
-        PlanLanding("p", "events", refs, replaces_table,
+        PlanLanding("p", kInstance, "events", refs, replaces_table,
                     replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
     Result<LandingOutcome> outcome = writer_->Land(landing, EventsSchema(), batches);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
@@ -331,16 +332,28 @@ TEST(LakeKeys, KeyColumnsMustBeTopLevelPrimitiveColumnsNamedOnce) {
 
 TEST(LakeKeys, TheKeyIsPartOfTheLandingId) {
   const std::vector<SliceRef> slices = {{1, 0}, {1, 1}};
-  const std::string append = PlanLanding("p", "events", slices).landing_id;
-  const std::string by_id = PlanLanding("p", "events", slices, false, {"id"}).landing_id;
+  const std::string append = PlanLanding("p", kInstance, "events", slices).landing_id;
+  const std::string by_id = PlanLanding("p", kInstance, "events", slices, false, {"id"}).landing_id;
   const std::string by_id_name =
-      PlanLanding("p", "events", slices, false, {"id", "name"}).landing_id;
+      PlanLanding("p", kInstance, "events", slices, false, {"id", "name"}).landing_id;
   const std::string by_name_id =
-      PlanLanding("p", "events", slices, false, {"name", "id"}).landing_id;
+      PlanLanding("p", kInstance, "events", slices, false, {"name", "id"}).landing_id;
   EXPECT_NE(append, by_id);
   EXPECT_NE(by_id, by_id_name);
   EXPECT_NE(by_id_name, by_name_id);
-  EXPECT_EQ(by_id, PlanLanding("p", "events", slices, false, {"id"}).landing_id);
+  EXPECT_EQ(by_id, PlanLanding("p", kInstance, "events", slices, false, {"id"}).landing_id);
+}
+
+// A store rebuilt from nothing hands out segment ids from 1 again: its landings of "the same"
+// slices are other landings, never found in the history an earlier store left in the table.
+TEST(LakeLandingId, ThePipelineInstanceIsPartOfTheLandingId) {
+  const std::vector<SliceRef> slices = {{1, 0}};
+  const std::string first = PlanLanding("p", kInstance, "events", slices).landing_id;
+  const std::string other =
+      PlanLanding("p", "ffeeddccbbaa99887766554433221100", "events", slices).landing_id;
+  EXPECT_NE(first, other);
+  EXPECT_EQ(first, PlanLanding("p", kInstance, "events", slices).landing_id);
+  EXPECT_EQ(first.size(), 32u);
 }
 
 }  // namespace

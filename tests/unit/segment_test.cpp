@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
+#include <lmdb.h>
 #include <xxhash.h>
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "core/types.hpp"
 #include "core/value.hpp"
 #include "store/store.hpp"
+#include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 #include "wal/wal.hpp"
 
@@ -205,8 +207,11 @@ Batch CdcBatch(int rows) {
   return batch;
 }
 
+constexpr const char* kInstanceId = "00112233445566778899aabbccddeeff";
+
 SegmentHeader MakeHeader() {
   SegmentHeader header;
+  header.instance_id = kInstanceId;
   header.pipeline = "rides-eu";
   header.segment_id = 42;
   header.sequence = 0x0102030405060708ULL;
@@ -329,6 +334,8 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
   const std::string bytes = Encode(header, batches);
 
   SegmentReader reader = ReaderOrDie(bytes);
+  EXPECT_EQ(reader.header().format_version, 2u);
+  EXPECT_EQ(reader.header().instance_id, kInstanceId);
   EXPECT_EQ(reader.header().pipeline, header.pipeline);
   EXPECT_EQ(reader.header().segment_id, header.segment_id);
   EXPECT_EQ(reader.header().sequence, header.sequence);
@@ -338,7 +345,7 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
   EXPECT_EQ(reader.checksum(), XXH3_64bits(bytes.data(), bytes.size() - 20));
 
   ASSERT_EQ(reader.slices().size(), batches.size());
-  uint64_t expected_offset = 48 + header.pipeline.size() + header.source_positions.size();
+  uint64_t expected_offset = 64 + header.pipeline.size() + header.source_positions.size();
   for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
     SCOPED_TRACE("slice " + std::to_string(ordinal));
     const SliceInfo& info = reader.slices()[ordinal];
@@ -377,22 +384,24 @@ TEST(SegmentRoundTrip, UncompressedSizesAreTheColumnBuffers) {
 TEST(SegmentRoundTrip, ZeroSlicesRoundTrip) {
   const SegmentHeader header = MakeHeader();
   const std::string bytes = Encode(header, {});
-  EXPECT_EQ(bytes.size(), 48 + header.pipeline.size() + header.source_positions.size() + 32);
+  EXPECT_EQ(bytes.size(), 64 + header.pipeline.size() + header.source_positions.size() + 32);
   SegmentReader reader = ReaderOrDie(bytes);
   EXPECT_TRUE(reader.slices().empty());
   EXPECT_EQ(reader.header().segment_id, 42u);
   EXPECT_EQ(reader.header().source_positions, header.source_positions);
   EXPECT_EQ(reader.ReadSlice(0).status().code(), StatusCode::kInvalidArgument);
 
-  const std::string minimal = Encode(SegmentHeader{}, {});
-  EXPECT_EQ(minimal.size(), 80u);
+  SegmentHeader smallest;
+  smallest.instance_id = kInstanceId;
+  const std::string minimal = Encode(smallest, {});
+  EXPECT_EQ(minimal.size(), 96u);
   EXPECT_TRUE(SegmentReader::FromBytes(minimal, "minimal").ok());
 }
 
 TEST(SegmentRoundTrip, ABatchWithoutFieldsOrRows) {
   Batch empty;
   empty.namespace_name = "";
-  SegmentReader reader = ReaderOrDie(Encode(SegmentHeader{}, {empty}));
+  SegmentReader reader = ReaderOrDie(Encode(MakeHeader(), {empty}));
   Result<Batch> got = reader.ReadSlice(0);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->num_rows, 0);
@@ -450,14 +459,16 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   const size_t positions_bytes = header.source_positions.size();
   EXPECT_EQ(bytes.substr(0, 8), std::string("SKPRWAL\0", 8));
   EXPECT_EQ(Load<uint32_t>(bytes, 8), kSegmentFormatVersion);
-  EXPECT_EQ(Load<uint32_t>(bytes, 12), 48 + pipeline_bytes + positions_bytes);
+  EXPECT_EQ(Load<uint32_t>(bytes, 12), 64 + pipeline_bytes + positions_bytes);
   EXPECT_EQ(Load<uint64_t>(bytes, 16), header.segment_id);
   EXPECT_EQ(Load<uint64_t>(bytes, 24), header.sequence);
   EXPECT_EQ(Load<int64_t>(bytes, 32), header.created_unix_micros);
-  EXPECT_EQ(Load<uint32_t>(bytes, 40), pipeline_bytes);
-  EXPECT_EQ(bytes.substr(44, pipeline_bytes), header.pipeline);
-  EXPECT_EQ(Load<uint32_t>(bytes, 44 + pipeline_bytes), positions_bytes);
-  EXPECT_EQ(bytes.substr(48 + pipeline_bytes, positions_bytes), header.source_positions);
+  EXPECT_EQ(bytes.substr(40, 16), std::string("\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb"
+                                              "\xcc\xdd\xee\xff", 16));  // the instance id
+  EXPECT_EQ(Load<uint32_t>(bytes, 56), pipeline_bytes);
+  EXPECT_EQ(bytes.substr(60, pipeline_bytes), header.pipeline);
+  EXPECT_EQ(Load<uint32_t>(bytes, 60 + pipeline_bytes), positions_bytes);
+  EXPECT_EQ(bytes.substr(64 + pipeline_bytes, positions_bytes), header.source_positions);
 
   const size_t size = bytes.size();
   EXPECT_EQ(bytes.substr(size - 8), "SKPRTAIL");
@@ -494,20 +505,79 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
 
 TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
   SegmentHeader header;
+  header.instance_id = kInstanceId;
   header.pipeline = "p";
   header.segment_id = 1;
   header.sequence = 1;
   header.created_unix_micros = 0;
   header.source_positions = "{}";
   const unsigned char expected[] = {  // docs/formats/wal.md, "Example"
-      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x01, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00,
+      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x02, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
       0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
-      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x60,
-      0x77, 0xf1, 0x2f, 0x3c, 0x78, 0x1e, 0xed, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+      0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
+      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5a,
+      0xd4, 0xed, 0xdc, 0x22, 0x1d, 0x26, 0x65, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
       0x41, 0x49, 0x4c};
   EXPECT_EQ(Encode(header, {}),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
+}
+
+// The version 1 example (docs/formats/wal.md, "Changes"): segments written before instance ids
+// stay readable, with no instance id.
+const unsigned char kVersion1Example[] = {
+    0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x01, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
+    0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x33, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x60,
+    0x77, 0xf1, 0x2f, 0x3c, 0x78, 0x1e, 0xed, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
+    0x41, 0x49, 0x4c};
+
+TEST(SegmentFormat, Version1SegmentsStayReadable) {
+  const std::string bytes(reinterpret_cast<const char*>(kVersion1Example), sizeof(kVersion1Example));
+  SegmentReader reader = ReaderOrDie(bytes);
+  EXPECT_EQ(reader.header().format_version, 1u);
+  EXPECT_EQ(reader.header().instance_id, "");
+  EXPECT_EQ(reader.header().pipeline, "p");
+  EXPECT_EQ(reader.header().segment_id, 1u);
+  EXPECT_EQ(reader.header().source_positions, "{}");
+  TempDir dir;
+  const std::string path = dir.Sub("00000000000000000001.seg");
+  WriteFile(path, bytes);
+  EXPECT_TRUE(SegmentReader::CheckTail(path).ok());
+  Result<SegmentHeader> header = SegmentReader::ReadHeader(path);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->format_version, 1u);
+  EXPECT_EQ(header->instance_id, "");
+  EXPECT_EQ(header->segment_id, 1u);
+}
+
+std::string SmallSegment();  // below, with the damage tests
+
+// Recovery reads only the header of a file it finds uncommitted, to tell whose it is.
+TEST(SegmentFormat, ReadHeaderReadsTheHeaderAndRefusesATornOne) {
+  TempDir dir;
+  const std::string path = dir.Sub("00000000000000000042.seg");
+  const std::string bytes = SmallSegment();
+  WriteFile(path, bytes);
+  Result<SegmentHeader> header = SegmentReader::ReadHeader(path);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->format_version, 2u);
+  EXPECT_EQ(header->instance_id, kInstanceId);
+  EXPECT_EQ(header->segment_id, 42u);
+  EXPECT_EQ(header->pipeline, "rides-eu");
+  // The header alone is enough: a file torn after it still tells whose it is.
+  const uint32_t header_bytes = Load<uint32_t>(bytes, 12);
+  WriteFile(path, bytes.substr(0, header_bytes));
+  EXPECT_TRUE(SegmentReader::ReadHeader(path).ok());
+  for (const size_t length : {size_t{0}, size_t{7}, size_t{15}, size_t{40}, size_t{header_bytes - 1}}) {
+    WriteFile(path, bytes.substr(0, length));
+    Result<SegmentHeader> torn = SegmentReader::ReadHeader(path);
+    ASSERT_EQ(torn.status().code(), StatusCode::kCorruption) << "length " << length;
+    EXPECT_THAT(torn.status().message(), HasSubstr(path));
+  }
+  WriteFile(path, std::string(200, '\0'));  // blocks that never reached the disk
+  EXPECT_EQ(SegmentReader::ReadHeader(path).status().code(), StatusCode::kCorruption);
 }
 
 // ----- damage -----------------------------------------------------------------------------------
@@ -555,10 +625,10 @@ TEST(SegmentDamage, ChecksumFailureNamesStoredAndComputedValues) {
 
 TEST(SegmentDamage, ANewerFormatVersionIsNotSupported) {
   std::string newer = SmallSegment();
-  Store<uint32_t>(newer, 8, 2);
+  Store<uint32_t>(newer, 8, 3);
   Result<SegmentReader> reader = SegmentReader::FromBytes(newer, "newer.seg");
   ASSERT_EQ(reader.status().code(), StatusCode::kNotSupported);
-  EXPECT_THAT(reader.status().message(), HasSubstr("format version 2"));
+  EXPECT_THAT(reader.status().message(), HasSubstr("format version 3"));
   EXPECT_THAT(reader.status().message(), HasSubstr("newer.seg"));
 }
 
@@ -737,6 +807,201 @@ TEST(SegmentFile, ADirectoryIsAnIOError) {
   ASSERT_FALSE(reader.ok());
   EXPECT_EQ(reader.status().code(), StatusCode::kIOError);
   EXPECT_THAT(reader.status().message(), HasSubstr(path));
+}
+
+// ----- recovery: which uncommitted files are this store's own -----------------------------------
+
+// A store and the WAL beside it, as sync lays them out.
+class WalDirectory {
+ public:
+  WalDirectory() : store_(OpenStore(dir_.Sub("store"))) {}
+
+  static std::unique_ptr<store::Store> OpenStore(const std::string& directory) {
+    return skippr::testing::ValueOrDie(store::Store::Open({.directory = directory}));
+  }
+  std::string wal() const { return dir_.Sub("wal"); }
+  std::string SegmentPath(uint64_t segment_id) const {
+    return fmt::format("{}/{:020}.seg", wal(), segment_id);
+  }
+  store::Store& store() { return *store_; }
+  Result<std::unique_ptr<Wal>> Open(store::Store& store, RecoveryReport* report = nullptr) {
+    return Wal::Open(wal(), "p", store, report);
+  }
+  Result<std::unique_ptr<Wal>> Open(RecoveryReport* report = nullptr) {
+    return Open(*store_, report);
+  }
+  // Commits `count` segments of one small batch each.
+  void Commit(int count) {
+    std::unique_ptr<Wal> wal = skippr::testing::ValueOrDie(Open());
+    for (int i = 0; i < count; ++i) {
+      skippr::testing::ExpectOk(wal->Commit({UsersBatch(3)}, "{}", nullptr).status());
+    }
+  }
+  // A segment as the writer leaves it when the run dies before the store transaction.
+  void WriteUncommitted(uint64_t segment_id, const std::string& instance_id) const {
+    SegmentHeader header = MakeHeader();
+    header.segment_id = segment_id;
+    header.instance_id = instance_id;
+    WriteFile(SegmentPath(segment_id), Encode(header, {UsersBatch(2)}));
+  }
+  const std::string& own_instance() const { return store_->identity().instance_id; }
+  void Close() { store_.reset(); }
+
+ private:
+  TempDir dir_;
+  std::unique_ptr<store::Store> store_;
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(WalRecovery, ACrashOrphanAtTheNextIdIsDeletedAndTheIdIsUsedAgain) {
+  WalDirectory dir;
+  dir.Commit(2);
+  dir.WriteUncommitted(3, dir.own_instance());
+  RecoveryReport report;
+  std::unique_ptr<Wal> wal = skippr::testing::ValueOrDie(dir.Open(&report));
+  EXPECT_EQ(report.live_segments, 2u);
+  EXPECT_EQ(report.orphans_deleted, 1u);
+  Result<CommitInfo> next = wal->Commit({UsersBatch(1)}, "{}", nullptr);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->segment_id, 3u);
+}
+
+// Reclaim deletes the catalog entry, then the file: a crash between leaves a file below the next
+// id that is the store's own.
+TEST(WalRecovery, AReclaimedSegmentsLeftoverFileIsDeleted) {
+  WalDirectory dir;
+  dir.Commit(3);
+  {
+    auto write = skippr::testing::ValueOrDie(dir.store().BeginWrite());
+    skippr::testing::ExpectOk(DeleteSegmentEntry(write, 2));
+    skippr::testing::ExpectOk(write.Commit());
+  }
+  RecoveryReport report;
+  ASSERT_TRUE(dir.Open(&report).ok());
+  EXPECT_EQ(report.orphans_deleted, 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.SegmentPath(2)));
+  EXPECT_TRUE(std::filesystem::exists(dir.SegmentPath(3)));
+}
+
+// The store was lost (or replaced by a new one) while the WAL stayed: for a pipeline without a
+// sink the segments are the dataset. Nothing is deleted; the message says what to do.
+TEST(WalRecovery, AStoreThatLostItsWalRefusesAndDeletesNothing) {
+  WalDirectory dir;
+  dir.Commit(3);
+  std::vector<std::string> before;
+  for (uint64_t id = 1; id <= 3; ++id) before.push_back(ReadBytes(dir.SegmentPath(id)));
+  TempDir elsewhere;
+  std::unique_ptr<store::Store> new_store = WalDirectory::OpenStore(elsewhere.Sub("store"));
+  Result<std::unique_ptr<Wal>> wal = dir.Open(*new_store);
+  ASSERT_EQ(wal.status().code(), StatusCode::kCorruption);
+  const std::string& message = wal.status().message();
+  EXPECT_THAT(message, HasSubstr("deleted nothing"));
+  EXPECT_THAT(message, HasSubstr("3 segment file(s)"));
+  EXPECT_THAT(message, HasSubstr("00000000000000000001.seg"));
+  EXPECT_THAT(message, HasSubstr("has no record of any WAL commit"));
+  EXPECT_THAT(message, HasSubstr("restore the store from the same backup as the WAL"));
+  EXPECT_THAT(message, HasSubstr("aside"));
+  for (uint64_t id = 1; id <= 3; ++id) EXPECT_EQ(ReadBytes(dir.SegmentPath(id)), before[id - 1]);
+}
+
+TEST(WalRecovery, FilesOfAnotherInstanceAreRefusedAndKept) {
+  WalDirectory dir;
+  dir.Commit(2);
+  dir.WriteUncommitted(3, "ffffffffffffffffffffffffffffffff");
+  Result<std::unique_ptr<Wal>> wal = dir.Open();
+  ASSERT_EQ(wal.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(wal.status().message(),
+              HasSubstr("00000000000000000003.seg (it was written by store instance "
+                        "ffffffffffffffffffffffffffffffff, not by this store"));
+  EXPECT_THAT(wal.status().message(), HasSubstr("different points in time"));
+  EXPECT_TRUE(std::filesystem::exists(dir.SegmentPath(3)));
+}
+
+// A store restored from a backup older than the WAL: the segments committed after the backup have
+// ids beyond the store's next one. Nothing is deleted — not even the one at the next id.
+TEST(WalRecovery, FilesBeyondTheNextIdAreRefusedAndNothingIsDeleted) {
+  WalDirectory dir;
+  dir.Commit(1);
+  dir.WriteUncommitted(2, dir.own_instance());
+  dir.WriteUncommitted(3, dir.own_instance());
+  Result<std::unique_ptr<Wal>> wal = dir.Open();
+  ASSERT_EQ(wal.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(wal.status().message(), HasSubstr("1 segment file(s)"));
+  EXPECT_THAT(wal.status().message(),
+              HasSubstr("segment 3 is beyond 2, the next id this store hands out"));
+  EXPECT_TRUE(std::filesystem::exists(dir.SegmentPath(2)));
+  EXPECT_TRUE(std::filesystem::exists(dir.SegmentPath(3)));
+}
+
+TEST(WalRecovery, UnreadableOrMisnamedFilesAreRefused) {
+  WalDirectory dir;
+  dir.Commit(1);
+  WriteFile(dir.SegmentPath(2), std::string(4096, '\0'));
+  Result<std::unique_ptr<Wal>> wal = dir.Open();
+  ASSERT_EQ(wal.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(wal.status().message(), HasSubstr("(its header is unreadable"));
+  std::filesystem::remove(dir.SegmentPath(2));
+  dir.WriteUncommitted(2, dir.own_instance());
+  std::filesystem::rename(dir.SegmentPath(2), dir.wal() + "/copy-of-2.seg");
+  wal = dir.Open();
+  ASSERT_EQ(wal.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(wal.status().message(), HasSubstr("which its name does not spell"));
+}
+
+// Empty files are spares created ahead of use: nothing to lose, deleted whatever the store.
+TEST(WalRecovery, EmptySparesAreDeletedEvenBesideANewStore) {
+  WalDirectory dir;
+  std::filesystem::create_directories(dir.wal());
+  WriteFile(dir.SegmentPath(7), "");
+  RecoveryReport report;
+  ASSERT_TRUE(dir.Open(&report).ok());
+  EXPECT_EQ(report.orphans_deleted, 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir.SegmentPath(7)));
+}
+
+// Segments written before instance ids (format 1) carry none: one is the store's own only if the
+// store is that old too (upgraded from format 1), never beside a store created with an id.
+TEST(WalRecovery, Version1OrphansAreOwnOnlyInAStoreOlderThanInstanceIds) {
+  WalDirectory dir;
+  std::filesystem::create_directories(dir.wal());
+  const std::string version1(reinterpret_cast<const char*>(kVersion1Example),
+                             sizeof(kVersion1Example));
+  WriteFile(dir.SegmentPath(1), version1);
+  Result<std::unique_ptr<Wal>> refused = dir.Open();
+  ASSERT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(refused.status().message(), HasSubstr("without an instance id"));
+  dir.Close();
+  {  // make it a format 1 store, as an older skipprd left it
+    MDB_env* env = nullptr;
+    ASSERT_EQ(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 8);
+    ASSERT_EQ(mdb_env_open(env, std::filesystem::path(dir.wal()).parent_path().append("store").c_str(),
+                           0, 0600),
+              0);
+    MDB_txn* txn = nullptr;
+    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+    MDB_dbi meta = 0;
+    ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    for (const char* key : {"instance_id", "instance_origin"}) {
+      MDB_val name{std::strlen(key), const_cast<char*>(key)};
+      ASSERT_EQ(mdb_del(txn, meta, &name, nullptr), 0);
+    }
+    MDB_val name{14, const_cast<char*>("format_version")};
+    MDB_val one{1, const_cast<char*>("1")};
+    ASSERT_EQ(mdb_put(txn, meta, &name, &one, 0), 0);
+    ASSERT_EQ(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+  }
+  std::unique_ptr<store::Store> upgraded =
+      WalDirectory::OpenStore(std::filesystem::path(dir.wal()).parent_path().append("store"));
+  ASSERT_TRUE(upgraded->identity().predates_instance_ids);
+  RecoveryReport report;
+  ASSERT_TRUE(dir.Open(*upgraded, &report).ok());
+  EXPECT_EQ(report.orphans_deleted, 1u);
 }
 
 }  // namespace

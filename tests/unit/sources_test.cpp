@@ -146,7 +146,9 @@ TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
   auto source = Make(FileConnector(path));
   ReadResult first = Read(*source, {}, 120, 1);
   ASSERT_EQ(first.records.size(), 120u);
-  EXPECT_EQ(first.positions.at(path).byte_offset, 0u);  // no byte offset inside a compressed stream
+  // The decompressed offset; a compressed stream is resumed from its start (file offset 0).
+  EXPECT_EQ(first.positions.at(path).byte_offset, JsonLines(1, 120).size());
+  EXPECT_EQ(first.positions.at(path).resume.prefix.file_bytes, 0u);
   ReadResult rest = Read(*source, first.positions, 1000);
   ASSERT_EQ(rest.records.size(), 380u);
   EXPECT_EQ(IdOf(rest.records.front()), 121);
@@ -166,7 +168,7 @@ TEST(FileSource, CsvResumes) {
   EXPECT_EQ(rest.records.front().line, 102u);  // the header is line 1
 }
 
-TEST(FileSource, ClosedUnchangedFilesAreSkippedAndChangedOnesReadAgain) {
+TEST(FileSource, ClosedUnchangedFilesAreSkippedAndAppendedOnesReadOn) {
   TempDir dir;
   const std::string path = dir.Write("events.jsonl", JsonLines(1, 50));
   auto source = Make(FileConnector(dir.path()));
@@ -174,10 +176,10 @@ TEST(FileSource, ClosedUnchangedFilesAreSkippedAndChangedOnesReadAgain) {
   ASSERT_EQ(all.records.size(), 50u);
   ASSERT_TRUE(all.positions.at(path).is_closed);
   EXPECT_TRUE(Read(*source, all.positions, 1000).records.empty());
-  dir.Write("events.jsonl", JsonLines(1, 60));  // changed after it closed: read again, whole
+  dir.Write("events.jsonl", JsonLines(1, 60));  // appended after it closed: only the new lines
   ReadResult again = Read(*source, all.positions, 1000);
-  ASSERT_EQ(again.records.size(), 60u);
-  EXPECT_EQ(IdOf(again.records.front()), 1);
+  ASSERT_EQ(again.records.size(), 10u);
+  EXPECT_EQ(IdOf(again.records.front()), 51);  // (rewritten files: file_change_test.cpp)
 }
 
 TEST(FileSource, AnUnfinishedFileThatGrewContinuesWhereItStopped) {

@@ -585,6 +585,16 @@ class RawEnvironment {
     return result;
   }
 
+  void Delete(const char* db, std::string_view key_text) {
+    MDB_txn* txn = Begin(0);
+    MDB_dbi dbi;
+    Check(mdb_dbi_open(txn, db, 0, &dbi));
+    MDB_val key{key_text.size(), const_cast<char*>(key_text.data())};
+    const int rc = mdb_del(txn, dbi, &key, nullptr);
+    if (rc != MDB_NOTFOUND) Check(rc);
+    Check(mdb_txn_commit(txn));
+  }
+
   void Put(const char* db, std::string_view key_text, std::string_view value_text) {
     MDB_txn* txn = Begin(0);
     MDB_dbi dbi;
@@ -621,8 +631,74 @@ TEST(StoreFormat, OnDiskLayoutMatchesTheFormatDocument) {
   RawEnvironment raw(dir.path());
   EXPECT_EQ(raw.MainKeys(),
             (std::vector<std::string>{"catalog", "meta", "offsets", "schema", "stream_state"}));
-  EXPECT_EQ(raw.Get("meta", "format_version"), "1");
+  EXPECT_EQ(raw.Get("meta", "format_version"), "2");
+  EXPECT_EQ(raw.Get("meta", "instance_origin"), "created");
+  const std::optional<std::string> instance_id = raw.Get("meta", "instance_id");
+  ASSERT_TRUE(instance_id.has_value());
+  EXPECT_THAT(*instance_id, ::testing::MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(raw.Get("schema", std::string("rides\0\x01\0\0\0\0\0\0\0\x07", 15)), "schema v7");
+}
+
+// The instance id is minted once, with the store, and read back by every later open; another store
+// (a wiped directory) gets another one.
+TEST(StoreIdentity, MintedWithTheStoreAndKeptForItsLife) {
+  TempDir dir;
+  std::string first;
+  {
+    auto store = OpenOrDie(dir.path());
+    first = store->identity().instance_id;
+    EXPECT_THAT(first, ::testing::MatchesRegex("[0-9a-f]{32}"));
+    EXPECT_FALSE(store->identity().predates_instance_ids);
+  }
+  EXPECT_EQ(OpenOrDie(dir.path())->identity().instance_id, first);
+  fs::remove_all(dir.path());
+  EXPECT_NE(OpenOrDie(dir.path())->identity().instance_id, first);
+}
+
+// A format 1 store (written before instance ids) gets one at its first open, is marked as older
+// than instance ids, and is format 2 from then on; its data stays as it was.
+TEST(StoreIdentity, AFormat1StoreIsUpgradedWithANewInstanceId) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    auto txn = ValueOrDie(store->BeginWrite());
+    ExpectOk(txn.Put(Family::kOffsets, "kept", "as it was"));
+    ExpectOk(txn.Commit());
+  }
+  {
+    RawEnvironment raw(dir.path());
+    raw.Put("meta", "format_version", "1");
+    raw.Delete("meta", "instance_id");
+    raw.Delete("meta", "instance_origin");
+  }
+  std::string minted;
+  {
+    auto store = OpenOrDie(dir.path());
+    minted = store->identity().instance_id;
+    EXPECT_THAT(minted, ::testing::MatchesRegex("[0-9a-f]{32}"));
+    EXPECT_TRUE(store->identity().predates_instance_ids);
+    auto read = ValueOrDie(store->BeginRead());
+    EXPECT_EQ(ValueOrDie(read.Get(Family::kOffsets, "kept")), "as it was");
+  }
+  RawEnvironment raw(dir.path());
+  EXPECT_EQ(raw.Get("meta", "format_version"), "2");
+  EXPECT_EQ(raw.Get("meta", "instance_id"), minted);
+  EXPECT_EQ(raw.Get("meta", "instance_origin"), "upgraded");
+}
+
+TEST(StoreIdentity, AFormat2StoreWithoutItsInstanceIdIsCorruption) {
+  TempDir dir;
+  OpenOrDie(dir.path()).reset();
+  RawEnvironment(dir.path()).Delete("meta", "instance_id");
+  StoreOptions options;
+  options.directory = dir.path();
+  Result<std::unique_ptr<Store>> store = Store::Open(options);
+  ASSERT_EQ(store.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(store.status().message(), HasSubstr("no meta/instance_id"));
+  RawEnvironment(dir.path()).Put("meta", "instance_id", "not hex");
+  store = Store::Open(options);
+  ASSERT_EQ(store.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(store.status().message(), HasSubstr("not 32 lowercase hex digits"));
 }
 
 TEST(StoreFormat, NewerFormatVersionIsNotSupportedAndLeftUntouched) {
@@ -636,7 +712,7 @@ TEST(StoreFormat, NewerFormatVersionIsNotSupportedAndLeftUntouched) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kNotSupported);
   EXPECT_THAT(store.status().message(), HasSubstr("format version 999"));
-  EXPECT_THAT(store.status().message(), HasSubstr("format version 1 at most"));
+  EXPECT_THAT(store.status().message(), HasSubstr("format version 2 at most"));
   EXPECT_THAT(store.status().message(), HasSubstr(fs::canonical(dir.path()).string()));
   EXPECT_THAT(store.status().message(), HasSubstr("upgrade skipprd"));
   EXPECT_EQ(RawEnvironment(dir.path()).Get("meta", "format_version"), "999");

@@ -1,31 +1,14 @@
 #include "iceberg/internal/random.hpp"
 
 #include <fmt/format.h>
-#include <sys/random.h>
 
 #include <array>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
 
+#include "core/random.hpp"
+
 namespace skippr::iceberg::internal {
-namespace {
-
-Status FillRandom(uint8_t* bytes, size_t size) {
-  size_t filled = 0;
-  while (filled < size) {
-    const ssize_t got = getrandom(bytes + filled, size - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return Status::IOError(
-          fmt::format("the kernel refused random bytes (getrandom): {}", std::strerror(errno)));
-    }
-    filled += static_cast<size_t>(got);
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 Result<uint64_t> RandomU64() {
   std::array<uint8_t, 8> bytes{};
