@@ -62,6 +62,33 @@ Result<std::shared_ptr<SnapshotTables>> ReadSnapshot(PipelineState& state) {
   }
 }
 
+// <pipeline>.deadletters: the deadletter slices still in the WAL and those landed in the
+// deadletter sink, in the same pinned snapshot as the data tables (docs/formats/deadletters.md).
+Status RegisterDeadletterTable(query::Engine& engine, const std::string& pipeline,
+                               const schema::PipelineSchema& saved,
+                               const std::shared_ptr<SnapshotTables>& snapshot) {
+  const std::string name(schema::kDeadlettersNamespace);
+  if (saved.namespaces.contains(name)) {
+    spdlog::warn("query {}: a data namespace is named '{}', so the deadletter table is not shown",
+                 pipeline, name);
+    return Status::OK();
+  }
+  query::TableSource table;
+  table.pipeline = pipeline;
+  table.namespace_name = name;
+  table.fields = schema::DeadletterSchema().fields;
+  if (auto landed = snapshot->landed_by_namespace.find(name);
+      landed != snapshot->landed_by_namespace.end()) {
+    table.landed = landed->second;
+  }
+  table.batches = [snapshot, name]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
+    auto it = snapshot->batches_by_namespace.find(name);
+    if (it == snapshot->batches_by_namespace.end()) return std::vector<std::shared_ptr<const Batch>>{};
+    return it->second;
+  };
+  return engine.RegisterTable(std::move(table));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config) {
@@ -102,6 +129,7 @@ Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& con
       };
       SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(std::move(table)));
     }
+    SKIPPR_RETURN_IF_ERROR(RegisterDeadletterTable(*engine, name, saved, snapshot));
   }
   return engine;
 }
