@@ -1,5 +1,5 @@
-// Deadletter totals in the catalog family and the live deadletter rows (landing.hpp): what
-// `status` counts (docs/formats/deadletters.md).
+// Deadletter totals in the catalog family and the counts `status` shows (landing.hpp,
+// docs/formats/deadletters.md).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +32,6 @@ Result<DeadletterTotals> TotalsFromJson(const std::optional<std::string>& text) 
 
 }  // namespace
 
-Result<DeadletterTotals> ReadDeadletterTotals(const store::ReadTransaction& read) {
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> text,
-                          read.Get(store::Family::kCatalog, TotalsKey()));
-  return TotalsFromJson(text);
-}
-
 Status AddDeadletterTotals(store::WriteTransaction& write, const DeadletterTotals& added) {
   SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> text,
                           write.Get(store::Family::kCatalog, TotalsKey()));
@@ -51,16 +45,25 @@ Status AddDeadletterTotals(store::WriteTransaction& write, const DeadletterTotal
                        .dump());
 }
 
-int64_t LiveDeadletterRows(const std::vector<wal::SegmentEntry>& segments,
-                           const std::set<lake::SliceRef>& landed) {
-  int64_t rows = 0;
-  for (const wal::SegmentEntry& segment : segments) {
+Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read,
+                                              const std::vector<wal::SegmentEntry>& live_segments) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                          read.Get(store::Family::kCatalog, TotalsKey()));
+  SKIPPR_ASSIGN_OR_RETURN(const DeadletterTotals totals, TotalsFromJson(text));
+  SKIPPR_ASSIGN_OR_RETURN(const LandingState landing, ReadLandingState(read));
+  DeadletterCounts counts;
+  for (const wal::SegmentEntry& segment : live_segments) {
     for (const wal::SliceSummary& slice : segment.slices) {
       if (slice.namespace_name != schema::kDeadlettersNamespace) continue;
-      if (!landed.contains({segment.segment_id, slice.ordinal})) rows += slice.rows;
+      if (!landing.landed.contains({segment.segment_id, slice.ordinal})) {
+        counts.live += static_cast<uint64_t>(slice.rows);
+      }
     }
   }
-  return rows;
+  counts.landed = totals.landed;
+  counts.discarded = totals.discarded;
+  counts.committed = counts.live + counts.landed + counts.discarded;
+  return counts;
 }
 
 }  // namespace skippr::pipeline::internal

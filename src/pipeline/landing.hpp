@@ -68,19 +68,17 @@ Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline);
 
 // Deadletters a pipeline has sent on: landed in its deadletter sink, or discarded without one.
-// Kept in the catalog family (key Text("deadletter_totals")), updated in the transaction that
-// records the landing; with the deadletter slices still live they add up to every deadletter ever
-// committed.
+// Kept in the catalog family (key Text("deadletter_totals"), deadletters.cpp), added to in the
+// transaction that records the landing.
 struct DeadletterTotals {
   uint64_t landed = 0;
   uint64_t discarded = 0;
 };
-Result<DeadletterTotals> ReadDeadletterTotals(const store::ReadTransaction& read);
 Status AddDeadletterTotals(store::WriteTransaction& write, const DeadletterTotals& added);
-
-// Rows of the deadletter slices of `segments` not landed yet (not in `landed`).
-int64_t LiveDeadletterRows(const std::vector<wal::SegmentEntry>& segments,
-                           const std::set<lake::SliceRef>& landed);
+// The totals plus the rows of the deadletter slices of `live_segments` not landed yet: every
+// deadletter ever committed, and where it is.
+Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read,
+                                              const std::vector<wal::SegmentEntry>& live_segments);
 
 // OK unless the policy merges by key and a namespace of `schema` cannot be keyed by its columns
 // (missing, nested, floating point): then InvalidConfig naming the column, the namespace and the

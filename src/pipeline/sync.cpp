@@ -137,21 +137,6 @@ Result<SyncResult> SyncOnce(const config::Config& config, const config::Pipeline
   return result;
 }
 
-namespace {
-Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read,
-                                              const std::vector<wal::SegmentEntry>& segments) {
-  SKIPPR_ASSIGN_OR_RETURN(const internal::LandingState landing, internal::ReadLandingState(read));
-  SKIPPR_ASSIGN_OR_RETURN(const internal::DeadletterTotals totals,
-                          internal::ReadDeadletterTotals(read));
-  DeadletterCounts counts;
-  counts.live = static_cast<uint64_t>(internal::LiveDeadletterRows(segments, landing.landed));
-  counts.landed = totals.landed;
-  counts.discarded = totals.discarded;
-  counts.committed = counts.live + counts.landed + counts.discarded;
-  return counts;
-}
-}  // namespace
-
 Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
   PipelineStatus status;
   status.pipeline = pipeline.name;
@@ -173,7 +158,7 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
   status.has_state = true;
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state->store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
-  SKIPPR_ASSIGN_OR_RETURN(status.deadletters, ReadDeadletterCounts(read, segments));
+  SKIPPR_ASSIGN_OR_RETURN(status.deadletters, internal::ReadDeadletterCounts(read, segments));
   for (const wal::SegmentEntry& entry : segments) {
     ++status.live_segments;
     status.live_bytes += entry.file_bytes;

@@ -70,7 +70,7 @@ std::vector<nlohmann::json> MetadataFiles(const TempDir& dir, const std::string&
 
 // The table as the independent reader sees it: {"schema": [...], "rows": [...]}.
 nlohmann::json ReadWithIcebird(const TempDir& dir, const std::string& table) {
-  return ReadWithIcebird(Warehouse(dir), "landed", table);
+  return skippr::testing::ReadWithIcebird(Warehouse(dir), "landed", table);
 }
 
 TEST(LakeSample, MillionRowsLandOnceAndTheWalIsReclaimed) {

@@ -509,18 +509,6 @@ TEST(ConfigDeadletterSink, AnotherKindThanSkipprLakeIsRefused) {
             "make it SkipprLake");
 }
 
-TEST(ConfigDeadletterSink, AnEntryOnTheDataSinksTablesIsTheSinkReusedAndAProblem) {
-  std::string yaml = Yaml(kWithSinks);
-  yaml.replace(yaml.find("table_namespace: errors"), 23, "table_namespace: data");
-  const Config config = ParseOk(yaml + "    deadletter_sink: deadletter_sinks.dl\n");
-  const std::vector<ConfigProblem> problems = CheckWholeConfig(config);
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0].message,
-            "skippr.yml:8:3: deadletter_sinks.dl: uses warehouse 'file:///srv/wh' and "
-            "table_namespace 'data' like data_sinks.lake; two sinks on one namespace would "
-            "overwrite each other's tables — give each its own table_namespace");
-}
-
 TEST(ConfigDeadletterSink, TwoPipelinesOnOneDeadletterSinkAreAProblem) {
   const Config config = ParseOk(std::string(Yaml(kWithSinks)) +
                                 "    deadletter_sink: deadletter_sinks.dl\n"
