@@ -97,16 +97,22 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
 std::string ValidUtf8(std::string_view text) {
   std::string valid;
   valid.reserve(text.size());
+  size_t run_start = 0;  // the valid bytes since the last bad one, appended in one piece
   for (size_t i = 0; i < text.size();) {
-    const size_t length = Utf8SequenceLength(text, i);
-    if (length == 0) {
-      valid += "\xEF\xBF\xBD";
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
       ++i;
       continue;
     }
-    valid.append(text.substr(i, length));
-    i += length;
+    const size_t length = Utf8SequenceLength(text, i);
+    if (length > 0) {
+      i += length;
+      continue;
+    }
+    valid.append(text.substr(run_start, i - run_start));
+    valid += "\xEF\xBF\xBD";
+    run_start = ++i;
   }
+  valid.append(text.substr(run_start));
   return valid;
 }
 
