@@ -478,11 +478,19 @@ Result<RoundPlan> PlanRound(PipelineState& state, const config::PipelineConfig& 
   return plan;
 }
 
-int64_t RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
-               const lake::Landing& landing) {
+// The rows of a landing's slices, from the catalog entries of their segments.
+Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
+                       const lake::Landing& landing) {
   int64_t rows = 0;
   for (const lake::SliceRef& slice : landing.slices) {
-    rows += segments.at(slice.segment_id).slices.at(slice.ordinal).rows;
+    auto entry = segments.find(slice.segment_id);
+    if (entry == segments.end() || slice.ordinal >= entry->second.slices.size()) {
+      return Status::Corruption(fmt::format(
+          "landing {} names slice {}/{}, which no live WAL segment holds: a segment was reclaimed "
+          "before its landing was recorded",
+          landing.landing_id, slice.segment_id, slice.ordinal));
+    }
+    rows += entry->second.slices[slice.ordinal].rows;
   }
   return rows;
 }
@@ -497,7 +505,7 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
   DeadletterTotals deadletters;
   if (is_deadletters && sinks.deadletters == nullptr) {
     // Nothing to write: the slices' rows come from the catalog, nothing is decoded.
-    outcome.rows = RowsOf(plan.segments, landing);
+    SKIPPR_ASSIGN_OR_RETURN(outcome.rows, RowsOf(plan.segments, landing));
     deadletters.discarded = static_cast<uint64_t>(outcome.rows);
   } else {
     const schema::NamespaceSchema* namespace_schema = &schema::DeadletterSchema();
