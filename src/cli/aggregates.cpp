@@ -229,6 +229,8 @@ Result<std::vector<std::pair<std::string, std::vector<std::string>>>> Aggregated
   std::vector<std::pair<std::string, std::vector<std::string>>> tables;
   for (const std::string& name : engine.TableNames()) {
     if (name.rfind(pipeline.name + ".", 0) != 0) continue;
+    // The deadletter table holds records that never reached a namespace: no aggregate covers it.
+    if (name.substr(pipeline.name.size() + 1) == schema::kDeadlettersNamespace) continue;
     const std::string qualified =
         fmt::format("{}.{}", query::QuoteIdentifier(pipeline.name),
                     query::QuoteIdentifier(name.substr(pipeline.name.size() + 1)));

@@ -104,6 +104,10 @@ int RunDf(const GlobalOptions& global, const DfFlags& flags) {
   for (const std::string& table : (*engine)->TableNames()) {
     if (table.rfind(pipeline_name + ".", 0) != 0) continue;
     if (!namespace_name.empty() && table != pipeline_name + "." + namespace_name) continue;
+    // Every namespace means the data: the deadletter table has columns of its own (name it).
+    if (namespace_name.empty() && table == pipeline_name + "." + std::string(schema::kDeadlettersNamespace)) {
+      continue;
+    }
     tables.push_back(table);
   }
   query::QueryResult combined;

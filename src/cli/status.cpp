@@ -40,6 +40,30 @@ uint64_t NewFileVersions(const sources::SourcePositions& positions) {
   return versions;
 }
 
+nlohmann::ordered_json DeadlettersJson(const pipeline::PipelineStatus& status) {
+  const pipeline::DeadletterCounts& counts = status.deadletters;
+  return {{"committed", counts.committed},
+          {"live", counts.live},
+          {"landed", counts.landed},
+          {"discarded", counts.discarded},
+          {"sink", status.deadletter_sink ? nlohmann::ordered_json("deadletter_sinks." +
+                                                                   *status.deadletter_sink)
+                                          : nlohmann::ordered_json(nullptr)}};
+}
+
+// "  deadletters: 12 committed: 2 in the WAL, 10 landed in deadletter_sinks.dl"
+void PrintDeadletters(const pipeline::PipelineStatus& status) {
+  const pipeline::DeadletterCounts& counts = status.deadletters;
+  std::string where = fmt::format("{} in the WAL", counts.live);
+  if (counts.landed > 0 || status.deadletter_sink) {
+    where += fmt::format(", {} landed in deadletter_sinks.{}", counts.landed,
+                         status.deadletter_sink.value_or("(no longer configured)"));
+  }
+  if (counts.discarded > 0) where += fmt::format(", {} discarded (no deadletter sink)", counts.discarded);
+  fmt::print("  deadletters: {} committed: {} (query {}.deadletters)\n", counts.committed, where,
+             status.pipeline);
+}
+
 nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
   nlohmann::ordered_json positions = nlohmann::ordered_json::object();
   for (const auto& [partition, position] : status.positions) {
@@ -72,6 +96,7 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
                     {"total_bytes", status.disk->total_bytes},
                     {"used_percent", status.disk->used_percent()}};
   }
+  json["deadletters"] = DeadlettersJson(status);
   nlohmann::ordered_json lags = nlohmann::ordered_json::array();
   for (const transform::AggregateLag& lag : status.aggregate_lags) {
     lags.push_back({{"aggregate", lag.aggregate_id},
@@ -123,6 +148,7 @@ void PrintText(const pipeline::PipelineStatus& status) {
       }
     }
     fmt::print("  store instance: {}\n", status.instance_id);
+    PrintDeadletters(status);
     for (const transform::AggregateLag& lag : status.aggregate_lags) {
       fmt::print("  aggregate {}: processor lag {} segment(s), {} rows, {}\n", lag.aggregate_id,
                  lag.segments, lag.rows, FormatBytes(lag.bytes));

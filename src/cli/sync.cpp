@@ -23,6 +23,19 @@ struct SyncFlags {
   std::string output = "progress";
 };
 
+// Where a pipeline's deadletters go, for the sync summary (docs/formats/deadletters.md).
+std::string DeadletterDestination(const config::PipelineConfig& pipeline) {
+  const std::string table = pipeline.name + "." + std::string(schema::kDeadlettersNamespace);
+  if (pipeline.deadletter_sink) {
+    return fmt::format("committed to the WAL, landed in deadletter_sinks.{}; query {}",
+                       *pipeline.deadletter_sink, table);
+  }
+  if (pipeline.data_sink) {
+    return "committed to the WAL; no deadletter sink: discarded once their batch lands";
+  }
+  return fmt::format("kept in the WAL; query {}", table);
+}
+
 // One pass of one pipeline, reported in the chosen output mode; true when it succeeded.
 bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pipeline, OutputMode mode) {
   RunOutput output(mode, "sync");
@@ -72,16 +85,25 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
     output.Text(fmt::format("Schema evolved: {}", change.namespace_name));
   }
   if (result->deadletter_count > 0) {
-    output.Text(fmt::format("Deadletters: {} (no deadletter sink: counted, logged and discarded)",
-                            result->deadletter_count));
+    output.Text(fmt::format("Deadletters: {} ({})", result->deadletter_count,
+                            DeadletterDestination(pipeline)));
     for (const schema::Deadletter& deadletter : result->deadletters) {
       output.Text("  " + schema::DescribeDeadletter(deadletter));
     }
   }
   if (result->landings > 0) {
     output.Text(fmt::format("Landed: {} rows in {} snapshot(s) of {}; {} WAL segment(s) reclaimed",
-                            result->rows_landed, result->landings, *pipeline.data_sink,
+                            result->rows_landed, result->landings, pipeline.data_sink.value_or(""),
                             result->segments_reclaimed));
+  }
+  if (result->deadletters_landed > 0) {
+    output.Text(fmt::format("Deadletters landed: {} in deadletter_sinks.{}",
+                            result->deadletters_landed, pipeline.deadletter_sink.value_or("")));
+  }
+  if (result->deadletters_discarded > 0) {
+    output.Text(fmt::format(
+        "Discarded {} deadletter records because no deadletter sink is configured",
+        result->deadletters_discarded));
   }
   if (!pipeline.transform.aggregates.empty()) {
     output.Text(fmt::format("Aggregated: {} row(s) applied to {} aggregate(s)",
@@ -97,6 +119,8 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
                                  {"records_read", result->records_read},
                                  {"segments_committed", result->segments_committed},
                                  {"deadletters", result->deadletter_count},
+                                 {"deadletters_landed", result->deadletters_landed},
+                                 {"deadletters_discarded", result->deadletters_discarded},
                                  {"rows_landed", result->rows_landed},
                                  {"landings", result->landings},
                                  {"segments_reclaimed", result->segments_reclaimed},

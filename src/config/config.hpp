@@ -117,7 +117,8 @@ struct PipelineConfig {
   std::string name;
   std::string data_source;               // entry name in data_sources
   std::optional<std::string> data_sink;  // entry name in data_sinks; none: the WAL is the dataset
-  std::optional<std::string> deadletter_sink;  // entry name in deadletter_sinks
+  std::optional<std::string> deadletter_sink;  // entry name in deadletter_sinks (a SkipprLake)
+  SourceMark deadletter_sink_mark;             // where deadletter_sink is set
   TransformConfig transform;
   int64_t sync_frequency_seconds = 900;
   std::string data_dir =

@@ -493,6 +493,32 @@ bool ReadDiskSettings(Reader& reader, const Reader::Fields& fields,
   return ok;
 }
 
+// pipelines.<name>.deadletter_sink: an entry of deadletter_sinks — never the data sink — that is a
+// SkipprLake sink (the kind deadletters land in; docs/formats/deadletters.md).
+std::optional<std::string> ReadDeadletterSink(Reader& reader, const Located& at,
+                                              const Sections& sections) {
+  const std::optional<std::string> text = reader.NonEmptyString(at);
+  if (!text) return std::nullopt;
+  if (text->rfind(sections.sinks.name + ".", 0) == 0) {
+    reader.Error(at, fmt::format("'{}' is a data sink; deadletters need a sink of their own: "
+                                 "declare one under {} (a SkipprLake with its own "
+                                 "table_namespace) and write {}.<name>",
+                                 *text, sections.deadletters.name, sections.deadletters.name));
+    return std::nullopt;
+  }
+  std::optional<std::string> name = ReadReference(reader, at, sections.deadletters);
+  if (!name) return std::nullopt;
+  auto entry = sections.deadletters.entries.find(*name);
+  if (entry == sections.deadletters.entries.end()) return name;  // its own error is reported
+  if (const std::string& kind = entry->second.connector.kind; kind != "SkipprLake") {
+    reader.Error(at, fmt::format("{}.{} is a {} sink; deadletters land in a SkipprLake sink "
+                                 "only (other kinds as they are built): make it SkipprLake",
+                                 sections.deadletters.name, *name, kind));
+    return std::nullopt;
+  }
+  return name;
+}
+
 std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& name,
                                            const Located& at, const Sections& sections) {
   const Reader::Fields fields = reader.Struct(
@@ -517,7 +543,8 @@ std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& na
     ok = ok && pipeline.data_sink.has_value();
   }
   if (auto dl_at = fields.Get("deadletter_sink"); dl_at && !reader.IsNull(*dl_at)) {
-    pipeline.deadletter_sink = ReadReference(reader, *dl_at, sections.deadletters);
+    pipeline.deadletter_sink = ReadDeadletterSink(reader, *dl_at, sections);
+    pipeline.deadletter_sink_mark = dl_at->mark;
     ok = ok && pipeline.deadletter_sink.has_value();
   }
 
@@ -799,6 +826,22 @@ std::vector<ConfigProblem> CheckWholeConfig(const Config& config) {
   };
   check_section(config.data_sinks, "data_sinks");
   check_section(config.deadletter_sinks, "deadletter_sinks");
+  // A deadletter sink holds one table, {table_namespace}.deadletters: two pipelines landing there
+  // would each read the other's deadletters as their own.
+  std::map<std::string, std::string> pipeline_by_deadletter_sink;
+  for (const auto& [name, pipeline] : config.pipelines) {
+    if (!pipeline.deadletter_sink) continue;
+    auto sink = config.deadletter_sinks.find(*pipeline.deadletter_sink);
+    auto [owner, inserted] = pipeline_by_deadletter_sink.emplace(*pipeline.deadletter_sink, name);
+    if (inserted || sink == config.deadletter_sinks.end()) continue;
+    problems.push_back({fmt::format(
+        "{}:{}:{}: pipelines.{}.deadletter_sink: deadletter_sinks.{} is already the deadletter "
+        "sink of pipeline {}, and both would land in its one table {}.deadletters — give each "
+        "pipeline a deadletter sink of its own (its own table_namespace)",
+        config.path, pipeline.deadletter_sink_mark.line, pipeline.deadletter_sink_mark.column, name,
+        *pipeline.deadletter_sink, owner->second,
+        sink->second.connector.GetString("table_namespace"))});
+  }
   return problems;
 }
 

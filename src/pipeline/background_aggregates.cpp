@@ -22,6 +22,7 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
   }
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open());
   for (const auto& [namespace_name, snapshot] : landing.snapshots) {
+    if (namespace_name == schema::kDeadlettersNamespace) continue;  // never aggregated
     auto fields = saved.namespaces.find(namespace_name);
     if (fields == saved.namespaces.end()) {
       return Status::Corruption(fmt::format(

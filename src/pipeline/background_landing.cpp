@@ -87,11 +87,10 @@ void RoundThread::Run() {
 // ----- BackgroundLander ----------------------------------------------------------------------
 
 BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
-                                   std::unique_ptr<lake::LakeWriter> writer, LakePolicy policy)
+                                   PipelineSinks sinks)
     : state_(state),
       pipeline_(pipeline),
-      writer_(std::move(writer)),
-      policy_(policy),
+      sinks_(std::move(sinks)),
       rounds_([this] { return LandRound(); }) {}
 
 BackgroundLander::~BackgroundLander() = default;
@@ -100,7 +99,9 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
                                            uint64_t source_bytes) {
   if (rounds_.has_stopped()) return;
   std::lock_guard lock(handover_mutex_);
-  if (kept_bytes_ + source_bytes > kKeptLandings * policy_.target_file_bytes) {
+  const uint64_t landing_bytes =
+      std::max(sinks_.data_policy.target_file_bytes, sinks_.deadletter_policy.target_file_bytes);
+  if (kept_bytes_ + source_bytes > kKeptLandings * landing_bytes) {
     return;  // the landing decodes the segment instead
   }
   for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
@@ -127,10 +128,12 @@ Status BackgroundLander::LandRound() {
     handed_over_.clear();
   }
   SKIPPR_ASSIGN_OR_RETURN(const LandingPassResult round,
-                          LandCommittedSlices(state_, pipeline_, *writer_, policy_, pass_));
+                          LandCommittedSlices(state_, pipeline_, sinks_.view(), pass_));
   totals_.landings += round.landings;
   totals_.rows_landed += round.rows_landed;
   totals_.segments_reclaimed += round.segments_reclaimed;
+  totals_.deadletters.landed += round.deadletters.landed;
+  totals_.deadletters.discarded += round.deadletters.discarded;
   std::lock_guard lock(handover_mutex_);
   ForgetLandedSegments();
   return Status::OK();

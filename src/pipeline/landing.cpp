@@ -109,15 +109,25 @@ Status CheckNamespaceKeys(const LakePolicy& policy,
       policy.key_columns_setting, namespace_schema.name, keys.message()));
 }
 
+bool IsDeadletters(std::string_view namespace_name) {
+  return namespace_name == schema::kDeadlettersNamespace;
+}
+
+// How a namespace's slices land; nullptr when they do not (data namespaces without a data sink).
+// Deadletter slices always have a policy: they land in the deadletter sink or are discarded.
+const LakePolicy* PolicyFor(const LandingSinks& sinks, std::string_view namespace_name) {
+  if (IsDeadletters(namespace_name)) return &sinks.deadletter_policy;
+  return sinks.data != nullptr ? &sinks.data_policy : nullptr;
+}
+
 // The next landing of each namespace: its slices no landing holds yet, in commit order, up to
-// about `target_file_bytes` of column data (always at least one slice).
+// about its policy's `target_file_bytes` of column data (always at least one slice).
 Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
                                                 const std::string& pipeline_instance,
                                                 const std::vector<wal::SegmentEntry>& segments,
                                                 const std::set<lake::SliceRef>& landed,
-                                                const LakePolicy& policy, const PassLandings& pass,
+                                                const LandingSinks& sinks, const PassLandings& pass,
                                                 const schema::PipelineSchema& saved) {
-  const uint64_t target_file_bytes = policy.target_file_bytes;
   std::map<std::string, std::vector<lake::SliceRef>> slices_by_namespace;
   std::map<std::string, uint64_t> bytes_by_namespace;
   std::set<std::string> full;
@@ -125,9 +135,11 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
     for (const wal::SliceSummary& slice : segment.slices) {
       const lake::SliceRef ref{segment.segment_id, slice.ordinal};
       if (landed.contains(ref) || full.contains(slice.namespace_name)) continue;
+      const LakePolicy* policy = PolicyFor(sinks, slice.namespace_name);
+      if (policy == nullptr) continue;
       uint64_t& bytes = bytes_by_namespace[slice.namespace_name];
       const uint64_t slice_bytes = slice.bytes * kAssumedCompressionRatio;
-      if (bytes > 0 && bytes + slice_bytes > target_file_bytes) {
+      if (bytes > 0 && bytes + slice_bytes > policy->target_file_bytes) {
         full.insert(slice.namespace_name);
         continue;
       }
@@ -137,6 +149,7 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
   }
   std::vector<lake::Landing> landings;
   for (auto& [namespace_name, slices] : slices_by_namespace) {
+    const LakePolicy& policy = *PolicyFor(sinks, namespace_name);
     const bool replaces_table =
         policy.replaces_table && !pass.namespaces_landed.contains(namespace_name);
     if (auto namespace_schema = saved.namespaces.find(namespace_name);
@@ -189,10 +202,14 @@ Status ReclaimSegment(store::WriteTransaction& write, uint64_t segment_id) {
 // the segments all of whose slices are now landed, in one transaction; then deletes their files.
 Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                                const std::map<uint64_t, wal::SegmentEntry>& segments,
-                               const lake::Landing& landing, const lake::LandedSnapshot& snapshot) {
+                               const lake::Landing& landing, const lake::LandedSnapshot& snapshot,
+                               const DeadletterTotals& deadletters) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
   for (const lake::SliceRef& slice : landing.slices) {
     SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, LandedKey(slice), landing.landing_id));
+  }
+  if (deadletters.landed > 0 || deadletters.discarded > 0) {
+    SKIPPR_RETURN_IF_ERROR(AddDeadletterTotals(write, deadletters));
   }
   if (snapshot.snapshot_id != 0) {
     SKIPPR_RETURN_IF_ERROR(write.Put(
@@ -258,6 +275,33 @@ Status CheckPrimaryKeyIsSet(const config::Config& config, const config::Pipeline
       policy_setting, pipeline.data_source, source.kind));
 }
 
+// Where a SkipprLake sink entry writes.
+lake::LakeOptions LakeOptionsOf(const config::PipelineConfig& pipeline,
+                                const config::ConnectorConfig& sink,
+                                const std::string& pipeline_instance) {
+  lake::LakeOptions options;
+  options.pipeline = pipeline.name;
+  options.pipeline_instance = pipeline_instance;
+  options.warehouse = sink.GetString("warehouse");
+  options.table_namespace = sink.GetString("table_namespace");
+  if (sink.Has("catalog_uri")) options.catalog_uri = sink.GetString("catalog_uri");
+  options.max_snapshot_age_ms = sink.GetInteger("max_snapshot_age_seconds") * 1000;
+  options.min_snapshots_to_keep = static_cast<int32_t>(sink.GetInteger("min_snapshots_to_keep"));
+  return options;
+}
+
+// A SkipprLake sink entry's landing sizes (an append policy).
+LakePolicy SizesOf(const config::ConnectorConfig& sink) {
+  LakePolicy policy;
+  if (sink.Has("target_file_size_bytes")) {
+    policy.target_file_bytes = static_cast<uint64_t>(sink.GetInteger("target_file_size_bytes"));
+  }
+  if (sink.Has("commit_interval_seconds")) {
+    policy.commit_interval_seconds = static_cast<double>(sink.GetInteger("commit_interval_seconds"));
+  }
+  return policy;
+}
+
 // ", replacing the table" and the like, for the landing's log line.
 std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutcome& outcome) {
   if (landing.replaces_table) return ", replacing the table";
@@ -270,7 +314,7 @@ std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutc
 
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
                                                          const config::PipelineConfig& pipeline,
-                                                         std::string pipeline_instance) {
+                                                         const std::string& pipeline_instance) {
   if (!pipeline.data_sink) return std::unique_ptr<lake::LakeWriter>();
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
   if (sink.kind != "SkipprLake") {
@@ -282,27 +326,30 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
   if (sink.GetString("write_policy") == "merge_by_key") {
     SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
   }
-  lake::LakeOptions options;
-  options.pipeline = pipeline.name;
-  options.pipeline_instance = std::move(pipeline_instance);
-  options.warehouse = sink.GetString("warehouse");
-  options.table_namespace = sink.GetString("table_namespace");
-  if (sink.Has("catalog_uri")) options.catalog_uri = sink.GetString("catalog_uri");
-  options.max_snapshot_age_ms = sink.GetInteger("max_snapshot_age_seconds") * 1000;
-  options.min_snapshots_to_keep = static_cast<int32_t>(sink.GetInteger("min_snapshots_to_keep"));
-  return lake::LakeWriter::Open(std::move(options));
+  return lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance));
+}
+
+Result<PipelineSinks> OpenSinks(const config::Config& config,
+                                const config::PipelineConfig& pipeline,
+                                const std::string& pipeline_instance) {
+  PipelineSinks sinks;
+  SKIPPR_ASSIGN_OR_RETURN(sinks.data, OpenLakeWriter(config, pipeline, pipeline_instance));
+  sinks.data_policy = ResolveLakePolicy(config, pipeline);
+  if (!pipeline.deadletter_sink) return sinks;
+  // The loader admits only a SkipprLake deadletter sink; deadletters land by append.
+  const config::ConnectorConfig& sink =
+      config.deadletter_sinks.at(*pipeline.deadletter_sink).connector;
+  SKIPPR_CHECK(sink.kind == "SkipprLake");
+  sinks.deadletter_policy = SizesOf(sink);
+  SKIPPR_ASSIGN_OR_RETURN(sinks.deadletters,
+                          lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance)));
+  return sinks;
 }
 
 LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline) {
-  LakePolicy policy;
-  if (!pipeline.data_sink) return policy;
+  if (!pipeline.data_sink) return LakePolicy{};
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
-  if (sink.Has("target_file_size_bytes")) {
-    policy.target_file_bytes = static_cast<uint64_t>(sink.GetInteger("target_file_size_bytes"));
-  }
-  if (sink.Has("commit_interval_seconds")) {
-    policy.commit_interval_seconds = static_cast<double>(sink.GetInteger("commit_interval_seconds"));
-  }
+  LakePolicy policy = SizesOf(sink);
   policy.replaces_table =
       sink.Has("write_policy") && sink.GetString("write_policy") == "replace_table";
   const config::ConnectorConfig& source = config.data_sources.at(pipeline.data_source).connector;
@@ -396,41 +443,133 @@ Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
   return static_cast<uint64_t>(reclaimed.size());
 }
 
+namespace {
+
+// What one round reads from one store snapshot: the live segments it lands from (those committed
+// before the pass's first round), and its landings — the pending ones it can land, else new ones.
+struct RoundPlan {
+  std::map<uint64_t, wal::SegmentEntry> segments;
+  std::vector<lake::Landing> landings;
+  schema::PipelineSchema saved;
+};
+
+Result<RoundPlan> PlanRound(PipelineState& state, const config::PipelineConfig& pipeline,
+                            const LandingSinks& sinks, const PassLandings& pass,
+                            std::optional<uint64_t>& last_segment_id) {
+  RoundPlan plan;
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+  if (!last_segment_id) {
+    last_segment_id = 0;
+    for (const wal::SegmentEntry& entry : live) {
+      last_segment_id = std::max(*last_segment_id, entry.segment_id);
+    }
+  }
+  std::erase_if(live, [&](const wal::SegmentEntry& entry) {
+    return entry.segment_id > *last_segment_id;
+  });
+  SKIPPR_ASSIGN_OR_RETURN(LandingState landed, ReadLandingState(read));
+  SKIPPR_ASSIGN_OR_RETURN(plan.landings, ReadPendingLandings(read));
+  // A landing planned for a sink this configuration no longer has waits for it to come back.
+  std::erase_if(plan.landings, [&](const lake::Landing& landing) {
+    return PolicyFor(sinks, landing.namespace_name) == nullptr;
+  });
+  SKIPPR_ASSIGN_OR_RETURN(plan.saved, schema::LoadSchema(read));
+  if (plan.landings.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(plan.landings, PlanLandings(pipeline.name, state.store().identity().instance_id,
+                                                        live, landed.landed, sinks, pass,
+                                                        plan.saved));
+  }
+  for (wal::SegmentEntry& entry : live) plan.segments.emplace(entry.segment_id, std::move(entry));
+  return plan;
+}
+
+// The rows of a landing's slices, from the catalog entries of their segments.
+Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
+                       const lake::Landing& landing) {
+  int64_t rows = 0;
+  for (const lake::SliceRef& slice : landing.slices) {
+    auto entry = segments.find(slice.segment_id);
+    if (entry == segments.end() || slice.ordinal >= entry->second.slices.size()) {
+      return Status::Corruption(fmt::format(
+          "landing {} names slice {}/{}, which no live WAL segment holds: a segment was reclaimed "
+          "before its landing was recorded",
+          landing.landing_id, slice.segment_id, slice.ordinal));
+    }
+    rows += entry->second.slices[slice.ordinal].rows;
+  }
+  return rows;
+}
+
+// Lands one planned landing in its sink — or discards it, for deadletters without a deadletter
+// sink — and records it; adds what it did to `result`.
+Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
+               const LandingSinks& sinks, const RoundPlan& plan, const lake::Landing& landing,
+               PassLandings& pass, LandingPassResult& result) {
+  const bool is_deadletters = IsDeadletters(landing.namespace_name);
+  lake::LandingOutcome outcome;
+  DeadletterTotals deadletters;
+  if (is_deadletters && sinks.deadletters == nullptr) {
+    // Nothing to write: the slices' rows come from the catalog, nothing is decoded.
+    SKIPPR_ASSIGN_OR_RETURN(outcome.rows, RowsOf(plan.segments, landing));
+    deadletters.discarded = static_cast<uint64_t>(outcome.rows);
+  } else {
+    const schema::NamespaceSchema* namespace_schema = &schema::DeadletterSchema();
+    if (!is_deadletters) {
+      auto saved = plan.saved.namespaces.find(landing.namespace_name);
+      if (saved == plan.saved.namespaces.end()) {
+        return Status::Corruption(fmt::format("landing {}: namespace '{}' has no saved schema",
+                                              landing.landing_id, landing.namespace_name));
+      }
+      namespace_schema = &saved->second;
+    }
+    SKIPPR_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Batch>> batches,
+                            ReadLandingSlices(state, plan.segments, landing, pass));
+    lake::LakeWriter& writer = is_deadletters ? *sinks.deadletters : *sinks.data;
+    SKIPPR_ASSIGN_OR_RETURN(outcome, writer.Land(landing, *namespace_schema, batches));
+    if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
+                          RecordLanding(state, pipeline, plan.segments, landing, outcome.snapshot,
+                                        deadletters));
+  pass.namespaces_landed.insert(landing.namespace_name);
+  for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
+  if (deadletters.discarded > 0) {
+    spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured "
+                 "(pipeline {}; set pipelines.{}.deadletter_sink to keep them); {} segment(s) "
+                 "reclaimed",
+                 deadletters.discarded, pipeline.name, pipeline.name, reclaimed);
+  } else {
+    spdlog::info(
+        "lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) reclaimed",
+        landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
+        DescribePolicy(landing, outcome),
+        outcome.was_landed_before ? "was already in" : "committed as",
+        outcome.snapshot.snapshot_id, reclaimed);
+  }
+  if (!is_deadletters) {
+    ++result.landings;
+    result.rows_landed += outcome.rows;
+  }
+  result.deadletters.landed += deadletters.landed;
+  result.deadletters.discarded += deadletters.discarded;
+  result.segments_reclaimed += reclaimed;
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              lake::LakeWriter& writer, const LakePolicy& policy,
-                                              PassLandings& pass) {
+                                              const LandingSinks& sinks, PassLandings& pass) {
   LandingPassResult result;
   // Segments committed while this runs (ingest goes on beside a BackgroundLander) wait for the
   // next call: landing them now would cut them into landings smaller than the target.
   std::optional<uint64_t> last_segment_id;
   while (true) {
-    std::map<uint64_t, wal::SegmentEntry> segments;
-    std::vector<lake::Landing> landings;
-    schema::PipelineSchema saved;
-    {
-      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
-      SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
-      if (!last_segment_id) {
-        last_segment_id = 0;
-        for (const wal::SegmentEntry& entry : live) {
-          last_segment_id = std::max(*last_segment_id, entry.segment_id);
-        }
-      }
-      std::erase_if(live, [&](const wal::SegmentEntry& entry) {
-        return entry.segment_id > *last_segment_id;
-      });
-      SKIPPR_ASSIGN_OR_RETURN(LandingState landed, ReadLandingState(read));
-      SKIPPR_ASSIGN_OR_RETURN(landings, ReadPendingLandings(read));
-      SKIPPR_ASSIGN_OR_RETURN(saved, schema::LoadSchema(read));
-      if (landings.empty()) {
-        SKIPPR_ASSIGN_OR_RETURN(
-            landings, PlanLandings(pipeline.name, state.store().identity().instance_id, live,
-                                   landed.landed, policy, pass, saved));
-      }
-      for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
-    }
-    if (landings.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(const RoundPlan plan,
+                            PlanRound(state, pipeline, sinks, pass, last_segment_id));
+    if (plan.landings.empty()) {
       SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed, ReclaimLandedSegments(state, pipeline));
       result.segments_reclaimed += reclaimed;
       return result;
@@ -439,7 +578,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       // The plan is recorded before anything reaches the lake: after a crash the same slices land
       // under the same id, which the table's history then recognises.
       SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
-      for (const lake::Landing& landing : landings) {
+      for (const lake::Landing& landing : plan.landings) {
         SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog,
                                          PendingKey(landing.namespace_name), LandingToJson(landing)));
       }
@@ -447,32 +586,17 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
     }
     // One landing per namespace per round (the pending key is per namespace); the next round plans
     // what is left.
-    for (const lake::Landing& landing : landings) {
-      auto namespace_schema = saved.namespaces.find(landing.namespace_name);
-      if (namespace_schema == saved.namespaces.end()) {
-        return Status::Corruption(fmt::format("landing {}: namespace '{}' has no saved schema",
-                                              landing.landing_id, landing.namespace_name));
-      }
-      SKIPPR_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Batch>> batches,
-                              ReadLandingSlices(state, segments, landing, pass));
-      SKIPPR_ASSIGN_OR_RETURN(lake::LandingOutcome outcome,
-                              writer.Land(landing, namespace_schema->second, batches));
-      SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
-                              RecordLanding(state, pipeline, segments, landing, outcome.snapshot));
-      pass.namespaces_landed.insert(landing.namespace_name);
-      for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
-      spdlog::info(
-          "lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) "
-          "reclaimed",
-          landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
-          DescribePolicy(landing, outcome),
-          outcome.was_landed_before ? "was already in" : "committed as",
-          outcome.snapshot.snapshot_id, reclaimed);
-      ++result.landings;
-      result.rows_landed += outcome.rows;
-      result.segments_reclaimed += reclaimed;
+    for (const lake::Landing& landing : plan.landings) {
+      SKIPPR_RETURN_IF_ERROR(LandOne(state, pipeline, sinks, plan, landing, pass, result));
     }
   }
+}
+
+Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
+                                              const config::PipelineConfig& pipeline,
+                                              lake::LakeWriter& writer, const LakePolicy& policy,
+                                              PassLandings& pass) {
+  return LandCommittedSlices(state, pipeline, LandingSinks{&writer, policy, nullptr, {}}, pass);
 }
 
 }  // namespace skippr::pipeline::internal

@@ -27,7 +27,7 @@ namespace skippr::pipeline::internal {
 // `pipeline_instance`: the store's instance id, recorded in every snapshot summary.
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
                                                          const config::PipelineConfig& pipeline,
-                                                         std::string pipeline_instance);
+                                                         const std::string& pipeline_instance);
 
 // How the pipeline's sink lands (its SkipprLake settings).
 struct LakePolicy {
@@ -40,6 +40,49 @@ struct LakePolicy {
   std::string key_columns_setting;
 };
 LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline);
+
+// Where a pipeline's committed slices land (DESIGN.md §6, docs/formats/deadletters.md): data
+// namespaces in the data sink, the deadletters namespace in the deadletter sink. Without a data
+// writer the data slices stay in the WAL; without a deadletter writer the deadletter slices are
+// discarded — recorded as landed, counted, logged — as each landing round meets them.
+struct LandingSinks {
+  lake::LakeWriter* data = nullptr;
+  LakePolicy data_policy;
+  lake::LakeWriter* deadletters = nullptr;
+  LakePolicy deadletter_policy;  // always append; the deadletter sink's sizes
+};
+
+// The writers a sync pass lands with, owned. No lander runs when neither is set: the WAL is then
+// the dataset, deadletters included.
+struct PipelineSinks {
+  std::unique_ptr<lake::LakeWriter> data;
+  LakePolicy data_policy;
+  std::unique_ptr<lake::LakeWriter> deadletters;
+  LakePolicy deadletter_policy;
+
+  bool has_any() const { return data != nullptr || deadletters != nullptr; }
+  LandingSinks view() const {
+    return {data.get(), data_policy, deadletters.get(), deadletter_policy};
+  }
+};
+// The data sink's writer (OpenLakeWriter) and the deadletter sink's, when the pipeline has them;
+// `pipeline_instance` as for OpenLakeWriter.
+Result<PipelineSinks> OpenSinks(const config::Config& config,
+                                const config::PipelineConfig& pipeline,
+                                const std::string& pipeline_instance);
+
+// Deadletters a pipeline has sent on: landed in its deadletter sink, or discarded without one.
+// Kept in the catalog family (key Text("deadletter_totals"), deadletters.cpp), added to in the
+// transaction that records the landing.
+struct DeadletterTotals {
+  uint64_t landed = 0;
+  uint64_t discarded = 0;
+};
+Status AddDeadletterTotals(store::WriteTransaction& write, const DeadletterTotals& added);
+// The totals plus the rows of the deadletter slices of `live_segments` not landed yet: every
+// deadletter ever committed, and where it is.
+Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read,
+                                              const std::vector<wal::SegmentEntry>& live_segments);
 
 // OK unless the policy merges by key and a namespace of `schema` cannot be keyed by its columns
 // (missing, nested, floating point): then InvalidConfig naming the column, the namespace and the
@@ -57,14 +100,19 @@ struct PassLandings {
 };
 
 struct LandingPassResult {
-  uint64_t landings = 0;  // snapshots committed (replays included)
-  int64_t rows_landed = 0;
+  uint64_t landings = 0;     // data sink snapshots committed (replays included)
+  int64_t rows_landed = 0;   // of data namespaces
   uint64_t segments_reclaimed = 0;
+  DeadletterTotals deadletters;  // sent on this pass
 };
 
 // Lands every committed slice not landed yet (pending landings first), one snapshot per namespace
-// per at most `policy.target_file_bytes`, recording each in the store and reclaiming fully landed
-// segments.
+// per at most its policy's target_file_bytes, recording each in the store and reclaiming fully
+// landed segments. Deadletter slices go to `sinks.deadletters`, or are discarded without one.
+Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
+                                              const config::PipelineConfig& pipeline,
+                                              const LandingSinks& sinks, PassLandings& pass);
+// The same with a data sink only (deadletters discarded).
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
                                               lake::LakeWriter& writer, const LakePolicy& policy,
@@ -116,7 +164,7 @@ class BackgroundLander {
  public:
   // Starts the thread, which lands whatever an earlier run committed and did not land at once.
   BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
-                   std::unique_ptr<lake::LakeWriter> writer, LakePolicy policy);
+                   PipelineSinks sinks);
   ~BackgroundLander();  // stops after the round in progress (the WAL keeps what did not land)
   BackgroundLander(const BackgroundLander&) = delete;
   BackgroundLander& operator=(const BackgroundLander&) = delete;
@@ -138,8 +186,7 @@ class BackgroundLander {
 
   PipelineState& state_;
   const config::PipelineConfig& pipeline_;
-  std::unique_ptr<lake::LakeWriter> writer_;
-  const LakePolicy policy_;
+  const PipelineSinks sinks_;
   PassLandings pass_;          // the lander thread's own
   LandingPassResult totals_;   // the lander thread's own; read after Finish
 

@@ -34,11 +34,17 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
       batch.deadletters.push_back(std::move(*deadletter));
     }
   }
+  if (batch.deadletters.empty()) return;
+  const std::string source_namespace = shaper.NamespaceOf(batch.context);
   for (schema::Deadletter& deadletter : batch.deadletters) {
+    if (deadletter.namespace_name.empty()) deadletter.namespace_name = source_namespace;
     if (deadletter_count++ < kDeadlettersDescribed) {
-      spdlog::warn("Deadletter id={} err={}", deadletter.origin.source,
-                   schema::DescribeDeadletter(deadletter));
-      described.push_back(std::move(deadletter));
+      spdlog::warn("Deadletter id={} ns={} err={}", schema::DeadletterId(deadletter),
+                   deadletter.namespace_name, schema::DescribeDeadletter(deadletter));
+      // Described without the record (up to 1 MiB each); the batch keeps it for the WAL.
+      std::string payload = std::move(deadletter.payload);
+      described.push_back(deadletter);
+      deadletter.payload = std::move(payload);
     }
   }
 }

@@ -123,8 +123,11 @@ struct SyncResult {
   uint64_t deadletter_count = 0;
   std::vector<schema::Deadletter> deadletters;  // the first kDeadlettersDescribed
   wal::RecoveryReport recovery;
-  uint64_t landings = 0;  // SkipprLake snapshots committed (or found committed) this run
+  uint64_t landings = 0;  // data sink snapshots committed (or found committed) this run
   int64_t rows_landed = 0;
+  uint64_t deadletters_committed = 0;  // to the WAL, as rows of <pipeline>.deadletters
+  uint64_t deadletters_landed = 0;     // in the deadletter sink (this run's, and earlier runs')
+  uint64_t deadletters_discarded = 0;  // without a deadletter sink, as their segments landed
   uint64_t segments_reclaimed = 0;
   int64_t rows_aggregated = 0;  // rows the transform.aggregates processor applied (all aggregates)
 };
@@ -155,14 +158,25 @@ struct LastRun {
   std::string error;
 };
 
+// Every deadletter a pipeline committed: still in the WAL, landed in its deadletter sink, or
+// discarded (a data sink and no deadletter sink). committed = live + landed + discarded.
+struct DeadletterCounts {
+  uint64_t committed = 0;
+  uint64_t live = 0;
+  uint64_t landed = 0;
+  uint64_t discarded = 0;
+};
+
 struct PipelineStatus {
   std::string pipeline;
   bool has_state = false;  // false: never discovered or synced
   std::string instance_id;  // the store's pipeline-instance id (store::StoreIdentity)
   bool has_sink = false;
+  std::optional<std::string> deadletter_sink;  // the deadletter_sinks entry
+  DeadletterCounts deadletters;
   size_t live_segments = 0;
   uint64_t live_bytes = 0;
-  int64_t live_rows = 0;
+  int64_t live_rows = 0;  // data rows; deadletters are counted apart
   std::optional<int64_t>
       oldest_live_unix_micros;  // the oldest batch not landed (all, without a sink)
   sources::SourcePositions positions;

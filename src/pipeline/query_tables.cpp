@@ -24,6 +24,8 @@ namespace {
 // How often a bind re-pins when a segment file vanished under it (reclaimed after landing).
 constexpr int kSnapshotAttempts = 10;
 
+const std::string kDeadletters(schema::kDeadlettersNamespace);
+
 using Batches = std::vector<std::shared_ptr<const Batch>>;
 
 // One table's live WAL slices, decoded when the first scan of the table starts (TableSource's
@@ -76,8 +78,8 @@ struct PinnedCatalog {
 };
 
 // The tables of one pipeline: listed from its saved schema when the engine opens, bound on demand.
-// Its namespaces are its tables today; a further kind of table of a pipeline (deadletters) is
-// listed in TableNames() and bound in BindTable().
+// Its tables: one per namespace, and <pipeline>.deadletters (docs/formats/deadletters.md), the
+// deadletter slices still in the WAL plus those landed in the deadletter sink.
 class PipelineTables {
  public:
   // NotFound: the pipeline never ran, it has no tables. `checks_locations`: file access is off,
@@ -102,6 +104,7 @@ class PipelineTables {
   std::vector<std::string> TableNames() const {
     std::vector<std::string> names;
     for (const auto& [ns_name, ns] : schema_.namespaces) names.push_back(ns_name);
+    if (!schema_.namespaces.contains(kDeadletters)) names.push_back(kDeadletters);
     return names;
   }
 
@@ -130,16 +133,22 @@ class PipelineTables {
   PipelineTables() = default;
 
   void FindDataDirectories(const config::Config& config, const config::PipelineConfig& pipeline) {
-    if (!pipeline.data_sink) return;
-    const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
-    if (sink.kind != "SkipprLake") return;
-    for (const auto& [ns_name, ns] : schema_.namespaces) {
-      Result<std::string> location = iceberg::TableLocation(
-          sink.GetString("warehouse"), sink.GetString("table_namespace"), ns_name);
-      if (!location.ok()) continue;  // not a local table: nothing of it can be read
-      Result<std::string> local = iceberg::LocalPathOfUri(*location);
-      if (local.ok()) data_directories_[ns_name] = *local + "/data/";
+    if (pipeline.data_sink) {
+      const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
+      for (const auto& [ns_name, ns] : schema_.namespaces) AddDataDirectory(sink, ns_name);
     }
+    if (pipeline.deadletter_sink && !schema_.namespaces.contains(kDeadletters)) {
+      AddDataDirectory(config.deadletter_sinks.at(*pipeline.deadletter_sink).connector, kDeadletters);
+    }
+  }
+
+  void AddDataDirectory(const config::ConnectorConfig& sink, const std::string& table) {
+    if (sink.kind != "SkipprLake") return;
+    Result<std::string> location = iceberg::TableLocation(
+        sink.GetString("warehouse"), sink.GetString("table_namespace"), table);
+    if (!location.ok()) return;  // not a local table: nothing of it can be read
+    Result<std::string> local = iceberg::LocalPathOfUri(*location);
+    if (local.ok()) data_directories_[table] = *local + "/data/";
   }
 
   Status Pin() {
@@ -209,19 +218,20 @@ class PipelineTables {
 
   Result<query::TableSource> BindTable(const std::string& ns_name) {
     auto ns = schema_.namespaces.find(ns_name);
-    if (ns == schema_.namespaces.end()) {
+    const bool is_deadletters = ns == schema_.namespaces.end() && ns_name == kDeadletters;
+    if (ns == schema_.namespaces.end() && !is_deadletters) {
       return Status::NotFound(fmt::format("pipeline {} has no namespace '{}'", name_, ns_name));
     }
     SKIPPR_RETURN_IF_ERROR(Pin());
     query::TableSource table;
     table.pipeline = name_;
     table.namespace_name = ns_name;
-    table.fields = ns->second.fields;
+    table.fields = is_deadletters ? schema::DeadletterSchema().fields : ns->second.fields;
     SKIPPR_ASSIGN_OR_RETURN(table.landed, LandedRowsOf(ns_name));
     SKIPPR_ASSIGN_OR_RETURN(std::vector<LiveSlices::Slice> slices, LiveSlicesOf(ns_name));
     // Under merge_by_key the live rows upsert the landed ones, as their landing will. Keys the
     // schema cannot carry fail the sync, not the query: the rows then read as appended.
-    if (lake::CheckKeyColumns(policy_.key_columns, ns->second.fields).ok()) {
+    if (!is_deadletters && lake::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
       table.key_columns = policy_.key_columns;
     }
     auto live = std::make_shared<LiveSlices>(name_ + "." + ns_name, std::move(slices));

@@ -10,8 +10,9 @@ namespace skippr::pipeline::internal {
 
 schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool build_columns);
 
-// Absorbs every record of `batch`. Deadletters (the source's and the shaper's) are counted into
-// `deadletter_count`, logged, and the first kDeadlettersDescribed kept in `described`.
+// Absorbs every record of `batch`. Deadletters (the source's and the shaper's) are left in
+// `batch.deadletters` with their namespace, counted into `deadletter_count`, logged, and the first
+// kDeadlettersDescribed copied (without their records) into `described`.
 void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
                  std::vector<schema::Deadletter>& described);
 

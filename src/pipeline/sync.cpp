@@ -46,6 +46,25 @@ bool ChaosRequested(const config::PipelineConfig& pipeline) {
   return text == "yes" || text == "true" || text == "1" || text == "YES" || text == "TRUE";
 }
 
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// When the sync thread asks for a landing round: at the smaller size and interval of the sinks
+// the pipeline lands in.
+internal::LakePolicy LandingTrigger(const internal::PipelineSinks& sinks) {
+  if (!sinks.data) return sinks.deadletter_policy;
+  if (!sinks.deadletters) return sinks.data_policy;
+  internal::LakePolicy trigger = sinks.data_policy;
+  trigger.target_file_bytes =
+      std::min(trigger.target_file_bytes, sinks.deadletter_policy.target_file_bytes);
+  trigger.commit_interval_seconds =
+      std::min(trigger.commit_interval_seconds, sinks.deadletter_policy.commit_interval_seconds);
+  return trigger;
+}
+
 std::string PositionsJson(const sources::SourcePositions& positions) {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [partition, position] : positions) {
@@ -124,6 +143,7 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
   status.pipeline = pipeline.name;
   status.has_sink = pipeline.data_sink.has_value();
   SKIPPR_ASSIGN_OR_RETURN(status.disk_rule, ResolveDiskRule(pipeline));
+  status.deadletter_sink = pipeline.deadletter_sink;
   if (Result<DiskUsage> usage = MeasureDisk(pipeline.data_dir); usage.ok()) {
     status.disk = *usage;
     const DiskPressure pressure =
@@ -140,10 +160,13 @@ Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline) {
   status.instance_id = state->store().identity().instance_id;
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state->store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> segments, wal::LiveSegments(read));
+  SKIPPR_ASSIGN_OR_RETURN(status.deadletters, internal::ReadDeadletterCounts(read, segments));
   for (const wal::SegmentEntry& entry : segments) {
     ++status.live_segments;
     status.live_bytes += entry.file_bytes;
-    status.live_rows += entry.rows();
+    for (const wal::SliceSummary& slice : entry.slices) {
+      if (slice.namespace_name != schema::kDeadlettersNamespace) status.live_rows += slice.rows;
+    }
     if (!status.oldest_live_unix_micros ||
         entry.created_unix_micros < *status.oldest_live_unix_micros) {
       status.oldest_live_unix_micros = entry.created_unix_micros;
@@ -187,6 +210,7 @@ struct SealedCommit {
   // With transform.ops: the shaper's schemas that changed (`changes` are then the output's).
   std::vector<schema::NamespaceSchema> changed_input_schemas;
   uint64_t source_bytes = 0;
+  int64_t deadletter_rows = 0;  // the rows of the last batch, when it is the deadletters one
 };
 
 // Commits sealed batches to the WAL on a thread of its own, in the order they were sealed, while
@@ -318,14 +342,15 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<wal::Wal> wal,
       wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
-                          internal::OpenLakeWriter(config, pipeline,
-                                                   state.store().identity().instance_id));
-  const internal::LakePolicy lake_policy = internal::ResolveLakePolicy(config, pipeline);
+  SKIPPR_ASSIGN_OR_RETURN(
+      internal::PipelineSinks sinks,
+      internal::OpenSinks(config, pipeline, state.store().identity().instance_id));
+  const internal::LakePolicy lake_policy = sinks.data_policy;
+  const internal::LakePolicy landing_trigger = LandingTrigger(sinks);
   // Landing runs beside ingest; its first round lands what an earlier run committed and did not
   // land (a crash, a failed landing).
   std::optional<internal::BackgroundLander> lander;
-  if (lake_writer) lander.emplace(state, pipeline, std::move(lake_writer), lake_policy);
+  if (sinks.has_any()) lander.emplace(state, pipeline, std::move(sinks));
   // transform.aggregates apply committed slices on their own thread; ingest never waits for them.
   std::unique_ptr<internal::BackgroundAggregator> aggregator;
   if (!pipeline.transform.aggregates.empty()) {
@@ -359,7 +384,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     SKIPPR_ASSIGN_OR_RETURN(ops, internal::OpenOps(config, pipeline, read));
   }
   // A primary key the schema cannot carry fails now, before the source is read.
-  if (lander) {
+  if (!lake_policy.key_columns.empty()) {
     SKIPPR_RETURN_IF_ERROR(
         internal::CheckKeyColumns(lake_policy, ops ? ops->output_schema() : saved));
   }
@@ -389,12 +414,17 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   uint64_t buffered_bytes = 0;
   auto buffer_started = std::chrono::steady_clock::now();
 
+  // The deadletters read since the last commit, as rows of the deadletters namespace: they are
+  // committed in the same segment as the batch they came from.
+  schema::DeadletterRows pending_deadletters;
+
   // Runs on the committer thread: the sync thread reads `result`'s commit fields only after
   // Drain, and `progress`'s through the atomics.
   std::atomic<uint64_t> rows_committed{0};
   std::atomic<uint64_t> segments_committed{0};
   const auto on_committed = [&](SealedCommit& commit, const wal::CommitInfo& info) -> Status {
     for (const Batch& batch : commit.batches) {
+      if (batch.namespace_name == schema::kDeadlettersNamespace) continue;
       result.rows_by_namespace[batch.namespace_name] += batch.num_rows;
     }
     if (lander && info.segment_id != 0) {
@@ -406,7 +436,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
                    fmt::join(change.changes, "; "));
       result.changes.push_back(std::move(change));
     }
-    result.rows_committed += info.rows;
+    result.rows_committed += info.rows - commit.deadletter_rows;
+    result.deadletters_committed += commit.deadletter_rows;
     result.segments_committed += info.segment_id != 0 ? 1 : 0;
     rows_committed = result.rows_committed;
     segments_committed = result.segments_committed;
@@ -419,8 +450,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     unlanded_bytes += commit.source_bytes;
     const double since_landing_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_landing).count();
-    if (unlanded_bytes >= lake_policy.target_file_bytes ||
-        since_landing_seconds >= lake_policy.commit_interval_seconds) {
+    if (unlanded_bytes >= landing_trigger.target_file_bytes ||
+        since_landing_seconds >= landing_trigger.commit_interval_seconds) {
       lander->RequestLanding();
       unlanded_bytes = 0;
       last_landing = std::chrono::steady_clock::now();
@@ -444,6 +475,10 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
       sealed.changed_input_schemas = std::move(sealed.changed_schemas);
       SKIPPR_RETURN_IF_ERROR(ApplyOps(*ops, sealed, origins));
     }
+    if (pending_deadletters.rows() > 0) {  // last: the ops never see them
+      sealed.deadletter_rows = pending_deadletters.rows();
+      sealed.batches.push_back(pending_deadletters.Take());
+    }
     sealed.positions = std::move(pending_positions);
     sealed.source_bytes = buffered_bytes;
     pending_positions.clear();
@@ -461,6 +496,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     if (!batch) break;
     CrashPoint("sync.after_source_read");
     internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters);
+    if (!batch->deadletters.empty()) pending_deadletters.Append(batch->deadletters, NowMicros());
     result.records_read += batch->records.size();
     pending_positions[batch->partition] = batch->position;
     // Sources that cannot tell their bytes (the sample, Parquet) count a nominal 256 per record.
@@ -490,11 +526,14 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
     result.landings = landed.landings;
     result.rows_landed = landed.rows_landed;
     result.segments_reclaimed = landed.segments_reclaimed;
+    result.deadletters_landed = landed.deadletters.landed;
+    result.deadletters_discarded = landed.deadletters.discarded;
   }
   if (on_progress) on_progress(progress);
-  if (result.deadletter_count > 0 && !pipeline.deadletter_sink) {
-    spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured",
-                 result.deadletter_count);
+  if (result.deadletters_committed > 0 && !lander) {
+    spdlog::info("sync {}: {} deadletter record(s) committed to the WAL (no sink: the WAL keeps "
+                 "them); query them as {}.deadletters",
+                 pipeline.name, result.deadletters_committed, pipeline.name);
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/batch.hpp"
@@ -71,12 +72,73 @@ struct RecordOrigin {
   uint64_t row = 0;
 };
 
+// ----- deadletters (docs/formats/deadletters.md) ----------------------------------------------
+
+// The reserved namespace of deadletter slices in the WAL and of the table <pipeline>.deadletters;
+// no data namespace may take this name.
+inline constexpr std::string_view kDeadlettersNamespace = "deadletters";
+
+// Why a record became a deadletter: a fixed vocabulary, stored by name in the failure_code column.
+// Append new codes at the end; a name, once written, never changes meaning.
+enum class FailureCode : uint8_t {
+  kUnclassified,           // a site that names no code
+  kInvalidJson,            // a JSON line, array or element that does not parse
+  kInvalidCsv,             // a CSV record that cannot be split (an unterminated quote)
+  kCsvFieldCount,          // a CSV row with more or fewer fields than the header
+  kInvalidUtf8,            // text that is not UTF-8
+  kRecordTooLarge,         // a record over the 16 MiB record limit
+  kNotAnObject,            // a record that is a list or a single value
+  kDuplicateField,         // one field twice in one object
+  kNestingTooDeep,         // nested deeper than 64 levels
+  kMixedList,              // a list mixing objects, lists and single values
+  kMissingNamespaceField,  // transform.namespace_fields names a field the record lacks
+  kMissingKey,             // a primary-key field missing or null
+  kTypeConflict,           // a value that cannot take its column's type (a primary key's)
+  kUnreadableFile,         // a whole file that is empty, binary or not in its format
+  kUnconvertibleRow,       // a typed row (Parquet) that has no record form
+};
+std::string_view FailureCodeName(FailureCode code);  // "invalid_json", ...
+
+// A deadletter keeps at most this much of the raw record (cut at a UTF-8 character boundary).
+inline constexpr size_t kDeadletterRecordMaxBytes = 1 << 20;
+
 struct Deadletter {
   RecordOrigin origin;
   std::string reason;
-  std::string payload;  // the record (or the start of its raw text), at most 1 KiB
+  std::string payload;  // the raw record (or its JSON form), at most kDeadletterRecordMaxBytes
+  FailureCode failure_code = FailureCode::kUnclassified;
+  bool is_payload_truncated = false;  // the record was longer than `payload`
+  // The namespace the record was headed for; empty when it is not known (it is decided by a
+  // transform.namespace_fields value the record did not yield).
+  std::string namespace_name;
+  std::optional<uint64_t> byte_offset;        // of the record's first byte, where the source knows it
+  std::optional<int64_t> event_unix_micros;   // the event's own time, where the source gives one
 };
+// A deadletter keeping `raw_record` as its payload, cut to kDeadletterRecordMaxBytes.
+Deadletter MakeDeadletter(RecordOrigin origin, FailureCode code, std::string reason,
+                          std::string_view raw_record);
 std::string DescribeDeadletter(const Deadletter& deadletter);  // "file.json:12 (row 11): reason"
+// Stable across re-reads of the same record: 32 hex digits of SHA-256 over its source, row and
+// line (docs/formats/deadletters.md).
+std::string DeadletterId(const Deadletter& deadletter);
+
+// The fixed schema of deadletter rows: field ids never change; a column added later takes the next
+// id and the next schema id.
+const NamespaceSchema& DeadletterSchema();
+
+// Deadletters as rows of the deadletters namespace, built column by column for one WAL commit.
+class DeadletterRows {
+ public:
+  DeadletterRows();
+  // Appends one row per deadletter, all processed at `processed_unix_micros`.
+  void Append(const std::vector<Deadletter>& deadletters, int64_t processed_unix_micros);
+  int64_t rows() const { return batch_.num_rows; }
+  // The rows so far as one Batch of DeadletterSchema(); starts again empty.
+  Batch Take();
+
+ private:
+  Batch batch_;
+};
 
 struct ShaperOptions {
   std::string default_namespace;              // used without namespace_fields: the pipeline's name
@@ -132,6 +194,10 @@ class Shaper {
   // schema (call Seal() first so the schema ids are final).
   // With keep_origins, `origins` (when given) receives each batch's row origins, in parallel.
   std::vector<Batch> TakeBatches(std::vector<std::vector<RecordOrigin>>* origins = nullptr);
+
+  // The namespace every record in `context` goes to, when no transform.namespace_fields value
+  // decides it (empty otherwise): where a record that could not be read was headed.
+  std::string NamespaceOf(const RecordContext& context) const;
 
   const PipelineSchema& schema() const { return schema_; }
   uint64_t records_absorbed() const { return records_absorbed_; }

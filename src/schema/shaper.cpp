@@ -20,7 +20,6 @@ using internal::EpochIntegerToMicros;
 namespace {
 
 constexpr int kMaxNestingDepth = 64;
-constexpr size_t kMaxDeadletterPayloadBytes = 1024;
 
 // ----- checks that make a record untypable --------------------------------------------------
 
@@ -89,37 +88,47 @@ std::optional<std::string_view> DuplicateName(const ValueObject& object) {
   return std::nullopt;
 }
 
-std::optional<std::string> Untypable(const Value& value, int depth, const PathLink* path,
-                                     bool keys_may_repeat) {
+// Why a record cannot be typed, for its deadletter.
+struct Rejection {
+  FailureCode code;
+  std::string reason;
+};
+
+std::optional<Rejection> Untypable(const Value& value, int depth, const PathLink* path,
+                                   bool keys_may_repeat) {
   if (depth > kMaxNestingDepth) {
-    return fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth, RenderPath(path));
+    return Rejection{FailureCode::kNestingTooDeep,
+                     fmt::format("nested deeper than {} levels at '{}'", kMaxNestingDepth,
+                                 RenderPath(path))};
   }
   if (value.kind() == Value::Kind::kObject) {
     if (auto duplicate = keys_may_repeat ? DuplicateName(value.as_object()) : std::nullopt) {
       const std::string where = RenderPath(path);
-      return fmt::format("field '{}' appears twice in one object{}", *duplicate,
-                         where.empty() ? "" : " at '" + where + "'");
+      return Rejection{FailureCode::kDuplicateField,
+                       fmt::format("field '{}' appears twice in one object{}", *duplicate,
+                                   where.empty() ? "" : " at '" + where + "'")};
     }
     for (const auto& [name, child] : value.as_object()) {
       const bool is_leaf =
           child.kind() != Value::Kind::kObject && child.kind() != Value::Kind::kList;
       if (is_leaf && depth < kMaxNestingDepth) continue;  // a single value cannot break a rule
       const PathLink link{path, name};
-      if (auto reason = Untypable(child, depth + 1, &link, keys_may_repeat)) return reason;
+      if (auto rejection = Untypable(child, depth + 1, &link, keys_may_repeat)) return rejection;
     }
   } else if (value.kind() == Value::Kind::kList) {
     bool mixed = false;
     ShapeOfList(value.as_list(), &mixed);
     if (mixed) {
-      return fmt::format(
-          "list '{}' mixes objects, lists and single values; a column holds one kind",
-          RenderPath(path));
+      return Rejection{
+          FailureCode::kMixedList,
+          fmt::format("list '{}' mixes objects, lists and single values; a column holds one kind",
+                      RenderPath(path))};
     }
     const PathLink link{path, "[]"};
     for (const Value& item : value.as_list()) {
       const bool is_leaf = item.kind() != Value::Kind::kObject && item.kind() != Value::Kind::kList;
       if (is_leaf && depth < kMaxNestingDepth) continue;
-      if (auto reason = Untypable(item, depth + 1, &link, keys_may_repeat)) return reason;
+      if (auto rejection = Untypable(item, depth + 1, &link, keys_may_repeat)) return rejection;
     }
   }
   return std::nullopt;
@@ -743,28 +752,35 @@ Shaper::NamespaceState& Shaper::StateFor(const std::string& namespace_name) {
   return result;
 }
 
+std::string Shaper::NamespaceOf(const RecordContext& context) const {
+  if (!options_.namespace_fields.empty()) return "";
+  return config::CleanName(context.source_namespace.empty() ? options_.default_namespace
+                                                            : context.source_namespace);
+}
+
 std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origin,
                                          const RecordContext& context) {
-  const auto deadletter = [&](std::string reason) {
-    std::string payload = record.ToJson();
-    if (payload.size() > kMaxDeadletterPayloadBytes) payload.resize(kMaxDeadletterPayloadBytes);
-    return Deadletter{origin, std::move(reason), std::move(payload)};
+  const auto deadletter = [&](FailureCode code, std::string reason) {
+    Deadletter rejected = MakeDeadletter(origin, code, std::move(reason), record.ToJson());
+    rejected.namespace_name = NamespaceOf(context);
+    return rejected;
   };
   if (record.kind() != Value::Kind::kObject) {
     return deadletter(
+        FailureCode::kNotAnObject,
         fmt::format("a record must be an object, found {}", ValueKindName(record.kind())));
   }
   if (!context.records_are_flat) {
-    if (auto reason = Untypable(record, 0, nullptr, context.keys_may_repeat)) {
-      return deadletter(*reason);
+    if (auto rejection = Untypable(record, 0, nullptr, context.keys_may_repeat)) {
+      return deadletter(rejection->code, std::move(rejection->reason));
     }
   }
   if (options_.flatten_events) {
     ValueObject flat;
     FlattenInto(flat, "", std::move(record.mutable_object()));
     record = Value::Object(std::move(flat));
-    if (auto reason = Untypable(record, 0, nullptr, true))
-      return deadletter(*reason + " after flattening");
+    if (auto rejection = Untypable(record, 0, nullptr, true))
+      return deadletter(rejection->code, rejection->reason + " after flattening");
   }
 
   const std::string& raw_namespace =
@@ -783,6 +799,7 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
       const Value* value = record.Find(name);
       if (value == nullptr || value->is_null()) {
         return deadletter(
+            FailureCode::kMissingNamespaceField,
             fmt::format("namespace field '{}' is missing or null; with "
                         "transform.namespace_fields every record needs it",
                         name));

@@ -156,8 +156,6 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
   return detected(FileFormat::kCsv);
 }
 
-std::string Truncated(std::string_view text) { return std::string(text.substr(0, 1024)); }
-
 // ----- readers of one file ------------------------------------------------------------------
 
 // Where a reader starts in its stream (which the File source opened at the matching byte): the
@@ -211,20 +209,23 @@ class JsonLinesReader final : public FileReader {
       // Built only for a deadletter: a path copy per record would cost more than the record.
       const auto origin = [&] { return schema::RecordOrigin{path_, line->line_number, records_}; };
       if (line->text.size() > kMaxRecordBytes) {
-        batch.deadletters.push_back(
-            {origin(),
-             fmt::format(
-                 "record of {} bytes exceeds the {} MiB limit; split it into smaller records",
-                 line->text.size(), kMaxRecordBytes >> 20),
-             Truncated(line->text)});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            origin(), schema::FailureCode::kRecordTooLarge,
+            fmt::format("record of {} bytes exceeds the {} MiB limit; split it into smaller records",
+                        line->text.size(), kMaxRecordBytes >> 20),
+            line->text));
+        batch.deadletters.back().byte_offset = line->byte_offset;
         continue;
       }
       auto parsed =
           parser_.parse(line->text.data(), line->text.size(), /*realloc_if_needed=*/false);
       if (parsed.error()) {
-        batch.deadletters.push_back(
-            {origin(), fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())),
-             Truncated(line->text)});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            origin(),
+            parsed.error() == simdjson::UTF8_ERROR ? schema::FailureCode::kInvalidUtf8
+                                                   : schema::FailureCode::kInvalidJson,
+            fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())), line->text));
+        batch.deadletters.back().byte_offset = line->byte_offset;
         continue;
       }
       batch.records.push_back(
@@ -295,7 +296,8 @@ class JsonArrayReader final : public FileReader {
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t) override {
     if (error_) {
-      batch.deadletters.push_back({{path_, 1, 1}, *error_, ""});
+      batch.deadletters.push_back(
+          schema::MakeDeadletter({path_, 1, 1}, schema::FailureCode::kInvalidJson, *error_, ""));
       return true;
     }
     while (batch.records.size() < max_records) {
@@ -356,7 +358,8 @@ class CsvFileReader final : public FileReader {
            bytes_in_batch < max_bytes) {
       Result<std::optional<CsvRow>> next = csv_->Next();
       if (!next.ok()) {  // an unterminated quote: the rest of the file is one broken record
-        batch.deadletters.push_back({{path_, 0, records_ + 1}, next.status().message(), ""});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            {path_, 0, records_ + 1}, schema::FailureCode::kInvalidCsv, next.status().message(), ""));
         SetNextLine(batch);
         return true;
       }
@@ -382,24 +385,27 @@ class CsvFileReader final : public FileReader {
       }
       bytes_in_batch += row_bytes;
       if (row.fields.size() != names_.size()) {
-        batch.deadletters.push_back(
-            {origin(),
-             fmt::format("row has {} fields, the header {}; quote fields that contain the "
-                         "delimiter '{}'",
-                         row.fields.size(), names_.size(),
-                         csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
-             Truncated(JoinRow(row))});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            origin(), schema::FailureCode::kCsvFieldCount,
+            fmt::format("row has {} fields, the header {}; quote fields that contain the "
+                        "delimiter '{}'",
+                        row.fields.size(), names_.size(),
+                        csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
+            JoinRow(row)));
         continue;
       }
       if (!is_utf8) {
-        batch.deadletters.push_back({origin(), "invalid UTF-8; save the file as UTF-8", ""});
+        batch.deadletters.push_back(schema::MakeDeadletter(origin(), schema::FailureCode::kInvalidUtf8,
+                                                           "invalid UTF-8; save the file as UTF-8",
+                                                           JoinRow(row)));
         continue;
       }
       if (row_bytes > kMaxRecordBytes) {
-        batch.deadletters.push_back({origin(),
-                                     fmt::format("record of {} bytes exceeds the {} MiB limit",
-                                                 row_bytes, kMaxRecordBytes >> 20),
-                                     ""});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            origin(), schema::FailureCode::kRecordTooLarge,
+            fmt::format("record of {} bytes exceeds the {} MiB limit", row_bytes,
+                        kMaxRecordBytes >> 20),
+            JoinRow(row)));
         continue;
       }
       ValueObject object;
@@ -551,7 +557,8 @@ class ParquetReader final : public FileReader {
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t) override {
     if (error_) {
-      batch.deadletters.push_back({{path_, 0, 1}, *error_, ""});
+      batch.deadletters.push_back(
+          schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
       return true;
     }
     while (batch.records.size() < max_records) {
@@ -570,7 +577,9 @@ class ParquetReader final : public FileReader {
       ++records_;
       auto parsed = parser_.parse(data, length, /*realloc_if_needed=*/true);
       if (parsed.error()) {
-        batch.deadletters.push_back({{path_, 0, records_}, "row not convertible", ""});
+        batch.deadletters.push_back(schema::MakeDeadletter(
+            {path_, 0, records_}, schema::FailureCode::kUnconvertibleRow, "row not convertible",
+            std::string_view(data, length)));
         continue;
       }
       batch.records.push_back(
@@ -597,7 +606,8 @@ class UnreadableFileReader final : public FileReader {
   UnreadableFileReader(std::string path, std::string reason)
       : path_(std::move(path)), reason_(std::move(reason)) {}
   Result<bool> Fill(SourceBatch& batch, uint64_t, uint64_t) override {
-    batch.deadletters.push_back({{path_, 0, 0}, reason_, ""});
+    batch.deadletters.push_back(
+        schema::MakeDeadletter({path_, 0, 0}, schema::FailureCode::kUnreadableFile, reason_, ""));
     return true;
   }
 

@@ -793,6 +793,7 @@ Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
     const bool is_current = cursor && cursor->segment_id == segment.segment_id;
     for (const wal::SliceSummary& slice : segment.slices) {
       if (is_current && slice.ordinal < cursor->slice_ordinal) continue;
+      if (slice.namespace_name == schema::kDeadlettersNamespace) continue;
       lag.rows += slice.rows;
       if (is_current && slice.ordinal == cursor->slice_ordinal) lag.rows -= cursor->row_index;
     }
@@ -961,6 +962,9 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
     SKIPPR_CHECK(reader.slices().size() == segment.slices.size());
     const uint32_t slice_count = static_cast<uint32_t>(segment.slices.size());
     for (uint32_t ordinal = resumes ? cursor->slice_ordinal : 0; ordinal < slice_count; ++ordinal) {
+      // Deadletters are records that never reached a namespace: no aggregate covers them, even
+      // one whose key fields share their column names.
+      if (segment.slices[ordinal].namespace_name == schema::kDeadlettersNamespace) continue;
       SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(ordinal));
       SKIPPR_CHECK(batch.num_rows == segment.slices[ordinal].rows);
       SKIPPR_CHECK(!batch.cdc ||

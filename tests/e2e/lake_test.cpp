@@ -70,12 +70,7 @@ std::vector<nlohmann::json> MetadataFiles(const TempDir& dir, const std::string&
 
 // The table as the independent reader sees it: {"schema": [...], "rows": [...]}.
 nlohmann::json ReadWithIcebird(const TempDir& dir, const std::string& table) {
-  ProcessResult read = RunProcess("/usr/bin/env", {"node", std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs",
-                                           "--catalog", Warehouse(dir) + "/skippr_catalog.db",
-                                           "landed", table});
-  EXPECT_EQ(read.exit_code, 0) << read.err;
-  if (read.exit_code != 0) return nlohmann::json::object({{"schema", {}}, {"rows", {}}});
-  return nlohmann::json::parse(read.out);
+  return skippr::testing::ReadWithIcebird(Warehouse(dir), "landed", table);
 }
 
 TEST(LakeSample, MillionRowsLandOnceAndTheWalIsReclaimed) {
@@ -307,23 +302,6 @@ TEST(LakePolicy, MergeByKeyRefusesKeysTheSchemaCannotCarry) {
     EXPECT_THAT(sync.err, HasSubstr(message));
     EXPECT_EQ(SegmentFiles(dir, "events"), 0u) << "refused before the source was read";
   }
-}
-
-// The rows `skipprd query` returns, each value as text (NULL as "").
-std::vector<std::vector<std::string>> QueryRows(const TempDir& dir, const std::string& sql) {
-  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", sql});
-  EXPECT_EQ(query.exit_code, 0) << sql << "\n" << query.err;
-  std::vector<std::vector<std::string>> rows;
-  if (query.exit_code != 0) return rows;
-  const nlohmann::json result = nlohmann::json::parse(query.out);
-  for (const nlohmann::json& row : result["rows"]) {
-    std::vector<std::string> values;
-    for (const nlohmann::json& value : row) {
-      values.push_back(value.is_null() ? "" : value.get<std::string>());
-    }
-    rows.push_back(std::move(values));
-  }
-  return rows;
 }
 
 // Source rows {id, name, amount} for write_policy merge_by_key: one input file per pass, applied

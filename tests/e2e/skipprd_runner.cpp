@@ -70,6 +70,32 @@ std::vector<std::string> QueryRow(const TempDir& dir, const std::string& sql) {
   return values;
 }
 
+std::vector<std::vector<std::string>> QueryRows(const TempDir& dir, const std::string& sql) {
+  ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", sql});
+  EXPECT_EQ(query.exit_code, 0) << sql << "\n" << query.err;
+  std::vector<std::vector<std::string>> rows;
+  if (query.exit_code != 0) return rows;
+  const nlohmann::json result = nlohmann::json::parse(query.out);
+  for (const nlohmann::json& row : result["rows"]) {
+    std::vector<std::string> values;
+    for (const nlohmann::json& value : row) {
+      values.push_back(value.is_null() ? "" : value.get<std::string>());
+    }
+    rows.push_back(std::move(values));
+  }
+  return rows;
+}
+
+nlohmann::json ReadWithIcebird(const std::string& warehouse, const std::string& table_namespace,
+                               const std::string& table) {
+  ProcessResult read = RunProcess(
+      "/usr/bin/env", {"node", std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs",
+                       "--catalog", warehouse + "/skippr_catalog.db", table_namespace, table});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  if (read.exit_code != 0) return nlohmann::json::object({{"schema", {}}, {"rows", {}}});
+  return nlohmann::json::parse(read.out);
+}
+
 int ExpectCountDuringSyncIsMonotone(const TempDir& dir, const std::string& pipeline,
                                     const std::string& table, int64_t source_rows,
                                     std::map<std::string, std::string> env) {

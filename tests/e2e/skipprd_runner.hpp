@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ int SyncAndKillAfter(const TempDir& dir, const std::string& pipeline,
 
 // `skipprd query --plain` of one row; its values as text (NULL as "").
 std::vector<std::string> QueryRow(const TempDir& dir, const std::string& sql);
+// The rows `skipprd query --plain` returns, each value as text (NULL as "").
+std::vector<std::vector<std::string>> QueryRows(const TempDir& dir, const std::string& sql);
+
+// An Iceberg table as an independent reader (npm icebird, through tests/lake/read_iceberg.mjs)
+// sees it through the SQLite catalog of the warehouse at the local path `warehouse`:
+// {"schema": [...], "rows": [...]}.
+nlohmann::json ReadWithIcebird(const std::string& warehouse, const std::string& table_namespace,
+                               const std::string& table);
 
 // While `sync -p <pipeline> --once` runs, repeats `SELECT count(*)` on <pipeline>.<table>: the
 // count never decreases, never exceeds `source_rows`, and ends equal to it. Returns how many

@@ -465,11 +465,73 @@ TEST(ConfigReferences, SinkReferenceMustResolve) {
 
 TEST(ConfigReferences, ReferenceIntoTheWrongSectionIsRefused) {
   const std::string message =
-      ErrorOf(std::string(Yaml(kMinimal)) + "    deadletter_sink: data_sinks.lake\n");
+      ErrorOf(std::string(Yaml(kMinimal)) + "    data_sink: deadletter_sinks.lake\n");
   EXPECT_EQ(
       message,
-      "skippr.yml:7:22: pipelines.rides.deadletter_sink: 'data_sinks.lake' is not a reference "
-      "into deadletter_sinks; write deadletter_sinks.<name>");
+      "skippr.yml:7:16: pipelines.rides.data_sink: 'deadletter_sinks.lake' is not a reference "
+      "into data_sinks; write data_sinks.<name>");
+}
+
+// ----- deadletter_sink ------------------------------------------------------------------------
+
+const char* kWithSinks = R"(
+data_sources:
+  sample:
+    Sample: {rows: 10}
+data_sinks:
+  lake:
+    SkipprLake: {warehouse: "file:///srv/wh", table_namespace: data}
+deadletter_sinks:
+  dl:
+    SkipprLake: {warehouse: "file:///srv/wh", table_namespace: errors}
+  duck:
+    Duckdb: {warehouse: "file:///srv/duck"}
+pipelines:
+  rides:
+    data_source: data_sources.sample
+    data_sink: data_sinks.lake
+)";
+
+TEST(ConfigDeadletterSink, ASkipprLakeEntryOfDeadletterSinksIsAccepted) {
+  const Config config = ParseOk(std::string(Yaml(kWithSinks)) + "    deadletter_sink: deadletter_sinks.dl\n");
+  EXPECT_EQ(config.pipelines.at("rides").deadletter_sink, "dl");
+  EXPECT_EQ(config.pipelines.at("rides").deadletter_sink_mark.line, 16);
+  EXPECT_TRUE(CheckWholeConfig(config).empty());
+}
+
+TEST(ConfigDeadletterSink, TheDataSinkIsRefused) {
+  EXPECT_EQ(ErrorOf(std::string(Yaml(kWithSinks)) + "    deadletter_sink: data_sinks.lake\n"),
+            "skippr.yml:16:22: pipelines.rides.deadletter_sink: 'data_sinks.lake' is a data sink; "
+            "deadletters need a sink of their own: declare one under deadletter_sinks (a "
+            "SkipprLake with its own table_namespace) and write deadletter_sinks.<name>");
+}
+
+TEST(ConfigDeadletterSink, AMissingEntryIsRefused) {
+  EXPECT_EQ(ErrorOf(std::string(Yaml(kWithSinks)) + "    deadletter_sink: deadletter_sinks.gone\n"),
+            "skippr.yml:16:22: pipelines.rides.deadletter_sink: references "
+            "'deadletter_sinks.gone', but 'gone' is not defined (defined: dl, duck)");
+}
+
+TEST(ConfigDeadletterSink, AnotherKindThanSkipprLakeIsRefused) {
+  EXPECT_EQ(ErrorOf(std::string(Yaml(kWithSinks)) + "    deadletter_sink: deadletter_sinks.duck\n"),
+            "skippr.yml:16:22: pipelines.rides.deadletter_sink: deadletter_sinks.duck is a Duckdb "
+            "sink; deadletters land in a SkipprLake sink only (other kinds as they are built): "
+            "make it SkipprLake");
+}
+
+TEST(ConfigDeadletterSink, TwoPipelinesOnOneDeadletterSinkAreAProblem) {
+  const Config config = ParseOk(std::string(Yaml(kWithSinks)) +
+                                "    deadletter_sink: deadletter_sinks.dl\n"
+                                "  walks:\n"
+                                "    data_source: data_sources.sample\n"
+                                "    deadletter_sink: deadletter_sinks.dl\n");
+  const std::vector<ConfigProblem> problems = CheckWholeConfig(config);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].message,
+            "skippr.yml:19:22: pipelines.walks.deadletter_sink: deadletter_sinks.dl is already "
+            "the deadletter sink of pipeline rides, and both would land in its one table "
+            "errors.deadletters — give each pipeline a deadletter sink of its own (its own "
+            "table_namespace)");
 }
 
 TEST(ConfigReferences, DataSourceIsRequired) {

@@ -3,6 +3,7 @@
 // behind them.
 #include "schema/schema.hpp"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/batch.hpp"
+#include "core/hash.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
 #include "schema/text_values.hpp"
@@ -752,14 +754,137 @@ TEST_F(SchemaDeadletter, AListMixingListsAndScalarsInsideAStruct) {
                    R"({"s":{"l":[[],null,"x"]}})");
 }
 
-TEST(SchemaDeadletterLimits, APayloadIsCutAtOneKibibyte) {
+TEST(SchemaDeadletterLimits, APayloadIsCutAtOneMebibyteAndSaysSo) {
   Shaper shaper({}, Options());
   std::optional<Deadletter> dead =
-      shaper.Absorb(Value::String(std::string(5000, 'x')), Origin(), kContext);
+      shaper.Absorb(Value::String(std::string(kDeadletterRecordMaxBytes + 5000, 'x')), Origin(),
+                    kContext);
   ASSERT_TRUE(dead.has_value());
-  EXPECT_EQ(dead->payload.size(), 1024u);
-  EXPECT_EQ(dead->payload, "\"" + std::string(1023, 'x'));
+  EXPECT_EQ(dead->payload.size(), kDeadletterRecordMaxBytes);
+  EXPECT_EQ(dead->payload, "\"" + std::string(kDeadletterRecordMaxBytes - 1, 'x'));
+  EXPECT_TRUE(dead->is_payload_truncated);
   EXPECT_TRUE(shaper.schema().namespaces.empty());
+
+  dead = shaper.Absorb(Value::String("short"), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->payload, "\"short\"");
+  EXPECT_FALSE(dead->is_payload_truncated);
+}
+
+TEST(SchemaDeadletterLimits, ACutNeverSplitsACharacter) {
+  // 'é' is two bytes; one byte in front puts a character across the limit.
+  std::string raw = "a";
+  while (raw.size() < kDeadletterRecordMaxBytes + 10) raw += "\xc3\xa9";
+  const Deadletter dead = MakeDeadletter({"f", 1, 1}, FailureCode::kRecordTooLarge, "big", raw);
+  EXPECT_EQ(dead.payload.size(), kDeadletterRecordMaxBytes - 1);
+  EXPECT_EQ(dead.payload, raw.substr(0, kDeadletterRecordMaxBytes - 1));
+  EXPECT_TRUE(dead.is_payload_truncated);
+  EXPECT_EQ(dead.failure_code, FailureCode::kRecordTooLarge);
+}
+
+// Every way the shaper rejects a record names its failure code and the namespace it was headed for.
+TEST(SchemaDeadletterCodes, EachRejectionHasItsCode) {
+  ValueList deep = {Int(1)};
+  Value nested = Lst(deep);
+  for (int i = 0; i < 70; ++i) nested = Obj({{"n", std::move(nested)}});
+  std::vector<std::pair<Value, FailureCode>> cases;
+  cases.emplace_back(Lst({Int(1)}), FailureCode::kNotAnObject);
+  cases.emplace_back(Obj({{"a", Int(1)}, {"a", Int(2)}}), FailureCode::kDuplicateField);
+  cases.emplace_back(std::move(nested), FailureCode::kNestingTooDeep);
+  cases.emplace_back(Obj({{"l", Lst({Obj({{"a", Int(1)}}), Int(2)})}}), FailureCode::kMixedList);
+  for (auto& [record, code] : cases) {
+    Shaper shaper({}, Options());
+    std::optional<Deadletter> dead = shaper.Absorb(std::move(record), Origin(), kContext);
+    ASSERT_TRUE(dead.has_value()) << FailureCodeName(code);
+    EXPECT_EQ(FailureCodeName(dead->failure_code), FailureCodeName(code));
+    EXPECT_EQ(dead->namespace_name, "p");
+  }
+  ShaperOptions options = Options();
+  options.namespace_fields = {"kind"};
+  Shaper by_kind({}, options);
+  std::optional<Deadletter> dead = by_kind.Absorb(Obj({{"x", Int(1)}}), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->failure_code, FailureCode::kMissingNamespaceField);
+  EXPECT_EQ(dead->namespace_name, "") << "the namespace is what the record did not say";
+}
+
+// ----- deadletter rows (docs/formats/deadletters.md) ---------------------------------------------
+
+TEST(SchemaDeadletterRows, TheSchemaIsFixedWithStableFieldIds) {
+  const NamespaceSchema& schema = DeadletterSchema();
+  EXPECT_EQ(schema.name, "deadletters");
+  EXPECT_EQ(schema.name, kDeadlettersNamespace);
+  EXPECT_EQ(schema.schema_id, 1);
+  EXPECT_EQ(schema.last_field_id, 13);
+  std::vector<std::string> fields;
+  for (const Field& field : schema.fields) {
+    fields.push_back(fmt::format("{}:{}:{}{}", field.id, field.name, field.type.ToString(),
+                                 field.nullable ? "" : ":required"));
+  }
+  EXPECT_THAT(fields,
+              ElementsAre("1:id:string:required", "2:namespace:string", "3:record:string",
+                          "4:record_truncated:boolean:required", "5:error:string:required",
+                          "6:failure_code:string:required", "7:event_time:timestamptz",
+                          "8:processed_time:timestamptz:required", "9:source_uri:string:required",
+                          "10:offset_key:string:required", "11:offset_pos:long", "12:line:long",
+                          "13:byte_offset:long"));
+}
+
+TEST(SchemaDeadletterRows, IdsFollowTheDocumentedFormulaAndIgnoreEverythingButThePlace) {
+  Deadletter dead = MakeDeadletter({"input/a.jsonl", 12, 11}, FailureCode::kInvalidJson, "bad", "{");
+  const std::string id = DeadletterId(dead);
+  EXPECT_EQ(id, Sha256Hex("skippr-deadletter-v1\n13:input/a.jsonl\n11\n12\n").substr(0, 32));
+  dead.reason = "another reason";
+  dead.payload = "{\"other\"";
+  dead.namespace_name = "elsewhere";
+  EXPECT_EQ(DeadletterId(dead), id) << "a re-read of the same record has the same id";
+  EXPECT_NE(DeadletterId(MakeDeadletter({"input/a.jsonl", 13, 12}, FailureCode::kInvalidJson,
+                                        "bad", "{")),
+            id);
+  EXPECT_NE(DeadletterId(MakeDeadletter({"input/b.jsonl", 12, 11}, FailureCode::kInvalidJson,
+                                        "bad", "{")),
+            id);
+}
+
+TEST(SchemaDeadletterRows, RowsCarryEachColumnAndOnlyValidUtf8) {
+  std::vector<Deadletter> deadletters;
+  deadletters.push_back(
+      MakeDeadletter({"in/a.jsonl", 2, 2}, FailureCode::kInvalidUtf8, "bad \xff text", "x\xffy\xc3\x28"));
+  deadletters.back().namespace_name = "shop";
+  deadletters.back().byte_offset = 20;
+  deadletters.push_back(MakeDeadletter({"in/b.bin", 0, 0}, FailureCode::kUnreadableFile, "binary", ""));
+  DeadletterRows rows;
+  rows.Append(deadletters, 1'700'000'000'000'000);
+  EXPECT_EQ(rows.rows(), 2);
+  const Batch batch = rows.Take();
+  EXPECT_EQ(rows.rows(), 0) << "Take starts again";
+  std::string reason;
+  ASSERT_TRUE(batch.Validate(&reason)) << reason;
+  EXPECT_EQ(batch.namespace_name, "deadletters");
+  EXPECT_EQ(batch.schema_id, 1);
+  const Value first = batch.RowAt(0);
+  const auto text = [](const Value& row, const char* column) { return row.Find(column)->as_string(); };
+  EXPECT_EQ(text(first, "id"), DeadletterId(deadletters[0]));
+  EXPECT_EQ(text(first, "namespace"), "shop");
+  EXPECT_EQ(text(first, "record"), "x\xef\xbf\xbdy\xef\xbf\xbd(") << "U+FFFD for each bad byte";
+  EXPECT_EQ(text(first, "error"), "bad \xef\xbf\xbd text");
+  EXPECT_EQ(text(first, "failure_code"), "invalid_utf8");
+  EXPECT_EQ(text(first, "source_uri"), "in/a.jsonl");
+  EXPECT_EQ(text(first, "offset_key"), "in/a.jsonl");
+  EXPECT_FALSE(first.Find("record_truncated")->as_bool());
+  EXPECT_TRUE(first.Find("event_time")->is_null());
+  EXPECT_EQ(first.Find("processed_time")->kind(), Value::Kind::kTimestampTz);
+  EXPECT_EQ(first.Find("processed_time")->as_int(), 1'700'000'000'000'000);
+  EXPECT_EQ(first.Find("offset_pos")->as_int(), 2);
+  EXPECT_EQ(first.Find("line")->as_int(), 2);
+  EXPECT_EQ(first.Find("byte_offset")->as_int(), 20);
+  const Value second = batch.RowAt(1);
+  EXPECT_TRUE(second.Find("namespace")->is_null());
+  EXPECT_TRUE(second.Find("record")->is_null()) << "no raw text kept: NULL, not ''";
+  EXPECT_TRUE(second.Find("offset_pos")->is_null());
+  EXPECT_TRUE(second.Find("line")->is_null());
+  EXPECT_TRUE(second.Find("byte_offset")->is_null());
+  EXPECT_EQ(second.Find("failure_code")->as_string(), "unreadable_file");
 }
 
 TEST(SchemaDeadletterLimits, AMissingOrNullNamespaceFieldLeavesTheSchemaUnchanged) {
