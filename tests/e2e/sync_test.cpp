@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -21,6 +20,7 @@
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
 #include "e2e/wal_reader.hpp"
+#include "support/gzip.hpp"
 #include "sources/sources.hpp"
 
 namespace skippr::testing {
@@ -195,18 +195,12 @@ void AppendTo(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
 }
 
-std::string GzipMember(const std::string& text) {
-  std::string out(text.size() + 1024, '\0');
-  z_stream stream{};
-  deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  stream.avail_in = static_cast<uInt>(text.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
+// The WAL holds ids first_id..last_id (EventLine rows), each exactly once.
+void ExpectWalHoldsEachOnce(const TempDir& dir, int64_t first_id, int64_t last_id) {
+  const WalCheck check = CheckWal(dir, "events");
+  EXPECT_EQ(check.rows, last_id - first_id + 1);
+  EXPECT_EQ(check.unique_ids, static_cast<size_t>(last_id - first_id + 1));
+  EXPECT_EQ(check.checksum, EventChecksum(first_id, last_id));
 }
 
 nlohmann::json StatusOf(const TempDir& dir, const std::string& pipeline) {
@@ -223,11 +217,8 @@ TEST(SyncFileChanges, AppendingOneLineToAFileAlreadyReadAddsExactlyOneRow) {
   AppendTo(path, EventLine(1001));
   ProcessResult again = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":1"));
-  const WalCheck check = CheckWal(dir, "events");
-  EXPECT_EQ(check.rows, 1001);
-  EXPECT_EQ(check.unique_ids, 1001u);
-  EXPECT_EQ(check.checksum, EventChecksum(1, 1001));
+  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":1,"));
+  ExpectWalHoldsEachOnce(dir, 1, 1001);
   EXPECT_EQ(StatusOf(dir, "events")["source_new_versions"], 0);
 }
 
@@ -256,10 +247,7 @@ TEST(SyncFileChanges, AFileGrowingDuringASyncLandsEveryLineExactlyOnce) {
   ASSERT_EQ(writer.Wait().exit_code, 0);
   ProcessResult after = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
   ASSERT_EQ(after.exit_code, 0) << after.err;
-  const WalCheck check = CheckWal(dir, "events");
-  EXPECT_EQ(check.rows, kLines);
-  EXPECT_EQ(check.unique_ids, static_cast<size_t>(kLines));
-  EXPECT_EQ(check.checksum, EventChecksum(1, kLines));
+  ExpectWalHoldsEachOnce(dir, 1, kLines);
   EXPECT_EQ(StatusOf(dir, "events")["source_new_versions"], 0);
   RecordProperty("rows_while_growing", std::to_string(rows_during));
 }
@@ -272,11 +260,8 @@ TEST(SyncFileChanges, AGzipMemberAppendedAfterTheFileWasReadLandsExactlyOnce) {
   AppendTo(path, GzipMember(EventLines(5001, 5100)));
   ProcessResult again = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":100"));
-  const WalCheck check = CheckWal(dir, "events");
-  EXPECT_EQ(check.rows, 5100);
-  EXPECT_EQ(check.unique_ids, 5100u);
-  EXPECT_EQ(check.checksum, EventChecksum(1, 5100));
+  EXPECT_THAT(again.out, HasSubstr("\"total_rows\":100,"));
+  ExpectWalHoldsEachOnce(dir, 1, 5100);
 }
 
 // Rewritten in place with the same size: a new version, read from its start, counted in status;

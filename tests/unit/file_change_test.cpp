@@ -18,6 +18,7 @@
 
 #include "sources/input_stream.hpp"
 #include "sources/sources.hpp"
+#include "support/gzip.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 
@@ -25,6 +26,7 @@ namespace skippr::sources {
 namespace {
 
 using ::testing::HasSubstr;
+using skippr::testing::GzipMember;
 using skippr::testing::TempDir;
 using skippr::testing::ValueOrDie;
 namespace fs = std::filesystem;
@@ -108,25 +110,18 @@ void SetMtime(const std::string& path, int64_t seconds) {
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
 }
 
-std::string Gzip(const std::string& text) {
-  uLongf size = compressBound(text.size()) + 64;
-  std::string out(size, '\0');
-  z_stream stream{};
-  deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // gzip framing
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  stream.avail_in = static_cast<uInt>(text.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
-
 std::string Zstd(const std::string& text) {
   std::string out(ZSTD_compressBound(text.size()), '\0');
   out.resize(ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3));
   return out;
+}
+
+// The pass read `path` as version `version`, new because of a reason containing `why`.
+void ExpectVersion(const Pass& pass, const std::string& path, uint64_t version,
+                   const std::string& why) {
+  const PartitionPosition& position = pass.positions.at(path);
+  EXPECT_EQ(position.version, version);
+  EXPECT_THAT(position.version_reason, HasSubstr(why));
 }
 
 // ----- appends --------------------------------------------------------------------------------
@@ -191,7 +186,7 @@ TEST(FileAppend, AnUnfinishedCsvResumesAtItsByteOffset) {
 
 TEST(FileAppend, GzipMembersAppendedAfterTheFileWasReadResumeAtTheOldCompressedSize) {
   TempDir dir;
-  const std::string path = dir.Write("events.jsonl.gz", Gzip(JsonLines(1, 500)));
+  const std::string path = dir.Write("events.jsonl.gz", GzipMember(JsonLines(1, 500)));
   const uint64_t first_member_bytes = fs::file_size(path);
   auto source = MakeFileSource(path);
   Pass first = Read(*source, {});
@@ -200,7 +195,7 @@ TEST(FileAppend, GzipMembersAppendedAfterTheFileWasReadResumeAtTheOldCompressedS
   ASSERT_TRUE(closed.is_closed);
   EXPECT_EQ(closed.resume.prefix.file_bytes, first_member_bytes);
   EXPECT_EQ(closed.resume.byte_offset, JsonLines(1, 500).size());
-  Append(path, Gzip(JsonLines(501, 510)));
+  Append(path, GzipMember(JsonLines(501, 510)));
   Pass second = Read(*source, first.positions);
   ASSERT_EQ(Ids(second), Range(501, 510));
   EXPECT_EQ(second.records.front().line, 501u);
@@ -222,7 +217,7 @@ TEST(FileAppend, ZstdFramesAppendedAfterTheFileWasReadResumeAtTheOldCompressedSi
 // records already consumed are skipped only once the bytes they came from are proven unchanged.
 TEST(FileAppend, AnUnfinishedGzipIsReReadSkippingOnlyProvenRecords) {
   TempDir dir;
-  const std::string path = dir.Write("events.jsonl.gz", Gzip(JsonLines(1, 500)));
+  const std::string path = dir.Write("events.jsonl.gz", GzipMember(JsonLines(1, 500)));
   auto source = MakeFileSource(path);
   ReadOptions options;
   options.max_records_per_batch = 120;
@@ -239,11 +234,10 @@ TEST(FileAppend, AnUnfinishedGzipIsReReadSkippingOnlyProvenRecords) {
   // Same records read by then, other bytes (one name differs): a new version from the start.
   std::string changed = JsonLines(1, 500);
   changed.replace(changed.find("n7\""), 3, "x7\"");
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << Gzip(changed);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << GzipMember(changed);
   Pass again = Read(*source, {{path, first.position}});
   EXPECT_EQ(Ids(again), Range(1, 500));
-  EXPECT_EQ(again.positions.at(path).version, 2u);
-  EXPECT_THAT(again.positions.at(path).version_reason, HasSubstr("the bytes already read changed"));
+  ExpectVersion(again, path, 2, "the bytes already read changed");
 }
 
 // ----- growing while read ---------------------------------------------------------------------
@@ -281,7 +275,7 @@ TEST(FileGrowth, AGzipMemberCutByTheSizeAtOpenEndsThePassWithoutAnError) {
     state = state * 6364136223846793005u + 1442695040888963407u;
     text += fmt::format("{{\"id\":{},\"name\":\"{:016x}{:016x}\"}}\n", i, state, state * 31);
   }
-  const std::string whole = Gzip(text);
+  const std::string whole = GzipMember(text);
   const size_t cut_at = whole.size() * 2 / 3;
   ASSERT_GT(cut_at, kFileReadBytes);
   const std::string path = dir.Write("events.jsonl.gz", whole.substr(0, cut_at));
@@ -315,8 +309,7 @@ TEST(FileGrowth, AnAppendThatContinuesALineReadWithoutItsLineEndIsANewVersion) {
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(1, 5));  // nothing lost: re-read from the start
   EXPECT_TRUE(second.deadletters.empty());
-  EXPECT_EQ(second.positions.at(path).version, 2u);
-  EXPECT_THAT(second.positions.at(path).version_reason, HasSubstr("continued its last line"));
+  ExpectVersion(second, path, 2, "continued its last line");
 }
 
 // An append that starts with the line end the last line lacked just ends it: no new version.
@@ -331,6 +324,41 @@ TEST(FileGrowth, AnAppendThatEndsTheLastLineReadIsAnAppend) {
   EXPECT_EQ(Ids(second), std::vector<int64_t>{5});
   EXPECT_EQ(second.positions.at(path).version, 1u);
   EXPECT_EQ(second.records[0].line, 5u);
+}
+
+// A quoted CSV field still being written (a line end inside it) when the pass's size cut it: the
+// row is left whole for the next pass, not read as a broken record.
+TEST(FileGrowth, ACsvRowWithAQuotedFieldCutByTheSizeAtOpenIsLeftForTheNextPass) {
+  TempDir dir;
+  std::string csv = "id,note\n";
+  for (int i = 1; i <= 120000; ++i) csv += std::to_string(i) + ",plain note " + std::to_string(i) + "\n";
+  ASSERT_GT(csv.size(), size_t{2} << 20);
+  const std::string path = dir.Write("rows.csv", csv + "120001,\"first line\nsecond");
+  auto source = MakeFileSource(path);
+  Pass first = Read(*source, {}, 100, [&] { Append(path, " line\"\n120002,last\n"); });
+  EXPECT_EQ(Ids(first), Range(1, 120000));
+  EXPECT_TRUE(first.deadletters.empty());
+  EXPECT_FALSE(first.positions.at(path).is_closed);
+  EXPECT_EQ(first.positions.at(path).byte_offset, csv.size());
+  Pass second = Read(*source, first.positions);
+  ASSERT_EQ(Ids(second), Range(120001, 120002));
+  EXPECT_EQ(second.records[0].value.Find("note")->as_string(), "first line\nsecond line");
+  EXPECT_EQ(second.records[0].line, 120002u);
+  EXPECT_EQ(second.records[1].line, 120004u);
+  EXPECT_TRUE(second.deadletters.empty());
+}
+
+// An empty file has nothing read: when it gets content, that is its first version, not a new one.
+TEST(FileGrowth, AFileThatWasEmptyWhenReadIsReadFromItsStartAsItsFirstVersion) {
+  TempDir dir;
+  const std::string path = dir.Write("events.jsonl", "");
+  auto source = MakeFileSource(path);
+  Pass first = Read(*source, {});
+  ASSERT_EQ(first.deadletters.size(), 1u);  // "empty file (0 bytes)"
+  Append(path, JsonLines(1, 3));
+  Pass second = Read(*source, first.positions);
+  EXPECT_EQ(Ids(second), Range(1, 3));
+  EXPECT_EQ(second.positions.at(path).version, 1u);
 }
 
 // ----- rewritten, truncated, touched -----------------------------------------------------------
@@ -354,9 +382,7 @@ TEST(FileVersions, RewrittenInPlaceWithTheSameSizeIsANewVersionReadFromItsStart)
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(201, 300));
   EXPECT_EQ(second.records.front().row, 1u);
-  const PartitionPosition& position = second.positions.at(path);
-  EXPECT_EQ(position.version, 2u);
-  EXPECT_THAT(position.version_reason, HasSubstr("rewritten in place or replaced"));
+  ExpectVersion(second, path, 2, "rewritten in place or replaced");
   EXPECT_TRUE(Read(*source, second.positions).records.empty());
 }
 
@@ -389,8 +415,7 @@ TEST(FileVersions, ATruncatedFileIsANewVersion) {
   fs::resize_file(path, JsonLines(1, 40).size());
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(1, 40));
-  EXPECT_EQ(second.positions.at(path).version, 2u);
-  EXPECT_THAT(second.positions.at(path).version_reason, HasSubstr("fewer than the"));
+  ExpectVersion(second, path, 2, "fewer than the");
 }
 
 // A JSON array cannot grow by appending: any change is a new version.
@@ -403,8 +428,7 @@ TEST(FileVersions, AChangedJsonArrayIsANewVersion) {
   dir.Write("list.json", "[{\"id\":1},{\"id\":2},{\"id\":3}]");
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(1, 3));
-  EXPECT_EQ(second.positions.at(path).version, 2u);
-  EXPECT_THAT(second.positions.at(path).version_reason, HasSubstr("cannot grow by appending"));
+  ExpectVersion(second, path, 2, "cannot grow by appending");
 }
 
 // ----- names, links and listing ----------------------------------------------------------------
@@ -433,7 +457,7 @@ TEST(FileNames, AFileReplacedByASymlinkToOtherBytesIsANewVersion) {
   fs::create_symlink(dir.Sub("elsewhere/b.jsonl"), path);
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(101, 120));
-  EXPECT_EQ(second.positions.at(path).version, 2u);
+  ExpectVersion(second, path, 2, "rewritten in place or replaced");
 }
 
 TEST(FileNames, AFileDeletedAfterItWasListedIsSkipped) {
@@ -494,7 +518,7 @@ TEST(FileGrowth, AFileThatShrinksDuringAPassIsReadToWhereItEnds) {
   ASSERT_GT(first.positions.at(path).byte_offset, kept_bytes);  // read from the reader's window
   Pass second = Read(*source, first.positions);
   EXPECT_EQ(Ids(second), Range(1, 30000));
-  EXPECT_EQ(second.positions.at(path).version, 2u);
+  ExpectVersion(second, path, 2, "fewer than the");
 }
 
 // ----- positions in the store ------------------------------------------------------------------
@@ -542,7 +566,7 @@ TEST(FilePositionsStore, Format1PositionsResumeAsBeforeOrReadAChangedFileAgain) 
   finished.is_unverified = true;
   Pass again = Read(*source, {{path, finished}});
   EXPECT_EQ(Ids(again), Range(1, 10));
-  EXPECT_EQ(again.positions.at(path).version, 2u);
+  ExpectVersion(again, path, 2, "no fingerprint");
   EXPECT_FALSE(again.positions.at(path).is_unverified);
 }
 
@@ -573,7 +597,7 @@ TEST(OpenedFile, StreamsReadNoFurtherThanTheSizeAtOpenAndTellWhenTheFileGrewPast
 
 TEST(OpenedFile, AStreamStartedAtACompressedBoundaryMustFindTheSameCompressionThere) {
   TempDir dir;
-  const std::string first = Gzip("a\n");
+  const std::string first = GzipMember("a\n");
   const std::string path = dir.Write("a.gz", first + "plain bytes\n");
   auto file = ValueOrDie(OpenedFile::Open(path));
   Result<std::unique_ptr<InputStream>> stream =
