@@ -14,6 +14,7 @@
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/input_stream.hpp"
+#include "sources/json_array_scanner.hpp"
 #include "sources/json_values.hpp"
 #include "sources/source_kinds.hpp"
 
@@ -24,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxRecordBytes = 16 << 20;           // a larger record is a deadletter
-constexpr uint64_t kMaxJsonArrayFileBytes = 1ull << 30;  // JSON arrays are parsed whole
 constexpr uint64_t kRecordsReservedPerBatch = 4096;      // sync reads batches of at most this many
 
 // Most cells are ASCII; checking that eight bytes at a time is cheaper than a UTF-8 validator call.
@@ -42,7 +42,24 @@ bool IsAscii(std::string_view text) {
   return true;
 }
 
-enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary };
+// kWideText: UTF-16 or UTF-32 text, which the text readers would read as NUL-laden garbage.
+enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary, kWideText };
+
+// A UTF-16 or UTF-32 byte order mark (FF FE, FE FF, 00 00 FE FF).
+bool HasWideByteOrderMark(std::string_view head) {
+  for (std::string_view mark : {std::string_view("\xFF\xFE", 2), std::string_view("\xFE\xFF", 2),
+                                std::string_view("\0\0\xFE\xFF", 4)}) {
+    if (head.substr(0, mark.size()) == mark) return true;
+  }
+  return false;
+}
+
+// Text of a text format (by name or setting) whose bytes are a third or more NUL: UTF-16 or
+// UTF-32 without a byte order mark.
+bool LooksWide(std::string_view head) {
+  const auto nul_bytes = static_cast<size_t>(std::count(head.begin(), head.end(), '\0'));
+  return head.size() >= 4 && nul_bytes * 3 >= head.size();
+}
 
 struct FileInfo {
   std::string path;
@@ -122,6 +139,7 @@ Result<FileFormat> DetectFormat(const std::string& path,
   SKIPPR_ASSIGN_OR_RETURN(size_t size, input->Read(head.data(), head.size()));
   head.resize(size);
   if (head.rfind("PAR1", 0) == 0) return FileFormat::kParquet;
+  if (HasWideByteOrderMark(head)) return FileFormat::kWideText;
   const size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
   const bool starts_array = first != std::string::npos && head[first] == '[';
   std::string format = setting.value_or("");
@@ -133,6 +151,7 @@ Result<FileFormat> DetectFormat(const std::string& path,
     if (extension == ".parquet") format = "parquet";
   }
   if (format == "parquet") return FileFormat::kParquet;
+  if ((format == "json" || format == "csv") && LooksWide(head)) return FileFormat::kWideText;
   if (format == "json") return starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines;
   if (format == "csv") return FileFormat::kCsv;
   if (head.find('\0') != std::string::npos) return FileFormat::kBinary;
@@ -142,7 +161,42 @@ Result<FileFormat> DetectFormat(const std::string& path,
   return FileFormat::kCsv;
 }
 
-std::string Truncated(std::string_view text) { return std::string(text.substr(0, 1024)); }
+// A deadletter's payload: the start of the record's raw text, cut at a character boundary.
+std::string Truncated(std::string_view text) {
+  constexpr size_t kPayloadBytes = 1024;
+  if (text.size() <= kPayloadBytes) return std::string(text);
+  size_t cut = kPayloadBytes;
+  const auto is_continuation = [&](size_t at) {
+    return (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80;
+  };
+  for (int back = 0; back < 3 && cut > 0 && is_continuation(cut); ++back) --cut;
+  return std::string(text.substr(0, cut));
+}
+
+// `text` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD, so that
+// names taken from files (CSV headers, Parquet columns) can become field names, which are stored
+// and printed as JSON text.
+std::string ValidUtf8(std::string_view text) {
+  if (IsAscii(text) || simdjson::validate_utf8(text.data(), text.size())) return std::string(text);
+  std::string valid;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t length = 1;
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (lead >= 0xC2 && lead <= 0xF4) length = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const bool is_sequence =
+        lead < 0x80 || (length > 1 && at + length <= text.size() &&
+                        simdjson::validate_utf8(text.data() + at, length));
+    if (is_sequence) {
+      valid.append(text.substr(at, length));
+      at += length;
+    } else {
+      valid += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER, one per invalid byte
+      ++at;
+    }
+  }
+  return valid;
+}
 
 // ----- readers of one file ------------------------------------------------------------------
 
@@ -153,27 +207,84 @@ class FileReader {
   virtual Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) = 0;
 };
 
-class JsonLinesReader final : public FileReader {
+// Where a text reader starts: a plain file at the byte where the last run stopped; a compressed
+// one (no seekable decompressed offsets) from its start, skipping the records already consumed.
+struct TextStart {
+  std::unique_ptr<InputStream> input;
+  bool is_plain = false;  // not compressed
+  bool resumes_in_place = false;
+  uint64_t byte_offset = 0;  // of the input's first byte
+  uint64_t first_line = 1;
+};
+
+Result<TextStart> OpenTextAt(const std::string& path, const PartitionPosition& start) {
+  TextStart text;
+  if (start.byte_offset > 0) {
+    Result<std::unique_ptr<InputStream>> at = InputStream::OpenAt(path, start.byte_offset);
+    if (at.ok()) {
+      text.input = std::move(at).value();
+      text.is_plain = true;  // OpenAt opens only plain files at an offset
+      text.resumes_in_place = true;
+      text.byte_offset = start.byte_offset;
+      text.first_line = start.next_line;
+      return text;
+    }
+  }
+  SKIPPR_ASSIGN_OR_RETURN(text.input, InputStream::Open(path));
+  text.is_plain = text.input->compression() == Compression::kNone;
+  return text;
+}
+
+// What the text readers (JSON lines, JSON arrays, CSV) share: the record count, the records a
+// compressed file's previous run consumed, and the position reached.
+class TextFileReader : public FileReader {
+ protected:
+  TextFileReader(std::string path, const TextStart& text, const PartitionPosition& start)
+      : path_(std::move(path)),
+        is_plain_(text.is_plain),
+        records_(text.resumes_in_place ? start.records_consumed : 0),
+        skip_records_(text.resumes_in_place ? 0 : start.records_consumed),
+        next_byte_offset_(text.byte_offset),
+        next_line_(text.first_line) {}
+
+  // Counts the next record; false while it is one a previous run already consumed.
+  bool TakeRecord() {
+    ++records_;
+    if (skip_records_ == 0) return true;
+    --skip_records_;
+    return false;
+  }
+  // Only plain files record a byte offset to resume at.
+  void Advance(uint64_t next_byte_offset, uint64_t next_line) {
+    next_byte_offset_ = next_byte_offset;
+    next_line_ = next_line;
+  }
+  void SetPosition(SourceBatch& batch) const {
+    batch.position.byte_offset = is_plain_ ? next_byte_offset_ : 0;
+    batch.position.next_line = is_plain_ ? next_line_ : 1;
+  }
+  // At the end of a file that held no record at all: one deadletter that says so, so that no
+  // file is silently read as 0 rows.
+  void ReportNoRecords(SourceBatch& batch, std::string reason) {
+    if (records_ > 0 || !TakeRecord()) return;
+    batch.deadletters.push_back({{path_, next_line_, records_}, std::move(reason), ""});
+  }
+  schema::RecordOrigin OriginAt(uint64_t line) const { return {path_, line, records_}; }
+
+  std::string path_;
+  bool is_plain_;
+  uint64_t records_;
+  uint64_t skip_records_;
+  uint64_t next_byte_offset_;
+  uint64_t next_line_;
+};
+
+class JsonLinesReader final : public TextFileReader {
  public:
-  // Plain files resume at the byte where the last run stopped; compressed ones are read again from
-  // the start, skipping the records already consumed.
   static Result<std::unique_ptr<FileReader>> Open(const std::string& path,
                                                   const PartitionPosition& start) {
-    std::unique_ptr<InputStream> input;
-    if (start.byte_offset > 0) {
-      Result<std::unique_ptr<InputStream>> at = InputStream::OpenAt(path, start.byte_offset);
-      if (at.ok()) input = std::move(at).value();
-    }
-    const bool resumes_in_place = input != nullptr;
-    if (!resumes_in_place) {
-      SKIPPR_ASSIGN_OR_RETURN(input, InputStream::Open(path));
-    }
-    const uint64_t first_line = resumes_in_place ? start.next_line : 1;
-    auto reader = std::unique_ptr<JsonLinesReader>(new JsonLinesReader(
-        path, std::move(input), first_line, resumes_in_place ? start.byte_offset : 0));
-    reader->records_ = resumes_in_place ? start.records_consumed : 0;
-    reader->skip_records_ = resumes_in_place ? 0 : start.records_consumed;
-    return std::unique_ptr<FileReader>(std::move(reader));
+    SKIPPR_ASSIGN_OR_RETURN(TextStart text, OpenTextAt(path, start));
+    return std::unique_ptr<FileReader>(new JsonLinesReader(path, std::move(text), start));
   }
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
@@ -182,40 +293,37 @@ class JsonLinesReader final : public FileReader {
            bytes_in_batch < max_bytes) {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
       if (!line) {
+        ReportNoRecords(batch, "no records: the file holds only blank lines");
         SetPosition(batch);
         batch.bytes_read += bytes_in_batch;
         return true;
       }
-      next_byte_offset_ = line->byte_offset + line->text.size() + 1;
-      next_line_ = line->line_number + 1;
-      if (line->text.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank
-      ++records_;
-      if (skip_records_ > 0) {
-        --skip_records_;
-        continue;
+      Advance(line->next_byte_offset, line->line_number + 1);
+      if (line->text.find_first_not_of(" \t\r") == std::string_view::npos && !line->is_over_limit) {
+        continue;  // blank
       }
-      bytes_in_batch += line->text.size() + 1;
-      // Built only for a deadletter: a path copy per record would cost more than the record.
-      const auto origin = [&] { return schema::RecordOrigin{path_, line->line_number, records_}; };
-      if (line->text.size() > kMaxRecordBytes) {
+      if (!TakeRecord()) continue;
+      bytes_in_batch += line->size_bytes + 1;
+      if (line->is_over_limit) {
         batch.deadletters.push_back(
-            {origin(),
-             fmt::format(
-                 "record of {} bytes exceeds the {} MiB limit; split it into smaller records",
-                 line->text.size(), kMaxRecordBytes >> 20),
+            {OriginAt(line->line_number),
+             fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB limit; "
+                         "split it into smaller records",
+                         line->size_bytes, line->byte_offset, kMaxRecordBytes >> 20),
              Truncated(line->text)});
         continue;
       }
-      auto parsed =
-          parser_.parse(line->text.data(), line->text.size(), /*realloc_if_needed=*/false);
-      if (parsed.error()) {
+      Value value;
+      const simdjson::error_code error = json_.Parse(line->text, /*has_padding=*/true, &value);
+      if (error) {
         batch.deadletters.push_back(
-            {origin(), fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())),
+            {OriginAt(line->line_number),
+             fmt::format("invalid JSON: {} (line at byte offset {})",
+                         simdjson::error_message(error), line->byte_offset),
              Truncated(line->text)});
         continue;
       }
-      batch.records.push_back(
-          {internal::ValueFromJson(parsed.value_unsafe()), line->line_number, records_});
+      batch.records.push_back({std::move(value), line->line_number, records_});
     }
     SetPosition(batch);
     batch.bytes_read += bytes_in_batch;
@@ -223,148 +331,128 @@ class JsonLinesReader final : public FileReader {
   }
 
  private:
-  void SetPosition(SourceBatch& batch) const {
-    batch.position.byte_offset = is_plain_ ? next_byte_offset_ : 0;
-    batch.position.next_line = is_plain_ ? next_line_ : 1;
-  }
+  JsonLinesReader(std::string path, TextStart text, const PartitionPosition& start)
+      : TextFileReader(std::move(path), text, start),
+        lines_(std::move(text.input), text.first_line, kMaxRecordBytes) {}
 
-  JsonLinesReader(std::string path, std::unique_ptr<InputStream> input, uint64_t first_line,
-                  uint64_t first_byte_offset)
-      : path_(std::move(path)),
-        is_plain_(input->compression() == Compression::kNone),
-        lines_(std::move(input), first_line),
-        next_byte_offset_(first_byte_offset),
-        next_line_(first_line) {}
-
-  std::string path_;
-  bool is_plain_;  // only plain files record a byte offset to resume at
   LineReader lines_;
-  simdjson::dom::parser parser_{kMaxRecordBytes + simdjson::SIMDJSON_PADDING};
-  uint64_t records_ = 0;
-  uint64_t skip_records_ = 0;
-  uint64_t next_byte_offset_ = 0;
-  uint64_t next_line_ = 1;
+  internal::JsonParser json_{kMaxRecordBytes};
 };
 
-class JsonArrayReader final : public FileReader {
+// Streams the array's elements (JsonArrayScanner): memory is bounded by the largest element, a
+// bad element is one deadletter, and a plain file resumes at the element after the last one read.
+class JsonArrayReader final : public TextFileReader {
  public:
-  static Result<std::unique_ptr<FileReader>> Open(const std::string& path, uint64_t skip_records) {
-    auto reader = std::unique_ptr<JsonArrayReader>(new JsonArrayReader(path));
-    SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
-    std::string text;
-    std::string chunk(1 << 20, '\0');
-    while (true) {
-      SKIPPR_ASSIGN_OR_RETURN(size_t size, input->Read(chunk.data(), chunk.size()));
-      if (size == 0) break;
-      text.append(chunk.data(), size);
-      if (text.size() > kMaxJsonArrayFileBytes) {
-        reader->error_ = fmt::format("a JSON array file larger than {} GiB; write it as JSON lines",
-                                     kMaxJsonArrayFileBytes >> 30);
-        return std::unique_ptr<FileReader>(std::move(reader));
-      }
-    }
-    reader->text_ = simdjson::padded_string(text);
-    auto parsed = reader->parser_.parse(reader->text_);
-    if (parsed.error()) {
-      reader->error_ =
-          fmt::format("invalid JSON array: {}", simdjson::error_message(parsed.error()));
-    } else if (!parsed.value_unsafe().is_array()) {
-      reader->error_ = "a JSON file starting with '[' must hold one array of records";
-    } else {
-      reader->array_ = parsed.value_unsafe().get_array().value_unsafe();
-      reader->next_ = reader->array_.begin();
-      for (; reader->skip_ < skip_records && reader->next_ != reader->array_.end();
-           ++reader->skip_) {
-        ++reader->next_;
-      }
-    }
-    return std::unique_ptr<FileReader>(std::move(reader));
-  }
-
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t) override {
-    if (error_) {
-      batch.deadletters.push_back({{path_, 1, 1}, *error_, ""});
-      return true;
-    }
-    while (batch.records.size() < max_records) {
-      if (next_ == array_.end()) return true;
-      ++skip_;
-      batch.records.push_back({internal::ValueFromJson(*next_), /*line=*/0, /*row=*/skip_});
-      ++next_;
-    }
-    return next_ == array_.end();
-  }
-
- private:
-  explicit JsonArrayReader(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-  std::optional<std::string> error_;
-  simdjson::padded_string text_;
-  simdjson::dom::parser parser_;
-  simdjson::dom::array array_;
-  simdjson::dom::array::iterator next_;
-  uint64_t skip_ = 0;
-};
-
-class CsvFileReader final : public FileReader {
- public:
-  static Result<std::unique_ptr<FileReader>> Open(const std::string& path, uint64_t skip_records) {
-    SKIPPR_ASSIGN_OR_RETURN(auto input, InputStream::Open(path));
-    CsvOptions options;
-    if (fs::path(StripCompressionSuffix(path)).extension() == ".tsv") options.delimiter = '\t';
-    SKIPPR_ASSIGN_OR_RETURN(auto csv, CsvReader::Open(std::move(input), options));
-    auto reader = std::unique_ptr<CsvFileReader>(new CsvFileReader(path, std::move(csv)));
-    reader->skip_records_ = skip_records;
-    return std::unique_ptr<FileReader>(std::move(reader));
+  static Result<std::unique_ptr<FileReader>> Open(const std::string& path,
+                                                  const PartitionPosition& start) {
+    SKIPPR_ASSIGN_OR_RETURN(TextStart text, OpenTextAt(path, start));
+    return std::unique_ptr<FileReader>(new JsonArrayReader(path, std::move(text), start));
   }
 
   Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
     uint64_t bytes_in_batch = 0;
     while (batch.records.size() + batch.deadletters.size() < max_records &&
            bytes_in_batch < max_bytes) {
-      Result<std::optional<CsvRow>> next = csv_->Next();
-      if (!next.ok()) {  // an unterminated quote: the rest of the file is one broken record
-        batch.deadletters.push_back({{path_, 0, records_ + 1}, next.status().message(), ""});
-        return true;
-      }
-      if (!*next) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<JsonArrayElement> element, elements_.Next());
+      if (!element) {
+        ReportNoRecords(batch, "no records: the JSON array is empty");
+        SetPosition(batch);
         batch.bytes_read += bytes_in_batch;
         return true;
       }
-      const CsvRow& row = **next;
-      ++records_;
-      if (skip_records_ > 0) {
-        --skip_records_;
-        continue;
-      }
-      const auto origin = [&] { return schema::RecordOrigin{path_, row.line_number, records_}; };
-      uint64_t row_bytes = 0;
-      bool is_utf8 = true;
-      for (std::string_view field : row.fields) {
-        row_bytes += field.size() + 1;
-        if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size()))
-          is_utf8 = false;
-      }
-      bytes_in_batch += row_bytes;
-      if (row.fields.size() != names_.size()) {
+      Advance(element->next_byte_offset, element->next_line_number);
+      if (!TakeRecord()) continue;
+      bytes_in_batch += element->size_bytes + 1;
+      const auto deadletter = [&](std::string_view reason) {
         batch.deadletters.push_back(
-            {origin(),
-             fmt::format("row has {} fields, the header {}; quote fields that contain the "
-                         "delimiter '{}'",
-                         row.fields.size(), names_.size(),
-                         csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
-             Truncated(JoinRow(row))});
+            {OriginAt(element->line_number),
+             fmt::format("{} (element {} at byte offset {})", reason, records_,
+                         element->byte_offset),
+             Truncated(element->text)});
+      };
+      if (element->problem) {
+        deadletter(*element->problem);
         continue;
       }
-      if (!is_utf8) {
-        batch.deadletters.push_back({origin(), "invalid UTF-8; save the file as UTF-8", ""});
+      Value value;
+      const simdjson::error_code error = json_.Parse(element->text, /*has_padding=*/true, &value);
+      if (error) {
+        deadletter(fmt::format("invalid JSON: {}", simdjson::error_message(error)));
         continue;
       }
-      if (row_bytes > kMaxRecordBytes) {
-        batch.deadletters.push_back({origin(),
-                                     fmt::format("record of {} bytes exceeds the {} MiB limit",
-                                                 row_bytes, kMaxRecordBytes >> 20),
-                                     ""});
+      batch.records.push_back({std::move(value), element->line_number, records_});
+    }
+    SetPosition(batch);
+    batch.bytes_read += bytes_in_batch;
+    return false;
+  }
+
+ private:
+  JsonArrayReader(std::string path, TextStart text, const PartitionPosition& start)
+      : TextFileReader(std::move(path), text, start),
+        elements_(std::move(text.input), /*is_at_array_start=*/!text.resumes_in_place,
+                  text.first_line, kMaxRecordBytes) {}
+
+  JsonArrayScanner elements_;
+  internal::JsonParser json_{kMaxRecordBytes};
+};
+
+class CsvFileReader final : public TextFileReader {
+ public:
+  // A plain file resumes at its committed byte offset with the header and delimiter read from its
+  // start (the header line is not where it resumes).
+  static Result<std::unique_ptr<FileReader>> Open(const std::string& path,
+                                                  const PartitionPosition& start) {
+    CsvOptions options;
+    options.max_record_bytes = kMaxRecordBytes;
+    if (fs::path(StripCompressionSuffix(path)).extension() == ".tsv") options.delimiter = '\t';
+    SKIPPR_ASSIGN_OR_RETURN(TextStart text, OpenTextAt(path, start));
+    std::unique_ptr<CsvReader> csv;
+    if (text.resumes_in_place) {
+      SKIPPR_ASSIGN_OR_RETURN(auto from_start, InputStream::Open(path));
+      SKIPPR_ASSIGN_OR_RETURN(auto header_reader, CsvReader::Open(std::move(from_start), options));
+      options.delimiter = header_reader->delimiter();
+      options.known_header = header_reader->header();
+      options.first_line_number = text.first_line;
+    }
+    SKIPPR_ASSIGN_OR_RETURN(csv, CsvReader::Open(std::move(text.input), options));
+    return std::unique_ptr<FileReader>(new CsvFileReader(path, std::move(csv), text, start));
+  }
+
+  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
+    uint64_t bytes_in_batch = 0;
+    if (!has_reported_header_) {
+      has_reported_header_ = true;
+      if (const std::optional<CsvRow>& header = csv_->header_problem(); header && TakeRecord()) {
+        batch.deadletters.push_back({OriginAt(header->line_number),
+                                     "the header line cannot be read: " + *header->problem,
+                                     Truncated(header->raw_text)});
+      }
+    }
+    while (batch.records.size() + batch.deadletters.size() < max_records &&
+           bytes_in_batch < max_bytes) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> next, csv_->Next());
+      if (!next) {
+        ReportNoRecords(batch, names_.empty()
+                                   ? "no records: the file holds only blank lines"
+                                   : fmt::format("no records: only a header line ({} columns)",
+                                                 names_.size()));
+        SetPosition(batch);
+        batch.bytes_read += bytes_in_batch;
+        return true;
+      }
+      const CsvRow& row = *next;
+      Advance(row.next_byte_offset, row.next_line_number);
+      if (!TakeRecord()) continue;
+      bytes_in_batch += row.next_byte_offset - row.byte_offset;
+      if (row.problem) {
+        batch.deadletters.push_back(
+            {OriginAt(row.line_number), *row.problem, Truncated(row.raw_text)});
+        continue;
+      }
+      if (std::optional<std::string> reason = Unreadable(row)) {
+        batch.deadletters.push_back(
+            {OriginAt(row.line_number), std::move(*reason), Truncated(JoinRow(row))});
         continue;
       }
       ValueObject object;
@@ -374,21 +462,51 @@ class CsvFileReader final : public FileReader {
       }
       batch.records.push_back({Value::Object(std::move(object)), row.line_number, records_});
     }
+    SetPosition(batch);
     batch.bytes_read += bytes_in_batch;
     return false;
   }
 
  private:
-  CsvFileReader(std::string path, std::unique_ptr<CsvReader> csv)
-      : path_(std::move(path)), csv_(std::move(csv)) {
-    // Names must be unique and non-empty: "a, a, " → a, a_2, column_3.
+  CsvFileReader(std::string path, std::unique_ptr<CsvReader> csv, const TextStart& text,
+                const PartitionPosition& start)
+      : TextFileReader(std::move(path), text, start), csv_(std::move(csv)) {
+    // Names must be valid UTF-8, unique and non-empty: "a, a, " → a, a_2, column_3.
     std::map<std::string, int> seen;
     const std::vector<std::string>& header = csv_->header();
     for (size_t i = 0; i < header.size(); ++i) {
-      std::string name = header[i].empty() ? fmt::format("column_{}", i + 1) : header[i];
+      std::string name = ValidUtf8(header[i]);
+      if (name.size() != header[i].size() || name != header[i]) {
+        spdlog::warn("{}: header column {} is not valid UTF-8; its invalid bytes read as U+FFFD: "
+                     "'{}'",
+                     path_, i + 1, name);
+      }
+      if (name.empty()) name = fmt::format("column_{}", i + 1);
       if (int count = ++seen[name]; count > 1) name = fmt::format("{}_{}", name, count);
       names_.push_back(std::move(name));
     }
+  }
+
+  // Why a parsed row cannot be a record, or nullopt.
+  std::optional<std::string> Unreadable(const CsvRow& row) const {
+    if (const uint64_t row_bytes = row.next_byte_offset - row.byte_offset;
+        row_bytes > kMaxRecordBytes) {
+      return fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB limit",
+                         row_bytes, row.byte_offset, kMaxRecordBytes >> 20);
+    }
+    if (row.fields.size() != names_.size()) {
+      return fmt::format(
+          "row has {} fields, the header {}; quote fields that contain the delimiter '{}'",
+          row.fields.size(), names_.size(),
+          csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter()));
+    }
+    for (std::string_view field : row.fields) {
+      if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size())) {
+        return fmt::format("invalid UTF-8 (row at byte offset {}); save the file as UTF-8",
+                           row.byte_offset);
+      }
+    }
+    return std::nullopt;
   }
 
   std::string JoinRow(const CsvRow& row) const {
@@ -400,11 +518,9 @@ class CsvFileReader final : public FileReader {
     return text;
   }
 
-  std::string path_;
   std::unique_ptr<CsvReader> csv_;
   std::vector<std::string> names_;
-  uint64_t records_ = 0;
-  uint64_t skip_records_ = 0;
+  bool has_reported_header_ = false;
 };
 
 // ----- Parquet, through DuckDB ----------------------------------------------------------------
@@ -427,6 +543,10 @@ std::optional<LogicalType> LogicalTypeFromDuckdb(const std::string& name) {
     return LogicalType::Int();
   }
   if (name == "BIGINT" || name == "UINTEGER") return LogicalType::Long();
+  // Beyond long: exact as decimals (UBIGINT has 20 digits; HUGEINT values beyond 38 digits go
+  // to a string sibling).
+  if (name == "UBIGINT") return LogicalType::Decimal(20, 0).value();
+  if (name == "HUGEINT" || name == "UHUGEINT") return LogicalType::Decimal(38, 0).value();
   if (name == "FLOAT") return LogicalType::Float();
   if (name == "DOUBLE") return LogicalType::Double();
   if (name == "DATE") return LogicalType::Date();
@@ -481,7 +601,7 @@ class ParquetReader final : public FileReader {
     for (idx_t row = 0; row < duckdb_row_count(&described); ++row) {
       char* name = duckdb_value_varchar(&described, 0, row);
       char* type = duckdb_value_varchar(&described, 1, row);
-      if (auto logical = LogicalTypeFromDuckdb(type)) declared->emplace(name, *logical);
+      if (auto logical = LogicalTypeFromDuckdb(type)) declared->emplace(ValidUtf8(name), *logical);
       duckdb_free(name);
       duckdb_free(type);
     }
@@ -524,13 +644,17 @@ class ParquetReader final : public FileReader {
           duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
       const uint32_t length = cell.value.inlined.length;
       ++records_;
-      auto parsed = parser_.parse(data, length, /*realloc_if_needed=*/true);
-      if (parsed.error()) {
-        batch.deadletters.push_back({{path_, 0, records_}, "row not convertible", ""});
+      Value value;
+      const simdjson::error_code error =
+          json_.Parse(std::string_view(data, length), /*has_padding=*/false, &value);
+      if (error) {
+        batch.deadletters.push_back(
+            {{path_, 0, records_},
+             fmt::format("row not convertible: {}", simdjson::error_message(error)),
+             Truncated(std::string_view(data, length))});
         continue;
       }
-      batch.records.push_back(
-          {internal::ValueFromJson(parsed.value_unsafe()), /*line=*/0, /*row=*/records_});
+      batch.records.push_back({std::move(value), /*line=*/0, /*row=*/records_});
     }
     return false;
   }
@@ -544,7 +668,7 @@ class ParquetReader final : public FileReader {
   duckdb_data_chunk chunk_ = nullptr;
   idx_t chunk_row_ = 0;
   uint64_t records_ = 0;
-  simdjson::dom::parser parser_;
+  internal::JsonParser json_{kMaxRecordBytes};
 };
 
 // A file that cannot be read as any format: one deadletter for the whole file.
@@ -652,11 +776,11 @@ class FileSource final : public Source {
         break;
       }
       case FileFormat::kJsonArray: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, JsonArrayReader::Open(path, position_.records_consumed));
+        SKIPPR_ASSIGN_OR_RETURN(reader_, JsonArrayReader::Open(path, position_));
         break;
       }
       case FileFormat::kCsv: {
-        SKIPPR_ASSIGN_OR_RETURN(reader_, CsvFileReader::Open(path, position_.records_consumed));
+        SKIPPR_ASSIGN_OR_RETURN(reader_, CsvFileReader::Open(path, position_));
         break;
       }
       case FileFormat::kParquet: {
@@ -669,6 +793,11 @@ class FileSource final : public Source {
         reader_ = std::make_unique<UnreadableFileReader>(
             path,
             "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
+        break;
+      case FileFormat::kWideText:
+        reader_ = std::make_unique<UnreadableFileReader>(
+            path, "UTF-16 or UTF-32 text (a byte order mark, or NUL bytes between the "
+                  "characters): save the file as UTF-8");
         break;
     }
     return true;
