@@ -325,15 +325,18 @@ LogicalType MergeScalarTypes(const LogicalType& a, const LogicalType& b) {
   if (a == b) return a;
   const auto is_integer = [](TypeId id) { return id == TypeId::kInt || id == TypeId::kLong; };
   if (is_integer(a.id()) && is_integer(b.id())) return LogicalType::Long();
-  // Exact numbers stay exact: integers and decimals meet in a decimal of the larger scale.
-  const auto is_exact = [&](TypeId id) { return is_integer(id) || id == TypeId::kDecimal; };
-  if (is_exact(a.id()) && is_exact(b.id())) {
+  const auto is_number = [&](TypeId id) {
+    return is_integer(id) || id == TypeId::kDouble || id == TypeId::kDecimal;
+  };
+  // Exact numbers stay exact: numbers with a decimal among them meet in a decimal of the larger
+  // scale (a double that does not fit it sends the list to a sibling rather than rounding).
+  if (is_number(a.id()) && is_number(b.id()) &&
+      (a.id() == TypeId::kDecimal || b.id() == TypeId::kDecimal)) {
     const auto scale_of = [](const LogicalType& t) {
       return t.id() == TypeId::kDecimal ? t.decimal_scale() : 0;
     };
     return LogicalType::Decimal(38, std::max(scale_of(a), scale_of(b))).value();
   }
-  const auto is_number = [&](TypeId id) { return is_integer(id) || id == TypeId::kDouble; };
   if (is_number(a.id()) && is_number(b.id())) return LogicalType::Double();
   if ((a.id() == TypeId::kDate || a.id() == TypeId::kTimestamp) &&
       (b.id() == TypeId::kDate || b.id() == TypeId::kTimestamp)) {

@@ -543,10 +543,8 @@ std::optional<LogicalType> LogicalTypeFromDuckdb(const std::string& name) {
     return LogicalType::Int();
   }
   if (name == "BIGINT" || name == "UINTEGER") return LogicalType::Long();
-  // Beyond long: exact as decimals (UBIGINT has 20 digits; HUGEINT values beyond 38 digits go
-  // to a string sibling).
+  // Beyond long: exact as a decimal of its 20 digits.
   if (name == "UBIGINT") return LogicalType::Decimal(20, 0).value();
-  if (name == "HUGEINT" || name == "UHUGEINT") return LogicalType::Decimal(38, 0).value();
   if (name == "FLOAT") return LogicalType::Float();
   if (name == "DOUBLE") return LogicalType::Double();
   if (name == "DATE") return LogicalType::Date();

@@ -1349,15 +1349,19 @@ TEST(SchemaNumbers, AFieldFirstSeenBeyondLongIsADecimal) {
   AbsorbOk(shaper, Obj({{"n", Int(5)}}));
   AbsorbOk(shaper, Obj({{"n", ValueFromText("-123456789012345678901234567890")}}));
   AbsorbOk(shaper, Obj({{"l", Lst({Int(1), ValueFromText("99999999999999999999")})}}));
+  AbsorbOk(shaper, Obj({{"m", Lst({Dbl(1.5), ValueFromText("0.1234567890123456789")})}}));
   shaper.Seal();
   EXPECT_EQ(TypeOf(shaper, "n"), "decimal(38, 0)");
   EXPECT_EQ(TypeOf(shaper, "l"), "list<decimal(38, 0)>");
-  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("n", "l"));
+  EXPECT_EQ(TypeOf(shaper, "m"), "list<decimal(38, 19)>");
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("n", "l", "m"));
   Batch batch = OnlyBatch(shaper);
   EXPECT_EQ(batch.RowAt(0).Find("n")->ToJson(), "18446744073709551615");
   EXPECT_EQ(batch.RowAt(1).Find("n")->ToJson(), "5");
   EXPECT_EQ(batch.RowAt(2).Find("n")->ToJson(), "-123456789012345678901234567890");
   EXPECT_EQ(batch.RowAt(3).Find("l")->ToJson(), "[1,99999999999999999999]");
+  EXPECT_EQ(batch.RowAt(4).Find("m")->ToJson(),
+            "[1.5000000000000000000,0.1234567890123456789]");
 }
 
 // A field created in this unit widens from long to double only while that loses nothing.
