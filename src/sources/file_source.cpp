@@ -235,9 +235,29 @@ Result<TextStart> OpenTextAt(const std::string& path, const PartitionPosition& s
   return text;
 }
 
-// What the text readers (JSON lines, JSON arrays, CSV) share: the record count, the records a
-// compressed file's previous run consumed, and the position reached.
+// What the text readers (JSON lines, JSON arrays, CSV) share: the batch loop, the record count,
+// the records a compressed file's previous run consumed, and the position reached. Each reader
+// says how to read one item (a line, an element, a row).
 class TextFileReader : public FileReader {
+ public:
+  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) final {
+    uint64_t bytes_in_batch = 0;
+    bool has_more = true;
+    while (has_more && batch.records.size() + batch.deadletters.size() < max_records &&
+           bytes_in_batch < max_bytes) {
+      SKIPPR_ASSIGN_OR_RETURN(has_more, ReadOne(batch, bytes_in_batch));
+    }
+    // At the end of a file that held no record at all: one deadletter that says so, so that no
+    // file is silently read as 0 rows.
+    if (!has_more && records_ == 0 && TakeRecord()) {
+      batch.deadletters.push_back({{path_, next_line_, records_}, NoRecordsReason(), ""});
+    }
+    batch.position.byte_offset = is_plain_ ? next_byte_offset_ : 0;  // only plain files resume
+    batch.position.next_line = is_plain_ ? next_line_ : 1;          // at a byte offset
+    batch.bytes_read += bytes_in_batch;
+    return !has_more;
+  }
+
  protected:
   TextFileReader(std::string path, const TextStart& text, const PartitionPosition& start)
       : path_(std::move(path)),
@@ -247,6 +267,11 @@ class TextFileReader : public FileReader {
         next_byte_offset_(text.byte_offset),
         next_line_(text.first_line) {}
 
+  // Reads the next item into `batch` (a record, a deadletter, or nothing for a blank line or one
+  // a previous run consumed), adding its input bytes; false at the end of the file.
+  virtual Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) = 0;
+  virtual std::string NoRecordsReason() const = 0;
+
   // Counts the next record; false while it is one a previous run already consumed.
   bool TakeRecord() {
     ++records_;
@@ -254,20 +279,9 @@ class TextFileReader : public FileReader {
     --skip_records_;
     return false;
   }
-  // Only plain files record a byte offset to resume at.
   void Advance(uint64_t next_byte_offset, uint64_t next_line) {
     next_byte_offset_ = next_byte_offset;
     next_line_ = next_line;
-  }
-  void SetPosition(SourceBatch& batch) const {
-    batch.position.byte_offset = is_plain_ ? next_byte_offset_ : 0;
-    batch.position.next_line = is_plain_ ? next_line_ : 1;
-  }
-  // At the end of a file that held no record at all: one deadletter that says so, so that no
-  // file is silently read as 0 rows.
-  void ReportNoRecords(SourceBatch& batch, std::string reason) {
-    if (records_ > 0 || !TakeRecord()) return;
-    batch.deadletters.push_back({{path_, next_line_, records_}, std::move(reason), ""});
   }
   schema::RecordOrigin OriginAt(uint64_t line) const { return {path_, line, records_}; }
 
@@ -287,53 +301,42 @@ class JsonLinesReader final : public TextFileReader {
     return std::unique_ptr<FileReader>(new JsonLinesReader(path, std::move(text), start));
   }
 
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
-    uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
-      if (!line) {
-        ReportNoRecords(batch, "no records: the file holds only blank lines");
-        SetPosition(batch);
-        batch.bytes_read += bytes_in_batch;
-        return true;
-      }
-      Advance(line->next_byte_offset, line->line_number + 1);
-      if (line->text.find_first_not_of(" \t\r") == std::string_view::npos && !line->is_over_limit) {
-        continue;  // blank
-      }
-      if (!TakeRecord()) continue;
-      bytes_in_batch += line->size_bytes + 1;
-      if (line->is_over_limit) {
-        batch.deadletters.push_back(
-            {OriginAt(line->line_number),
-             fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB limit; "
-                         "split it into smaller records",
-                         line->size_bytes, line->byte_offset, kMaxRecordBytes >> 20),
-             Truncated(line->text)});
-        continue;
-      }
-      Value value;
-      const simdjson::error_code error = json_.Parse(line->text, /*has_padding=*/true, &value);
-      if (error) {
-        batch.deadletters.push_back(
-            {OriginAt(line->line_number),
-             fmt::format("invalid JSON: {} (line at byte offset {})",
-                         simdjson::error_message(error), line->byte_offset),
-             Truncated(line->text)});
-        continue;
-      }
-      batch.records.push_back({std::move(value), line->line_number, records_});
-    }
-    SetPosition(batch);
-    batch.bytes_read += bytes_in_batch;
-    return false;
-  }
-
  private:
   JsonLinesReader(std::string path, TextStart text, const PartitionPosition& start)
       : TextFileReader(std::move(path), text, start),
         lines_(std::move(text.input), text.first_line, kMaxRecordBytes) {}
+
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
+    if (!line) return false;
+    Advance(line->next_byte_offset, line->line_number + 1);
+    const bool is_blank = line->text.find_first_not_of(" \t\r") == std::string_view::npos;
+    if ((is_blank && !line->is_over_limit) || !TakeRecord()) return true;
+    bytes_in_batch += line->size_bytes + 1;
+    if (line->is_over_limit) {
+      batch.deadletters.push_back(
+          {OriginAt(line->line_number),
+           fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB limit; split "
+                       "it into smaller records",
+                       line->size_bytes, line->byte_offset, kMaxRecordBytes >> 20),
+           Truncated(line->text)});
+      return true;
+    }
+    Value value;
+    if (const simdjson::error_code error = json_.Parse(line->text, /*has_padding=*/true, &value)) {
+      batch.deadletters.push_back(
+          {OriginAt(line->line_number),
+           fmt::format("invalid JSON: {} (line at byte offset {})", simdjson::error_message(error),
+                       line->byte_offset),
+           Truncated(line->text)});
+      return true;
+    }
+    batch.records.push_back({std::move(value), line->line_number, records_});
+    return true;
+  }
+  std::string NoRecordsReason() const override {
+    return "no records: the file holds only blank lines";
+  }
 
   LineReader lines_;
   internal::JsonParser json_{kMaxRecordBytes};
@@ -349,49 +352,35 @@ class JsonArrayReader final : public TextFileReader {
     return std::unique_ptr<FileReader>(new JsonArrayReader(path, std::move(text), start));
   }
 
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
-    uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(std::optional<JsonArrayElement> element, elements_.Next());
-      if (!element) {
-        ReportNoRecords(batch, "no records: the JSON array is empty");
-        SetPosition(batch);
-        batch.bytes_read += bytes_in_batch;
-        return true;
-      }
-      Advance(element->next_byte_offset, element->next_line_number);
-      if (!TakeRecord()) continue;
-      bytes_in_batch += element->size_bytes + 1;
-      const auto deadletter = [&](std::string_view reason) {
-        batch.deadletters.push_back(
-            {OriginAt(element->line_number),
-             fmt::format("{} (element {} at byte offset {})", reason, records_,
-                         element->byte_offset),
-             Truncated(element->text)});
-      };
-      if (element->problem) {
-        deadletter(*element->problem);
-        continue;
-      }
-      Value value;
-      const simdjson::error_code error = json_.Parse(element->text, /*has_padding=*/true, &value);
-      if (error) {
-        deadletter(fmt::format("invalid JSON: {}", simdjson::error_message(error)));
-        continue;
-      }
-      batch.records.push_back({std::move(value), element->line_number, records_});
-    }
-    SetPosition(batch);
-    batch.bytes_read += bytes_in_batch;
-    return false;
-  }
-
  private:
   JsonArrayReader(std::string path, TextStart text, const PartitionPosition& start)
       : TextFileReader(std::move(path), text, start),
         elements_(std::move(text.input), /*is_at_array_start=*/!text.resumes_in_place,
                   text.first_line, kMaxRecordBytes) {}
+
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<JsonArrayElement> element, elements_.Next());
+    if (!element) return false;
+    Advance(element->next_byte_offset, element->next_line_number);
+    if (!TakeRecord()) return true;
+    bytes_in_batch += element->size_bytes + 1;
+    const auto deadletter = [&](std::string_view reason) {
+      batch.deadletters.push_back(
+          {OriginAt(element->line_number),
+           fmt::format("{} (element {} at byte offset {})", reason, records_, element->byte_offset),
+           Truncated(element->text)});
+      return true;
+    };
+    if (element->problem) return deadletter(*element->problem);
+    Value value;
+    if (const simdjson::error_code error =
+            json_.Parse(element->text, /*has_padding=*/true, &value)) {
+      return deadletter(fmt::format("invalid JSON: {}", simdjson::error_message(error)));
+    }
+    batch.records.push_back({std::move(value), element->line_number, records_});
+    return true;
+  }
+  std::string NoRecordsReason() const override { return "no records: the JSON array is empty"; }
 
   JsonArrayScanner elements_;
   internal::JsonParser json_{kMaxRecordBytes};
@@ -419,52 +408,42 @@ class CsvFileReader final : public TextFileReader {
     return std::unique_ptr<FileReader>(new CsvFileReader(path, std::move(csv), text, start));
   }
 
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
-    uint64_t bytes_in_batch = 0;
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
     if (!has_reported_header_) {
       has_reported_header_ = true;
       if (const std::optional<CsvRow>& header = csv_->header_problem(); header && TakeRecord()) {
         batch.deadletters.push_back({OriginAt(header->line_number),
                                      "the header line cannot be read: " + *header->problem,
                                      Truncated(header->raw_text)});
-      }
-    }
-    while (batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> next, csv_->Next());
-      if (!next) {
-        ReportNoRecords(batch, names_.empty()
-                                   ? "no records: the file holds only blank lines"
-                                   : fmt::format("no records: only a header line ({} columns)",
-                                                 names_.size()));
-        SetPosition(batch);
-        batch.bytes_read += bytes_in_batch;
         return true;
       }
-      const CsvRow& row = *next;
-      Advance(row.next_byte_offset, row.next_line_number);
-      if (!TakeRecord()) continue;
-      bytes_in_batch += row.next_byte_offset - row.byte_offset;
-      if (row.problem) {
-        batch.deadletters.push_back(
-            {OriginAt(row.line_number), *row.problem, Truncated(row.raw_text)});
-        continue;
-      }
-      if (std::optional<std::string> reason = Unreadable(row)) {
-        batch.deadletters.push_back(
-            {OriginAt(row.line_number), std::move(*reason), Truncated(JoinRow(row))});
-        continue;
-      }
-      ValueObject object;
-      object.reserve(names_.size());
-      for (size_t i = 0; i < names_.size(); ++i) {
-        object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
-      }
-      batch.records.push_back({Value::Object(std::move(object)), row.line_number, records_});
     }
-    SetPosition(batch);
-    batch.bytes_read += bytes_in_batch;
-    return false;
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> next, csv_->Next());
+    if (!next) return false;
+    const CsvRow& row = *next;
+    Advance(row.next_byte_offset, row.next_line_number);
+    if (!TakeRecord()) return true;
+    bytes_in_batch += row.next_byte_offset - row.byte_offset;
+    if (row.problem) {
+      batch.deadletters.push_back({OriginAt(row.line_number), *row.problem, Truncated(row.raw_text)});
+      return true;
+    }
+    if (std::optional<std::string> reason = Unreadable(row)) {
+      batch.deadletters.push_back(
+          {OriginAt(row.line_number), std::move(*reason), Truncated(JoinRow(row))});
+      return true;
+    }
+    ValueObject object;
+    object.reserve(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
+    }
+    batch.records.push_back({Value::Object(std::move(object)), row.line_number, records_});
+    return true;
+  }
+  std::string NoRecordsReason() const override {
+    if (names_.empty()) return "no records: the file holds only blank lines";
+    return fmt::format("no records: only a header line ({} columns)", names_.size());
   }
 
  private:

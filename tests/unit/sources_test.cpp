@@ -137,21 +137,26 @@ TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
   EXPECT_TRUE(rest.positions.at(path).is_closed);
 }
 
-TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
-  TempDir dir;
-  const std::string path = dir.path() + "/events.jsonl.gz";
-  const std::string text = JsonLines(1, 500);
+// A compressed file has no byte offsets to resume at: its position holds none, and the next read
+// skips the 120 records already consumed. `resumed_line`: the line of record 121.
+void ExpectCompressedResumeSkips(const std::string& path, const std::string& text,
+                                 uint64_t resumed_line) {
   gzFile file = gzopen(path.c_str(), "wb");
   gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
   gzclose(file);
   auto source = Make(FileConnector(path));
   ReadResult first = Read(*source, {}, 120, 1);
   ASSERT_EQ(first.records.size(), 120u);
-  EXPECT_EQ(first.positions.at(path).byte_offset, 0u);  // no byte offset inside a compressed stream
+  EXPECT_EQ(first.positions.at(path).byte_offset, 0u);
   ReadResult rest = Read(*source, first.positions, 1000);
   ASSERT_EQ(rest.records.size(), 380u);
   EXPECT_EQ(IdOf(rest.records.front()), 121);
-  EXPECT_EQ(rest.records.front().line, 121u);
+  EXPECT_EQ(rest.records.front().line, resumed_line);
+}
+
+TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
+  TempDir dir;
+  ExpectCompressedResumeSkips(dir.path() + "/events.jsonl.gz", JsonLines(1, 500), 121);
 }
 
 TEST(FileSource, CsvResumes) {
@@ -364,19 +369,7 @@ TEST(FileSourceJsonArray, APlainFileResumesAtTheNextElementsByteOffset) {
 
 TEST(FileSourceJsonArray, ACompressedFileResumesBySkippingConsumedElements) {
   TempDir dir;
-  const std::string path = dir.path() + "/records.json.gz";
-  const std::string text = ArrayOfRecords(500, 0);
-  gzFile file = gzopen(path.c_str(), "wb");
-  gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(file);
-  auto source = Make(FileConnector(path));
-  ReadResult first = Read(*source, {}, 120, 1);
-  ASSERT_EQ(first.records.size(), 120u);
-  EXPECT_EQ(first.positions.at(path).byte_offset, 0u);
-  ReadResult rest = Read(*source, first.positions, 1000);
-  ASSERT_EQ(rest.records.size(), 380u);
-  EXPECT_EQ(IdOf(rest.records.front()), 121);
-  EXPECT_EQ(rest.records.front().line, 122u);
+  ExpectCompressedResumeSkips(dir.path() + "/records.json.gz", ArrayOfRecords(500, 0), 122);
 }
 
 // "[", "[]", a truncated last element, a missing ']', garbage after it: each costs only itself,
