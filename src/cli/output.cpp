@@ -48,7 +48,9 @@ void RunOutput::Event(const std::string& event, nlohmann::ordered_json fields) c
                                  {"phase", phase_},
                                  {"timestamp", UtcTimestampNow()}};
   for (auto& [key, value] : fields.items()) line[key] = value;
-  fmt::print("{}\n", Redact(line.dump()));
+  // Replace, not throw: file paths and messages may hold bytes that are not UTF-8.
+  fmt::print("{}\n", Redact(line.dump(-1, ' ', false,
+                                      nlohmann::ordered_json::error_handler_t::replace)));
   std::fflush(stdout);
 }
 

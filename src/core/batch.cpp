@@ -121,9 +121,9 @@ void Column::Append(const Value& value) {
       break;
     }
     case PhysicalKind::kDecimal128: {
-      const int64_t low_signed = value.as_int();
-      const uint64_t low = static_cast<uint64_t>(low_signed);
-      const int64_t high = low_signed < 0 ? -1 : 0;
+      const auto unscaled = static_cast<unsigned __int128>(value.decimal_unscaled());
+      const auto low = static_cast<uint64_t>(unscaled);
+      const auto high = static_cast<int64_t>(unscaled >> 64);
       AppendFixed(fixed, &low, 8);
       AppendFixed(fixed, &high, 8);
       break;
@@ -184,10 +184,12 @@ Value Column::ValueAt(int64_t row) const {
     case TypeId::kTimestampTz: return Value::TimestampTz(Int64At(row));
     case TypeId::kFloat:
     case TypeId::kDouble: return Value::Double(DoubleAt(row));
-    case TypeId::kDecimal:
-      return Value::Decimal(static_cast<int64_t>(Decimal128At(row).first),
+    case TypeId::kDecimal: {
+      const auto [low, high] = Decimal128At(row);
+      return Value::Decimal(static_cast<__int128>(static_cast<unsigned __int128>(high) << 64 | low),
                             static_cast<uint8_t>(type.decimal_precision()),
                             static_cast<uint8_t>(type.decimal_scale()));
+    }
     case TypeId::kString: return Value::String(std::string(BytesAt(row)));
     case TypeId::kBinary:
     case TypeId::kUuid: return Value::Binary(std::string(BytesAt(row)));

@@ -29,6 +29,18 @@ const Value* Value::Find(std::string_view name) const {
 }
 
 namespace {
+// The decimal digits of |value|; std::to_string has no 128-bit overload.
+std::string DecimalDigits(__int128 value) {
+  auto magnitude = value < 0 ? -static_cast<unsigned __int128>(value)
+                             : static_cast<unsigned __int128>(value);
+  std::string digits;
+  do {
+    digits.push_back(static_cast<char>('0' + static_cast<int>(magnitude % 10)));
+    magnitude /= 10;
+  } while (magnitude != 0);
+  return std::string(digits.rbegin(), digits.rend());
+}
+
 void AppendJsonString(std::string& out, std::string_view text) {
   out.push_back('"');
   for (unsigned char c : text) {
@@ -77,9 +89,8 @@ void AppendJson(std::string& out, const Value& value) {
       out += std::isfinite(value.as_double()) ? fmt::format("{}", value.as_double()) : "null";
       return;
     case Value::Kind::kDecimal: {
-      const int64_t unscaled = value.as_int();
-      const uint64_t magnitude = unscaled < 0 ? 0 - static_cast<uint64_t>(unscaled) : unscaled;
-      std::string digits = std::to_string(magnitude);
+      const __int128 unscaled = value.decimal_unscaled();
+      std::string digits = DecimalDigits(unscaled);
       const size_t scale = value.decimal_scale();
       if (digits.size() <= scale) digits.insert(0, scale + 1 - digits.size(), '0');
       if (scale > 0) digits.insert(digits.size() - scale, ".");
@@ -138,7 +149,8 @@ bool operator==(const Value& a, const Value& b) {
     case Value::Kind::kObject:
       return a.object_ == b.object_;
     case Value::Kind::kDecimal:
-      return a.integer_ == b.integer_ && a.precision_ == b.precision_ && a.scale_ == b.scale_;
+      return a.decimal_unscaled() == b.decimal_unscaled() && a.precision_ == b.precision_ &&
+             a.scale_ == b.scale_;
     default:
       return a.integer_ == b.integer_;
   }

@@ -30,7 +30,7 @@ class Value {
     kDate,         // days since 1970-01-01, in the integer payload
     kTimestamp,    // microseconds since epoch, no zone
     kTimestampTz,  // microseconds since epoch, UTC
-    kDecimal,      // unscaled int64 with precision/scale (precision <= 18)
+    kDecimal,      // unscaled 128-bit integer with precision/scale (precision <= 38)
     kList,
     kObject,
   };
@@ -51,7 +51,8 @@ class Value {
   static Value Date(int32_t days) { return Value(Kind::kDate, days); }
   static Value Timestamp(int64_t micros) { return Value(Kind::kTimestamp, micros); }
   static Value TimestampTz(int64_t micros) { return Value(Kind::kTimestampTz, micros); }
-  static Value Decimal(int64_t unscaled, uint8_t precision, uint8_t scale);
+  // Every decimal(p<=38, s) value: 10^38 - 1 needs 127 bits.
+  static Value Decimal(__int128 unscaled, uint8_t precision, uint8_t scale);
   static Value List(ValueList items);
   static Value Object(ValueObject fields);
 
@@ -59,7 +60,14 @@ class Value {
   bool is_null() const { return kind_ == Kind::kNull; }
   // Each accessor answers 0 / empty for a value of another kind.
   bool as_bool() const { return as_int() != 0; }
-  int64_t as_int() const { return HoldsInteger() ? integer_ : 0; }  // kInt, kDate, kTimestamp*, kDecimal (unscaled)
+  int64_t as_int() const { return HoldsInteger() ? integer_ : 0; }  // kInt, kDate, kTimestamp*, kBool
+  // The unscaled value of a kDecimal (0 for other kinds); as_int() does not answer for decimals,
+  // whose unscaled values may need more than 64 bits.
+  __int128 decimal_unscaled() const {
+    if (kind_ != Kind::kDecimal) return 0;
+    return static_cast<__int128>(static_cast<unsigned __int128>(decimal_.low) |
+                                 static_cast<unsigned __int128>(decimal_.high) << 64);
+  }
   double as_double() const { return kind_ == Kind::kDouble ? real_ : 0; }
   const std::string& as_string() const { return HoldsText() ? text_ : EmptyText(); }  // kString, kBinary
   uint8_t decimal_precision() const { return precision_; }
@@ -87,7 +95,9 @@ class Value {
  private:
   Value(Kind kind, int64_t integer) : kind_(kind), integer_(integer) {}
   bool HoldsText() const { return kind_ == Kind::kString || kind_ == Kind::kBinary; }
-  bool HoldsInteger() const { return kind_ != Kind::kDouble && !HoldsHeap(); }
+  bool HoldsInteger() const {
+    return kind_ != Kind::kDouble && kind_ != Kind::kDecimal && !HoldsHeap();
+  }
   bool HoldsHeap() const { return HoldsText() || kind_ == Kind::kList || kind_ == Kind::kObject; }
   static const std::string& EmptyText();
   static const ValueList& EmptyList();
@@ -101,9 +111,15 @@ class Value {
   Kind kind_ = Kind::kNull;
   uint8_t precision_ = 0;
   uint8_t scale_ = 0;
+  // Two halves rather than an __int128 member: 8-byte alignment keeps a Value at 40 bytes.
+  struct DecimalBits {
+    uint64_t low;
+    int64_t high;
+  };
   union {
-    int64_t integer_;  // kNull (0), kBool, kInt, kDate, kTimestamp*, kDecimal
+    int64_t integer_;  // kNull (0), kBool, kInt, kDate, kTimestamp*
     double real_;
+    DecimalBits decimal_;  // kDecimal
     std::string text_;
     ValueList list_;
     ValueObject object_;
@@ -129,6 +145,9 @@ void Value::ConstructFrom(Other&& other) {
       break;
     case Kind::kDouble:
       real_ = other.real_;
+      break;
+    case Kind::kDecimal:
+      decimal_ = other.decimal_;
       break;
     default:
       integer_ = other.integer_;
@@ -192,8 +211,11 @@ inline Value Value::Binary(std::string bytes) {
   return value;
 }
 
-inline Value Value::Decimal(int64_t unscaled, uint8_t precision, uint8_t scale) {
-  Value value(Kind::kDecimal, unscaled);
+inline Value Value::Decimal(__int128 unscaled, uint8_t precision, uint8_t scale) {
+  Value value;
+  value.kind_ = Kind::kDecimal;
+  const auto bits = static_cast<unsigned __int128>(unscaled);
+  value.decimal_ = DecimalBits{static_cast<uint64_t>(bits), static_cast<int64_t>(bits >> 64)};
   value.precision_ = precision;
   value.scale_ = scale;
   return value;
@@ -212,6 +234,8 @@ inline Value Value::Object(ValueObject fields) {
   new (&value.object_) ValueObject(std::move(fields));
   return value;
 }
+
+static_assert(sizeof(Value) <= 40, "a Value per field of every record: keep it small");
 
 std::string_view ValueKindName(Value::Kind kind);
 

@@ -71,7 +71,8 @@ std::string PositionsJson(const sources::SourcePositions& positions) {
     json[partition] = {{"records_consumed", position.records_consumed},
                        {"is_closed", position.is_closed}};
   }
-  return json.dump();
+  // Partitions are file paths, which need not be UTF-8; this copy is for people to read.
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -121,7 +122,9 @@ void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
   }
   Result<store::WriteTransaction> write = state.store().BeginWrite();
   if (!write.ok()) return;
-  if (write->Put(store::Family::kCatalog, LastRunKey(), json.dump()).ok()) (void)write->Commit();
+  // The error names files, whose paths need not be UTF-8.
+  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (write->Put(store::Family::kCatalog, LastRunKey(), text).ok()) (void)write->Commit();
 }
 
 Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,

@@ -59,9 +59,19 @@ Result<PipelineSchema> LoadInputSchema(const store::ReadTransaction& transaction
 Status SaveInputNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns);
 
 // How a CSV cell (or other untyped text) reads as a value: booleans, integers without leading
-// zeros, decimals and exponents become numbers; everything else stays a string (dates and
-// timestamps are recognised later, from any string). An empty cell is null.
+// zeros, decimals and exponents become numbers (as NumberFromText reads them); everything else
+// stays a string (dates and timestamps are recognised later, from any string). An empty cell is
+// null.
 Value ValueFromText(std::string_view text);
+
+// A number literal (-?digits[.digits][e±digits], as JSON writes numbers) read without losing a
+// digit: an integer within int64 is kInt; a longer integer of at most 38 digits is a decimal
+// (38, 0); a decimal or exponent number is kDouble when the double reads back as the same number,
+// else an exact decimal (38, its scale) when 38 digits hold it; a number no type holds exactly
+// stays its text (kString). nullopt when `literal` is not a number. `parsed`: the literal as the
+// caller already parsed it to a double (simdjson), to save parsing it again.
+std::optional<Value> NumberFromText(std::string_view literal,
+                                    std::optional<double> parsed = std::nullopt);
 
 // Where a record came from, for deadletters: `source` is a file path (or the source's name), `line`
 // the 1-based line where the record starts (0 when the format has no lines), `row` the 1-based

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "config/config.hpp"
@@ -177,12 +178,19 @@ std::optional<std::string> TextOf(const Value& value) {
   }
 }
 
-// Whether an unscaled decimal has at most `precision` digits.
-bool FitsPrecision(int64_t unscaled, int precision) {
-  if (precision >= 19) return true;
-  int64_t limit = 1;
-  for (int i = 0; i < precision; ++i) limit *= 10;
-  return unscaled > -limit && unscaled < limit;
+// Integers up to 2^53 in magnitude are exactly doubles; beyond, a double loses digits.
+constexpr int64_t kMaxExactDoubleInteger = int64_t{1} << 53;
+
+bool IsExactInDouble(int64_t integer) {
+  return integer >= -kMaxExactDoubleInteger && integer <= kMaxExactDoubleInteger;
+}
+
+// A decimal value as a double, only when the double reads back as the same number.
+std::optional<double> DecimalAsDouble(const Value& decimal) {
+  const std::string text = decimal.ToJson();
+  const std::optional<double> real = internal::ParseReal(text);
+  if (!real || !internal::DoubleHoldsLiteral(text, *real)) return std::nullopt;
+  return real;
 }
 
 // The value converted to exactly the kind a column of `type` holds, if it fits; see the table in
@@ -210,27 +218,34 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
     }
     case TypeId::kFloat:
     case TypeId::kDouble:
+      // Numbers keep every digit: what a double cannot hold exactly goes to a sibling.
       if (kind == K::kDouble) return value;
-      if (kind == K::kInt) return Value::Double(static_cast<double>(value.as_int()));
+      if (kind == K::kInt && IsExactInDouble(value.as_int())) {
+        return Value::Double(static_cast<double>(value.as_int()));
+      }
       if (kind == K::kDecimal) {
-        return Value::Double(static_cast<double>(value.as_int()) /
-                             std::pow(10.0, value.decimal_scale()));
+        if (auto real = DecimalAsDouble(value)) return Value::Double(*real);
       }
       if (text) {
-        if (auto real = internal::ParseReal(*text)) return Value::Double(*real);
+        if (auto real = internal::ParseReal(*text);
+            real && internal::DoubleHoldsLiteral(*text, *real)) {
+          return Value::Double(*real);
+        }
       }
       return std::nullopt;
     case TypeId::kDecimal: {
       const int scale = type.decimal_scale();
-      std::optional<int64_t> unscaled;
+      std::optional<__int128> unscaled;
       if (kind == K::kDecimal && value.decimal_scale() == scale) {
-        unscaled = value.as_int();
+        unscaled = value.decimal_unscaled();
       } else if (kind == K::kDecimal || kind == K::kInt || kind == K::kDouble ||
                  kind == K::kString) {
         unscaled =
             internal::ParseDecimal(kind == K::kDecimal ? value.ToJson() : *TextOf(value), scale);
       }
-      if (!unscaled || !FitsPrecision(*unscaled, type.decimal_precision())) return std::nullopt;
+      if (!unscaled || !internal::FitsDecimalPrecision(*unscaled, type.decimal_precision())) {
+        return std::nullopt;
+      }
       return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
                             static_cast<uint8_t>(scale));
     }
@@ -319,7 +334,18 @@ LogicalType MergeScalarTypes(const LogicalType& a, const LogicalType& b) {
   if (a == b) return a;
   const auto is_integer = [](TypeId id) { return id == TypeId::kInt || id == TypeId::kLong; };
   if (is_integer(a.id()) && is_integer(b.id())) return LogicalType::Long();
-  const auto is_number = [&](TypeId id) { return is_integer(id) || id == TypeId::kDouble; };
+  const auto is_number = [&](TypeId id) {
+    return is_integer(id) || id == TypeId::kDouble || id == TypeId::kDecimal;
+  };
+  // Exact numbers stay exact: numbers with a decimal among them meet in a decimal of the larger
+  // scale (a double that does not fit it sends the list to a sibling rather than rounding).
+  if (is_number(a.id()) && is_number(b.id()) &&
+      (a.id() == TypeId::kDecimal || b.id() == TypeId::kDecimal)) {
+    const auto scale_of = [](const LogicalType& t) {
+      return t.id() == TypeId::kDecimal ? t.decimal_scale() : 0;
+    };
+    return LogicalType::Decimal(38, std::max(scale_of(a), scale_of(b))).value();
+  }
   if (is_number(a.id()) && is_number(b.id())) return LogicalType::Double();
   if ((a.id() == TypeId::kDate || a.id() == TypeId::kTimestamp) &&
       (b.id() == TypeId::kDate || b.id() == TypeId::kTimestamp)) {
@@ -343,6 +369,19 @@ std::string SiblingSuffix(const Value& value, bool infer_epoch_timestamps) {
   }
 }
 
+// Field positions by name, kept for a namespace's top-level fields across records (they are only
+// ever appended to) and built for any other wide object.
+struct FieldIndex {
+  std::unordered_map<std::string, size_t> positions;
+  size_t indexed_fields = 0;  // fields[0, indexed_fields) are in `positions`
+
+  void CatchUp(const std::vector<Field>& fields) {
+    for (; indexed_fields < fields.size(); ++indexed_fields) {
+      positions.emplace(fields[indexed_fields].name, indexed_fields);
+    }
+  }
+};
+
 }  // namespace
 
 // ----- Shaper ---------------------------------------------------------------------------------
@@ -351,6 +390,10 @@ struct Shaper::NamespaceState {
   NamespaceSchema* schema = nullptr;
   bool is_new = false;
   std::set<int32_t> mutable_field_ids;  // created since the last Seal(): their type may still widen
+  // Mutable integer fields that absorbed an integer beyond ±2^53: widening them to double would
+  // lose its digits.
+  std::set<int32_t> beyond_double_field_ids;
+  FieldIndex top_level_index;  // schema->fields by name, for wide records
   std::vector<std::string> changes;
   // Seen, but only ever as null (false) or as an empty list (true).
   std::map<std::vector<std::string>, bool> null_only_paths;
@@ -383,6 +426,7 @@ struct Shaper::NamespaceState {
   bool Place(Field& field, Value& value, std::vector<std::string>& path);
   bool PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
                    std::string_view name);
+  void NoteIntegerPlaced(const Field& field, const Value& value);
   bool PlaceList(Field& field, Value& value, std::vector<std::string>& path);
   Field NewField(const std::string& name, const Value& value, bool top_level);
   void CreateNullOnlyFields();
@@ -408,6 +452,43 @@ Field* FindIn(std::vector<Field>& fields, const std::string& name) {
   }
   return nullptr;
 }
+
+// Finds the fields of one object's entries: the field after the last one found first (records
+// mostly list their fields in schema order), else a scan — or, with many fields, an index, so that
+// a record of 100,000 new columns (a CSV header) costs O(n), not O(n²).
+class FieldLookup {
+ public:
+  // `kept`: the namespace's index of these fields when they are its top level, else nullptr.
+  FieldLookup(std::vector<Field>& fields, size_t entries, FieldIndex* kept) : fields_(fields) {
+    constexpr size_t kIndexedFields = 64;
+    if (kept != nullptr && fields.size() + entries > kIndexedFields) {
+      index_ = kept;
+    } else if (entries > kIndexedFields) {
+      index_ = &own_index_;
+    }
+    if (index_ != nullptr) index_->CatchUp(fields_);
+  }
+  Field* Find(const std::string& name) {
+    if (guess_ < fields_.size() && fields_[guess_].name == name) return &fields_[guess_];
+    if (index_ == nullptr) return FindIn(fields_, name);
+    index_->CatchUp(fields_);
+    auto it = index_->positions.find(name);
+    if (it != index_->positions.end() && fields_[it->second].name != name) {
+      *index_ = FieldIndex{};  // the fields were replaced, not appended to: index them afresh
+      index_->CatchUp(fields_);
+      it = index_->positions.find(name);
+    }
+    if (it == index_->positions.end()) return nullptr;
+    return &fields_[it->second];
+  }
+  void Found(const Field* field) { guess_ = static_cast<size_t>(field - fields_.data()) + 1; }
+
+ private:
+  std::vector<Field>& fields_;
+  size_t guess_ = 0;
+  FieldIndex own_index_;
+  FieldIndex* index_ = nullptr;
+};
 }  // namespace
 
 Field Shaper::NamespaceState::NewField(const std::string& name, const Value& value,
@@ -504,7 +585,10 @@ bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value,
                                          const std::vector<std::string>& path,
                                          std::string_view name) {
   using K = Value::Kind;
-  if (IsExactScalar(value, field.type)) return true;
+  if (IsExactScalar(value, field.type)) {
+    NoteIntegerPlaced(field, value);
+    return true;
+  }
   const TypeId id = field.type.id();
   // Iceberg promotes int → long at any time; a field created in this unit of work may also widen
   // to double, since nothing has been committed with its old type.
@@ -520,17 +604,26 @@ bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value,
       Changed(fmt::format("promoted {} int → long", JoinPath(path, std::string(name))));
     }
   }
+  // Not when an integer absorbed already needs more digits than a double keeps.
   if (is_integer_field && !is_integer_value &&
       (value.kind() == K::kDouble ||
        (value.kind() == K::kString && internal::ParseReal(value.as_string()))) &&
-      mutable_field_ids.count(field.id) != 0) {
+      mutable_field_ids.count(field.id) != 0 && beyond_double_field_ids.count(field.id) == 0) {
     field.type = LogicalType::Double();
     Changed(fmt::format("widened {} to double", JoinPath(path, std::string(name))));
   }
   std::optional<Value> converted = ConvertScalar(value, field.type);
   if (!converted) return false;
   value = std::move(*converted);
+  NoteIntegerPlaced(field, value);
   return true;
+}
+
+void Shaper::NamespaceState::NoteIntegerPlaced(const Field& field, const Value& value) {
+  if (value.kind() == Value::Kind::kInt && !IsExactInDouble(value.as_int()) &&
+      mutable_field_ids.count(field.id) != 0) {
+    beyond_double_field_ids.insert(field.id);
+  }
 }
 
 bool Shaper::NamespaceState::PlaceList(Field& field, Value& value, std::vector<std::string>& path) {
@@ -591,12 +684,11 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
   const bool is_record = path.empty();
   if (is_record) record_field_indices.clear();
   size_t kept = 0;
-  size_t guess = 0;  // records mostly list their fields in schema order
+  FieldLookup lookup(fields, object.size(), is_record ? &top_level_index : nullptr);
   for (size_t i = 0; i < object.size(); ++i) {
     auto& [name, value] = object[i];
     const bool is_empty_list = value.kind() == Value::Kind::kList && value.as_list().empty();
-    Field* field =
-        guess < fields.size() && fields[guess].name == name ? &fields[guess] : FindIn(fields, name);
+    Field* field = lookup.Find(name);
     if (field == nullptr && (value.is_null() || is_empty_list)) {
       std::vector<std::string> full_path = path;
       full_path.push_back(name);
@@ -610,10 +702,10 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
       Changed(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
     }
     size_t index = static_cast<size_t>(field - fields.data());
-    guess = index + 1;
+    lookup.Found(field);
     if (!Place(*field, value, path)) {
       name = PlaceInSibling(fields, name, value, path);
-      index = static_cast<size_t>(FindIn(fields, name) - fields.data());
+      index = static_cast<size_t>(lookup.Find(name) - fields.data());
     }
     if (is_record) record_field_indices.push_back(index);
     if (kept != i) object[kept] = std::move(object[i]);
@@ -825,6 +917,7 @@ std::vector<NamespaceChange> Shaper::Seal() {
   for (auto& [name, state] : states_) {
     state->CreateNullOnlyFields();
     state->mutable_field_ids.clear();
+    state->beyond_double_field_ids.clear();
     if (state->changes.empty() && !state->is_new) continue;
     NamespaceSchema& ns = *state->schema;
     ns.schema_id += 1;
@@ -897,14 +990,36 @@ Value ValueFromText(std::string_view text) {
       is_digits &= is_digit;
       is_numeric = is_digit || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
     }
-    if (is_digits) {
-      if (auto integer = internal::ParseInteger(text)) return Value::Int(*integer);
-    }
     if (is_numeric) {
-      if (auto real = internal::ParseReal(text)) return Value::Double(*real);
+      if (std::optional<Value> number = NumberFromText(text)) return std::move(*number);
     }
   }
   return Value::String(std::string(text));
+}
+
+std::optional<Value> NumberFromText(std::string_view literal, std::optional<double> parsed) {
+  constexpr size_t kMaxDecimalDigits = 38;
+  const bool is_negative = !literal.empty() && literal[0] == '-';
+  const std::string_view digits = literal.substr(is_negative ? 1 : 0);
+  const bool is_integer =
+      !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (is_integer) {
+    if (digits[0] == '0' && digits.size() > 1) return std::nullopt;  // "007": an identifier
+    if (auto integer = internal::ParseInteger(literal)) return Value::Int(*integer);
+    if (digits.size() > kMaxDecimalDigits) return Value::String(std::string(literal));
+    return Value::Decimal(*internal::ParseDecimal(literal, 0), kMaxDecimalDigits, 0);
+  }
+  if (!parsed) parsed = internal::ParseReal(literal);
+  if (!parsed) {
+    // Beyond a double's range (1e999): no number type holds it, so it keeps its text.
+    if (internal::IsNumberLiteral(literal)) return Value::String(std::string(literal));
+    return std::nullopt;
+  }
+  if (internal::DoubleHoldsLiteral(literal, *parsed)) return Value::Double(*parsed);
+  if (auto exact = internal::ParseExactDecimal(literal)) {
+    return Value::Decimal(exact->unscaled, kMaxDecimalDigits, static_cast<uint8_t>(exact->scale));
+  }
+  return Value::String(std::string(literal));
 }
 
 std::string DescribeDeadletter(const Deadletter& deadletter) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -142,13 +143,77 @@ std::optional<double> ParseReal(std::string_view text) {
   return value;
 }
 
-std::optional<int64_t> ParseDecimal(std::string_view text, int scale) {
+namespace {
+constexpr int kMaxDecimalDigits = 38;
+
+__int128 PowerOfTen(int exponent) {
+  __int128 power = 1;
+  for (int i = 0; i < exponent; ++i) power *= 10;
+  return power;
+}
+
+// A number literal's significant digits (no sign, point, leading or trailing zeros; empty for
+// zero) and the power of ten that places them: value = 0.<digits> × 10^exponent.
+struct Significand {
+  std::string digits;
+  int64_t exponent = 0;
+};
+
+// nullopt unless `literal` is -?digits[.digits][(e|E)[+-]digits] (leading zeros are the caller's
+// rule: this only reads numbers).
+std::optional<Significand> SignificandOf(std::string_view literal) {
+  size_t at = !literal.empty() && literal[0] == '-' ? 1 : 0;
+  Significand significand;
+  int64_t integer_digits = 0;
+  int64_t leading_zeros = 0;  // each one moves the point: 0.0012 = 0.12 × 10^-2
+  bool is_in_fraction = false;
+  const size_t digits_begin = at;
+  for (; at < literal.size(); ++at) {
+    const char c = literal[at];
+    if (c == '.' && !is_in_fraction && at > digits_begin) {
+      is_in_fraction = true;
+      continue;
+    }
+    if (c < '0' || c > '9') break;
+    if (!is_in_fraction) ++integer_digits;
+    if (c == '0' && significand.digits.empty()) {
+      ++leading_zeros;
+    } else {
+      significand.digits.push_back(c);
+    }
+  }
+  if (at == digits_begin || literal[at - 1] == '.') return std::nullopt;
+  int64_t written_exponent = 0;
+  if (at < literal.size()) {
+    if (literal[at] != 'e' && literal[at] != 'E') return std::nullopt;
+    ++at;
+    const bool is_negative = at < literal.size() && literal[at] == '-';
+    if (at < literal.size() && (literal[at] == '-' || literal[at] == '+')) ++at;
+    if (at == literal.size()) return std::nullopt;
+    for (; at < literal.size(); ++at) {
+      if (literal[at] < '0' || literal[at] > '9') return std::nullopt;
+      // Saturates far beyond any double or decimal, so absurd exponents cannot overflow.
+      written_exponent = std::min<int64_t>(written_exponent * 10 + (literal[at] - '0'), 1 << 30);
+    }
+    if (is_negative) written_exponent = -written_exponent;
+  }
+  while (!significand.digits.empty() && significand.digits.back() == '0') {
+    significand.digits.pop_back();
+  }
+  if (significand.digits.empty()) return Significand{};  // zero, however it is written
+  significand.exponent = integer_digits - leading_zeros + written_exponent;
+  return significand;
+}
+}  // namespace
+
+std::optional<__int128> ParseDecimal(std::string_view text, int scale) {
   bool negative = false;
   size_t at = 0;
   if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
     negative = text[0] == '-';
     at = 1;
   }
+  const __int128 limit = PowerOfTen(kMaxDecimalDigits);
   __int128 unscaled = 0;
   int fraction_digits = -1;
   bool any_digit = false;
@@ -164,15 +229,66 @@ std::optional<int64_t> ParseDecimal(std::string_view text, int scale) {
       if (c != '0') return std::nullopt;  // more precision than the column keeps
       continue;
     }
+    // Checked before multiplying: 39 digits would overflow 128 bits.
+    if (unscaled >= limit / 10) return std::nullopt;
     unscaled = unscaled * 10 + (c - '0');
-    if (unscaled > INT64_MAX) return std::nullopt;
   }
   if (!any_digit) return std::nullopt;
   for (int i = std::max(fraction_digits, 0); i < scale; ++i) {
+    if (unscaled >= limit / 10) return std::nullopt;
     unscaled *= 10;
-    if (unscaled > INT64_MAX) return std::nullopt;
   }
-  return static_cast<int64_t>(negative ? -unscaled : unscaled);
+  return negative ? -unscaled : unscaled;
+}
+
+bool FitsDecimalPrecision(__int128 unscaled, int precision) {
+  const __int128 limit = PowerOfTen(std::min(precision, kMaxDecimalDigits));
+  return unscaled > -limit && unscaled < limit;
+}
+
+std::optional<ExactDecimal> ParseExactDecimal(std::string_view literal) {
+  const std::optional<Significand> significand = SignificandOf(literal);
+  if (!significand) return std::nullopt;
+  const int64_t digit_count = static_cast<int64_t>(significand->digits.size());
+  int64_t scale = digit_count - significand->exponent;
+  const int64_t padding_zeros = scale < 0 ? -scale : 0;  // 12e3: 12 → 12000
+  if (scale < 0) scale = 0;
+  if (digit_count + padding_zeros > kMaxDecimalDigits || scale > kMaxDecimalDigits) {
+    return std::nullopt;
+  }
+  __int128 unscaled = 0;
+  for (char digit : significand->digits) unscaled = unscaled * 10 + (digit - '0');
+  unscaled *= PowerOfTen(static_cast<int>(padding_zeros));
+  if (literal[0] == '-') unscaled = -unscaled;
+  return ExactDecimal{unscaled, static_cast<int>(scale)};
+}
+
+bool IsNumberLiteral(std::string_view text) {
+  const size_t first_digit = !text.empty() && text[0] == '-' ? 1 : 0;
+  const bool has_leading_zero = text.size() > first_digit + 1 && text[first_digit] == '0' &&
+                                text[first_digit + 1] >= '0' && text[first_digit + 1] <= '9';
+  return !has_leading_zero && SignificandOf(text).has_value();
+}
+
+bool DoubleHoldsLiteral(std::string_view literal, double value) {
+  // Any literal of at most 15 significant digits reads back from its nearest double (DBL_DIG).
+  size_t significant_digits = 0;
+  bool has_leading_digit = false;
+  for (char c : literal) {
+    if (c == 'e' || c == 'E') break;
+    if (c < '0' || c > '9') continue;
+    has_leading_digit |= c != '0';
+    if (has_leading_digit) ++significant_digits;
+  }
+  if (significant_digits <= 15) return true;
+  // Longer: the same number only if the double's shortest text has the same significant digits.
+  char shortest[32];
+  const auto printed = std::to_chars(shortest, shortest + sizeof(shortest), value);
+  const std::optional<Significand> written = SignificandOf(literal);
+  const std::optional<Significand> held =
+      SignificandOf(std::string_view(shortest, static_cast<size_t>(printed.ptr - shortest)));
+  return written && held && written->digits == held->digits &&
+         written->exponent == held->exponent;
 }
 
 std::string FormatDate(int32_t days) {

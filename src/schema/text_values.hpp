@@ -24,8 +24,25 @@ std::optional<int64_t> ParseTime(std::string_view text);
 std::optional<int64_t> ParseInteger(std::string_view text);
 // Decimal or exponent text ("3.5", "-1e3", ".5" not accepted: needs a digit before the point).
 std::optional<double> ParseReal(std::string_view text);
-// Exact decimal text with at most `scale` fractional digits → unscaled value; nullopt on overflow.
-std::optional<int64_t> ParseDecimal(std::string_view text, int scale);
+// Exact decimal text with at most `scale` fractional digits → unscaled value; nullopt when it
+// needs more than 38 digits (the widest decimal) or more fractional digits than `scale` keeps.
+std::optional<__int128> ParseDecimal(std::string_view text, int scale);
+// Whether an unscaled decimal has at most `precision` digits.
+bool FitsDecimalPrecision(__int128 unscaled, int precision);
+
+// A number literal (JSON's grammar, "1.5e3") as an exact decimal: the unscaled digits and the
+// scale; nullopt when that needs more than 38 digits or a scale outside [0, 38].
+struct ExactDecimal {
+  __int128 unscaled = 0;
+  int scale = 0;
+};
+std::optional<ExactDecimal> ParseExactDecimal(std::string_view literal);
+// Whether `text` is a number as JSON writes it: -?(0|[1-9]digits)[.digits][(e|E)[+-]digits].
+bool IsNumberLiteral(std::string_view text);
+// Whether `value`, the double nearest to the number literal, reads back as the same number: true
+// for every literal of at most 15 significant digits, and for longer ones that happen to be what
+// the double prints ("0.30000000000000004"); false for "0.1234567890123456789".
+bool DoubleHoldsLiteral(std::string_view literal, double value);
 
 int64_t DaysFromCivil(int64_t year, unsigned month, unsigned day);
 std::string FormatDate(int32_t days);

@@ -17,6 +17,15 @@ const char* FindByte(const char* begin, const char* end, char byte) {
   return static_cast<const char*>(std::memchr(begin, byte, static_cast<size_t>(end - begin)));
 }
 
+// Line ends in a quoted field's text: LF, CR and CRLF each count once.
+uint64_t CountLineEnds(const char* begin, const char* end) {
+  auto count = static_cast<uint64_t>(std::count(begin, end, '\n'));
+  for (const char* cr = FindByte(begin, end, '\r'); cr != nullptr; cr = FindByte(cr + 1, end, '\r')) {
+    if (cr + 1 == end || cr[1] != '\n') ++count;
+  }
+  return count;
+}
+
 std::string PrintableChar(char c) {
   if (c == '\t') return "'\\t'";
   if (c == '\n') return "'\\n'";
@@ -46,14 +55,14 @@ char SniffCsvDelimiter(std::string_view sample, char quote, bool is_whole_input)
       }
       continue;
     }
-    if (c == '\n') {
+    if (c == '\n' || c == '\r') {  // "\r\n" reads as a line end and a blank line
       if (has_content) line_counts.push_back(counts);  // blank lines say nothing
       counts = {};
       has_content = false;
       is_at_field_start = true;
       continue;
     }
-    if (c != '\r') has_content = true;
+    has_content = true;
     if (c == quote && is_at_field_start) {
       is_in_quotes = true;
       is_at_field_start = false;
@@ -99,7 +108,10 @@ char SniffCsvDelimiter(std::string_view sample, char quote, bool is_whole_input)
 }
 
 CsvReader::CsvReader(std::unique_ptr<InputStream> input, CsvOptions options)
-    : window_(std::move(input)), quote_(options.quote) {}
+    : window_(std::move(input)),
+      quote_(options.quote),
+      max_record_bytes_(options.max_record_bytes),
+      next_line_number_(options.first_line_number) {}
 
 Result<std::unique_ptr<CsvReader>> CsvReader::Open(std::unique_ptr<InputStream> input,
                                                    CsvOptions options) {
@@ -136,14 +148,26 @@ Result<std::unique_ptr<CsvReader>> CsvReader::Open(std::unique_ptr<InputStream> 
     }
   }
 
-  if (options.has_header) {
-    SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> header_row, reader->Next());
-    if (header_row) {
-      reader->header_.reserve(header_row->fields.size());
-      for (std::string_view name : header_row->fields) reader->header_.emplace_back(name);
-    }
+  if (options.known_header) {
+    reader->header_ = std::move(*options.known_header);
+  } else if (options.has_header) {
+    SKIPPR_RETURN_IF_ERROR(reader->ReadHeader());
   }
   return reader;
+}
+
+Status CsvReader::ReadHeader() {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> header_row, Next());
+  if (!header_row) return Status::OK();
+  if (header_row->problem) {
+    header_problem_ = std::move(header_row);
+    header_problem_text_ = problem_text_;  // problem_text_ is reused by the next problem row
+    header_problem_->raw_text = header_problem_text_;
+    return Status::OK();
+  }
+  header_.reserve(header_row->fields.size());
+  for (std::string_view name : header_row->fields) header_.emplace_back(name);
+  return Status::OK();
 }
 
 Result<std::optional<CsvRow>> CsvReader::Next() {
@@ -154,11 +178,10 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
       SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
       continue;
     }
-    Result<ParseOutcome> parsed = ParseRow();
+    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseRow());
     // A quoted field open at the end of an input cut by its size limit is a row still being
     // written, not a broken one: stop before it (the next pass reads it whole).
-    if (!parsed.ok() && window_.is_cut_by_limit()) return MaybeRow();
-    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, std::move(parsed));
+    if (outcome == ParseOutcome::kUnterminatedQuote && window_.is_cut_by_limit()) return MaybeRow();
     if (outcome == ParseOutcome::kNeedMoreInput) {
       // The row runs past the window: read more (growing it) and parse the row again. The
       // window at least doubles its data each time, so a huge row costs O(size) overall.
@@ -166,14 +189,18 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
       SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
       continue;
     }
+    if (outcome == ParseOutcome::kUnterminatedQuote || outcome == ParseOutcome::kLineTooLong) {
+      SKIPPR_ASSIGN_OR_RETURN(CsvRow problem, ProblemRow(outcome));
+      return MaybeRow(std::move(problem));
+    }
     const char* row_begin = window_.begin();
-    uint64_t line_number = next_line_number_;
-    uint64_t byte_offset = window_.ByteOffsetOf(row_begin);
+    CsvRow row{{}, next_line_number_, window_.ByteOffsetOf(row_begin)};
     window_.ConsumeUntil(row_begin + row_size_bytes_);
     next_line_number_ += row_newlines_;
     if (outcome == ParseOutcome::kBlankLine) continue;
 
-    CsvRow row{{}, line_number, byte_offset};
+    row.next_byte_offset = window_.ByteOffsetOf(window_.begin());
+    row.next_line_number = next_line_number_;
     row.fields.reserve(spans_.size());
     for (const FieldSpan& span : spans_) {
       const char* base = span.is_in_arena ? arena_.data() : row_begin;
@@ -181,6 +208,10 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
     }
     return MaybeRow(std::move(row));
   }
+}
+
+bool CsvReader::IsOverLimit(const char* end) const {
+  return static_cast<uint64_t>(end - window_.begin()) > max_record_bytes_;
 }
 
 Result<CsvReader::ParseOutcome> CsvReader::ParseRow() {
@@ -192,7 +223,8 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseRow() {
   const bool is_input_exhausted = window_.is_input_exhausted();
   auto offset_in_row = [row_begin](const char* p) { return static_cast<size_t>(p - row_begin); };
 
-  // The '\n' ending the current physical line, or `end` when the window holds no more of them.
+  // The line end ('\n' or '\r') of the current physical line, or `end` when the window holds no
+  // more of them.
   const char* line_end = nullptr;
   bool has_line_end = false;
   const char* field_begin = row_begin;
@@ -202,25 +234,29 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseRow() {
     bool is_quoted = cursor < end && *cursor == quote_;
     FieldSpan span{false, offset_in_row(field_begin), 0};
     if (is_quoted) {
-      SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseQuotedField(field_begin, &cursor));
-      if (outcome == ParseOutcome::kNeedMoreInput) return outcome;
+      ParseOutcome outcome = ParseQuotedField(field_begin, &cursor);
+      if (outcome != ParseOutcome::kRow) return outcome;
       span = spans_.back();  // ParseQuotedField records the content; the tail may extend it
       spans_.pop_back();
       is_single_unquoted_field = false;
     }
     if (line_end == nullptr || line_end < cursor) {
-      line_end = FindByte(cursor, end, '\n');
+      line_end = line_ends_.Find(window_, cursor);
       has_line_end = line_end != nullptr;
       if (!has_line_end) line_end = end;
     }
     const char* field_end = FindByte(cursor, line_end, delimiter_);
     const bool ends_row = field_end == nullptr;
+    const char* next_line = end;
     if (ends_row) {
-      if (!has_line_end && !is_input_exhausted) return ParseOutcome::kNeedMoreInput;
+      if (!has_line_end && !is_input_exhausted) {
+        return IsOverLimit(end) ? ParseOutcome::kLineTooLong : ParseOutcome::kNeedMoreInput;
+      }
+      if (has_line_end) next_line = PastLineEnd(window_, line_end);
+      if (next_line == nullptr) return ParseOutcome::kNeedMoreInput;  // "\r" then maybe "\n"
       field_end = line_end;
     }
     const char* text_end = field_end;
-    if (ends_row && text_end > cursor && text_end[-1] == '\r') --text_end;  // \r\n line end
 
     if (!is_quoted) {
       span.size_bytes = offset_in_row(text_end) - span.offset;
@@ -237,7 +273,7 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseRow() {
     spans_.push_back(span);
 
     if (ends_row) {
-      row_size_bytes_ = offset_in_row(has_line_end ? line_end + 1 : end);
+      row_size_bytes_ = offset_in_row(next_line);
       if (has_line_end) ++row_newlines_;
       bool is_blank = is_single_unquoted_field && spans_.size() == 1 && span.size_bytes == 0;
       return is_blank ? ParseOutcome::kBlankLine : ParseOutcome::kRow;
@@ -247,8 +283,8 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseRow() {
   }
 }
 
-Result<CsvReader::ParseOutcome> CsvReader::ParseQuotedField(const char* field_begin,
-                                                            const char** field_end) {
+CsvReader::ParseOutcome CsvReader::ParseQuotedField(const char* field_begin,
+                                                    const char** field_end) {
   const char* row_begin = window_.begin();
   const char* end = window_.end();
   const bool is_input_exhausted = window_.is_input_exhausted();
@@ -256,14 +292,19 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseQuotedField(const char* field_be
   const char* scan = content_begin;
   bool has_doubled_quotes = false;
   const char* closing_quote = nullptr;
+  const auto unterminated = [&] {
+    // Unquoted text cannot hold a line end, so every line end before the field is inside an
+    // earlier quoted field of this row, all counted in row_newlines_.
+    open_quote_line_ = next_line_number_ + row_newlines_;
+    open_quote_offset_ = window_.ByteOffsetOf(field_begin);
+    return ParseOutcome::kUnterminatedQuote;
+  };
   while (closing_quote == nullptr) {
     const char* found = FindByte(scan, end, quote_);
-    if (found == nullptr) {
-      if (is_input_exhausted) return UnterminatedQuote(field_begin);
-      return ParseOutcome::kNeedMoreInput;
-    }
-    if (found + 1 == end && !is_input_exhausted) {
-      return ParseOutcome::kNeedMoreInput;  // cannot tell "" from a closing quote yet
+    const bool needs_more = found == nullptr || (found + 1 == end && !is_input_exhausted);
+    if (needs_more) {  // at `end` a quote may still be the first half of ""
+      if (found == nullptr && is_input_exhausted) return unterminated();
+      return IsOverLimit(end) ? unterminated() : ParseOutcome::kNeedMoreInput;
     }
     if (found + 1 < end && found[1] == quote_) {
       has_doubled_quotes = true;
@@ -272,7 +313,7 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseQuotedField(const char* field_be
     }
     closing_quote = found;
   }
-  row_newlines_ += static_cast<uint64_t>(std::count(content_begin, closing_quote, '\n'));
+  row_newlines_ += CountLineEnds(content_begin, closing_quote);
 
   size_t content_bytes = static_cast<size_t>(closing_quote - content_begin);
   if (!has_doubled_quotes) {
@@ -296,14 +337,51 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseQuotedField(const char* field_be
   return ParseOutcome::kRow;
 }
 
-Status CsvReader::UnterminatedQuote(const char* field_begin) const {
-  // Unquoted text cannot hold a newline, so every newline before the field is inside an earlier
-  // quoted field of this row, all counted in row_newlines_.
-  uint64_t line_number = next_line_number_ + row_newlines_;
-  return Status::InvalidArgument(fmt::format(
-      "{}: unterminated quoted field starting at line {} (byte offset {}): the file ends inside "
-      "the quotes; close the quote or fix the file",
-      window_.input().path(), line_number, window_.ByteOffsetOf(field_begin)));
+std::string CsvReader::LimitText() const {
+  if (max_record_bytes_ % (1 << 20) == 0) return fmt::format("{} MiB", max_record_bytes_ >> 20);
+  return fmt::format("{}-byte", max_record_bytes_);
+}
+
+Result<CsvRow> CsvReader::ProblemRow(ParseOutcome outcome) {
+  const char* row_begin = window_.begin();
+  CsvRow row{{}, next_line_number_, window_.ByteOffsetOf(row_begin)};
+  const bool is_over_limit = IsOverLimit(window_.end());
+  if (outcome == ParseOutcome::kUnterminatedQuote) {
+    row.problem = fmt::format(
+        "unterminated quoted field starting at line {} (byte offset {}): {}; line {} (byte "
+        "offset {}) is skipped and reading resumes after it: close the quote or fix the file",
+        open_quote_line_, open_quote_offset_,
+        is_over_limit ? fmt::format("the record grows past the {} limit", LimitText())
+                      : std::string("the file ends inside the quotes"),
+        row.line_number, row.byte_offset);
+  } else {
+    row.problem = fmt::format(
+        "line {} (byte offset {}) is longer than the {} record limit; it is skipped: split it "
+        "into smaller records",
+        row.line_number, row.byte_offset, LimitText());
+  }
+  // The physical line where the record started is the problem; the next one is read afresh.
+  const char* first_line_end = line_ends_.Find(window_, row_begin);
+  const size_t line_bytes =
+      static_cast<size_t>((first_line_end != nullptr ? first_line_end : window_.end()) - row_begin);
+  problem_text_.assign(row_begin, std::min(line_bytes, kCsvProblemTextBytes));
+  row.raw_text = problem_text_;
+  while (true) {
+    const char* line_end = line_ends_.Find(window_, window_.begin());
+    const char* next_line = line_end != nullptr ? PastLineEnd(window_, line_end) : nullptr;
+    if (line_end == nullptr && window_.is_input_exhausted()) next_line = window_.end();
+    if (next_line != nullptr) {
+      window_.ConsumeUntil(next_line);
+      break;
+    }
+    // Not held: dropped as it is searched (a '\r' at the end waits for its possible '\n').
+    window_.ConsumeUntil(line_end != nullptr ? line_end : window_.end());
+    SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
+  }
+  ++next_line_number_;
+  row.next_byte_offset = window_.ByteOffsetOf(window_.begin());
+  row.next_line_number = next_line_number_;
+  return row;
 }
 
 }  // namespace skippr::sources

@@ -14,6 +14,7 @@
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/input_stream.hpp"
+#include "sources/json_array_scanner.hpp"
 #include "sources/json_values.hpp"
 #include "sources/source_kinds.hpp"
 
@@ -24,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxRecordBytes = 16 << 20;           // a larger record is a deadletter
-constexpr uint64_t kMaxJsonArrayFileBytes = 1ull << 30;  // JSON arrays are parsed whole
 constexpr uint64_t kRecordsReservedPerBatch = 4096;      // sync reads batches of at most this many
 
 // Most cells are ASCII; checking that eight bytes at a time is cheaper than a UTF-8 validator call.
@@ -42,7 +42,24 @@ bool IsAscii(std::string_view text) {
   return true;
 }
 
-enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary };
+// kWideText: UTF-16 or UTF-32 text, which the text readers would read as NUL-laden garbage.
+enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary, kWideText };
+
+// A UTF-16 or UTF-32 byte order mark (FF FE, FE FF, 00 00 FE FF).
+bool HasWideByteOrderMark(std::string_view head) {
+  for (std::string_view mark : {std::string_view("\xFF\xFE", 2), std::string_view("\xFE\xFF", 2),
+                                std::string_view("\0\0\xFE\xFF", 4)}) {
+    if (head.substr(0, mark.size()) == mark) return true;
+  }
+  return false;
+}
+
+// Text of a text format (by name or setting) whose bytes are a third or more NUL: UTF-16 or
+// UTF-32 without a byte order mark.
+bool LooksWide(std::string_view head) {
+  const auto nul_bytes = static_cast<size_t>(std::count(head.begin(), head.end(), '\0'));
+  return head.size() >= 4 && nul_bytes * 3 >= head.size();
+}
 
 struct FileInfo {
   uint64_t size_bytes = 0;
@@ -134,6 +151,7 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
     return DetectedFormat{format, input->compression()};
   };
   if (head.rfind("PAR1", 0) == 0) return detected(FileFormat::kParquet);
+  if (HasWideByteOrderMark(head)) return detected(FileFormat::kWideText);
   const size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
   const bool starts_array = first != std::string::npos && head[first] == '[';
   std::string format = setting.value_or("");
@@ -145,6 +163,9 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
     if (extension == ".parquet") format = "parquet";
   }
   if (format == "parquet") return detected(FileFormat::kParquet);
+  if ((format == "json" || format == "csv") && LooksWide(head)) {
+    return detected(FileFormat::kWideText);
+  }
   if (format == "json") {
     return detected(starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines);
   }
@@ -154,6 +175,31 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
     return detected(starts_array ? FileFormat::kJsonArray : FileFormat::kJsonLines);
   }
   return detected(FileFormat::kCsv);
+}
+
+// `text` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD, so that
+// names taken from files (CSV headers, Parquet columns) can become field names, which are stored
+// and printed as JSON text.
+std::string ValidUtf8(std::string_view text) {
+  if (IsAscii(text) || simdjson::validate_utf8(text.data(), text.size())) return std::string(text);
+  std::string valid;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t length = 1;
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (lead >= 0xC2 && lead <= 0xF4) length = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const bool is_sequence =
+        lead < 0x80 || (length > 1 && at + length <= text.size() &&
+                        simdjson::validate_utf8(text.data() + at, length));
+    if (is_sequence) {
+      valid.append(text.substr(at, length));
+      at += length;
+    } else {
+      valid += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER, one per invalid byte
+      ++at;
+    }
+  }
+  return valid;
 }
 
 // ----- readers of one file ------------------------------------------------------------------
@@ -174,153 +220,168 @@ class FileReader {
   virtual Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) = 0;
 };
 
-class JsonLinesReader final : public FileReader {
+// What the text readers (JSON lines, JSON arrays, CSV) share: the batch loop, the record count,
+// the records a previous pass consumed, and the line reached (the File source takes the byte
+// position from the stream itself). Each reader says how to read one item (a line, an element, a
+// row).
+class TextFileReader : public FileReader {
+ public:
+  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) final {
+    uint64_t bytes_in_batch = 0;
+    bool has_more = true;
+    while (has_more && batch.records.size() + batch.deadletters.size() < max_records &&
+           bytes_in_batch < max_bytes) {
+      SKIPPR_ASSIGN_OR_RETURN(has_more, ReadOne(batch, bytes_in_batch));
+    }
+    // At the end of a file that held no record at all: one deadletter that says so, so that no
+    // file is silently read as 0 rows. Not while the file grows: its first record is coming.
+    const bool is_whole_file = stream_.held_back_bytes() == 0 && !stream_.ended_inside_unit();
+    if (!has_more && records_ == 0 && is_whole_file && TakeRecord()) {
+      batch.deadletters.push_back(schema::MakeDeadletter(
+          OriginAt(next_line_), schema::FailureCode::kUnreadableFile, NoRecordsReason(), ""));
+    }
+    batch.position.next_line = next_line_;
+    batch.bytes_read += bytes_in_batch;
+    return !has_more;
+  }
+
+ protected:
+  // `stream`: the reader's input (owned by the reader's parser), for whether it was cut.
+  TextFileReader(std::string path, const InputStream& stream, const ReaderStart& start)
+      : path_(std::move(path)),
+        stream_(stream),
+        records_(start.records),
+        skip_records_(start.skip_records),
+        next_line_(start.line) {}
+
+  // Reads the next item into `batch` (a record, a deadletter, or nothing for a blank line or one
+  // a previous pass consumed), adding its input bytes; false at the end of the file.
+  virtual Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) = 0;
+  virtual std::string NoRecordsReason() const = 0;
+
+  // Counts the next record; false while it is one a previous pass already consumed.
+  bool TakeRecord() {
+    ++records_;
+    if (skip_records_ == 0) return true;
+    --skip_records_;
+    return false;
+  }
+  void AdvanceToLine(uint64_t next_line) { next_line_ = next_line; }
+  schema::RecordOrigin OriginAt(uint64_t line) const { return {path_, line, records_}; }
+  // A deadletter for the record just taken, which started at `byte_offset` of the stream.
+  void AddDeadletter(SourceBatch& batch, uint64_t line, uint64_t byte_offset,
+                     schema::FailureCode code, std::string reason, std::string_view raw) const {
+    batch.deadletters.push_back(schema::MakeDeadletter(OriginAt(line), code, std::move(reason), raw));
+    batch.deadletters.back().byte_offset = byte_offset;
+  }
+
+  uint64_t records() const { return records_; }  // read so far, this pass's and earlier ones'
+
+  std::string path_;
+
+ private:
+  const InputStream& stream_;
+  uint64_t records_;
+  uint64_t skip_records_;
+  uint64_t next_line_;
+};
+
+class JsonLinesReader final : public TextFileReader {
  public:
   static Result<std::unique_ptr<FileReader>> Open(std::string path,
                                                   std::unique_ptr<InputStream> input,
                                                   const ReaderStart& start) {
-    const uint64_t first_byte_offset = input->start_byte_offset();
-    auto reader = std::unique_ptr<JsonLinesReader>(
-        new JsonLinesReader(std::move(path), std::move(input), start.line, first_byte_offset));
-    reader->records_ = start.records;
-    reader->skip_records_ = start.skip_records;
-    return std::unique_ptr<FileReader>(std::move(reader));
-  }
-
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
-    uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
-      if (!line) {
-        SetPosition(batch);
-        batch.bytes_read += bytes_in_batch;
-        return true;
-      }
-      next_byte_offset_ = line->byte_offset + line->text.size() + 1;
-      next_line_ = line->line_number + 1;
-      if (line->text.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank
-      ++records_;
-      if (skip_records_ > 0) {
-        --skip_records_;
-        continue;
-      }
-      bytes_in_batch += line->text.size() + 1;
-      // Built only for a deadletter: a path copy per record would cost more than the record.
-      const auto origin = [&] { return schema::RecordOrigin{path_, line->line_number, records_}; };
-      if (line->text.size() > kMaxRecordBytes) {
-        batch.deadletters.push_back(schema::MakeDeadletter(
-            origin(), schema::FailureCode::kRecordTooLarge,
-            fmt::format("record of {} bytes exceeds the {} MiB limit; split it into smaller records",
-                        line->text.size(), kMaxRecordBytes >> 20),
-            line->text));
-        batch.deadletters.back().byte_offset = line->byte_offset;
-        continue;
-      }
-      auto parsed =
-          parser_.parse(line->text.data(), line->text.size(), /*realloc_if_needed=*/false);
-      if (parsed.error()) {
-        batch.deadletters.push_back(schema::MakeDeadletter(
-            origin(),
-            parsed.error() == simdjson::UTF8_ERROR ? schema::FailureCode::kInvalidUtf8
-                                                   : schema::FailureCode::kInvalidJson,
-            fmt::format("invalid JSON: {}", simdjson::error_message(parsed.error())), line->text));
-        batch.deadletters.back().byte_offset = line->byte_offset;
-        continue;
-      }
-      batch.records.push_back(
-          {internal::ValueFromJson(parsed.value_unsafe()), line->line_number, records_});
-    }
-    SetPosition(batch);
-    batch.bytes_read += bytes_in_batch;
-    return false;
+    return std::unique_ptr<FileReader>(new JsonLinesReader(std::move(path), std::move(input), start));
   }
 
  private:
-  void SetPosition(SourceBatch& batch) const {
-    batch.position.byte_offset = next_byte_offset_;
-    batch.position.next_line = next_line_;
+  JsonLinesReader(std::string path, std::unique_ptr<InputStream> input, const ReaderStart& start)
+      : TextFileReader(std::move(path), *input, start),
+        lines_(std::move(input), start.line, kMaxRecordBytes) {}
+
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
+    if (!line) return false;
+    AdvanceToLine(line->line_number + 1);
+    const bool is_blank = line->text.find_first_not_of(" \t\r") == std::string_view::npos;
+    if ((is_blank && !line->is_over_limit) || !TakeRecord()) return true;
+    bytes_in_batch += line->size_bytes + 1;
+    if (line->is_over_limit) {
+      AddDeadletter(batch, line->line_number, line->byte_offset,
+                    schema::FailureCode::kRecordTooLarge,
+                    fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB "
+                                "limit; split it into smaller records",
+                                line->size_bytes, line->byte_offset, kMaxRecordBytes >> 20),
+                    line->text);
+      return true;
+    }
+    Value value;
+    if (const simdjson::error_code error = json_.Parse(line->text, /*has_padding=*/true, &value)) {
+      AddDeadletter(batch, line->line_number, line->byte_offset,
+                    error == simdjson::UTF8_ERROR ? schema::FailureCode::kInvalidUtf8
+                                                  : schema::FailureCode::kInvalidJson,
+                    fmt::format("invalid JSON: {} (line at byte offset {})",
+                                simdjson::error_message(error), line->byte_offset),
+                    line->text);
+      return true;
+    }
+    batch.records.push_back({std::move(value), line->line_number, records()});
+    return true;
+  }
+  std::string NoRecordsReason() const override {
+    return "no records: the file holds only blank lines";
   }
 
-  JsonLinesReader(std::string path, std::unique_ptr<InputStream> input, uint64_t first_line,
-                  uint64_t first_byte_offset)
-      : path_(std::move(path)),
-        lines_(std::move(input), first_line),
-        next_byte_offset_(first_byte_offset),
-        next_line_(first_line) {}
-
-  std::string path_;
   LineReader lines_;
-  simdjson::dom::parser parser_{kMaxRecordBytes + simdjson::SIMDJSON_PADDING};
-  uint64_t records_ = 0;
-  uint64_t skip_records_ = 0;
-  uint64_t next_byte_offset_ = 0;
-  uint64_t next_line_ = 1;
+  internal::JsonParser json_{kMaxRecordBytes};
 };
 
-class JsonArrayReader final : public FileReader {
+// Streams the array's elements (JsonArrayScanner) from the file's start: memory is bounded by the
+// largest element, and a bad element is one deadletter. A resumed read skips the elements already
+// read (a JSON array cannot grow by appending, so what a pass resumes is its own unfinished read).
+class JsonArrayReader final : public TextFileReader {
  public:
   static Result<std::unique_ptr<FileReader>> Open(std::string path,
                                                   std::unique_ptr<InputStream> input,
-                                                  uint64_t skip_records) {
-    auto reader = std::unique_ptr<JsonArrayReader>(new JsonArrayReader(std::move(path)));
-    std::string text;
-    std::string chunk(1 << 20, '\0');
-    while (true) {
-      SKIPPR_ASSIGN_OR_RETURN(size_t size, input->Read(chunk.data(), chunk.size()));
-      if (size == 0) break;
-      text.append(chunk.data(), size);
-      if (text.size() > kMaxJsonArrayFileBytes) {
-        reader->error_ = fmt::format("a JSON array file larger than {} GiB; write it as JSON lines",
-                                     kMaxJsonArrayFileBytes >> 30);
-        return std::unique_ptr<FileReader>(std::move(reader));
-      }
-    }
-    reader->text_ = simdjson::padded_string(text);
-    auto parsed = reader->parser_.parse(reader->text_);
-    if (parsed.error()) {
-      reader->error_ =
-          fmt::format("invalid JSON array: {}", simdjson::error_message(parsed.error()));
-    } else if (!parsed.value_unsafe().is_array()) {
-      reader->error_ = "a JSON file starting with '[' must hold one array of records";
-    } else {
-      reader->array_ = parsed.value_unsafe().get_array().value_unsafe();
-      reader->next_ = reader->array_.begin();
-      for (; reader->skip_ < skip_records && reader->next_ != reader->array_.end();
-           ++reader->skip_) {
-        ++reader->next_;
-      }
-    }
-    return std::unique_ptr<FileReader>(std::move(reader));
-  }
-
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t) override {
-    if (error_) {
-      batch.deadletters.push_back(
-          schema::MakeDeadletter({path_, 1, 1}, schema::FailureCode::kInvalidJson, *error_, ""));
-      return true;
-    }
-    while (batch.records.size() < max_records) {
-      if (next_ == array_.end()) return true;
-      ++skip_;
-      batch.records.push_back({internal::ValueFromJson(*next_), /*line=*/0, /*row=*/skip_});
-      ++next_;
-    }
-    return next_ == array_.end();
+                                                  const ReaderStart& start) {
+    return std::unique_ptr<FileReader>(new JsonArrayReader(std::move(path), std::move(input), start));
   }
 
  private:
-  explicit JsonArrayReader(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-  std::optional<std::string> error_;
-  simdjson::padded_string text_;
-  simdjson::dom::parser parser_;
-  simdjson::dom::array array_;
-  simdjson::dom::array::iterator next_;
-  uint64_t skip_ = 0;
+  JsonArrayReader(std::string path, std::unique_ptr<InputStream> input, const ReaderStart& start)
+      : TextFileReader(std::move(path), *input, start),
+        elements_(std::move(input), /*is_at_array_start=*/true, start.line, kMaxRecordBytes) {}
+
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<JsonArrayElement> element, elements_.Next());
+    if (!element) return false;
+    AdvanceToLine(element->next_line_number);
+    if (!TakeRecord()) return true;
+    bytes_in_batch += element->size_bytes + 1;
+    const auto deadletter = [&](std::string_view reason) {
+      AddDeadletter(batch, element->line_number, element->byte_offset,
+                    schema::FailureCode::kInvalidJson,
+                    fmt::format("{} (element {} at byte offset {})", reason, records(),
+                                element->byte_offset),
+                    element->text);
+      return true;
+    };
+    if (element->problem) return deadletter(*element->problem);
+    Value value;
+    if (const simdjson::error_code error =
+            json_.Parse(element->text, /*has_padding=*/true, &value)) {
+      return deadletter(fmt::format("invalid JSON: {}", simdjson::error_message(error)));
+    }
+    batch.records.push_back({std::move(value), element->line_number, records()});
+    return true;
+  }
+  std::string NoRecordsReason() const override { return "no records: the JSON array is empty"; }
+
+  JsonArrayScanner elements_;
+  internal::JsonParser json_{kMaxRecordBytes};
 };
 
-class CsvFileReader final : public FileReader {
+class CsvFileReader final : public TextFileReader {
  public:
   // `rows` starts where `start` says; past the file's start, the header and the delimiter are
   // read from the start of `file` (a stream of their own), and the rows stream has none.
@@ -328,114 +389,109 @@ class CsvFileReader final : public FileReader {
                                                   std::unique_ptr<InputStream> rows,
                                                   const ReaderStart& start) {
     CsvOptions options;
+    options.max_record_bytes = kMaxRecordBytes;
     if (fs::path(StripCompressionSuffix(file.path())).extension() == ".tsv") {
       options.delimiter = '\t';
     }
-    std::unique_ptr<CsvReader> csv;
-    std::vector<std::string> header;
-    if (rows->start_byte_offset() == 0) {
-      SKIPPR_ASSIGN_OR_RETURN(csv, CsvReader::Open(std::move(rows), options));
-      header = csv->header();
-    } else {
+    if (rows->start_byte_offset() > 0) {
       SKIPPR_ASSIGN_OR_RETURN(auto head, file.OpenStream());
       SKIPPR_ASSIGN_OR_RETURN(auto header_reader, CsvReader::Open(std::move(head), options));
-      header = header_reader->header();
-      CsvOptions rest = options;
-      rest.delimiter = header_reader->delimiter();
-      rest.has_header = false;
-      SKIPPR_ASSIGN_OR_RETURN(csv, CsvReader::Open(std::move(rows), rest));
+      options.delimiter = header_reader->delimiter();
+      options.known_header = header_reader->header();
+      options.first_line_number = start.line;
     }
-    auto reader = std::unique_ptr<CsvFileReader>(
-        new CsvFileReader(file.path(), std::move(csv), header, start.line - 1));
-    reader->records_ = start.records;
-    reader->skip_records_ = start.skip_records;
-    return std::unique_ptr<FileReader>(std::move(reader));
+    const InputStream& stream = *rows;
+    SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> csv, CsvReader::Open(std::move(rows), options));
+    return std::unique_ptr<FileReader>(new CsvFileReader(file.path(), stream, std::move(csv), start));
   }
 
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) override {
-    uint64_t bytes_in_batch = 0;
-    while (batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      Result<std::optional<CsvRow>> next = csv_->Next();
-      if (!next.ok()) {  // an unterminated quote: the rest of the file is one broken record
-        batch.deadletters.push_back(schema::MakeDeadletter(
-            {path_, 0, records_ + 1}, schema::FailureCode::kInvalidCsv, next.status().message(), ""));
-        SetNextLine(batch);
+  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    if (!has_reported_header_) {
+      has_reported_header_ = true;
+      if (const std::optional<CsvRow>& header = csv_->header_problem(); header && TakeRecord()) {
+        AddDeadletter(batch, header->line_number, header->byte_offset,
+                      schema::FailureCode::kInvalidCsv,
+                      "the header line cannot be read: " + *header->problem, header->raw_text);
         return true;
       }
-      if (!*next) {
-        batch.bytes_read += bytes_in_batch;
-        SetNextLine(batch);
-        return true;
-      }
-      const CsvRow& row = **next;
-      ++records_;
-      if (skip_records_ > 0) {
-        --skip_records_;
-        continue;
-      }
-      const uint64_t line = line_offset_ + row.line_number;
-      const auto origin = [&] { return schema::RecordOrigin{path_, line, records_}; };
-      uint64_t row_bytes = 0;
-      bool is_utf8 = true;
-      for (std::string_view field : row.fields) {
-        row_bytes += field.size() + 1;
-        if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size()))
-          is_utf8 = false;
-      }
-      bytes_in_batch += row_bytes;
-      if (row.fields.size() != names_.size()) {
-        batch.deadletters.push_back(schema::MakeDeadletter(
-            origin(), schema::FailureCode::kCsvFieldCount,
-            fmt::format("row has {} fields, the header {}; quote fields that contain the "
-                        "delimiter '{}'",
-                        row.fields.size(), names_.size(),
-                        csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter())),
-            JoinRow(row)));
-        continue;
-      }
-      if (!is_utf8) {
-        batch.deadletters.push_back(schema::MakeDeadletter(origin(), schema::FailureCode::kInvalidUtf8,
-                                                           "invalid UTF-8; save the file as UTF-8",
-                                                           JoinRow(row)));
-        continue;
-      }
-      if (row_bytes > kMaxRecordBytes) {
-        batch.deadletters.push_back(schema::MakeDeadletter(
-            origin(), schema::FailureCode::kRecordTooLarge,
-            fmt::format("record of {} bytes exceeds the {} MiB limit", row_bytes,
-                        kMaxRecordBytes >> 20),
-            JoinRow(row)));
-        continue;
-      }
-      ValueObject object;
-      object.reserve(names_.size());
-      for (size_t i = 0; i < names_.size(); ++i) {
-        object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
-      }
-      batch.records.push_back({Value::Object(std::move(object)), line, records_});
     }
-    batch.bytes_read += bytes_in_batch;
-    SetNextLine(batch);
-    return false;
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> next, csv_->Next());
+    if (!next) return false;
+    const CsvRow& row = *next;
+    AdvanceToLine(row.next_line_number);
+    if (!TakeRecord()) return true;
+    bytes_in_batch += row.next_byte_offset - row.byte_offset;
+    if (row.problem) {
+      AddDeadletter(batch, row.line_number, row.byte_offset, schema::FailureCode::kInvalidCsv,
+                    *row.problem, row.raw_text);
+      return true;
+    }
+    if (std::optional<Problem> problem = Unreadable(row)) {
+      AddDeadletter(batch, row.line_number, row.byte_offset, problem->code,
+                    std::move(problem->reason), JoinRow(row));
+      return true;
+    }
+    ValueObject object;
+    object.reserve(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
+    }
+    batch.records.push_back({Value::Object(std::move(object)), row.line_number, records()});
+    return true;
+  }
+  std::string NoRecordsReason() const override {
+    if (names_.empty()) return "no records: the file holds only blank lines";
+    return fmt::format("no records: only a header line ({} columns)", names_.size());
   }
 
  private:
-  // `line_offset`: the lines of the file before the rows stream's first line.
-  CsvFileReader(std::string path, std::unique_ptr<CsvReader> csv,
-                const std::vector<std::string>& header, uint64_t line_offset)
-      : path_(std::move(path)), csv_(std::move(csv)), line_offset_(line_offset) {
-    // Names must be unique and non-empty: "a, a, " → a, a_2, column_3.
+  CsvFileReader(std::string path, const InputStream& stream, std::unique_ptr<CsvReader> csv,
+                const ReaderStart& start)
+      : TextFileReader(std::move(path), stream, start), csv_(std::move(csv)) {
+    // Names must be valid UTF-8, unique and non-empty: "a, a, " → a, a_2, column_3.
     std::map<std::string, int> seen;
+    const std::vector<std::string>& header = csv_->header();
     for (size_t i = 0; i < header.size(); ++i) {
-      std::string name = header[i].empty() ? fmt::format("column_{}", i + 1) : header[i];
+      std::string name = ValidUtf8(header[i]);
+      if (name != header[i]) {
+        spdlog::warn("{}: header column {} is not valid UTF-8; its invalid bytes read as U+FFFD: "
+                     "'{}'",
+                     path_, i + 1, name);
+      }
+      if (name.empty()) name = fmt::format("column_{}", i + 1);
       if (int count = ++seen[name]; count > 1) name = fmt::format("{}_{}", name, count);
       names_.push_back(std::move(name));
     }
   }
 
-  void SetNextLine(SourceBatch& batch) const {
-    batch.position.next_line = line_offset_ + csv_->next_line_number();
+  struct Problem {
+    schema::FailureCode code;
+    std::string reason;
+  };
+  // Why a parsed row cannot be a record, or nullopt.
+  std::optional<Problem> Unreadable(const CsvRow& row) const {
+    if (const uint64_t row_bytes = row.next_byte_offset - row.byte_offset;
+        row_bytes > kMaxRecordBytes) {
+      return Problem{schema::FailureCode::kRecordTooLarge,
+                     fmt::format("record of {} bytes (from byte offset {}) exceeds the {} MiB limit",
+                                 row_bytes, row.byte_offset, kMaxRecordBytes >> 20)};
+    }
+    if (row.fields.size() != names_.size()) {
+      return Problem{
+          schema::FailureCode::kCsvFieldCount,
+          fmt::format("row has {} fields, the header {}; quote fields that contain the delimiter "
+                      "'{}'",
+                      row.fields.size(), names_.size(),
+                      csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter()))};
+    }
+    for (std::string_view field : row.fields) {
+      if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size())) {
+        return Problem{schema::FailureCode::kInvalidUtf8,
+                       fmt::format("invalid UTF-8 (row at byte offset {}); save the file as UTF-8",
+                                   row.byte_offset)};
+      }
+    }
+    return std::nullopt;
   }
 
   std::string JoinRow(const CsvRow& row) const {
@@ -447,12 +503,9 @@ class CsvFileReader final : public FileReader {
     return text;
   }
 
-  std::string path_;
   std::unique_ptr<CsvReader> csv_;
-  uint64_t line_offset_ = 0;
   std::vector<std::string> names_;
-  uint64_t records_ = 0;
-  uint64_t skip_records_ = 0;
+  bool has_reported_header_ = false;
 };
 
 // ----- Parquet, through DuckDB ----------------------------------------------------------------
@@ -475,6 +528,8 @@ std::optional<LogicalType> LogicalTypeFromDuckdb(const std::string& name) {
     return LogicalType::Int();
   }
   if (name == "BIGINT" || name == "UINTEGER") return LogicalType::Long();
+  // Beyond long: exact as a decimal of its 20 digits.
+  if (name == "UBIGINT") return LogicalType::Decimal(20, 0).value();
   if (name == "FLOAT") return LogicalType::Float();
   if (name == "DOUBLE") return LogicalType::Double();
   if (name == "DATE") return LogicalType::Date();
@@ -531,7 +586,7 @@ class ParquetReader final : public FileReader {
     for (idx_t row = 0; row < duckdb_row_count(&described); ++row) {
       char* name = duckdb_value_varchar(&described, 0, row);
       char* type = duckdb_value_varchar(&described, 1, row);
-      if (auto logical = LogicalTypeFromDuckdb(type)) declared->emplace(name, *logical);
+      if (auto logical = LogicalTypeFromDuckdb(type)) declared->emplace(ValidUtf8(name), *logical);
       duckdb_free(name);
       duckdb_free(type);
     }
@@ -575,15 +630,17 @@ class ParquetReader final : public FileReader {
           duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
       const uint32_t length = cell.value.inlined.length;
       ++records_;
-      auto parsed = parser_.parse(data, length, /*realloc_if_needed=*/true);
-      if (parsed.error()) {
+      Value value;
+      const simdjson::error_code error =
+          json_.Parse(std::string_view(data, length), /*has_padding=*/false, &value);
+      if (error) {
         batch.deadletters.push_back(schema::MakeDeadletter(
-            {path_, 0, records_}, schema::FailureCode::kUnconvertibleRow, "row not convertible",
+            {path_, 0, records_}, schema::FailureCode::kUnconvertibleRow,
+            fmt::format("row not convertible: {}", simdjson::error_message(error)),
             std::string_view(data, length)));
         continue;
       }
-      batch.records.push_back(
-          {internal::ValueFromJson(parsed.value_unsafe()), /*line=*/0, /*row=*/records_});
+      batch.records.push_back({std::move(value), /*line=*/0, /*row=*/records_});
     }
     return false;
   }
@@ -597,7 +654,7 @@ class ParquetReader final : public FileReader {
   duckdb_data_chunk chunk_ = nullptr;
   idx_t chunk_row_ = 0;
   uint64_t records_ = 0;
-  simdjson::dom::parser parser_;
+  internal::JsonParser json_{kMaxRecordBytes};
 };
 
 // A file that cannot be read as any format: one deadletter for the whole file.
@@ -906,8 +963,7 @@ class FileSource final : public Source {
       case FileFormat::kJsonArray: {
         SKIPPR_ASSIGN_OR_RETURN(auto whole, file.OpenStream());
         SKIPPR_ASSIGN_OR_RETURN(reading.reader,
-                                JsonArrayReader::Open(path, std::move(whole),
-                                                      plan.reader_start.skip_records));
+                                JsonArrayReader::Open(path, std::move(whole), plan.reader_start));
         break;
       }
       case FileFormat::kParquet: {
@@ -921,6 +977,11 @@ class FileSource final : public Source {
         reading.reader = std::make_unique<UnreadableFileReader>(
             path,
             "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
+        break;
+      case FileFormat::kWideText:
+        reader_ = std::make_unique<UnreadableFileReader>(
+            path, "UTF-16 or UTF-32 text (a byte order mark, or NUL bytes between the "
+                  "characters): save the file as UTF-8");
         break;
     }
     return Status::OK();

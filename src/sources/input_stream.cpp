@@ -443,7 +443,9 @@ void InputWindow::ConsumeUntil(const char* position) {
 void InputWindow::HoldBackCutTail() {
   const char* first = begin();
   const char* last = end();
-  while (last > first && last[-1] != '\n') --last;
+  // A line ends after '\n', or after a '\r' that a byte other than '\n' follows (a '\r' at the end
+  // may be the first half of a CRLF the file goes on with).
+  while (last > first && last[-1] != '\n' && !(last[-1] == '\r' && last < end())) --last;
   input_->NoteHeldBack(static_cast<uint64_t>(end() - last));
   end_index_ = static_cast<size_t>(last - data_.get());
 }
@@ -495,10 +497,58 @@ Status InputWindow::SkipByteOrderMark() {
   return Status::OK();
 }
 
+// ----- line ends ----------------------------------------------------------------------------
+
+const char* LineEndFinder::FindByte(Search& search, char byte, const InputWindow& window,
+                                    const char* from) {
+  const uint64_t window_offset = window.ByteOffsetOf(window.begin());
+  const uint64_t from_offset = window.ByteOffsetOf(from);
+  const uint64_t end_offset = window.ByteOffsetOf(window.end());
+  const auto at = [&](uint64_t offset) { return window.begin() + (offset - window_offset); };
+  // What a search found stays true while `from` does not move back before where it started and
+  // the window keeps what it searched (a cut input holds back its tail: InputWindow).
+  if (search.searched_until > end_offset || (search.has_found && search.found_at >= end_offset)) {
+    search = Search{};
+  }
+  const bool is_known = search.searched_from <= from_offset;
+  if (is_known && search.has_found && from_offset <= search.found_at) return at(search.found_at);
+  uint64_t search_offset = from_offset;
+  if (is_known && !search.has_found && from_offset <= search.searched_until) {
+    search_offset = search.searched_until;  // [from, searched_until) holds none
+  } else {
+    search.searched_from = from_offset;
+  }
+  const void* found = std::memchr(at(search_offset), byte, end_offset - search_offset);
+  search.has_found = found != nullptr;
+  if (found == nullptr) {
+    search.searched_until = end_offset;
+    return nullptr;
+  }
+  search.found_at = window.ByteOffsetOf(static_cast<const char*>(found));
+  return static_cast<const char*>(found);
+}
+
+const char* LineEndFinder::Find(const InputWindow& window, const char* from) {
+  const char* line_feed = FindByte(line_feed_, '\n', window, from);
+  const char* carriage_return = FindByte(carriage_return_, '\r', window, from);
+  if (line_feed == nullptr) return carriage_return;
+  if (carriage_return == nullptr) return line_feed;
+  return std::min(line_feed, carriage_return);
+}
+
+const char* PastLineEnd(const InputWindow& window, const char* line_end) {
+  if (*line_end == '\n') return line_end + 1;
+  if (line_end + 1 < window.end()) return line_end[1] == '\n' ? line_end + 2 : line_end + 1;
+  return window.is_input_exhausted() ? line_end + 1 : nullptr;
+}
+
 // ----- LineReader -------------------------------------------------------------------------------
 
-LineReader::LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_number)
-    : window_(std::move(input)), next_line_number_(first_line_number) {}
+LineReader::LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_number,
+                       uint64_t max_line_bytes)
+    : window_(std::move(input)),
+      next_line_number_(first_line_number),
+      max_line_bytes_(max_line_bytes) {}
 
 Result<std::optional<Line>> LineReader::Next() {
   using MaybeLine = std::optional<Line>;
@@ -508,32 +558,52 @@ Result<std::optional<Line>> LineReader::Next() {
   }
   while (true) {
     const char* line_begin = window_.begin();
-    size_t window_bytes = window_.size_bytes();
-    const void* newline =
-        std::memchr(line_begin + scanned_bytes_, '\n', window_bytes - scanned_bytes_);
-    if (newline != nullptr) {
-      const char* line_end = static_cast<const char*>(newline);
-      const char* text_end = line_end;
-      if (text_end > line_begin && text_end[-1] == '\r') --text_end;
-      Line line{std::string_view(line_begin, static_cast<size_t>(text_end - line_begin)),
-                next_line_number_++, window_.ByteOffsetOf(line_begin)};
-      window_.ConsumeUntil(line_end + 1);
-      scanned_bytes_ = 0;
+    const char* line_end = line_ends_.Find(window_, line_begin);
+    const char* next_line = line_end != nullptr ? PastLineEnd(window_, line_end) : nullptr;
+    if (line_end == nullptr && window_.is_input_exhausted()) {
+      if (window_.size_bytes() == 0) return MaybeLine();
+      line_end = next_line = window_.end();  // the last line, without a line end
+    }
+    if (next_line != nullptr) {
+      const size_t size_bytes = static_cast<size_t>(line_end - line_begin);
+      if (size_bytes > max_line_bytes_) {
+        SKIPPR_ASSIGN_OR_RETURN(Line line, SkipLongLine());
+        return MaybeLine(std::move(line));
+      }
+      Line line{std::string_view(line_begin, size_bytes), next_line_number_++,
+                window_.ByteOffsetOf(line_begin), window_.ByteOffsetOf(next_line), size_bytes};
+      window_.ConsumeUntil(next_line);
       return MaybeLine(line);
     }
-    // Never rescan: a long line is searched once in total, not once per refill.
-    scanned_bytes_ = window_bytes;
-    if (window_.is_input_exhausted()) {
-      if (window_bytes == 0) return MaybeLine();
-      Line line{std::string_view(line_begin, window_bytes), next_line_number_++,
-                window_.ByteOffsetOf(line_begin)};
-      window_.ConsumeUntil(window_.end());
-      scanned_bytes_ = 0;
-      return MaybeLine(line);
+    if (window_.size_bytes() > max_line_bytes_) {
+      SKIPPR_ASSIGN_OR_RETURN(Line line, SkipLongLine());
+      return MaybeLine(std::move(line));
     }
     SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/false).status());
-    // A cut input ends at its last '\n': the window may have shrunk below what was scanned.
-    scanned_bytes_ = std::min(scanned_bytes_, window_.size_bytes());
+  }
+}
+
+Result<Line> LineReader::SkipLongLine() {
+  Line line{{}, next_line_number_++, window_.ByteOffsetOf(window_.begin())};
+  line.is_over_limit = true;
+  long_line_prefix_.assign(window_.begin(), std::min(window_.size_bytes(), kLongLinePrefixBytes));
+  const size_t prefix_bytes = long_line_prefix_.size();
+  long_line_prefix_.append(kLinePaddingBytes, '\0');
+  line.text = std::string_view(long_line_prefix_.data(), prefix_bytes);
+  while (true) {
+    const char* line_end = line_ends_.Find(window_, window_.begin());
+    const char* next_line = line_end != nullptr ? PastLineEnd(window_, line_end) : nullptr;
+    if (line_end == nullptr && window_.is_input_exhausted()) line_end = next_line = window_.end();
+    if (next_line != nullptr) {
+      line.size_bytes = window_.ByteOffsetOf(line_end) - line.byte_offset;
+      line.next_byte_offset = window_.ByteOffsetOf(next_line);
+      window_.ConsumeUntil(next_line);
+      return line;
+    }
+    // Not held: what was searched is dropped (a '\r' at the end waits for its possible '\n').
+    const char* keep = line_end != nullptr ? line_end : window_.end();
+    window_.ConsumeUntil(keep);
+    SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
   }
 }
 

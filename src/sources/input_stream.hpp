@@ -218,28 +218,66 @@ class InputWindow {
   bool is_input_exhausted_ = false;
 };
 
+// Finds line ends ('\n' or '\r': LF, CR and CRLF all end a line) in an InputWindow. It remembers
+// how far it searched for each byte, as stream offsets that survive the window's moves, so each
+// byte is searched about once however the line ends mix (a CR-only file costs no rescans).
+class LineEndFinder {
+ public:
+  // The first '\n' or '\r' at or after `from` (inside the window), or nullptr.
+  const char* Find(const InputWindow& window, const char* from);
+
+ private:
+  struct Search {
+    uint64_t searched_from = 0;
+    uint64_t searched_until = 0;  // without a find: none in [searched_from, searched_until)
+    bool has_found = false;
+    uint64_t found_at = 0;  // with a find: the first one at or after searched_from
+  };
+  static const char* FindByte(Search& search, char byte, const InputWindow& window,
+                              const char* from);
+  Search line_feed_;
+  Search carriage_return_;
+};
+
+// Where a line's line end ends: after "\r\n" or the single '\r' or '\n' at `line_end`; nullptr
+// when a '\r' is the window's last byte and more input may bring its '\n'.
+const char* PastLineEnd(const InputWindow& window, const char* line_end);
+
+// Bytes of an over-long line kept to show what it was.
+inline constexpr size_t kLongLinePrefixBytes = 1024;
+
 struct Line {
-  std::string_view text;  // without the trailing \n or \r\n; valid until the next Next() call;
-                          // at least kLinePaddingBytes readable bytes follow text.end()
+  std::string_view text;  // without its line end; valid until the next Next() call; at least
+                          // kLinePaddingBytes readable bytes follow text.end(). For a line over
+                          // the reader's limit: only its first kLongLinePrefixBytes.
   uint64_t line_number;   // 1-based
   uint64_t byte_offset;   // of the line's first byte in the decompressed stream (+ the start
                           // offset)
+  uint64_t next_byte_offset = 0;  // just after its line end
+  uint64_t size_bytes = 0;        // of the whole line, without its line end
+  bool is_over_limit = false;     // longer than the reader's max_line_bytes: not buffered whole
 };
 
-// Splits the stream into lines with memchr. The last line needs no trailing newline (unless the
-// stream was cut by its limit: see InputWindow); an empty input yields no lines; a line may be any
-// size (the window grows to hold it).
+// Splits the stream into lines at LF, CR or CRLF. The last line needs no line end (unless the
+// stream was cut by its limit: see InputWindow); an empty input yields no lines. A line up to
+// `max_line_bytes` is handed out whole (the window grows to hold it); a longer one is read through
+// without being held, and handed out as its first bytes.
 class LineReader {
  public:
-  explicit LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_number = 1);
+  explicit LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_number = 1,
+                      uint64_t max_line_bytes = UINT64_MAX);
   Result<std::optional<Line>> Next();  // nullopt at end
   const InputStream& input() const { return window_.input(); }
 
  private:
+  Result<Line> SkipLongLine();
+
   InputWindow window_;
+  LineEndFinder line_ends_;
   uint64_t next_line_number_;
-  size_t scanned_bytes_ = 0;  // bytes after window_.begin() known to hold no '\n'
+  uint64_t max_line_bytes_;
   bool has_started_ = false;
+  std::string long_line_prefix_;  // padded
 };
 
 }  // namespace skippr::sources

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -325,6 +326,79 @@ pipelines:
   const Json schema = SchemaJson(dir, "messy");
   EXPECT_EQ(TopLevelTypes(NamespaceOf(schema, "messy")),
             (std::map<std::string, std::string>{{"a", "int"}, {"b", "int"}, {"c", "int"}}));
+}
+
+// Hostile input seen through the binary: nothing aborts, each bad record costs only itself, and
+// numbers keep every digit from the file to `query`. Before: the invalid UTF-8 header name aborted
+// discover (an uncaught JSON exception), the CR-only CSV was 0 rows, the unbalanced quote and the
+// bad array element each swallowed their whole file, and 9223372036854775807 came back as ...808.
+TEST(DiscoverFiles, HostileFilesLoseOnlyTheirBadRecordsAndNumbersKeepEveryDigit) {
+  TempDir dir;
+  dir.Write("skippr.yml", R"(data_sources:
+  files:
+    File: {path: input}
+pipelines:
+  hostile:
+    data_source: data_sources.files
+)");
+  dir.Write("input/a_header.csv", "id,na\xffme\n1,x\n");
+  dir.Write("input/b_mac.csv", "id,name\r2,y\r3,z\r");
+  dir.Write("input/c_quote.csv", "id,name\n4,\"open\n5,v\n6,w\n");
+  std::string array = "[\n";
+  for (int id = 7; id <= 16; ++id) {
+    array += id == 10 ? "  {\"id\": 10, \"name\": nope},\n" : "  {\"id\": " + std::to_string(id) + "},\n";
+  }
+  array += "  {\"id\": 17}\n]\n";
+  dir.Write("input/d_array.json", array);
+  dir.Write("input/e_numbers.jsonl",
+            "{\"id\": 18, \"big\": 9223372036854775807}\n"
+            "{\"id\": 19, \"big\": 9223372036854775808, \"exact\": 0.1234567890123456789}\n"
+            "{\"id\": 20, \"big\": 123456789012345678901234567890123456789012}\n");
+  dir.Write("input/f_bad\xfe.jsonl", "{\"id\": 21}\n{broken\n");  // a file name that is not UTF-8
+  WriteParquet(dir.path() + "/input/g_wide.parquet",
+               "SELECT 22 AS id, 0.12345678901234567890::DECIMAL(38,20) AS amount, "
+               "18446744073709551615::UBIGINT AS unsigned_big");
+
+  ProcessResult discover = Skipprd(dir, {"discover", "-p", "hostile", "--output", "json"});
+  ASSERT_EQ(discover.exit_code, 0) << discover.err << discover.out;
+  const std::vector<Json> events = Events(discover.out);
+  std::vector<std::string> deadletters;
+  for (const Json& event : EventsNamed(events, "deadletter")) {
+    deadletters.push_back(std::filesystem::path(event["source"].get<std::string>()).filename().string() +
+                          ":" + std::to_string(event["line"].get<int>()));
+  }
+  std::sort(deadletters.begin(), deadletters.end());
+  EXPECT_THAT(deadletters, ::testing::ElementsAre("c_quote.csv:2", "d_array.json:5",
+                                                  "f_bad\xEF\xBF\xBD.jsonl:2"));
+  EXPECT_EQ(events.back()["records"], 20);
+  EXPECT_EQ(events.back()["deadletters"], 3);
+
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "hostile", "--once", "--output", "json"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
+  const std::map<std::string, std::string> types = TopLevelTypes(NamespaceOf(SchemaJson(dir, "hostile"), "hostile"));
+  EXPECT_EQ(types.at("na\xEF\xBF\xBDme"), "string");
+  EXPECT_EQ(types.at("big"), "long");
+  EXPECT_EQ(types.at("big_decimal"), "decimal(38,0)");
+  EXPECT_EQ(types.at("big_string"), "string");
+  EXPECT_EQ(types.at("exact"), "decimal(38,19)");
+  EXPECT_EQ(types.at("amount"), "decimal(38,20)");
+  EXPECT_EQ(types.at("unsigned_big"), "decimal(20,0)");
+
+  ProcessResult query = Skipprd(
+      dir, {"query", "--plain", "--sql",
+            "SELECT count(*), count(DISTINCT id), max(big)::VARCHAR, max(big_decimal)::VARCHAR, "
+            "max(big_string), max(exact)::VARCHAR, max(amount)::VARCHAR, "
+            "max(unsigned_big)::VARCHAR FROM hostile.hostile"});
+  ASSERT_EQ(query.exit_code, 0) << query.err;
+  const Json row = Json::parse(query.out)["rows"][0];
+  EXPECT_EQ(row[0], "20");
+  EXPECT_EQ(row[1], "20");
+  EXPECT_EQ(row[2], "9223372036854775807");
+  EXPECT_EQ(row[3], "9223372036854775808");
+  EXPECT_EQ(row[4], "123456789012345678901234567890123456789012");
+  EXPECT_EQ(row[5], "0.1234567890123456789");
+  EXPECT_EQ(row[6], "0.12345678901234567890");
+  EXPECT_EQ(row[7], "18446744073709551615");
 }
 
 // ----- metadata show / apply ------------------------------------------------------------------

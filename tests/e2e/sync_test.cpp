@@ -48,7 +48,7 @@ pipelines:
   std::set<int64_t> ride_ids;
   const WalRows wal = ReadWalRows(dir.path() + "/data/bikehire", [&](const std::string& ns, const Value& row) {
     EXPECT_EQ(ns, "bikehire");
-    cents += row.Find("amount")->as_int();
+    cents += static_cast<int64_t>(row.Find("amount")->decimal_unscaled());
     seconds += row.Find("duration_seconds")->as_int();
     members += row.Find("rider_type")->as_string() == "member" ? 1 : 0;
     ride_ids.insert(row.Find("ride_id")->as_int());

@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sources/csv_reader.hpp"
 #include "sources/input_stream.hpp"
+#include "sources/json_array_scanner.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::sources {
@@ -308,6 +310,57 @@ TEST(LineReader, LineEndsNumbersAndOffsets) {
               ElementsAre(LineCopy{"x", 1, 0}, LineCopy{"y", 2, 2}));
 }
 
+// Old Mac files end lines with a lone CR; files that passed through several tools mix all three.
+TEST(LineReader, CrLfAndCrrlfAllEndALineAndNextOffsetsFollowThem) {
+  TempDir dir;
+  WriteFile(dir.Sub("cr.txt"), "a\rbb\r\n\ncc\r\r\nlast\r");
+  LineReader reader(OpenOrDie(dir.Sub("cr.txt")));
+  std::vector<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> lines;
+  while (true) {
+    auto line = reader.Next();
+    ASSERT_TRUE(line.ok());
+    if (!line->has_value()) break;
+    lines.emplace_back(std::string((*line)->text), (*line)->line_number, (*line)->byte_offset,
+                       (*line)->next_byte_offset);
+  }
+  using L = std::tuple<std::string, uint64_t, uint64_t, uint64_t>;
+  EXPECT_THAT(lines, ElementsAre(L{"a", 1, 0, 2}, L{"bb", 2, 2, 6}, L{"", 3, 6, 7},
+                                 L{"cc", 4, 7, 10}, L{"", 5, 10, 12}, L{"last", 6, 12, 17}));
+}
+
+// A CRLF split across reads is one line end, not a line end and a blank line.
+TEST(LineReader, ACrLfSplitAcrossReadsIsOneLineEnd) {
+  TempDir dir;
+  std::string text(kFileReadBytes - 1, 'x');
+  text += "\r\nnext\n";
+  WriteGzip(dir.Sub("split.gz"), text);  // gzip hands out the bytes in pieces
+  std::vector<LineCopy> lines = ReadLinesOrDie(dir.Sub("split.gz"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], (LineCopy{"next", 2, kFileReadBytes + 1}));
+}
+
+TEST(LineReader, ALineOverTheLimitIsReadThroughWithoutBeingHeld) {
+  TempDir dir;
+  const std::string long_line(5 << 20, 'y');
+  WriteFile(dir.Sub("long.txt"), "short\n" + long_line + "\r\nafter");
+  LineReader reader(OpenOrDie(dir.Sub("long.txt")), 1, /*max_line_bytes=*/1 << 20);
+  auto first = reader.Next();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_FALSE((*first)->is_over_limit);
+  auto second = reader.Next();
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_TRUE((*second)->is_over_limit);
+  EXPECT_EQ((*second)->line_number, 2u);
+  EXPECT_EQ((*second)->byte_offset, 6u);
+  EXPECT_EQ((*second)->size_bytes, long_line.size());
+  EXPECT_EQ((*second)->text, long_line.substr(0, kLongLinePrefixBytes));
+  EXPECT_EQ((*second)->next_byte_offset, 6 + long_line.size() + 2);
+  auto third = reader.Next();
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->text, "after");
+  EXPECT_EQ((*third)->line_number, 3u);
+}
+
 TEST(LineReader, EmptyFileYieldsNothing) {
   TempDir dir;
   WriteFile(dir.Sub("empty.txt"), "");
@@ -564,6 +617,72 @@ TEST(CsvReader, CrLfLineEnds) {
                                 RowCopy{{"4", "5"}, 5, 20}, RowCopy{{"6", "7"}, 6, 27}));
 }
 
+// CR (old Mac), LF and CRLF all end a record outside quotes, also mixed in one file; inside quotes
+// they are the field's text and count as one line each.
+TEST(CsvReader, CrOnlyAndMixedLineEnds) {
+  TempDir dir;
+  WriteFile(dir.Sub("mac.csv"), "id,name\r1,alice\r2,bob\r");
+  std::vector<std::string> header;
+  EXPECT_THAT(CsvRowsOrDie(dir.Sub("mac.csv"), {}, &header),
+              ElementsAre(RowCopy{{"1", "alice"}, 2, 8}, RowCopy{{"2", "bob"}, 3, 16}));
+  EXPECT_THAT(header, ElementsAre("id", "name"));
+
+  const std::string mixed = "a;b\r\n1;\"x\ry\"\r2;\"p\r\nq\"\n3;z";
+  WriteFile(dir.Sub("mixed.csv"), mixed);
+  EXPECT_THAT(CsvRowsOrDie(dir.Sub("mixed.csv")),
+              ElementsAre(RowCopy{{"1", "x\ry"}, 2, 5}, RowCopy{{"2", "p\r\nq"}, 4, mixed.find("2;")},
+                          RowCopy{{"3", "z"}, 6, mixed.find("3;")}));
+}
+
+// Each row knows where it ends, and a reader opened there with the header it had reads on with the
+// same rows and line numbers (the File source resumes a CSV file so).
+TEST(CsvReader, RowsCarryTheirOffsetsAndAReaderOpensAtAny) {
+  TempDir dir;
+  const std::string path = dir.Sub("resume.csv");
+  const std::string text = "id;note\r\n1;\"two\nlines\"\r\n\r\n2;b\r3;c\n";
+  WriteFile(path, text);
+  auto reader = OpenCsv(path);
+  ASSERT_TRUE(reader.ok());
+  std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> offsets;
+  std::vector<RowCopy> rows;
+  while (true) {
+    auto row = (*reader)->Next();
+    ASSERT_TRUE(row.ok());
+    if (!row->has_value()) break;
+    offsets.emplace_back((*row)->byte_offset, (*row)->next_byte_offset, (*row)->line_number,
+                         (*row)->next_line_number);
+    rows.push_back({{(*row)->fields.begin(), (*row)->fields.end()}, (*row)->line_number,
+                    (*row)->byte_offset});
+  }
+  using O = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
+  EXPECT_THAT(offsets, ElementsAre(O{9, 24, 2, 4}, O{26, 30, 5, 6}, O{30, 34, 6, 7}));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    auto stream = InputStream::OpenAt(path, std::get<0>(offsets[i]));
+    ASSERT_TRUE(stream.ok());
+    CsvOptions options;
+    options.delimiter = (*reader)->delimiter();
+    options.known_header = (*reader)->header();
+    options.first_line_number = std::get<2>(offsets[i]);
+    auto resumed = CsvReader::Open(std::move(*stream), options);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    EXPECT_THAT((*resumed)->header(), ElementsAre("id", "note"));
+    auto rest = ReadRows(**resumed);
+    ASSERT_TRUE(rest.ok());
+    EXPECT_EQ(*rest, std::vector<RowCopy>(rows.begin() + static_cast<long>(i), rows.end()));
+  }
+}
+
+// RFC 4180 read leniently, as Python's csv and most readers do: a quote inside an unquoted field
+// is a character, text after a closing quote is kept; nothing after them is lost.
+TEST(CsvReader, StrayQuotesAreReadLeniently) {
+  TempDir dir;
+  WriteFile(dir.Sub("stray.csv"), "h,w\n5'11\",x\n\"ab\"c,d\n\"q\"\"\"tail,e\nlast,row\n");
+  EXPECT_THAT(CsvRowsOrDie(dir.Sub("stray.csv")),
+              ElementsAre(RowCopy{{"5'11\"", "x"}, 2, 4}, RowCopy{{"abc", "d"}, 3, 12},
+                          RowCopy{{"q\"tail", "e"}, 4, 20}, RowCopy{{"last", "row"}, 5, 32}));
+}
+
 TEST(CsvReader, RaggedRowsAreReturnedAsTheyAre) {
   TempDir dir;
   WriteFile(dir.Sub("ragged.csv"), "a,b,c\n1,2\n1,2,3,4\n1,2,3\n");
@@ -588,28 +707,118 @@ TEST(CsvReader, BlankLinesAreSkippedButCounted) {
                                 RowCopy{{""}, 8, 18}));
 }
 
-TEST(CsvReader, UnterminatedQuoteNamesTheLineWhereItStarted) {
+// The physical line where the broken record started is one problem row (line, byte offset, raw
+// text) and reading resumes at the next physical line: the rest of the file is not lost.
+TEST(CsvReader, AnUnterminatedQuoteCostsOnlyTheLineWhereItsRecordStarted) {
   TempDir dir;
   const std::string path = dir.Sub("open.csv");
-  WriteFile(path, "a,b\n1,2\n3,\"open\n4,5\n6,7\n");
+  const std::string text = "a,b\n1,2\n3,\"open\n4,5\n6,7\n";
+  WriteFile(path, text);
   auto reader = OpenCsv(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<RowCopy> rows;
+  std::vector<std::string> problems;
+  std::vector<std::string> raw_texts;
+  while (true) {
+    auto row = (*reader)->Next();
+    ASSERT_TRUE(row.ok()) << row.status().ToString();
+    if (!row->has_value()) break;
+    const CsvRow& csv_row = **row;
+    if (csv_row.problem) {
+      problems.push_back(*csv_row.problem);
+      raw_texts.emplace_back(csv_row.raw_text);
+      EXPECT_TRUE(csv_row.fields.empty());
+    }
+    rows.push_back({{csv_row.fields.begin(), csv_row.fields.end()}, csv_row.line_number,
+                    csv_row.byte_offset});
+  }
+  EXPECT_THAT(rows, ElementsAre(RowCopy{{"1", "2"}, 2, 4}, RowCopy{{}, 3, 8},
+                                RowCopy{{"4", "5"}, 4, 16}, RowCopy{{"6", "7"}, 5, 20}));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "unterminated quoted field starting at line 3 (byte offset 10): the file ends inside "
+            "the quotes; line 3 (byte offset 8) is skipped and reading resumes after it: close "
+            "the quote or fix the file");
+  EXPECT_THAT(raw_texts, ElementsAre("3,\"open"));
+
+  // The second field of a row whose first field spans lines 2-3 starts on line 3. The record's
+  // first line (2) is the problem; line 3 is then read afresh, and its own quote is open too.
+  WriteFile(path, "a,b\n\"x\ny\",\"open\nz\n");
+  auto spanning = OpenCsv(path);
+  ASSERT_TRUE(spanning.ok());
+  std::vector<std::pair<uint64_t, std::string>> spanning_problems;
+  std::vector<RowCopy> spanning_rows;
+  while (true) {
+    auto row = (*spanning)->Next();
+    ASSERT_TRUE(row.ok());
+    if (!row->has_value()) break;
+    if ((*row)->problem) {
+      spanning_problems.emplace_back((*row)->line_number, *(*row)->problem);
+    } else {
+      spanning_rows.push_back({{(*row)->fields.begin(), (*row)->fields.end()},
+                               (*row)->line_number, (*row)->byte_offset});
+    }
+  }
+  EXPECT_THAT(spanning_rows, ElementsAre(RowCopy{{"z"}, 4, 16}));
+  ASSERT_EQ(spanning_problems.size(), 2u);
+  EXPECT_EQ(spanning_problems[0].first, 2u);
+  EXPECT_THAT(spanning_problems[0].second, HasSubstr("starting at line 3 (byte offset 10)"));
+  EXPECT_EQ(spanning_problems[1].first, 3u);
+  EXPECT_THAT(spanning_problems[1].second, HasSubstr("starting at line 3 (byte offset 10)"));
+}
+
+// A quoted field that never closes stops being buffered at the record limit: the line where it
+// started is the problem, and the lines after it are read.
+TEST(CsvReader, AQuotedFieldOutgrowingTheRecordLimitCostsOnlyItsFirstLine) {
+  TempDir dir;
+  std::string text = "a,b\n1,\"never closed\n";
+  for (int i = 0; i < 2000; ++i) text += fmt::format("{},{}\n", i, i * 2);
+  WriteFile(dir.Sub("big.csv"), text);
+  CsvOptions options;
+  options.max_record_bytes = 4096;
+  auto reader = OpenCsv(dir.Sub("big.csv"), options);
+  ASSERT_TRUE(reader.ok());
+  size_t problems = 0;
+  size_t rows = 0;
+  uint64_t last_line = 0;
+  while (true) {
+    auto row = (*reader)->Next();
+    ASSERT_TRUE(row.ok()) << row.status().ToString();
+    if (!row->has_value()) break;
+    if ((*row)->problem) {
+      ++problems;
+      EXPECT_EQ((*row)->line_number, 2u);
+      EXPECT_THAT(*(*row)->problem, HasSubstr("the record grows past the 4096-byte limit"));
+      EXPECT_EQ((*row)->raw_text, "1,\"never closed");
+      continue;
+    }
+    ++rows;
+    last_line = (*row)->line_number;
+  }
+  EXPECT_EQ(problems, 1u);
+  EXPECT_EQ(rows, 2000u);
+  EXPECT_EQ(last_line, 2002u);
+}
+
+// A line longer than the limit is skipped without being held (the window stays small).
+TEST(CsvReader, ALineOverTheRecordLimitIsSkippedWithoutBeingHeld) {
+  TempDir dir;
+  const std::string long_line(3 << 20, 'x');
+  WriteFile(dir.Sub("long.csv"), "a\n" + long_line + "\nafter\n");
+  CsvOptions options;
+  options.max_record_bytes = 1 << 20;
+  auto reader = OpenCsv(dir.Sub("long.csv"), options);
   ASSERT_TRUE(reader.ok());
   auto first = (*reader)->Next();
   ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE((*first)->problem.has_value());
+  EXPECT_THAT(*(*first)->problem, HasSubstr("line 2 (byte offset 2) is longer than the 1 MiB record limit"));
+  EXPECT_EQ((*first)->raw_text.size(), kCsvProblemTextBytes);
+  EXPECT_EQ((*first)->next_byte_offset, 2 + long_line.size() + 1);
   auto second = (*reader)->Next();
-  ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(second.status().message(), HasSubstr(path));
-  EXPECT_THAT(second.status().message(), HasSubstr("unterminated quoted field starting at line 3"));
-  EXPECT_THAT(second.status().message(), HasSubstr("close the quote or fix the file"));
-
-  // The second field of a row whose first field spans lines 2-3 starts on line 3.
-  WriteFile(path, "a,b\n\"x\ny\",\"open\n");
-  auto spanning = OpenCsv(path);
-  ASSERT_TRUE(spanning.ok());
-  auto rows = ReadRows(**spanning);
-  ASSERT_FALSE(rows.ok());
-  EXPECT_THAT(rows.status().message(), HasSubstr("starting at line 3"));
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_THAT((*second)->fields, ElementsAre("after"));
+  EXPECT_EQ((*second)->line_number, 3u);
 }
 
 TEST(CsvReader, InvalidOptions) {
@@ -704,6 +913,168 @@ TEST(CsvReader, MillionRowsWithAColumnChecksum) {
   EXPECT_EQ(value_sum, expected_value_sum);
   EXPECT_EQ(quoted_rows, expected_quoted_rows);
   EXPECT_EQ((*reader)->input().file_bytes_read(), fs::file_size(path));
+}
+
+// ----- JSON arrays -------------------------------------------------------------------------------
+
+struct ElementCopy {
+  std::string text;  // the element, or "!" + the problem's reason
+  uint64_t line_number;
+  uint64_t byte_offset;
+  uint64_t next_byte_offset;
+  uint64_t next_line_number;
+  bool operator==(const ElementCopy&) const = default;
+};
+
+void PrintTo(const ElementCopy& element, std::ostream* out) {
+  *out << "{\"" << element.text << "\", line " << element.line_number << ", offset "
+       << element.byte_offset << ", next " << element.next_byte_offset << " line "
+       << element.next_line_number << "}";
+}
+
+std::vector<ElementCopy> ScanElements(const std::string& path, uint64_t start_offset = 0,
+                                      uint64_t first_line = 1, uint64_t max_element_bytes = 1 << 20) {
+  auto stream = InputStream::OpenAt(path, start_offset);
+  if (!stream.ok()) {
+    ADD_FAILURE() << stream.status().ToString();
+    return {};
+  }
+  JsonArrayScanner scanner(std::move(*stream), start_offset == 0, first_line, max_element_bytes);
+  std::vector<ElementCopy> elements;
+  while (true) {
+    auto element = scanner.Next();
+    if (!element.ok()) {
+      ADD_FAILURE() << element.status().ToString();
+      return elements;
+    }
+    if (!element->has_value()) return elements;
+    const JsonArrayElement& e = **element;
+    elements.push_back({e.problem ? "!" + *e.problem : std::string(e.text), e.line_number,
+                        e.byte_offset, e.next_byte_offset, e.next_line_number});
+  }
+}
+
+// Problems only, as "line: reason".
+std::vector<std::string> Problems(const std::vector<ElementCopy>& elements) {
+  std::vector<std::string> problems;
+  for (const ElementCopy& e : elements) {
+    if (e.text.starts_with("!")) problems.push_back(fmt::format("{}: {}", e.line_number, e.text.substr(1)));
+  }
+  return problems;
+}
+
+std::vector<std::string> Texts(const std::vector<ElementCopy>& elements) {
+  std::vector<std::string> texts;
+  for (const ElementCopy& e : elements) texts.push_back(e.text.starts_with("!") ? "!" : e.text);
+  return texts;
+}
+
+TEST(JsonArrayScanner, ElementsWithLinesAndOffsetsAndResumingAtEach) {
+  TempDir dir;
+  const std::string path = dir.Sub("a.json");
+  const std::string text =
+      "\xEF\xBB\xBF [\r\n  {\"a\":1},\r\n  {\"b\":\"x,]}\\\"\"} ,\n  [1,[2]],\n  3\n]\n";
+  WriteFile(path, text);
+  const std::vector<ElementCopy> elements = ScanElements(path);
+  const auto at = [&](std::string_view needle) { return text.find(needle); };
+  EXPECT_THAT(elements,
+              ElementsAre(ElementCopy{"{\"a\":1}", 2, at("{\"a\""), at("{\"a\"") + 8, 2},
+                          ElementCopy{"{\"b\":\"x,]}\\\"\"}", 3, at("{\"b\""), at("[1,") - 3, 3},
+                          ElementCopy{"[1,[2]]", 4, at("[1,"), at("[1,") + 8, 4},
+                          ElementCopy{"3", 5, at("3\n"), at("]\n"), 6}));
+  // Resuming at any element's next offset (with its line) reads the rest exactly.
+  for (size_t i = 0; i < elements.size(); ++i) {
+    SCOPED_TRACE(i);
+    std::vector<ElementCopy> rest =
+        ScanElements(path, elements[i].next_byte_offset, elements[i].next_line_number);
+    EXPECT_EQ(rest, std::vector<ElementCopy>(elements.begin() + static_cast<long>(i) + 1,
+                                             elements.end()));
+  }
+}
+
+TEST(JsonArrayScanner, EachStructuralProblemCostsOnlyItself) {
+  TempDir dir;
+  const std::string path = dir.Sub("p.json");
+  const auto scan = [&](const std::string& text) {
+    WriteFile(path, text);
+    return ScanElements(path);
+  };
+  EXPECT_TRUE(scan("[]").empty());
+  EXPECT_TRUE(scan(" [ \n ] \n").empty());
+  EXPECT_THAT(Problems(scan("[")), ElementsAre("1: the file ends before the array's closing ']'; "
+                                               "it may be truncated: re-copy it"));
+  EXPECT_THAT(Texts(scan("[1,,2]")), ElementsAre("1", "!", "2"));
+  EXPECT_THAT(Problems(scan("[1,,2]")),
+              ElementsAre("1: an empty element (a ',' without a value before it)"));
+  EXPECT_THAT(Texts(scan("[1,2,]")), ElementsAre("1", "2"));  // a trailing ',' is accepted
+  EXPECT_THAT(Texts(scan("[1,2]\ntrailing")), ElementsAre("1", "2", "!"));
+  EXPECT_THAT(Problems(scan("[1,2]\ntrailing")),
+              ElementsAre("2: content after the array's closing ']'; a JSON array file holds one "
+                          "array"));
+  EXPECT_THAT(Texts(scan("[{\"a\":1},\n{\"b\":")), ElementsAre("{\"a\":1}", "!"));
+  EXPECT_THAT(Problems(scan("[{\"a\":1},\n{\"b\":")),
+              ElementsAre("2: the file ends inside this element; it may be truncated: re-copy it"));
+  EXPECT_THAT(Texts(scan("[{\"a\":1},\n{\"b\":2}")), ElementsAre("{\"a\":1}", "{\"b\":2}", "!"));
+  EXPECT_THAT(Problems(scan("{\"a\":1}")),
+              ElementsAre("1: a JSON array file must start with '['"));
+  // A bracket that closes the wrong thing: the element ends there, the next line starts afresh.
+  EXPECT_THAT(Texts(scan("[{\"a\":1},\n{\"a\": [2}, \"z\": 0},\n{\"c\":3}\n]")),
+              ElementsAre("{\"a\":1}", "!", "{\"c\":3}"));
+  EXPECT_THAT(Problems(scan("[{\"a\":1},\n{\"a\": [2}, \"z\": 0},\n{\"c\":3}\n]")),
+              ElementsAre("2: a '}' where a '[' is open"));
+  EXPECT_THAT(Problems(scan("[{\"a\":1}},\n{\"c\":3}]")), ElementsAre("1: a '}' that closes nothing"));
+  EXPECT_THAT(Texts(scan("[" + std::string(1025, '[') + std::string(1025, ']') + ",\n7]")),
+              ElementsAre("!", "7"));
+}
+
+// An unbalanced quote would swallow the rest of the file; JSON strings cannot hold a line break,
+// so the element breaks at its line and the next element (at the elements' column) starts afresh —
+// not a nested object that happens to start a line.
+TEST(JsonArrayScanner, AnUnbalancedQuoteCostsOnlyItsElement) {
+  TempDir dir;
+  const std::string path = dir.Sub("q.json");
+  WriteFile(path, "[\n{\"a\":\"x},\n{\"b\":2},\n{\"c\":3}\n]\n");
+  std::vector<ElementCopy> compact = ScanElements(path);
+  EXPECT_THAT(Texts(compact), ElementsAre("!", "{\"b\":2}", "{\"c\":3}"));
+  EXPECT_THAT(Problems(compact),
+              ElementsAre("2: a line break inside a string (JSON strings cannot hold one): a "
+                          "quote is missing"));
+  EXPECT_EQ(compact[0].next_byte_offset, compact[1].byte_offset);
+
+  const std::string pretty =
+      "[\n"
+      "  {\n"
+      "    \"a\": \"broken,\n"
+      "    \"items\": [\n"
+      "      {\n"
+      "        \"x\": 1\n"
+      "      }\n"
+      "    ]\n"
+      "  },\n"
+      "  {\n"
+      "    \"b\": 2\n"
+      "  }\n"
+      "]\n";
+  WriteFile(path, pretty);
+  std::vector<ElementCopy> elements = ScanElements(path);
+  ASSERT_EQ(elements.size(), 2u);
+  EXPECT_EQ(elements[0].line_number, 2u);
+  EXPECT_TRUE(elements[0].text.starts_with("!a line break inside a string"));
+  EXPECT_EQ(elements[1].text, "{\n    \"b\": 2\n  }");
+  EXPECT_EQ(elements[1].line_number, 10u);
+}
+
+TEST(JsonArrayScanner, AnElementOverTheLimitIsSkippedWithoutBeingHeld) {
+  TempDir dir;
+  const std::string path = dir.Sub("big.json");
+  const std::string big = "{\"big\":\"" + std::string(3 << 20, 'x') + "\",\"n\":[1,[2]]}";
+  WriteFile(path, "[" + big + ",\n{\"a\":1}]");
+  std::vector<ElementCopy> elements = ScanElements(path, 0, 1, /*max_element_bytes=*/1 << 20);
+  ASSERT_EQ(elements.size(), 2u);
+  EXPECT_EQ(elements[0].text, fmt::format("!an element of {} bytes exceeds the 1 MiB limit; split it",
+                                          big.size() + 1));
+  EXPECT_EQ(elements[0].next_byte_offset, 1 + big.size() + 1);
+  EXPECT_EQ(elements[1], (ElementCopy{"{\"a\":1}", 2, big.size() + 3, big.size() + 10, 2}));
 }
 
 }  // namespace

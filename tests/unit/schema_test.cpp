@@ -1397,6 +1397,145 @@ TEST(SchemaValueFromText, CellsReadAsTheDocumentedValues) {
   EXPECT_EQ(ValueFromText("1e999"), Str("1e999"));
 }
 
+// ----- numbers keep every digit ------------------------------------------------------------------
+
+// A field of a row, or the text "<missing>" (so a missing field fails the test, not the binary).
+Value FieldOf(const Value& row, const std::string& name) {
+  const Value* field = row.Find(name);
+  return field != nullptr ? *field : Value::String("<missing>");
+}
+
+// The decimal(38, 0) value of an integer literal.
+Value Wide(const std::string& digits) {
+  return Value::Decimal(*internal::ParseDecimal(digits, 0), 38, 0);
+}
+
+TEST(SchemaNumbers, IntegersBeyondLongAreDecimalsAndBeyondThirtyEightDigitsText) {
+  for (const std::string& text : std::vector<std::string>{
+           "9223372036854775808", "18446744073709551615", "-9223372036854775809",
+           "123456789012345678901234567890", std::string(38, '9')}) {
+    SCOPED_TRACE(text);
+    const Value value = ValueFromText(text);
+    EXPECT_EQ(value, Wide(text));
+    EXPECT_EQ(value.ToJson(), text);  // every digit
+  }
+  EXPECT_EQ(ValueFromText(std::string(39, '9')), Value::String(std::string(39, '9')));
+  EXPECT_EQ(ValueFromText("-" + std::string(39, '1')), Value::String("-" + std::string(39, '1')));
+  EXPECT_EQ(ValueFromText("9223372036854775807"), Int(INT64_MAX));
+  EXPECT_EQ(ValueFromText("-9223372036854775808"), Int(INT64_MIN));
+}
+
+TEST(SchemaNumbers, DecimalsADoubleCannotHoldStayExact) {
+  EXPECT_EQ(ValueFromText("0.1234567890123456789"),
+            Value::Decimal(1234567890123456789, 38, 19));
+  EXPECT_EQ(ValueFromText("0.1234567890123456789").ToJson(), "0.1234567890123456789");
+  EXPECT_EQ(ValueFromText("-123456789012345678.25").ToJson(), "-123456789012345678.25");
+  EXPECT_EQ(ValueFromText("1.234567890123456789e5").ToJson(), "123456.7890123456789");
+  EXPECT_EQ(ValueFromText("1.234567890123456789e25"), Wide("12345678901234567890000000"));
+  // What a double prints back exactly stays a double, however long.
+  EXPECT_EQ(ValueFromText("0.30000000000000004"), Dbl(0.30000000000000004));
+  EXPECT_EQ(ValueFromText("3.141592653589793"), Dbl(3.141592653589793));
+  EXPECT_EQ(ValueFromText("1.50"), Dbl(1.5));
+  EXPECT_EQ(ValueFromText("1e-300"), Dbl(1e-300));
+  // No number type holds these exactly: they keep their text.
+  const std::string long_fraction = "1." + std::string(40, '0') + "1";
+  EXPECT_EQ(ValueFromText(long_fraction), Value::String(long_fraction));
+  EXPECT_EQ(ValueFromText("1.00000000000000000001e-300"),
+            Value::String("1.00000000000000000001e-300"));
+}
+
+TEST(SchemaNumbers, NumberFromTextReadsOnlyNumberLiterals) {
+  EXPECT_EQ(NumberFromText("42"), Int(42));
+  EXPECT_EQ(NumberFromText("-0"), Int(0));
+  EXPECT_EQ(NumberFromText("2.5", 2.5), Dbl(2.5));
+  EXPECT_EQ(NumberFromText("1e999"), Str("1e999"));  // beyond a double: its text
+  EXPECT_EQ(NumberFromText("-1E+999"), Str("-1E+999"));
+  for (const char* text : {"007", "abc", "", "-", ".5", "1e", "1.2.3", "+5", "0x10"}) {
+    EXPECT_EQ(NumberFromText(text), std::nullopt) << text;
+  }
+}
+
+// Symptom: 9223372036854775807 read back as ...808 once a bigger integer widened the column to
+// double. Now the long column keeps its value and the bigger one is a decimal in a sibling.
+TEST(SchemaNumbers, ALongFieldKeepsEveryDigitWhenABiggerIntegerArrives) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"id", ValueFromText("9223372036854775807")}}));
+  AbsorbOk(shaper, Obj({{"id", ValueFromText("9223372036854775808")}}));
+  AbsorbOk(shaper, Obj({{"id", ValueFromText("123456789012345678901234567890123456789")}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "id"), "long");
+  EXPECT_EQ(TypeOf(shaper, "id_decimal"), "decimal(38, 0)");
+  EXPECT_EQ(TypeOf(shaper, "id_string"), "string");
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 3);
+  EXPECT_EQ(FieldOf(batch.RowAt(0), "id").as_int(), INT64_MAX);
+  EXPECT_EQ(FieldOf(batch.RowAt(1), "id_decimal").ToJson(), "9223372036854775808");
+  EXPECT_EQ(FieldOf(batch.RowAt(2), "id_string").as_string(),
+            "123456789012345678901234567890123456789");
+}
+
+TEST(SchemaNumbers, AFieldFirstSeenBeyondLongIsADecimal) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"n", ValueFromText("18446744073709551615")}}));
+  AbsorbOk(shaper, Obj({{"n", Int(5)}}));
+  AbsorbOk(shaper, Obj({{"n", ValueFromText("-123456789012345678901234567890")}}));
+  AbsorbOk(shaper, Obj({{"l", Lst({Int(1), ValueFromText("99999999999999999999")})}}));
+  AbsorbOk(shaper, Obj({{"m", Lst({Dbl(1.5), ValueFromText("0.1234567890123456789")})}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "n"), "decimal(38, 0)");
+  EXPECT_EQ(TypeOf(shaper, "l"), "list<decimal(38, 0)>");
+  EXPECT_EQ(TypeOf(shaper, "m"), "list<decimal(38, 19)>");
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("n", "l", "m"));
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(FieldOf(batch.RowAt(0), "n").ToJson(), "18446744073709551615");
+  EXPECT_EQ(FieldOf(batch.RowAt(1), "n").ToJson(), "5");
+  EXPECT_EQ(FieldOf(batch.RowAt(2), "n").ToJson(), "-123456789012345678901234567890");
+  EXPECT_EQ(FieldOf(batch.RowAt(3), "l").ToJson(), "[1,99999999999999999999]");
+  EXPECT_EQ(FieldOf(batch.RowAt(4), "m").ToJson(),
+            "[1.5000000000000000000,0.1234567890123456789]");
+}
+
+// A field created in this unit widens from long to double only while that loses nothing.
+TEST(SchemaNumbers, ALongBeyondTwoToTheFiftyThreeIsNotWidenedToDouble) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"x", Int(9'007'199'254'740'993)}}));
+  AbsorbOk(shaper, Obj({{"x", Dbl(1.5)}}));
+  AbsorbOk(shaper, Obj({{"y", Int(3)}}));
+  AbsorbOk(shaper, Obj({{"y", Dbl(0.5)}}));
+  AbsorbOk(shaper, Obj({{"y", Int(9'007'199'254'740'993)}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "x"), "long");
+  EXPECT_EQ(TypeOf(shaper, "x_double"), "double");
+  EXPECT_EQ(TypeOf(shaper, "y"), "double");
+  EXPECT_EQ(TypeOf(shaper, "y_long"), "long");  // a double would round it to ...992
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(FieldOf(batch.RowAt(0), "x").as_int(), 9'007'199'254'740'993);
+  EXPECT_EQ(FieldOf(batch.RowAt(4), "y_long").as_int(), 9'007'199'254'740'993);
+}
+
+// A decimal column takes a long decimal exactly, and a double that does not hold a decimal exactly
+// goes to a sibling instead of rounding.
+TEST(SchemaNumbers, DecimalAndDoubleColumnsTakeOnlyWhatTheyHoldExactly) {
+  const std::map<std::string, LogicalType> declared = {
+      {"amount", LogicalType::Decimal(38, 20).value()}, {"ratio", LogicalType::Double()}};
+  RecordContext context;
+  context.declared_types = &declared;
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"amount", ValueFromText("0.12345678901234567890")},
+                        {"ratio", ValueFromText("0.1234567890123456789")}}),
+           context);
+  AbsorbOk(shaper, Obj({{"amount", Dbl(0.5)}, {"ratio", Dbl(0.25)}}), context);
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "amount"), "decimal(38, 20)");
+  EXPECT_EQ(TypeOf(shaper, "ratio"), "double");
+  EXPECT_EQ(TypeOf(shaper, "ratio_decimal"), "decimal(38, 19)");
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(FieldOf(batch.RowAt(0), "amount").ToJson(), "0.12345678901234567890");
+  EXPECT_EQ(FieldOf(batch.RowAt(0), "ratio_decimal").ToJson(), "0.1234567890123456789");
+  EXPECT_EQ(FieldOf(batch.RowAt(1), "amount").ToJson(), "0.50000000000000000000");
+  EXPECT_EQ(FieldOf(batch.RowAt(1), "ratio").as_double(), 0.25);
+}
+
 // ----- text_values -------------------------------------------------------------------------------
 
 TEST(SchemaTextValues, ParseDateChecksTheCalendar) {
@@ -1506,8 +1645,12 @@ TEST(SchemaTextValues, ParseDecimalKeepsExactlyTheScale) {
   EXPECT_EQ(ParseDecimal("5.0", 0), 5);
   EXPECT_EQ(ParseDecimal("5.5", 0), std::nullopt);
   EXPECT_EQ(ParseDecimal("9223372036854775807", 0), INT64_MAX);
-  EXPECT_EQ(ParseDecimal("9223372036854775808", 0), std::nullopt);
-  EXPECT_EQ(ParseDecimal("92233720368547758.08", 2), std::nullopt);
+  // 128 bits: every decimal(38, s) value, and no more digits than 38.
+  EXPECT_EQ(ParseDecimal("9223372036854775808", 0), static_cast<__int128>(INT64_MAX) + 1);
+  EXPECT_EQ(ParseDecimal("-92233720368547758.08", 2), -(static_cast<__int128>(INT64_MAX) + 1));
+  EXPECT_TRUE(ParseDecimal(std::string(38, '9'), 0).has_value());
+  EXPECT_EQ(ParseDecimal(std::string(39, '9'), 0), std::nullopt);
+  EXPECT_EQ(ParseDecimal("1" + std::string(37, '0'), 1), std::nullopt);  // 39 digits at scale 1
   EXPECT_EQ(ParseDecimal("", 2), std::nullopt);
   EXPECT_EQ(ParseDecimal(".", 2), std::nullopt);
   EXPECT_EQ(ParseDecimal("-", 2), std::nullopt);

@@ -1,6 +1,7 @@
 // sources/: the Sample generator and the File source — formats, resume positions, changed files.
 #include "sources/sources.hpp"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -89,7 +90,7 @@ TEST(SampleSource, IsDeterministicAndMatchesItsFigures) {
   int64_t seconds = 0;
   uint64_t members = 0;
   for (const SourceRecord& record : all.records) {
-    cents += record.value.Find("amount")->as_int();
+    cents += static_cast<int64_t>(record.value.Find("amount")->decimal_unscaled());
     seconds += record.value.Find("duration_seconds")->as_int();
     members += record.value.Find("rider_type")->as_string() == "member" ? 1 : 0;
   }
@@ -136,23 +137,25 @@ TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
   EXPECT_TRUE(rest.positions.at(path).is_closed);
 }
 
-TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
-  TempDir dir;
-  const std::string path = dir.path() + "/events.jsonl.gz";
-  const std::string text = JsonLines(1, 500);
+// A compressed file is read again from its start, skipping the 120 records already consumed
+// (file_change_test checks the positions). `resumed_line`: the line of record 121.
+void ExpectCompressedResumeSkips(const std::string& path, const std::string& text,
+                                 uint64_t resumed_line) {
   gzFile file = gzopen(path.c_str(), "wb");
   gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
   gzclose(file);
   auto source = Make(FileConnector(path));
   ReadResult first = Read(*source, {}, 120, 1);
   ASSERT_EQ(first.records.size(), 120u);
-  // The decompressed offset; a compressed stream is resumed from its start (file offset 0).
-  EXPECT_EQ(first.positions.at(path).byte_offset, JsonLines(1, 120).size());
-  EXPECT_EQ(first.positions.at(path).resume.prefix.file_bytes, 0u);
   ReadResult rest = Read(*source, first.positions, 1000);
   ASSERT_EQ(rest.records.size(), 380u);
   EXPECT_EQ(IdOf(rest.records.front()), 121);
-  EXPECT_EQ(rest.records.front().line, 121u);
+  EXPECT_EQ(rest.records.front().line, resumed_line);
+}
+
+TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
+  TempDir dir;
+  ExpectCompressedResumeSkips(dir.path() + "/events.jsonl.gz", JsonLines(1, 500), 121);
 }
 
 TEST(FileSource, CsvResumes) {
@@ -245,6 +248,305 @@ TEST(FileSource, SampleLimitPerPartition) {
     records += (*batch)->records.size();
   }
   EXPECT_EQ(records, 20u);
+}
+
+// ----- File: hostile input loses nothing -----------------------------------------------------
+
+// A field of a record, or the text "<missing>" (so a missing field fails the test, not the binary).
+Value FieldOf(const Value& record, const std::string& name) {
+  const Value* field = record.Find(name);
+  return field != nullptr ? *field : Value::String("<missing>");
+}
+
+std::string Reasons(const ReadResult& result) {
+  std::string text;
+  for (const schema::Deadletter& deadletter : result.deadletters) {
+    text += schema::DescribeDeadletter(deadletter) + "\n";
+  }
+  return text;
+}
+
+// Symptom: integers beyond 64 bits made simdjson reject the whole record (and CSV text lost
+// digits in a double). Every digit is kept: decimal(38, 0), text beyond 38 digits, exact decimals.
+TEST(FileSourceNumbers, JsonAndCsvNumbersKeepEveryDigit) {
+  TempDir dir;
+  const std::string numbers =
+      "{\"n\":9223372036854775807,\"u\":18446744073709551615,\"big\":123456789012345678901234567890,"
+      "\"neg\":-9223372036854775809,\"huge\":1234567890123456789012345678901234567890,"
+      "\"d\":0.1234567890123456789,\"r\":0.30000000000000004,\"inf\":1e999,"
+      "\"nested\":[{\"x\":99999999999999999999}],\"s\":\"1e999 stays a string\"}";
+  dir.Write("n.jsonl", numbers + "\n");
+  dir.Write("a.json", "[" + numbers + "]");
+  dir.Write("c.csv", "n,big,d\n9223372036854775808,123456789012345678901234567890,"
+                     "0.1234567890123456789\n");
+  auto source = Make(FileConnector(dir.path()));
+  ReadResult all = Read(*source, {}, 1000);
+  EXPECT_TRUE(all.deadletters.empty()) << Reasons(all);
+  ASSERT_EQ(all.records.size(), 3u);
+  for (const SourceRecord* record : {&all.records[0], &all.records[2]}) {  // a.json, n.jsonl
+    const Value& value = record->value;
+    EXPECT_EQ(FieldOf(value, "n").kind(), Value::Kind::kInt);
+    EXPECT_EQ(FieldOf(value, "n").as_int(), INT64_MAX);
+    EXPECT_EQ(FieldOf(value, "u").kind(), Value::Kind::kDecimal);
+    EXPECT_EQ(FieldOf(value, "u").ToJson(), "18446744073709551615");
+    EXPECT_EQ(FieldOf(value, "big").ToJson(), "123456789012345678901234567890");
+    EXPECT_EQ(FieldOf(value, "neg").ToJson(), "-9223372036854775809");
+    EXPECT_EQ(FieldOf(value, "huge").kind(), Value::Kind::kString);
+    EXPECT_EQ(FieldOf(value, "huge").as_string(), "1234567890123456789012345678901234567890");
+    EXPECT_EQ(FieldOf(value, "d").kind(), Value::Kind::kDecimal);
+    EXPECT_EQ(FieldOf(value, "d").ToJson(), "0.1234567890123456789");
+    EXPECT_EQ(FieldOf(value, "r").kind(), Value::Kind::kDouble);
+    EXPECT_EQ(FieldOf(value, "inf").as_string(), "1e999");
+    EXPECT_EQ(FieldOf(value, "nested").ToJson(), "[{\"x\":99999999999999999999}]");
+    EXPECT_EQ(FieldOf(value, "s").as_string(), "1e999 stays a string");
+  }
+  const Value& csv = all.records[1].value;  // c.csv
+  EXPECT_EQ(FieldOf(csv, "n").ToJson(), "9223372036854775808");
+  EXPECT_EQ(FieldOf(csv, "big").ToJson(), "123456789012345678901234567890");
+  EXPECT_EQ(FieldOf(csv, "d").ToJson(), "0.1234567890123456789");
+}
+
+std::string ArrayOfRecords(int count, int bad_id) {
+  std::string text = "[\n";
+  for (int id = 1; id <= count; ++id) {
+    text += id == bad_id ? "  {\"id\": " + std::to_string(id) + ", \"name\": tru}"
+                         : "  {\"id\": " + std::to_string(id) + ", \"name\": \"n\"}";
+    text += id < count ? ",\n" : "\n";
+  }
+  return text + "]\n";
+}
+
+// Symptom: one bad element made the whole file one deadletter (and the file was read whole).
+TEST(FileSourceJsonArray, OneBadElementCostsOnlyItself) {
+  TempDir dir;
+  const std::string text = ArrayOfRecords(10'000, 5'000);
+  const std::string path = dir.Write("records.json", text);
+  auto source = Make(FileConnector(path));
+  ReadResult all = Read(*source, {}, 4096);
+  ASSERT_EQ(all.records.size(), 9'999u) << Reasons(all);
+  ASSERT_EQ(all.deadletters.size(), 1u);
+  const schema::Deadletter& bad = all.deadletters[0];
+  EXPECT_EQ(bad.origin.line, 5'001u);
+  EXPECT_EQ(bad.origin.row, 5'000u);
+  const size_t bad_offset = text.find("{\"id\": 5000,");
+  EXPECT_THAT(bad.reason, HasSubstr(fmt::format("invalid JSON: ")));
+  EXPECT_THAT(bad.reason, HasSubstr(fmt::format("(element 5000 at byte offset {})", bad_offset)));
+  EXPECT_EQ(bad.payload, "{\"id\": 5000, \"name\": tru}");
+  EXPECT_EQ(IdOf(all.records[4'999]), 5'001);
+  EXPECT_EQ(all.records[4'999].line, 5'002u);
+  EXPECT_EQ(all.records[4'999].row, 5'001u);
+  EXPECT_TRUE(all.positions.at(path).is_closed);
+}
+
+TEST(FileSourceJsonArray, APlainFileResumesAtTheNextElementsByteOffset) {
+  TempDir dir;
+  const std::string text = ArrayOfRecords(1'000, 0);
+  const std::string path = dir.Write("records.json", text);
+  auto source = Make(FileConnector(path));
+  ReadResult first = Read(*source, {}, 100, 2);
+  ASSERT_EQ(first.records.size(), 200u);
+  const PartitionPosition& position = first.positions.at(path);
+  EXPECT_EQ(position.byte_offset, text.find("\n  {\"id\": 201,"));
+  EXPECT_EQ(position.next_line, 201u);
+  EXPECT_FALSE(position.is_closed);
+  // Proof that it resumes at the offset rather than counting records again: the elements before
+  // the offset are rewritten into fewer (same size, so the file still reads as unfinished).
+  std::string rewritten = text;
+  const size_t second = rewritten.find("  {\"id\": 2,");
+  const size_t third = rewritten.find("  {\"id\": 3,");
+  rewritten.replace(second, third - second, std::string(third - second, ' '));
+  rewritten[rewritten.rfind(',', third - 1)] = ' ';
+  dir.Write("records.json", rewritten);
+  ReadResult rest = Read(*source, first.positions, 100);
+  ASSERT_EQ(rest.records.size(), 800u) << Reasons(rest);
+  EXPECT_EQ(IdOf(rest.records.front()), 201);
+  EXPECT_EQ(rest.records.front().line, 202u);
+  EXPECT_EQ(rest.records.front().row, 201u);
+  EXPECT_EQ(IdOf(rest.records.back()), 1'000);
+  EXPECT_TRUE(rest.positions.at(path).is_closed);
+}
+
+TEST(FileSourceJsonArray, ACompressedFileResumesBySkippingConsumedElements) {
+  TempDir dir;
+  ExpectCompressedResumeSkips(dir.path() + "/records.json.gz", ArrayOfRecords(500, 0), 122);
+}
+
+// "[", "[]", a truncated last element, a missing ']', garbage after it: each costs only itself,
+// and no file is silently read as 0 rows.
+TEST(FileSourceJsonArray, BrokenEndsCostOnlyThemselves) {
+  TempDir dir;
+  const auto read = [&](const std::string& text) {
+    const std::string path = dir.Write("a.json", text);
+    auto source = Make(FileConnector(path));
+    return Read(*source, {}, 1000);
+  };
+  ReadResult only_bracket = read("[");
+  EXPECT_TRUE(only_bracket.records.empty());
+  ASSERT_EQ(only_bracket.deadletters.size(), 1u);
+  EXPECT_THAT(only_bracket.deadletters[0].reason, HasSubstr("ends before the array's closing ']'"));
+
+  ReadResult empty = read("[ ]\n");
+  ASSERT_EQ(empty.deadletters.size(), 1u);
+  EXPECT_THAT(empty.deadletters[0].reason, HasSubstr("no records: the JSON array is empty"));
+
+  ReadResult truncated = read("[{\"id\":1},\n{\"id\":2},\n{\"id\":3, \"na");
+  EXPECT_EQ(truncated.records.size(), 2u);
+  ASSERT_EQ(truncated.deadletters.size(), 1u);
+  EXPECT_EQ(truncated.deadletters[0].origin.line, 3u);
+  EXPECT_THAT(truncated.deadletters[0].reason, HasSubstr("the file ends inside this element"));
+
+  ReadResult unclosed = read("[{\"id\":1},\n{\"id\":2}\n");
+  EXPECT_EQ(unclosed.records.size(), 2u);
+  ASSERT_EQ(unclosed.deadletters.size(), 1u);
+  EXPECT_THAT(unclosed.deadletters[0].reason, HasSubstr("before the array's closing ']'"));
+
+  ReadResult trailing = read("[{\"id\":1},{\"id\":2}]\n{\"id\":3}\n");
+  EXPECT_EQ(trailing.records.size(), 2u);
+  ASSERT_EQ(trailing.deadletters.size(), 1u);
+  EXPECT_THAT(trailing.deadletters[0].reason, HasSubstr("content after the array's closing ']'"));
+  EXPECT_EQ(trailing.deadletters[0].payload, "{\"id\":3}\n");
+
+  ReadResult unbalanced = read("[\n{\"id\":1, \"name\":\"x},\n{\"id\":2},\n{\"id\":3}\n]");
+  EXPECT_EQ(unbalanced.records.size(), 2u) << Reasons(unbalanced);
+  ASSERT_EQ(unbalanced.deadletters.size(), 1u);
+  EXPECT_EQ(unbalanced.deadletters[0].origin.line, 2u);
+  EXPECT_THAT(unbalanced.deadletters[0].reason, HasSubstr("a quote is missing"));
+}
+
+// Symptom: a CSV with CR-only line ends (old Mac) was one header line: 0 rows, exit 0.
+TEST(FileSourceCsv, CrOnlyAndMixedLineEndsReadEveryRow) {
+  TempDir dir;
+  dir.Write("mac.csv", "id,name\r1,a\r2,b\r3,c\r");
+  dir.Write("mixed.csv", "id,name\r\n4,d\r5,e\n6,f");
+  auto source = Make(FileConnector(dir.path()));
+  ReadResult all = Read(*source, {}, 1000);
+  EXPECT_TRUE(all.deadletters.empty()) << Reasons(all);
+  ASSERT_EQ(all.records.size(), 6u);
+  for (size_t i = 0; i < all.records.size(); ++i) EXPECT_EQ(IdOf(all.records[i]), i + 1);
+  EXPECT_EQ(all.records[2].line, 4u);
+  EXPECT_EQ(all.records[5].line, 4u);
+}
+
+// Symptom: an unbalanced quote swallowed the rest of the file as one deadletter.
+TEST(FileSourceCsv, AnUnbalancedQuoteCostsOnlyItsRecord) {
+  TempDir dir;
+  std::string text = "id,name\n1,a\n2,\"broken\n";
+  for (int id = 3; id <= 1000; ++id) text += std::to_string(id) + ",n\n";
+  const std::string path = dir.Write("q.csv", text);
+  auto source = Make(FileConnector(path));
+  ReadResult all = Read(*source, {}, 100);
+  ASSERT_EQ(all.records.size(), 999u) << Reasons(all);
+  ASSERT_EQ(all.deadletters.size(), 1u);
+  EXPECT_EQ(all.deadletters[0].origin.line, 3u);
+  EXPECT_EQ(all.deadletters[0].origin.row, 2u);
+  EXPECT_THAT(all.deadletters[0].reason,
+              HasSubstr("unterminated quoted field starting at line 3 (byte offset 14)"));
+  EXPECT_EQ(all.deadletters[0].payload, "2,\"broken");
+  EXPECT_EQ(IdOf(all.records[1]), 3);
+  EXPECT_EQ(all.records[1].line, 4u);
+}
+
+// Symptom: invalid UTF-8 in a header name aborted every run (the name reached JSON text).
+TEST(FileSourceCsv, InvalidUtf8InTheHeaderIsReplacedNotFatal) {
+  TempDir dir;
+  dir.Write("h.csv", "id,na\xffme,\xc3\x28,ok\xc3\xa9\n1,a,b,c\n");
+  auto source = Make(FileConnector(dir.path()));
+  ReadResult all = Read(*source, {}, 1000);
+  EXPECT_TRUE(all.deadletters.empty()) << Reasons(all);
+  ASSERT_EQ(all.records.size(), 1u);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : all.records[0].value.as_object()) names.push_back(name);
+  EXPECT_THAT(names, ::testing::ElementsAre("id", "na\xEF\xBF\xBDme", "\xEF\xBF\xBD(",
+                                            "ok\xc3\xa9"));
+}
+
+TEST(FileSourceCsv, AFileWithoutRowsIsADeadletterNotZeroRows) {
+  TempDir dir;
+  const auto read = [&](const std::string& name, const std::string& text) {
+    TempDir one;
+    one.Write(name, text);
+    auto source = Make(FileConnector(one.path()));
+    return Read(*source, {}, 1000);
+  };
+  ReadResult header_only = read("h.csv", "a,b,c\n");
+  ASSERT_EQ(header_only.deadletters.size(), 1u);
+  EXPECT_EQ(header_only.deadletters[0].reason, "no records: only a header line (3 columns)");
+  ReadResult blank = read("b.csv", "\n\r\n\n");
+  ASSERT_EQ(blank.deadletters.size(), 1u);
+  EXPECT_EQ(blank.deadletters[0].reason, "no records: the file holds only blank lines");
+  ReadResult blank_jsonl = read("b.jsonl", "\n  \n");
+  ASSERT_EQ(blank_jsonl.deadletters.size(), 1u);
+  EXPECT_EQ(blank_jsonl.deadletters[0].reason, "no records: the file holds only blank lines");
+  ReadResult broken_header = read("q.csv", "a,\"b\n");
+  ASSERT_EQ(broken_header.deadletters.size(), 1u);
+  EXPECT_THAT(broken_header.deadletters[0].reason,
+              HasSubstr("the header line cannot be read: unterminated quoted field"));
+}
+
+// CsvFileReader reports byte offsets like the JSON lines reader, and resumes a plain file there.
+TEST(FileSourceCsv, APlainFileResumesAtTheCommittedByteOffset) {
+  TempDir dir;
+  std::string text = "id;name\r\n";
+  for (int i = 1; i <= 300; ++i) text += std::to_string(i) + ";n" + std::to_string(i) + "\r\n";
+  const std::string path = dir.Write("rows.csv", text);
+  auto source = Make(FileConnector(path));
+  ReadResult first = Read(*source, {}, 100, 1);
+  const PartitionPosition& position = first.positions.at(path);
+  EXPECT_EQ(position.byte_offset, text.find("101;"));
+  EXPECT_EQ(position.next_line, 102u);
+  // Rows before the offset rewritten into fewer, same size: skipping 100 records would now skip
+  // a row too many; resuming at the offset does not.
+  std::string rewritten = text;
+  const size_t row_two = rewritten.find("\r\n2;") + 2;
+  const size_t row_three = rewritten.find("\r\n3;") + 2;
+  ASSERT_EQ(row_three - row_two, 6u);
+  rewritten.replace(row_two, row_three - row_two, "\r\n\r\n\r\n");  // row 2 → blank lines
+  dir.Write("rows.csv", rewritten);
+  ReadResult rest = Read(*source, first.positions, 100);
+  ASSERT_EQ(rest.records.size(), 200u) << Reasons(rest);
+  EXPECT_EQ(IdOf(rest.records.front()), 101);
+  EXPECT_EQ(rest.records.front().line, 102u);
+  EXPECT_EQ(rest.records.front().row, 101u);
+  EXPECT_EQ(FieldOf(rest.records.front().value, "name").as_string(), "n101");
+}
+
+// A CRLF line's next offset is after its '\n': resuming does not read a phantom blank line and
+// number every later line one too high.
+TEST(FileSource, CrLfJsonLinesResumeWithTheRightLineNumbers) {
+  TempDir dir;
+  std::string text;
+  for (int i = 1; i <= 300; ++i) text += "{\"id\":" + std::to_string(i) + "}\r\n";
+  const std::string path = dir.Write("crlf.jsonl", text);
+  auto source = Make(FileConnector(path));
+  ReadResult first = Read(*source, {}, 100, 1);
+  EXPECT_EQ(first.positions.at(path).byte_offset, text.find("{\"id\":101}"));
+  ReadResult rest = Read(*source, first.positions, 100);
+  ASSERT_EQ(rest.records.size(), 200u);
+  EXPECT_EQ(IdOf(rest.records.front()), 101);
+  EXPECT_EQ(rest.records.front().line, 101u);
+}
+
+TEST(FileSource, CrOnlyJsonLinesAreRecordsToo) {
+  TempDir dir;
+  dir.Write("mac.jsonl", "{\"id\":1}\r{\"id\":2}\r{\"id\":3}");
+  auto source = Make(FileConnector(dir.path()));
+  ReadResult all = Read(*source, {}, 1000);
+  EXPECT_TRUE(all.deadletters.empty()) << Reasons(all);
+  ASSERT_EQ(all.records.size(), 3u);
+  EXPECT_EQ(all.records[2].line, 3u);
+}
+
+TEST(FileSource, Utf16TextIsOneDeadletterNotGarbageRows) {
+  TempDir dir;
+  dir.Write("bom.csv", std::string("\xFF\xFE" "a\0,\0b\0\n\0" "1\0,\0" "2\0\n\0", 18));
+  dir.Write("plain16.jsonl", std::string("{\0\"\0a\0\"\0:\0" "1\0}\0\n\0", 18));
+  auto source = Make(FileConnector(dir.path()));
+  ReadResult all = Read(*source, {}, 1000);
+  EXPECT_TRUE(all.records.empty());
+  ASSERT_EQ(all.deadletters.size(), 2u);
+  for (const schema::Deadletter& deadletter : all.deadletters) {
+    EXPECT_THAT(deadletter.reason, HasSubstr("UTF-16 or UTF-32 text")) << deadletter.origin.source;
+  }
 }
 
 // ----- positions in the store -----------------------------------------------------------------

@@ -119,7 +119,7 @@ TEST(TransformOps, CastFilterAndDeriveRunInOrder) {
   const Value row = out.RowAt(0);
   EXPECT_EQ(row.Find("id")->as_int(), 1);
   EXPECT_EQ(out.fields[3].type, LogicalType::Decimal(12, 2).value());
-  EXPECT_EQ(row.Find("amount")->as_int(), 1250);  // unscaled
+  EXPECT_EQ(row.Find("amount")->decimal_unscaled(), 1250);
   EXPECT_EQ(row.Find("amount_pence")->as_int(), 1250);
   EXPECT_EQ(row.Find("label")->as_string(), "ADA");
   EXPECT_EQ(Names(out.fields).back(), "label");
