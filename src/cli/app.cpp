@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/last_resort.hpp"
 
 namespace skippr::cli {
 
@@ -40,9 +41,7 @@ std::vector<std::string> NormaliseLogFlag(int argc, char** argv) {
   return args;
 }
 
-}  // namespace
-
-int RunCli(int argc, char** argv) {
+int RunCommandLine(int argc, char** argv) {
   CLI::App app{
       "skipprd: reads a source, commits every batch to a write-ahead log, and lands it "
       "exactly once.\nConfigured by skippr.yml; see docs/config.md.",
@@ -88,6 +87,13 @@ int RunCli(int argc, char** argv) {
     return kExitUsage;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  internal::InstallLastResortHandlers();
+  return internal::RunWithLastResort([&] { return RunCommandLine(argc, argv); });
 }
 
 }  // namespace skippr::cli

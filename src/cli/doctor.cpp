@@ -15,6 +15,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "core/disk.hpp"
 
 namespace skippr::cli {
@@ -158,13 +159,13 @@ int RunDoctor(const GlobalOptions& global, const std::string& output) {
   if (!config.ok()) {
     if (output == "json") {
       const std::vector<Check> failed = {{false, "config failed: " + config.status().message()}};
-      fmt::print("{}\n", ToJson(failed).dump());
+      fmt::print("{}\n", JsonText(ToJson(failed)));
     }
     return kExitFailure;
   }
   const std::vector<Check> checks = RunChecks(*config);
   if (output == "json") {
-    fmt::print("{}\n", ToJson(checks).dump());
+    fmt::print("{}\n", JsonText(ToJson(checks)));
   } else {
     PrintText(checks);
   }

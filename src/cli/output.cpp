@@ -46,7 +46,7 @@ void RunOutput::Event(const std::string& event, nlohmann::ordered_json fields) c
                                  {"phase", phase_},
                                  {"timestamp", UtcTimestampNow()}};
   for (auto& [key, value] : fields.items()) line[key] = value;
-  fmt::print("{}\n", line.dump());
+  fmt::print("{}\n", JsonText(line));
   std::fflush(stdout);
 }
 

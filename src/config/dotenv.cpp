@@ -2,10 +2,10 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <regex>
 #include <sstream>
 
 #include "config/config.hpp"
+#include "config/reader.hpp"
 
 namespace skippr::config {
 
@@ -21,7 +21,6 @@ std::string TrimText(const std::string& text) {
 
 Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
                                                        const std::string& display_name) {
-  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   std::map<std::string, std::string> values;
   std::istringstream lines(text);
   std::string raw;
@@ -34,10 +33,10 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
     if (line.rfind("export ", 0) == 0) line = TrimText(line.substr(7));
     const size_t equals = line.find('=');
     const std::string name = TrimText(line.substr(0, equals));
-    if (equals == std::string::npos || !std::regex_match(name, kName)) {
+    if (equals == std::string::npos || !internal::IsIdentifier(name)) {
       return Status::InvalidConfig(fmt::format(
           "{}:{}:1: expected NAME=value with NAME made of letters, digits and '_', found '{}'",
-          display_name, line_number, raw));
+          display_name, line_number, internal::ShownText(raw)));
     }
     std::string value = TrimText(line.substr(equals + 1));
     if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
@@ -45,7 +44,8 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
       const size_t closing = value.find(quote, 1);
       if (closing == std::string::npos) {
         return Status::InvalidConfig(fmt::format("{}:{}:{}: the quoted value of {} is not closed",
-                                                 display_name, line_number, equals + 2, name));
+                                                 display_name, line_number, equals + 2,
+                                                 internal::ShownText(name)));
       }
       std::string inner = value.substr(1, closing - 1);
       if (quote == '"') {  // the usual escapes inside double quotes

@@ -7,11 +7,17 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 namespace skippr {
 
 namespace {
+// The file sink InitLogging made last (none: logging to stderr only).
+std::mutex file_sink_mutex;
+std::shared_ptr<spdlog::sinks::daily_file_format_sink_mt> file_sink;  // guarded by the mutex
+
 spdlog::level::level_enum ToSpdlog(LogLevel level) {
   switch (level) {
     case LogLevel::kTrace:
@@ -53,13 +59,14 @@ Status InitLogging(const LogOptions& options) {
     lowest = std::min(lowest, ToSpdlog(*options.stderr_level));
   }
   Status file_status;
+  std::shared_ptr<spdlog::sinks::daily_file_format_sink_mt> opened_file_sink;
   try {
     std::filesystem::create_directories(options.log_dir);
-    auto file_sink = std::make_shared<spdlog::sinks::daily_file_format_sink_mt>(
+    opened_file_sink = std::make_shared<spdlog::sinks::daily_file_format_sink_mt>(
         (std::filesystem::path(options.log_dir) / "skipprd.%Y-%m-%d.log").string(), 0, 0);
-    file_sink->set_level(std::min(spdlog::level::info, lowest));
-    file_sink->set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v");
-    sinks.push_back(file_sink);
+    opened_file_sink->set_level(std::min(spdlog::level::info, lowest));
+    opened_file_sink->set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v");
+    sinks.push_back(opened_file_sink);
   } catch (const std::exception& error) {
     file_status = Status::IOError("cannot write the log file under '" + options.log_dir +
                                   "': " + error.what() + "; logging to stderr only");
@@ -68,12 +75,23 @@ Status InitLogging(const LogOptions& options) {
   logger->set_level(lowest);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  {
+    std::lock_guard<std::mutex> lock(file_sink_mutex);
+    file_sink = std::move(opened_file_sink);
+  }
   return file_status;
+}
+
+std::string LogFilePath() {
+  std::lock_guard<std::mutex> lock(file_sink_mutex);
+  return file_sink == nullptr ? "" : file_sink->filename();
 }
 
 void ShutdownLogging() {
   spdlog::default_logger()->flush();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("skipprd"));
+  std::lock_guard<std::mutex> lock(file_sink_mutex);
+  file_sink.reset();
 }
 
 }  // namespace skippr

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <cstdlib>
@@ -32,7 +33,13 @@ std::optional<double> EnvNumber(const char* name) {
   if (value == nullptr || value[0] == '\0') return std::nullopt;
   char* end = nullptr;
   const double number = std::strtod(value, &end);
-  if (end == value || number <= 0) return std::nullopt;
+  // NaN, infinities and numbers past 2^62 would make the conversions to integers below undefined.
+  constexpr double kMaxSetting = 4.6e18;
+  if (end == value || *end != '\0' || !std::isfinite(number) || number <= 0 ||
+      number > kMaxSetting) {
+    spdlog::warn("ignoring {}='{}': expected a positive number up to {}", name, value, kMaxSetting);
+    return std::nullopt;
+  }
   return number;
 }
 
@@ -50,7 +57,9 @@ std::string PositionsJson(const sources::SourcePositions& positions) {
     json[partition] = {{"records_consumed", position.records_consumed},
                        {"is_closed", position.is_closed}};
   }
-  return json.dump();
+  // For people reading a segment header: a file name that is not UTF-8 shows U+FFFD (dump would
+  // otherwise throw on it).
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Waits while the filesystem holding DATA_DIR is under pressure (seeds: pause below 5 GB free or at
@@ -126,7 +135,9 @@ void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
   }
   Result<store::WriteTransaction> write = state.store().BeginWrite();
   if (!write.ok()) return;
-  if (write->Put(store::Family::kCatalog, LastRunKey(), json.dump()).ok()) (void)write->Commit();
+  // The error may quote input that is not UTF-8 (a file name, a key).
+  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (write->Put(store::Family::kCatalog, LastRunKey(), text).ok()) (void)write->Commit();
 }
 
 Result<SyncResult> RunPass(const config::Config& config, const config::PipelineConfig& pipeline,
@@ -395,7 +406,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
 
   schema::ShaperOptions shaper_options =
-      internal::ShaperOptionsFor(pipeline, /*build_columns=*/true);
+      internal::ShaperOptionsFor(config, pipeline, internal::ShapingPurpose::kSync);
   shaper_options.keep_origins = ops != nullptr;  // a failing op names the record
   schema::Shaper shaper(std::move(saved), std::move(shaper_options));
 
