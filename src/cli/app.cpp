@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/last_resort.hpp"
 #include "core/redact.hpp"
 
 namespace skippr::cli {
@@ -41,10 +42,7 @@ std::vector<std::string> NormaliseLogFlag(int argc, char** argv) {
   return args;
 }
 
-}  // namespace
-
-int RunCli(int argc, char** argv) {
-  RedactStandardError();  // before anything prints: no secret reaches stderr in clear
+int RunCommandLine(int argc, char** argv) {
   CLI::App app{
       "skipprd: reads a source, commits every batch to a write-ahead log, and lands it "
       "exactly once.\nConfigured by skippr.yml; see docs/config.md.",
@@ -90,6 +88,14 @@ int RunCli(int argc, char** argv) {
     return kExitUsage;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  RedactStandardError();  // before anything prints: no secret reaches stderr in clear
+  internal::InstallLastResortHandlers();
+  return internal::RunWithLastResort([&] { return RunCommandLine(argc, argv); });
 }
 
 }  // namespace skippr::cli

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cli/last_resort.hpp"
+
 namespace skippr::cli {
 
 std::string ProcessDataDir() {
@@ -18,6 +20,7 @@ void StartLogging(const GlobalOptions& options) {
   const std::string log_dir = (std::filesystem::path(ProcessDataDir()) / "logs").string();
   Status status = InitLogging(LogOptions{options.log_level, log_dir});
   if (!status.ok()) fmt::print(stderr, "skipprd: warning: {}\n", status.message());
+  internal::SetLastResortLogFile(LogFilePath());
 }
 // Shown even without --log: a user who named a file must hear that it was not used.
 void Warn(const std::string& message) {

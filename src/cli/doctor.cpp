@@ -16,6 +16,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "core/disk.hpp"
 #include "core/redact.hpp"
 #include "pipeline/pipeline.hpp"
@@ -176,13 +177,13 @@ int RunDoctor(const GlobalOptions& global, const std::string& output) {
   if (!config.ok()) {
     if (output == "json") {
       const std::vector<Check> failed = {{false, "config failed: " + config.status().message()}};
-      fmt::print("{}\n", Redact(ToJson(failed).dump()));
+      fmt::print("{}\n", Redact(JsonText(ToJson(failed))));
     }
     return kExitFailure;
   }
   const std::vector<Check> checks = RunChecks(*config);
   if (output == "json") {
-    fmt::print("{}\n", Redact(ToJson(checks).dump()));
+    fmt::print("{}\n", Redact(JsonText(ToJson(checks))));
   } else {
     PrintText(checks);
   }

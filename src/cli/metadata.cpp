@@ -9,6 +9,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
@@ -50,7 +51,7 @@ Result<LogicalType> FieldTypeFromName(const std::string& name) {
 }
 
 int Fail(const std::string& error) {
-  fmt::print("{}\n", Json{{"ok", false}, {"error", error}}.dump());
+  fmt::print("{}\n", JsonText(Json{{"ok", false}, {"error", error}}));
   return kExitFailure;
 }
 
@@ -79,7 +80,7 @@ int RunShow(const GlobalOptions& global, const MetadataFlags& flags) {
     }
     namespaces.push_back({{"namespace", ns_name}, {"fields", std::move(list)}});
   }
-  fmt::print("{}\n", Json{{"ok", true}, {"pipeline", (*pipeline)->name}, {"namespaces", std::move(namespaces)}}.dump());
+  fmt::print("{}\n", JsonText(Json{{"ok", true}, {"pipeline", (*pipeline)->name}, {"namespaces", std::move(namespaces)}}));
   return kExitSuccess;
 }
 
@@ -129,13 +130,18 @@ int RunApply(const GlobalOptions& global, const MetadataFlags& flags) {
     if (!logical.ok()) {
       return Fail(fmt::format("unknown field type '{}' for field '{}'", type->get<std::string>(), name));
     }
-    fields.push_back(Field{0, name, *logical, item.value("nullable", true)});
+    const auto nullable = item.find("nullable");
+    if (nullable != item.end() && !nullable->is_boolean()) {
+      return Fail(fmt::format("field '{}': \"nullable\" must be true or false, found {}", name,
+                              JsonText(*nullable)));
+    }
+    fields.push_back(Field{0, name, *logical, nullable == item.end() || nullable->get<bool>()});
   }
   const size_t written = fields.size();
   Result<schema::NamespaceSchema> applied =
       pipeline::ApplyNamespaceFields(**pipeline, flags.namespace_name, std::move(fields));
   if (!applied.ok()) return Fail(applied.status().message());
-  fmt::print("{}\n", Json{{"ok", true}, {"namespace", flags.namespace_name}, {"fields_written", written}, {"evolved", true}}.dump());
+  fmt::print("{}\n", JsonText(Json{{"ok", true}, {"namespace", flags.namespace_name}, {"fields_written", written}, {"evolved", true}}));
   return kExitSuccess;
 }
 

@@ -48,9 +48,7 @@ void RunOutput::Event(const std::string& event, nlohmann::ordered_json fields) c
                                  {"phase", phase_},
                                  {"timestamp", UtcTimestampNow()}};
   for (auto& [key, value] : fields.items()) line[key] = value;
-  // Replace, not throw: file paths and messages may hold bytes that are not UTF-8.
-  fmt::print("{}\n", Redact(line.dump(-1, ' ', false,
-                                      nlohmann::ordered_json::error_handler_t::replace)));
+  fmt::print("{}\n", Redact(JsonText(line)));
   std::fflush(stdout);
 }
 

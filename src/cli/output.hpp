@@ -37,4 +37,11 @@ class RunOutput {
 
 std::string UtcTimestampNow();  // "2026-11-30T05:12:00.123Z"
 
+// One JSON document on one line. Text that is not UTF-8 (a file name, a key read from input) is
+// written with U+FFFD in place of its bad bytes: nlohmann's dump would throw on it.
+template <typename JsonType>
+std::string JsonText(const JsonType& document) {
+  return document.dump(-1, ' ', false, JsonType::error_handler_t::replace);
+}
+
 }  // namespace skippr::cli

@@ -6,6 +6,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
@@ -73,7 +74,7 @@ int RunSchema(const GlobalOptions& global, const SchemaFlags& flags) {
                             {"schema", schema::FieldsToIcebergJson(ns.fields, ns.schema_id)},
                             {"history", std::move(history)}});
     }
-    fmt::print("{}\n", nlohmann::ordered_json{{"pipeline", name}, {"namespaces", std::move(namespaces)}}.dump());
+    fmt::print("{}\n", JsonText(nlohmann::ordered_json{{"pipeline", name}, {"namespaces", std::move(namespaces)}}));
     return kExitSuccess;
   }
   fmt::print("Pipeline {}: {} namespace(s)\n", name, saved->namespaces.size());

@@ -195,7 +195,7 @@ int RunStatus(const GlobalOptions& global, const StatusFlags& flags) {
       PrintText(*status);
     }
   }
-  if (flags.output == "json") fmt::print("{}\n", nlohmann::ordered_json{{"pipelines", std::move(all)}}.dump());
+  if (flags.output == "json") fmt::print("{}\n", JsonText(nlohmann::ordered_json{{"pipelines", std::move(all)}}));
   return kExitSuccess;
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <regex>
 
 #include "config/reader.hpp"
 
@@ -132,6 +131,23 @@ std::string_view RoleNoun(ConnectorRole role) {
   return role == ConnectorRole::kSource ? "data source" : "sink";
 }
 
+// x.y.z: three runs of digits joined by dots.
+bool IsVersion(std::string_view text) {
+  int parts = 0;
+  size_t digits = 0;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (c == '.' && digits > 0 && parts < 2) {
+      ++parts;
+      digits = 0;
+    } else {
+      return false;
+    }
+  }
+  return parts == 2 && digits > 0;
+}
+
 std::optional<SettingValue> ReadSetting(internal::Reader& reader, const SettingSpec& spec,
                                         const internal::Located& at) {
   switch (spec.type) {
@@ -177,8 +193,7 @@ std::optional<ConnectorConfig> ReadConnectorBlock(internal::Reader& reader,
   bool ok = true;
   if (auto version = fields.Get("version")) {
     connector.version = reader.String(*version);
-    static const std::regex kVersion("[0-9]+\\.[0-9]+\\.[0-9]+");
-    if (connector.version && !std::regex_match(*connector.version, kVersion)) {
+    if (connector.version && !IsVersion(*connector.version)) {
       reader.Error(*version, fmt::format("'{}' is not a version; write x.y.z, for example 1.2.3",
                                          *connector.version));
       ok = false;

@@ -2,10 +2,10 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <regex>
 #include <sstream>
 
 #include "config/config.hpp"
+#include "config/reader.hpp"
 #include "core/redact.hpp"
 
 namespace skippr::config {
@@ -22,7 +22,6 @@ std::string TrimText(const std::string& text) {
 
 Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
                                                        const std::string& display_name) {
-  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   std::map<std::string, std::string> values;
   std::istringstream lines(text);
   std::string raw;
@@ -42,11 +41,11 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
           "secret); NAME is letters, digits and '_'",
           display_name, line_number));
     }
-    if (!std::regex_match(name, kName)) {
+    if (!internal::IsIdentifier(name)) {
       return Status::InvalidConfig(fmt::format(
           "{}:{}:1: '{}' is not a variable name; expected NAME=value with NAME made of letters, "
           "digits and '_', not starting with a digit",
-          display_name, line_number, Redact(name)));
+          display_name, line_number, Redact(internal::ShownText(name))));
     }
     std::string value = TrimText(line.substr(equals + 1));
     if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
@@ -54,7 +53,8 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
       const size_t closing = value.find(quote, 1);
       if (closing == std::string::npos) {
         return Status::InvalidConfig(fmt::format("{}:{}:{}: the quoted value of {} is not closed",
-                                                 display_name, line_number, equals + 2, name));
+                                                 display_name, line_number, equals + 2,
+                                                 internal::ShownText(name)));
       }
       std::string inner = value.substr(1, closing - 1);
       if (quote == '"') {  // the usual escapes inside double quotes

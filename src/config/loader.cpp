@@ -1,22 +1,26 @@
 // Reads skippr.yml into Config: root sections, the skippr: engine block, pipelines and transforms.
 // Connector entries are read in connectors.cpp; scalar and mapping rules live in reader.cpp.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 
 #include "config/reader.hpp"
+#include "core/file.hpp"
 
 namespace skippr::config {
 
+using internal::IsIdentifier;
 using internal::JoinPath;
 using internal::Located;
 using internal::Reader;
@@ -24,13 +28,9 @@ using internal::Reader;
 namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+constexpr uint64_t kMaxConfigFileBytes = 16 << 20;
 const std::vector<std::string_view> kReservedPipelineNames = {"deadletters", "wal", "_skippr",
                                                               "skippr", "metadata"};
-
-bool IsIdentifier(const std::string& text) {
-  static const std::regex kIdentifier("[A-Za-z_][A-Za-z0-9_]*");
-  return std::regex_match(text, kIdentifier);
-}
 
 std::string TrimSpaces(const std::string& text) {
   const size_t begin = text.find_first_not_of(" \t");
@@ -648,20 +648,56 @@ class LayeredEnvironment final : public Environment {
   std::map<std::string, std::string> dotenv_local_;
 };
 
-Result<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return Status::NotFound(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) return Status::IOError(fmt::format("cannot read '{}'", path));
-  return text.str();
+std::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
+
+// A configuration (or .env) file's text: a regular file of at most kMaxConfigFileBytes. Opened
+// without blocking and checked before reading: a FIFO would wait forever, a directory reads as
+// nothing, /dev/zero never ends.
+Result<std::string> ReadConfigText(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot open '{}'", path));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return ErrnoStatus(errno, fmt::format("cannot read '{}'", path));
+  if (!S_ISREG(info.st_mode)) {
+    return Status::InvalidConfig(fmt::format(
+        "'{}' is {}, not a configuration file; point to a YAML (or .env) text file", path,
+        FileKind(info.st_mode)));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxConfigFileBytes) {
+    return Status::InvalidConfig(fmt::format(
+        "'{}' is {} bytes; a configuration file is at most {} MiB — is it the right file?", path,
+        info.st_size, kMaxConfigFileBytes >> 20));
+  }
+  std::string text(static_cast<size_t>(info.st_size), '\0');
+  size_t filled = 0;
+  while (filled < text.size()) {
+    const ssize_t got = read(fd, text.data() + filled, text.size() - filled);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ErrnoStatus(errno, fmt::format("cannot read '{}'", path));
+    if (got == 0) break;  // the file shrank while it was read
+    filled += static_cast<size_t>(got);
+  }
+  text.resize(filled);
+  return text;
 }
 
 Result<std::map<std::string, std::string>> ReadDotenvIfPresent(const std::filesystem::path& path) {
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::map<std::string, std::string>{};
-  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path.string()));
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, error)) &&
+      !std::filesystem::exists(path, error)) {
+    return std::map<std::string, std::string>{};
+  }
+  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadConfigText(path.string()));
   return ParseDotenv(text, path.string());
 }
 
@@ -730,12 +766,22 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion& error) {
+    const SourceMark mark = internal::ToMark(error.mark);
+    return Status::InvalidConfig(fmt::format(
+        "{}:{}:{}: YAML nested {} levels deep; a configuration nests a few levels, so this is "
+        "not a skippr.yml",
+        display_name, mark.line, mark.column, error.depth()));
   } catch (const YAML::ParserException& error) {
     const SourceMark mark = internal::ToMark(error.mark);
     return Status::InvalidConfig(
         fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
                     "start with '*', '&', '!', '{{' or '[')",
                     display_name, mark.line, mark.column, error.msg));
+  } catch (const YAML::Exception& error) {
+    const SourceMark mark = internal::ToMark(error.mark);
+    return Status::InvalidConfig(fmt::format("{}:{}:{}: cannot read the YAML: {}", display_name,
+                                             mark.line, mark.column, error.msg));
   }
   internal::Diagnostics diagnostics(display_name);
   Reader reader(diagnostics, environment);
@@ -767,7 +813,7 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
 }
 
 Result<Config> LoadConfigFile(const std::string& path, const Environment& shell) {
-  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadConfigText(path));
   const std::filesystem::path directory = std::filesystem::path(path).parent_path();
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv, ReadDotenvIfPresent(directory / ".env"));
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv_local, ReadDotenvIfPresent(directory / ".env.local"));

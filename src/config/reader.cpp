@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <regex>
 #include <set>
 
 #include "core/redact.hpp"
@@ -18,8 +17,7 @@ namespace {
 std::optional<std::string> WholeReference(const std::string& text) {
   if (text.size() < 4 || text.rfind("${", 0) != 0 || text.back() != '}') return std::nullopt;
   std::string name = text.substr(2, text.size() - 3);
-  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
-  if (!std::regex_match(name, kName)) return std::nullopt;
+  if (!IsIdentifier(name)) return std::nullopt;
   return name;
 }
 
@@ -56,10 +54,23 @@ std::string_view NodeKind(const YAML::Node& node) {
 
 void Diagnostics::Error(const SourceMark& mark, const std::string& path,
                         const std::string& message) {
+  if (errors_.size() >= kMaxErrors) {
+    ++errors_not_kept_;
+    return;
+  }
   std::string location = display_name_;
   if (mark.line > 0) location += fmt::format(":{}:{}", mark.line, mark.column);
   errors_.push_back(path.empty() ? fmt::format("{}: {}", location, message)
                                  : fmt::format("{}: {}: {}", location, path, message));
+}
+
+std::vector<std::string> Diagnostics::errors() const {
+  std::vector<std::string> errors = errors_;
+  if (errors_not_kept_ > 0) {
+    errors.push_back(fmt::format("{}: {} more problems not listed; fix the ones above first",
+                                 display_name_, errors_not_kept_));
+  }
+  return errors;
 }
 
 SourceMark ToMark(const YAML::Mark& mark) {
@@ -82,6 +93,23 @@ std::string JoinNames(const std::vector<std::string_view>& names) {
     text += names[i];
   }
   return text;
+}
+
+std::string ShownText(std::string_view text) {
+  constexpr size_t kMaxShownBytes = 80;
+  if (text.size() <= kMaxShownBytes) return std::string(text);
+  size_t end = kMaxShownBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return fmt::format("{}… ({} bytes)", text.substr(0, end), text.size());
+}
+
+bool IsIdentifier(std::string_view text) {
+  const auto is_start = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  };
+  if (text.empty() || !is_start(text[0])) return false;
+  return std::all_of(text.begin() + 1, text.end(),
+                     [&](char c) { return is_start(c) || (c >= '0' && c <= '9'); });
 }
 
 std::optional<bool> ParseFlag(std::string_view text) {
@@ -117,7 +145,8 @@ std::vector<std::pair<std::string, Located>> Reader::Mapping(
       continue;
     }
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      Error(child, fmt::format("unknown key '{}'; allowed here: {}", key, JoinNames(allowed)));
+      Error(child,
+            fmt::format("unknown key '{}'; allowed here: {}", ShownText(key), JoinNames(allowed)));
       continue;
     }
     // A single value is pointed at where it stands; a block (mapping, list) at its key.
@@ -186,7 +215,8 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
         fmt::format(
             "skippr.yml references ${{{}}} at {}, but that environment variable {}; set it in "
             "the shell or in .env beside {}",
-            *reference, at.path, value ? "is empty" : "is not set", diagnostics_.display_name()));
+            ShownText(*reference), at.path, value ? "is empty" : "is not set",
+            diagnostics_.display_name()));
     return std::nullopt;
   }
   // From here on no message, log line or stored error of this process shows it.
@@ -212,8 +242,13 @@ std::optional<int64_t> Reader::Integer(const Located& at, int64_t min_value, int
   if (!text) return std::nullopt;
   int64_t value = 0;
   auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error == std::errc::result_out_of_range && end == text->data() + text->size()) {
+    Error(at, fmt::format("{} is out of range; allowed: {} to {}", ShownText(*text), min_value,
+                          max_value));
+    return std::nullopt;
+  }
   if (error != std::errc() || end != text->data() + text->size()) {
-    Error(at, fmt::format("expected a whole number, found '{}'", *text));
+    Error(at, fmt::format("expected a whole number, found '{}'", ShownText(*text)));
     return std::nullopt;
   }
   if (value < min_value || value > max_value) {
@@ -228,7 +263,8 @@ std::optional<bool> Reader::Boolean(const Located& at) {
   if (!text) return std::nullopt;
   std::optional<bool> value = ParseFlag(*text);
   if (!value) {
-    Error(at, fmt::format("expected true or false (also yes/no, 1/0), found '{}'", *text));
+    Error(at, fmt::format("expected true or false (also yes/no, 1/0), found '{}'",
+                          ShownText(*text)));
   }
   return value;
 }
@@ -262,7 +298,8 @@ std::optional<std::string> Reader::Choice(const Located& at,
   std::optional<std::string> text = ScalarText(at, false);
   if (!text) return std::nullopt;
   if (std::find(choices.begin(), choices.end(), *text) == choices.end()) {
-    Error(at, fmt::format("'{}' is not allowed; choose one of: {}", *text, JoinNames(choices)));
+    Error(at, fmt::format("'{}' is not allowed; choose one of: {}", ShownText(*text),
+                          JoinNames(choices)));
     return std::nullopt;
   }
   return text;

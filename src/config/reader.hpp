@@ -18,12 +18,17 @@ class Diagnostics {
   explicit Diagnostics(std::string display_name) : display_name_(std::move(display_name)) {}
   void Error(const SourceMark& mark, const std::string& path, const std::string& message);
   bool has_errors() const { return !errors_.empty(); }
-  const std::vector<std::string>& errors() const { return errors_; }
+  // The first kMaxErrors errors, then one line counting the rest (a file of garbage yields a
+  // readable message, not millions of lines).
+  std::vector<std::string> errors() const;
   const std::string& display_name() const { return display_name_; }
+
+  static constexpr size_t kMaxErrors = 100;
 
  private:
   std::string display_name_;
   std::vector<std::string> errors_;
+  size_t errors_not_kept_ = 0;
 };
 
 SourceMark ToMark(const YAML::Mark& mark);
@@ -93,6 +98,14 @@ class Reader {
 // Parses one connector entry (`name: {Kind: {...}}`) of a data_sources / data_sinks section.
 std::optional<ConnectorEntry> ReadConnectorEntry(Reader& reader, const std::string& name,
                                                  const Located& at, ConnectorRole role);
+
+// A value or key as an error message shows it: at most 80 bytes, cut where a UTF-8 character
+// begins, with the full length after it.
+std::string ShownText(std::string_view text);
+
+// [A-Za-z_][A-Za-z0-9_]*: environment variable names, measure and aggregate ids. Hand-written (not
+// std::regex, whose recursion overflows the stack on long input).
+bool IsIdentifier(std::string_view text);
 
 // Bool grammar shared by YAML and environment values: true/t/yes/y/1, false/f/no/n/0, any case.
 std::optional<bool> ParseFlag(std::string_view text);

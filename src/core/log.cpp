@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -148,6 +149,13 @@ class DailyLogFileSink final : public spdlog::sinks::base_sink<std::mutex> {
   }
   void flush_() override {}  // write(2) leaves nothing buffered in the process
 
+ public:
+  // The file written now (today's, or the last day's one that could be opened).
+  std::string path() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return (std::filesystem::path(log_dir_) / FileName(day_)).string();
+  }
+
  private:
   explicit DailyLogFileSink(std::string log_dir) : log_dir_(std::move(log_dir)) {}
   static std::string DayOf(spdlog::log_clock::time_point time) {
@@ -160,6 +168,10 @@ class DailyLogFileSink final : public spdlog::sinks::base_sink<std::mutex> {
   std::string day_;
   int fd_ = -1;
 };
+
+// The file sink InitLogging made last (none: logging to stderr only).
+std::mutex file_sink_mutex;
+std::shared_ptr<DailyLogFileSink> file_sink;  // guarded by file_sink_mutex
 
 }  // namespace
 
@@ -187,17 +199,19 @@ Status InitLogging(const LogOptions& options) {
     lowest = std::min(lowest, ToSpdlog(*options.stderr_level));
   }
   Status file_status = CreatePrivateDirectories(options.log_dir, "log");
-  Result<std::shared_ptr<DailyLogFileSink>> file_sink =
+  Result<std::shared_ptr<DailyLogFileSink>> opened =
       file_status.ok() ? DailyLogFileSink::Open(options.log_dir)
                        : Result<std::shared_ptr<DailyLogFileSink>>(file_status);
-  if (file_sink.ok()) {
+  std::shared_ptr<DailyLogFileSink> opened_file_sink;
+  if (opened.ok()) {
+    opened_file_sink = *opened;
     ::chmod(options.log_dir.c_str(), 0700);  // also a logs/ an older skipprd made with the umask
-    (*file_sink)->set_level(std::min(spdlog::level::info, lowest));
-    (*file_sink)->set_formatter(std::make_unique<RedactingFormatter>("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v"));
-    sinks.push_back(*file_sink);
+    opened_file_sink->set_level(std::min(spdlog::level::info, lowest));
+    opened_file_sink->set_formatter(std::make_unique<RedactingFormatter>("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v"));
+    sinks.push_back(opened_file_sink);
   } else {
     file_status = Status::IOError("cannot write the log file under '" + options.log_dir + "': " +
-                                  file_sink.status().message() +
+                                  opened.status().message() +
                                   (options.stderr_level ? "; logging to stderr only"
                                                         : "; no log file is written this run (--log "
                                                           "logs to stderr)"));
@@ -206,12 +220,23 @@ Status InitLogging(const LogOptions& options) {
   logger->set_level(lowest);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  {
+    std::lock_guard<std::mutex> lock(file_sink_mutex);
+    file_sink = std::move(opened_file_sink);
+  }
   return file_status;
+}
+
+std::string LogFilePath() {
+  std::lock_guard<std::mutex> lock(file_sink_mutex);
+  return file_sink == nullptr ? "" : file_sink->path();
 }
 
 void ShutdownLogging() {
   spdlog::default_logger()->flush();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("skipprd"));
+  std::lock_guard<std::mutex> lock(file_sink_mutex);
+  file_sink.reset();
 }
 
 }  // namespace skippr

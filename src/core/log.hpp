@@ -28,4 +28,7 @@ Status InitLogging(const LogOptions& options);
 // Flushes and detaches every sink (end of process, and between tests).
 void ShutdownLogging();
 
+// The log file InitLogging opened (today's), or "" when there is none.
+std::string LogFilePath();
+
 }  // namespace skippr

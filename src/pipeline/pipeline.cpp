@@ -15,12 +15,21 @@ namespace fs = std::filesystem;
 
 namespace internal {
 
-schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool build_columns) {
+schema::ShaperOptions ShaperOptionsFor(const config::Config& config,
+                                       const config::PipelineConfig& pipeline,
+                                       ShapingPurpose purpose) {
   schema::ShaperOptions options;
   options.default_namespace = pipeline.name;
   options.namespace_fields = pipeline.transform.namespace_fields;
   options.flatten_events = pipeline.transform.flatten_events;
-  options.build_columns = build_columns;
+  options.build_columns = purpose == ShapingPurpose::kSync;
+  const config::ConnectorConfig& source = config.data_sources.at(pipeline.data_source).connector;
+  if (source.Has("primary_key") && !HasOps(pipeline)) {
+    options.key_fields = source.GetStringList("primary_key");
+    options.key_fields_setting =
+        fmt::format("data_sources.{}.{}.primary_key", pipeline.data_source, source.kind);
+    options.key_checks_types_only = purpose == ShapingPurpose::kDiscover;
+  }
   return options;
 }
 
@@ -162,8 +171,8 @@ Result<DiscoverResult> Discover(const config::Config& config,
   options.max_records_per_partition = sample_records_per_partition;
   SKIPPR_RETURN_IF_ERROR(source->Open({}, options));
 
-  schema::Shaper shaper(std::move(saved),
-                        internal::ShaperOptionsFor(pipeline, /*build_columns=*/false));
+  schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(
+                                              config, pipeline, internal::ShapingPurpose::kDiscover));
 
   DiscoverResult result;
   DiscoverProgress progress;
@@ -202,6 +211,7 @@ Result<DiscoverResult> Discover(const config::Config& config,
 Result<schema::NamespaceSchema> ApplyNamespaceFields(const config::PipelineConfig& pipeline,
                                                      const std::string& namespace_name,
                                                      std::vector<Field> fields) {
+  SKIPPR_RETURN_IF_ERROR(schema::CheckNames(namespace_name, fields));
   SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
   SKIPPR_ASSIGN_OR_RETURN(schema::PipelineSchema saved, schema::LoadSchema(write));

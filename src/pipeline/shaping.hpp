@@ -8,7 +8,15 @@
 
 namespace skippr::pipeline::internal {
 
-schema::ShaperOptions ShaperOptionsFor(const config::PipelineConfig& pipeline, bool build_columns);
+// Discover only evolves the schema; sync also builds columns. With the source's primary_key (and
+// no transform.ops, which may rename or derive the key) sync deadletters records whose key is
+// missing, null or of another type; discover only those of another type (no sibling of a key
+// column), so that a key the data lacks or cannot carry reaches the saved schema for the pass to
+// refuse before reading (CheckKeyColumns) rather than making every record a deadletter.
+enum class ShapingPurpose { kDiscover, kSync };
+schema::ShaperOptions ShaperOptionsFor(const config::Config& config,
+                                       const config::PipelineConfig& pipeline,
+                                       ShapingPurpose purpose);
 
 // Absorbs every record of `batch`. Deadletters (the source's and the shaper's) are left in
 // `batch.deadletters` with their namespace, counted into `deadletter_count`, logged, and the first

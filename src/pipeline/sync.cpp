@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <cstdlib>
@@ -34,7 +35,13 @@ std::optional<double> EnvNumber(const char* name) {
   if (value == nullptr || value[0] == '\0') return std::nullopt;
   char* end = nullptr;
   const double number = std::strtod(value, &end);
-  if (end == value || number <= 0) return std::nullopt;
+  // NaN, infinities and numbers past 2^62 would make the conversions to integers below undefined.
+  constexpr double kMaxSetting = 4.6e18;
+  if (end == value || *end != '\0' || !std::isfinite(number) || number <= 0 ||
+      number > kMaxSetting) {
+    spdlog::warn("ignoring {}='{}': expected a positive number up to {}", name, value, kMaxSetting);
+    return std::nullopt;
+  }
   return number;
 }
 
@@ -407,7 +414,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SKIPPR_RETURN_IF_ERROR(source->Open(positions, options));
 
   schema::ShaperOptions shaper_options =
-      internal::ShaperOptionsFor(pipeline, /*build_columns=*/true);
+      internal::ShaperOptionsFor(config, pipeline, internal::ShapingPurpose::kSync);
   shaper_options.keep_origins = ops != nullptr;  // a failing op names the record
   schema::Shaper shaper(std::move(saved), std::move(shaper_options));
 

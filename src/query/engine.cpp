@@ -7,7 +7,6 @@
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "core/check.hpp"
@@ -144,14 +143,21 @@ std::string DuckTypeName(duckdb_logical_type type) { return TypeName(type); }
 
 namespace {
 
-// "Catalog Error: Table with name x does not exist!..." → "x".
+// "Catalog Error: Table with name x does not exist!..." → "x" (a name without ' ' or '!').
 std::optional<std::string> MissingTableName(const std::string& message) {
-  static const std::regex kPattern("Table with name ([^ !]+) does not exist");
-  std::smatch match;
-  if (message.find("Catalog Error") == std::string::npos || !std::regex_search(message, match, kPattern)) {
-    return std::nullopt;
+  constexpr std::string_view kBefore = "Table with name ";
+  constexpr std::string_view kAfter = " does not exist";
+  if (message.find("Catalog Error") == std::string::npos) return std::nullopt;
+  for (size_t start = message.find(kBefore); start != std::string::npos;
+       start = message.find(kBefore, start + 1)) {
+    const size_t name_begin = start + kBefore.size();
+    const size_t name_end = message.find_first_of(" !", name_begin);
+    if (name_end == std::string::npos || name_end == name_begin) continue;
+    if (std::string_view(message).substr(name_end).starts_with(kAfter)) {
+      return message.substr(name_begin, name_end - name_begin);
+    }
   }
-  return match[1].str();
+  return std::nullopt;
 }
 
 // ----- file access off (EngineOptions::allows_file_access = false) ------------------------------

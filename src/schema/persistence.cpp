@@ -7,7 +7,10 @@
 namespace skippr::schema {
 
 namespace {
-constexpr int kNamespaceFormatVersion = 1;
+// Version 2 adds `source_names` (fields the name rules renamed); a namespace without renames is
+// still written as version 1, which every skipprd reads.
+constexpr int kNamespaceFormatVersion = 2;
+constexpr int kOldestNamespaceFormatVersion = 1;
 
 // "namespace": the schema readers see. "input_namespace": what the shaper evolves when
 // transform.ops reshape records between the shaper and the WAL (absent without ops).
@@ -24,11 +27,11 @@ Result<NamespaceSchema> ParseNamespace(std::string_view prefix, std::string_view
   try {
     const nlohmann::json json = nlohmann::json::parse(value);
     const int version = json.at("format_version").get<int>();
-    if (version != kNamespaceFormatVersion) {
+    if (version < kOldestNamespaceFormatVersion || version > kNamespaceFormatVersion) {
       return Status::NotSupported(fmt::format(
-          "stored schema document has format version {}, this skipprd reads version {}; use the "
-          "skipprd that wrote it or a newer one",
-          version, kNamespaceFormatVersion));
+          "stored schema document has format version {}, this skipprd reads versions {} to {}; "
+          "use the skipprd that wrote it or a newer one",
+          version, kOldestNamespaceFormatVersion, kNamespaceFormatVersion));
     }
     ns.name = json.at("name").get<std::string>();
     ns.schema_id = json.at("schema_id").get<int32_t>();
@@ -37,6 +40,11 @@ Result<NamespaceSchema> ParseNamespace(std::string_view prefix, std::string_view
     for (const auto& entry : json.at("history")) {
       ns.history.push_back({entry.at("schema_id").get<int32_t>(),
                             entry.at("changes").get<std::vector<std::string>>()});
+    }
+    if (version >= 2) {
+      for (const auto& entry : json.at("source_names")) {
+        ns.source_names[entry.at("field_id").get<int32_t>()] = entry.at("name").get<std::string>();
+      }
     }
   } catch (const nlohmann::json::exception& error) {
     return Status::Corruption(fmt::format("schema entry for a namespace is unreadable ({}); the "
@@ -75,12 +83,21 @@ Status SaveUnder(store::WriteTransaction& transaction, std::string_view prefix,
   for (const SchemaVersion& version : ns.history) {
     history.push_back({{"schema_id", version.schema_id}, {"changes", version.changes}});
   }
-  const nlohmann::json json = {{"format_version", kNamespaceFormatVersion},
-                               {"name", ns.name},
-                               {"schema_id", ns.schema_id},
-                               {"last_field_id", ns.last_field_id},
-                               {"schema", FieldsToIcebergJson(ns.fields, ns.schema_id)},
-                               {"history", std::move(history)}};
+  nlohmann::json json = {
+      {"format_version", ns.source_names.empty() ? kOldestNamespaceFormatVersion
+                                                 : kNamespaceFormatVersion},
+      {"name", ns.name},
+      {"schema_id", ns.schema_id},
+      {"last_field_id", ns.last_field_id},
+      {"schema", FieldsToIcebergJson(ns.fields, ns.schema_id)},
+      {"history", std::move(history)}};
+  if (!ns.source_names.empty()) {
+    nlohmann::json source_names = nlohmann::json::array();
+    for (const auto& [field_id, name] : ns.source_names) {
+      source_names.push_back({{"field_id", field_id}, {"name", name}});
+    }
+    json["source_names"] = std::move(source_names);
+  }
   return transaction.Put(store::Family::kSchema, NamespaceKey(prefix, ns.name), json.dump());
 }
 }  // namespace

@@ -21,6 +21,12 @@
 
 namespace skippr::schema {
 
+// Name rules (docs/schema.md, "Names"), decided when a name is first seen, before any commit.
+inline constexpr size_t kMaxFieldNameBytes = 255;
+inline constexpr size_t kMaxNamespaceNameBytes = 128;
+// What an empty namespace name (an empty namespace_fields value) becomes.
+inline constexpr std::string_view kUnnamedNamespace = "unnamed";
+
 struct SchemaVersion {
   int32_t schema_id = 0;
   std::vector<std::string> changes;  // "added amount (double)", "promoted id int → long", ...
@@ -32,6 +38,10 @@ struct NamespaceSchema {
   int32_t last_field_id = 0;  // highest id ever assigned in this namespace (ids are never reused)
   std::vector<Field> fields;
   std::vector<SchemaVersion> history;
+  // Field id → the name records give that field, for fields whose name differs from it (the name
+  // rules renamed it: `V` → `V_2` beside `v`). Kept with the schema so the rename is the same in
+  // every batch and run.
+  std::map<int32_t, std::string> source_names;
 
   const Field* FindField(std::string_view field_name) const;
   // Number of fields including nested ones (struct children, list elements, map keys/values).
@@ -57,6 +67,10 @@ Status DeleteNamespace(store::WriteTransaction& transaction, const std::string& 
 // read); the shape the shaper evolves from records, their INPUT, is kept under keys of its own.
 Result<PipelineSchema> LoadInputSchema(const store::ReadTransaction& transaction);
 Status SaveInputNamespace(store::WriteTransaction& transaction, const NamespaceSchema& ns);
+
+// Whether names written by a person (`metadata apply`) already follow the name rules: a namespace
+// and fields the shaper would keep as they are. InvalidArgument naming the first that does not.
+Status CheckNames(const std::string& namespace_name, const std::vector<Field>& fields);
 
 // How a CSV cell (or other untyped text) reads as a value: booleans, integers without leading
 // zeros, decimals and exponents become numbers (as NumberFromText reads them); everything else
@@ -85,7 +99,7 @@ struct RecordOrigin {
 // ----- deadletters (docs/formats/deadletters.md) ----------------------------------------------
 
 // The reserved namespace of deadletter slices in the WAL and of the table <pipeline>.deadletters;
-// no data namespace may take this name.
+// no data namespace may take this name (the name rules rename one so named `deadletters_data`).
 inline constexpr std::string_view kDeadlettersNamespace = "deadletters";
 
 // Why a record became a deadletter: a fixed vocabulary, stored by name in the failure_code column.
@@ -156,6 +170,15 @@ struct ShaperOptions {
   bool flatten_events = false;                // transform.flatten_events
   bool build_columns = false;                 // append conformed rows to columns for TakeBatches()
   bool keep_origins = false;  // with build_columns: remember each row's origin for TakeBatches()
+  // The source's primary_key: a record whose key field is missing, null, or holds a value the key
+  // column cannot take is a deadletter (a merge by key would otherwise merge distinct records).
+  // `key_fields_setting` names where it is set, for the deadletter's reason.
+  std::vector<std::string> key_fields;
+  std::string key_fields_setting;
+  // Discover: only a key value the existing key column cannot take is a deadletter (it would make
+  // a sibling `<key>_<type>`). Records without a key, or with a key of a shape no key may have,
+  // still shape the schema, so that a pass can refuse such a key before reading.
+  bool key_checks_types_only = false;
 };
 
 // What a source knows about a record beyond its value.
@@ -191,7 +214,8 @@ class Shaper {
 
   // Absorbs one record (an object). Returns a Deadletter instead when the record cannot be typed
   // (not an object, duplicate keys, nesting deeper than 64, a list mixing objects and values, a
-  // missing namespace field); the schema is then unchanged.
+  // missing namespace field, a primary key field missing, null or of another type); the schema is
+  // then unchanged.
   std::optional<Deadletter> Absorb(Value record, const RecordOrigin& origin,
                                    const RecordContext& context);
 
@@ -215,6 +239,10 @@ class Shaper {
  private:
   struct NamespaceState;
   NamespaceState& StateFor(const std::string& namespace_name);
+  // The record's namespace: its state when there is one already (`state`), else its decided name
+  // (`name`). A deadletter reason when a namespace field is missing.
+  std::optional<std::string> RouteRecord(const Value& record, const RecordContext& context,
+                                         NamespaceState** state, std::string* name);
 
   PipelineSchema schema_;
   ShaperOptions options_;

@@ -11,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "core/check.hpp"
+#include "schema/names.hpp"
 #include "schema/schema.hpp"
 #include "schema/text_values.hpp"
 
@@ -369,15 +370,26 @@ std::string SiblingSuffix(const Value& value, bool infer_epoch_timestamps) {
   }
 }
 
-// Field positions by name, kept for a namespace's top-level fields across records (they are only
-// ever appended to) and built for any other wide object.
+// Field id → the name records give that field, where the name rules renamed it
+// (NamespaceSchema::source_names).
+using SourceNames = std::map<int32_t, std::string>;
+
+// The name records give `field`: its own, unless the name rules renamed it.
+const std::string& SourceNameOf(const SourceNames& source_names, const Field& field) {
+  if (source_names.empty()) return field.name;
+  auto it = source_names.find(field.id);
+  return it == source_names.end() ? field.name : it->second;
+}
+
+// Field positions by the name records give them, kept for a namespace's top-level fields across
+// records (they are only ever appended to) and built for any other wide object.
 struct FieldIndex {
   std::unordered_map<std::string, size_t> positions;
   size_t indexed_fields = 0;  // fields[0, indexed_fields) are in `positions`
 
-  void CatchUp(const std::vector<Field>& fields) {
+  void CatchUp(const std::vector<Field>& fields, const SourceNames& source_names) {
     for (; indexed_fields < fields.size(); ++indexed_fields) {
-      positions.emplace(fields[indexed_fields].name, indexed_fields);
+      positions.emplace(SourceNameOf(source_names, fields[indexed_fields]), indexed_fields);
     }
   }
 };
@@ -418,11 +430,32 @@ struct Shaper::NamespaceState {
   void AppendRow(const ValueObject& row);
   void ConformColumns();
 
+  // No two entries of one object fill one column (a value sent to its sibling `<field>_<type>`
+  // could meet an entry of that very name): field id → the serial of the last object one of
+  // whose entries filled it. Ids are unique at every depth, so nested objects share the table.
+  std::vector<uint64_t> filled_by_object;
+  std::unordered_map<int32_t, uint64_t> filled_by_object_beyond;  // ids past the table's reach
+  uint64_t object_serial = 0;
+  void MarkFilled(const Field& field, uint64_t serial);
+  bool IsFilled(const Field& field, uint64_t serial) const;
+
+  // The name records give `field`: its own, unless the name rules renamed it (source_names).
+  const std::string& KeyOf(const Field& field) const;
+  // The field of `fields` records call `key`; `guess` is the index to try first.
+  Field* FindByKey(std::vector<Field>& fields, std::string_view key, size_t guess) const;
+  // A new field for values records call `key`, named by the name rules, recorded in the history
+  // with `purpose` (" for values of ..."); returns it (references into `fields` move with it).
+  Field& AddField(std::vector<Field>& fields, const std::string& key, const Value& value,
+                  const std::vector<std::string>& path, std::string_view purpose = "");
+  // Names `field` (new, not yet in `fields`) for `key`; returns the history note of a rename.
+  std::string ApplyNameRules(Field& field, const std::string& key,
+                             const std::vector<Field>& fields);
   void AbsorbObject(std::vector<Field>& fields, ValueObject& object,
                     std::vector<std::string>& path);
-  // Places a value that does not fit its field in the sibling field; returns the sibling's name.
-  std::string PlaceInSibling(std::vector<Field>& fields, const std::string& name, Value& value,
-                             std::vector<std::string>& path);
+  // Places a value that does not fit fields[index] (or whose column another entry of the object
+  // filled) in a sibling column; returns the index in `fields` of the column that took it.
+  size_t PlaceInSibling(std::vector<Field>& fields, size_t index, Value& value,
+                        std::vector<std::string>& path, uint64_t serial);
   bool Place(Field& field, Value& value, std::vector<std::string>& path);
   bool PlaceScalar(Field& field, Value& value, const std::vector<std::string>& path,
                    std::string_view name);
@@ -446,37 +479,53 @@ std::string JoinPath(const std::vector<std::string>& path, const std::string& na
   return text + name;
 }
 
-Field* FindIn(std::vector<Field>& fields, const std::string& name) {
+Field* FindIn(std::vector<Field>& fields, std::string_view name) {
   for (Field& field : fields) {
     if (field.name == name) return &field;
   }
   return nullptr;
 }
 
-// Finds the fields of one object's entries: the field after the last one found first (records
-// mostly list their fields in schema order), else a scan — or, with many fields, an index, so that
-// a record of 100,000 new columns (a CSV header) costs O(n), not O(n²).
+// The field of `fields` records call `key`, trying fields[guess] first.
+Field* FindByKeyIn(std::vector<Field>& fields, std::string_view key, size_t guess,
+                   const SourceNames& source_names) {
+  if (guess < fields.size() && SourceNameOf(source_names, fields[guess]) == key) {
+    return &fields[guess];
+  }
+  if (source_names.empty()) return FindIn(fields, key);  // every field is called by its name
+  for (Field& field : fields) {
+    if (SourceNameOf(source_names, field) == key) return &field;
+  }
+  return nullptr;
+}
+
+// Finds the fields of one object's entries by the names records give them: the field after the
+// last one found first (records mostly list their fields in schema order), else a scan — or, with
+// many fields, an index, so that a record of 100,000 new columns (a CSV header) costs O(n), not
+// O(n²).
 class FieldLookup {
  public:
   // `kept`: the namespace's index of these fields when they are its top level, else nullptr.
-  FieldLookup(std::vector<Field>& fields, size_t entries, FieldIndex* kept) : fields_(fields) {
+  FieldLookup(std::vector<Field>& fields, const SourceNames& source_names, size_t entries,
+              FieldIndex* kept)
+      : fields_(fields), source_names_(source_names) {
     constexpr size_t kIndexedFields = 64;
     if (kept != nullptr && fields.size() + entries > kIndexedFields) {
       index_ = kept;
     } else if (entries > kIndexedFields) {
       index_ = &own_index_;
     }
-    if (index_ != nullptr) index_->CatchUp(fields_);
+    if (index_ != nullptr) index_->CatchUp(fields_, source_names_);
   }
-  Field* Find(const std::string& name) {
-    if (guess_ < fields_.size() && fields_[guess_].name == name) return &fields_[guess_];
-    if (index_ == nullptr) return FindIn(fields_, name);
-    index_->CatchUp(fields_);
-    auto it = index_->positions.find(name);
-    if (it != index_->positions.end() && fields_[it->second].name != name) {
+  Field* Find(const std::string& key) {
+    if (index_ == nullptr) return FindByKeyIn(fields_, key, guess_, source_names_);
+    if (guess_ < fields_.size() && KeyOf(fields_[guess_]) == key) return &fields_[guess_];
+    index_->CatchUp(fields_, source_names_);
+    auto it = index_->positions.find(key);
+    if (it != index_->positions.end() && KeyOf(fields_[it->second]) != key) {
       *index_ = FieldIndex{};  // the fields were replaced, not appended to: index them afresh
-      index_->CatchUp(fields_);
-      it = index_->positions.find(name);
+      index_->CatchUp(fields_, source_names_);
+      it = index_->positions.find(key);
     }
     if (it == index_->positions.end()) return nullptr;
     return &fields_[it->second];
@@ -484,7 +533,10 @@ class FieldLookup {
   void Found(const Field* field) { guess_ = static_cast<size_t>(field - fields_.data()) + 1; }
 
  private:
+  const std::string& KeyOf(const Field& field) const { return SourceNameOf(source_names_, field); }
+
   std::vector<Field>& fields_;
+  const SourceNames& source_names_;
   size_t guess_ = 0;
   FieldIndex own_index_;
   FieldIndex* index_ = nullptr;
@@ -626,6 +678,69 @@ void Shaper::NamespaceState::NoteIntegerPlaced(const Field& field, const Value& 
   }
 }
 
+namespace {
+constexpr size_t kMaxKeyValueShownBytes = 64;
+
+// "the string \"A-3\"", cut for a deadletter's reason.
+std::string DescribeKeyValue(const Value& value) {
+  std::string text = value.ToJson();
+  if (text.size() > kMaxKeyValueShownBytes) {
+    size_t end = kMaxKeyValueShownBytes;
+    while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) --end;
+    text = text.substr(0, end) + "…";
+  }
+  return fmt::format("the {} {}", ValueKindName(value.kind()), text);
+}
+
+// Whether the key column `field` (nullptr: not created yet) takes `value` as it is, converted, or
+// by an Iceberg promotion (int → long) — never by going to a sibling or widening to double.
+bool KeyColumnTakes(const Field* field, const Value& value, bool infer_epoch_timestamps) {
+  using K = Value::Kind;
+  if (value.kind() == K::kObject || value.kind() == K::kList) return false;
+  if (field == nullptr) {
+    const TypeId inferred = ScalarTypeOf(value, infer_epoch_timestamps).id();
+    return inferred != TypeId::kFloat && inferred != TypeId::kDouble;
+  }
+  if (IsExactScalar(value, field->type)) return true;
+  const bool is_integer = value.kind() == K::kInt ||
+                          (value.kind() == K::kString && internal::ParseInteger(value.as_string()));
+  if (field->type.id() == TypeId::kInt && is_integer) return true;  // promoted to long if needed
+  return ConvertScalar(value, field->type).has_value();
+}
+
+// Why `record` cannot be keyed by options.key_fields in namespace `ns` (nullptr: a namespace not
+// seen yet), if it cannot: kMissingKey for a key missing or null, kTypeConflict for one the key
+// column cannot take.
+std::optional<Rejection> KeyProblem(const NamespaceSchema* ns, const Value& record,
+                                    const ShaperOptions& options, const RecordContext& context) {
+  for (const std::string& key_field : options.key_fields) {
+    const Field* field = ns != nullptr ? ns->FindField(key_field) : nullptr;
+    const Value* value =
+        record.Find(field != nullptr ? SourceNameOf(ns->source_names, *field) : key_field);
+    const std::string key = fmt::format("primary key field '{}' ({})", key_field,
+                                        options.key_fields_setting);
+    if (options.key_checks_types_only && (value == nullptr || field == nullptr)) continue;
+    if (value == nullptr || value->is_null()) {
+      return Rejection{FailureCode::kMissingKey,
+                       fmt::format("{} is {}; every record needs its key", key,
+                                   value == nullptr ? "missing" : "null")};
+    }
+    if (KeyColumnTakes(field, *value, context.infer_epoch_timestamps)) continue;
+    if (field == nullptr) {
+      return Rejection{FailureCode::kTypeConflict,
+                       fmt::format("{} holds {}; a key is a single value, not a float or double",
+                                   key, DescribeKeyValue(*value))};
+    }
+    return Rejection{
+        FailureCode::kTypeConflict,
+        fmt::format("{} holds {}, which the key column ({}) cannot take; every key must be of "
+                    "the key column's type",
+                    key, DescribeKeyValue(*value), field->type.ToString())};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 bool Shaper::NamespaceState::PlaceList(Field& field, Value& value, std::vector<std::string>& path) {
   if (value.kind() != Value::Kind::kList) return false;
   Field& element = field.type.mutable_children()[0];
@@ -678,13 +793,69 @@ bool Shaper::NamespaceState::Place(Field& field, Value& value, std::vector<std::
   }
 }
 
+const std::string& Shaper::NamespaceState::KeyOf(const Field& field) const {
+  return SourceNameOf(schema->source_names, field);
+}
+
+Field* Shaper::NamespaceState::FindByKey(std::vector<Field>& fields, std::string_view key,
+                                         size_t guess) const {
+  return FindByKeyIn(fields, key, guess, schema->source_names);
+}
+
+std::string Shaper::NamespaceState::ApplyNameRules(Field& field, const std::string& key,
+                                                   const std::vector<Field>& fields) {
+  internal::DecidedName decided = internal::DecideFieldName(key, fields, fields.size() + 1);
+  if (decided.why.empty()) return "";
+  field.name = std::move(decided.name);
+  schema->source_names[field.id] = key;
+  return fmt::format(", named so for records' '{}': {}", key, decided.why);
+}
+
+Field& Shaper::NamespaceState::AddField(std::vector<Field>& fields, const std::string& key,
+                                        const Value& value, const std::vector<std::string>& path,
+                                        std::string_view purpose) {
+  Field field = NewField(key, value, path.empty());
+  const std::string renamed = ApplyNameRules(field, key, fields);
+  Changed(fmt::format("added {} ({}){}{}", JoinPath(path, field.name), ShapeName(field.type),
+                      purpose, renamed));
+  fields.push_back(std::move(field));
+  return fields.back();
+}
+
+namespace {
+// Far beyond any real namespace: larger ids (a damaged store) are tracked in a map instead.
+constexpr size_t kMaxTableFieldId = 1 << 20;
+}  // namespace
+
+void Shaper::NamespaceState::MarkFilled(const Field& field, uint64_t serial) {
+  const auto id = static_cast<size_t>(static_cast<uint32_t>(field.id));
+  if (id >= kMaxTableFieldId) {
+    filled_by_object_beyond[field.id] = serial;
+    return;
+  }
+  if (id >= filled_by_object.size()) {
+    filled_by_object.resize(std::max<size_t>(id + 1, 2 * filled_by_object.size()), 0);
+  }
+  filled_by_object[id] = serial;
+}
+
+bool Shaper::NamespaceState::IsFilled(const Field& field, uint64_t serial) const {
+  const auto id = static_cast<size_t>(static_cast<uint32_t>(field.id));
+  if (id < filled_by_object.size()) return filled_by_object[id] == serial;
+  auto it = filled_by_object_beyond.find(field.id);
+  return it != filled_by_object_beyond.end() && it->second == serial;
+}
+
 void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObject& object,
                                           std::vector<std::string>& path) {
-  // Conformed in place: kept entries move down over dropped nulls, siblings rename their entry.
+  // Conformed in place: kept entries move down over dropped nulls and are renamed to their
+  // column (a sibling's, or a field the name rules renamed).
   const bool is_record = path.empty();
   if (is_record) record_field_indices.clear();
+  const uint64_t serial = ++object_serial;
   size_t kept = 0;
-  FieldLookup lookup(fields, object.size(), is_record ? &top_level_index : nullptr);
+  FieldLookup lookup(fields, schema->source_names, object.size(),
+                     is_record ? &top_level_index : nullptr);
   for (size_t i = 0; i < object.size(); ++i) {
     auto& [name, value] = object[i];
     const bool is_empty_list = value.kind() == Value::Kind::kList && value.as_list().empty();
@@ -696,17 +867,15 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
       continue;  // a field seen only as null is created at Seal(), as a string
     }
     if (value.is_null()) continue;  // absent and null read the same in a column
-    if (field == nullptr) {
-      fields.push_back(NewField(name, value, path.empty()));
-      field = &fields.back();
-      Changed(fmt::format("added {} ({})", JoinPath(path, name), ShapeName(field->type)));
-    }
+    if (field == nullptr) field = &AddField(fields, name, value, path);
     size_t index = static_cast<size_t>(field - fields.data());
     lookup.Found(field);
-    if (!Place(*field, value, path)) {
-      name = PlaceInSibling(fields, name, value, path);
-      index = static_cast<size_t>(lookup.Find(name) - fields.data());
+    if (!schema->source_names.empty() && name != field->name) name = field->name;
+    if (IsFilled(*field, serial) || !Place(*field, value, path)) {
+      index = PlaceInSibling(fields, index, value, path, serial);
+      name = fields[index].name;
     }
+    MarkFilled(fields[index], serial);
     if (is_record) record_field_indices.push_back(index);
     if (kept != i) object[kept] = std::move(object[i]);
     ++kept;
@@ -714,35 +883,43 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
   object.resize(kept);
 }
 
-std::string Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields,
-                                                   const std::string& name, Value& value,
-                                                   std::vector<std::string>& path) {
+size_t Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields, size_t index,
+                                              Value& value, std::vector<std::string>& path,
+                                              uint64_t serial) {
   // A value of another type goes to the sibling `<field>_<type>`; the field itself is untouched.
-  std::string sibling_name = name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
-  Field* sibling = FindIn(fields, sibling_name);
+  const std::string field_name = fields[index].name;  // `fields` may grow below
+  const std::string field_shape = ShapeName(fields[index].type);
+  const std::string typed_key =
+      field_name + "_" + SiblingSuffix(value, context->infer_epoch_timestamps);
+  Field* sibling = FindByKey(fields, typed_key, fields.size());
   if (sibling == nullptr) {
-    fields.push_back(NewField(sibling_name, value, false));
-    sibling = &fields.back();
-    Changed(fmt::format("added {} ({}) for values of {} that are not {}",
-                        JoinPath(path, sibling_name), ShapeName(sibling->type),
-                        JoinPath(path, name), ShapeName(FindIn(fields, name)->type)));
+    sibling = &AddField(fields, typed_key, value, path,
+                        fmt::format(" for values of {} that are not {}",
+                                    JoinPath(path, field_name), field_shape));
   }
-  if (Place(*sibling, value, path)) return sibling_name;
-  // Even the sibling's type is taken by another shape (a list of other elements, say): keep the
-  // value losslessly as JSON text in `<field>_json`.
-  sibling_name = name + "_json";
+  if (!IsFilled(*sibling, serial) && Place(*sibling, value, path)) {
+    return static_cast<size_t>(sibling - fields.data());
+  }
+  // Even the sibling's column is taken (by another shape, a list of other elements say, or by
+  // another entry of this object): keep the value losslessly as JSON text in `<field>_json`,
+  // else `<field>_json_2`, ... — the first that can hold it.
   Value text = Value::String(value.ToJson());
-  sibling = FindIn(fields, sibling_name);
-  if (sibling == nullptr) {
-    fields.push_back(NewField(sibling_name, text, false));
-    sibling = &fields.back();
-    sibling->type = LogicalType::String();
-    Changed(fmt::format("added {} (string) for values of {} as JSON text",
-                        JoinPath(path, sibling_name), JoinPath(path, name)));
+  for (size_t number = 1;; ++number) {
+    // Each attempt either creates a column (which takes the text) or fails on an existing one.
+    SKIPPR_CHECK(number <= fields.size() + 1);
+    const std::string json_key =
+        number == 1 ? field_name + "_json" : fmt::format("{}_json_{}", field_name, number);
+    Field* json = FindByKey(fields, json_key, fields.size());
+    if (json == nullptr) {
+      json = &AddField(fields, json_key, text, path,
+                       fmt::format(" for values of {} as JSON text", JoinPath(path, field_name)));
+      SKIPPR_CHECK(json->type.id() == TypeId::kString);
+    }
+    if (!IsFilled(*json, serial) && Place(*json, text, path)) {
+      value = std::move(text);
+      return static_cast<size_t>(json - fields.data());
+    }
   }
-  SKIPPR_CHECK(Place(*sibling, text, path));
-  value = std::move(text);
-  return sibling_name;
 }
 
 void Shaper::NamespaceState::CreateNullOnlyFields() {
@@ -750,7 +927,7 @@ void Shaper::NamespaceState::CreateNullOnlyFields() {
     std::vector<Field>* fields = &schema->fields;
     bool reachable = true;
     for (size_t i = 0; i + 1 < full_path.size(); ++i) {
-      Field* parent = FindIn(*fields, full_path[i]);
+      Field* parent = FindIn(*fields, full_path[i]);  // the path holds the parents' names
       // A list's path goes on through its "element" (a list of objects), so descend into lists too.
       if (parent == nullptr ||
           (parent->type.id() != TypeId::kStruct && parent->type.id() != TypeId::kList)) {
@@ -759,13 +936,15 @@ void Shaper::NamespaceState::CreateNullOnlyFields() {
       }
       fields = &parent->type.mutable_children();
     }
-    if (!reachable || FindIn(*fields, full_path.back()) != nullptr) continue;
-    Field field{NextFieldId(), full_path.back(), LogicalType::String(), true};
+    const std::string& key = full_path.back();
+    if (!reachable || FindByKey(*fields, key, 0) != nullptr) continue;
+    Field field{NextFieldId(), key, LogicalType::String(), true};
     if (is_list)
       field.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+    const std::string renamed = ApplyNameRules(field, key, *fields);
     std::vector<std::string> parents(full_path.begin(), full_path.end() - 1);
-    Changed(fmt::format("added {} ({}; only {} seen so far)", JoinPath(parents, field.name),
-                        field.type.ToString(), is_list ? "empty lists" : "nulls"));
+    Changed(fmt::format("added {} ({}; only {} seen so far){}", JoinPath(parents, field.name),
+                        field.type.ToString(), is_list ? "empty lists" : "nulls", renamed));
     fields->push_back(std::move(field));
   }
   null_only_paths.clear();
@@ -846,15 +1025,48 @@ Shaper::NamespaceState& Shaper::StateFor(const std::string& namespace_name) {
 
 std::string Shaper::NamespaceOf(const RecordContext& context) const {
   if (!options_.namespace_fields.empty()) return "";
-  return config::CleanName(context.source_namespace.empty() ? options_.default_namespace
-                                                            : context.source_namespace);
+  return internal::DecideNamespaceName(config::CleanName(
+      context.source_namespace.empty() ? options_.default_namespace : context.source_namespace));
+}
+
+std::optional<std::string> Shaper::RouteRecord(const Value& record, const RecordContext& context,
+                                               NamespaceState** state, std::string* name) {
+  if (options_.namespace_fields.empty()) {
+    // Every record of a source namespace goes to the same state: name and look it up once.
+    const std::string& raw_namespace =
+        context.source_namespace.empty() ? options_.default_namespace : context.source_namespace;
+    if (last_state_ != nullptr && last_raw_namespace_ == raw_namespace) {
+      *state = last_state_;
+      return std::nullopt;
+    }
+    last_state_ = nullptr;
+    last_raw_namespace_ = raw_namespace;
+    *name = NamespaceOf(context);
+  } else {
+    std::string joined;
+    for (const std::string& field : options_.namespace_fields) {
+      const Value* value = record.Find(field);
+      if (value == nullptr || value->is_null()) {
+        return fmt::format(
+            "namespace field '{}' is missing or null; with transform.namespace_fields every "
+            "record needs it",
+            field);
+      }
+      joined += (joined.empty() ? "" : "_") + NamespaceValueText(*value);
+    }
+    *name = internal::DecideNamespaceName(config::CleanName(joined));
+  }
+  if (auto it = states_.find(*name); it != states_.end()) *state = it->second;
+  if (*state != nullptr && options_.namespace_fields.empty()) last_state_ = *state;
+  return std::nullopt;
 }
 
 std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origin,
                                          const RecordContext& context) {
+  std::string namespace_name;  // decided by RouteRecord (unless the state is known already)
   const auto deadletter = [&](FailureCode code, std::string reason) {
     Deadletter rejected = MakeDeadletter(origin, code, std::move(reason), record.ToJson());
-    rejected.namespace_name = NamespaceOf(context);
+    rejected.namespace_name = namespace_name.empty() ? NamespaceOf(context) : namespace_name;
     return rejected;
   };
   if (record.kind() != Value::Kind::kObject) {
@@ -875,30 +1087,24 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
       return deadletter(rejection->code, rejection->reason + " after flattening");
   }
 
-  const std::string& raw_namespace =
-      context.source_namespace.empty() ? options_.default_namespace : context.source_namespace;
   NamespaceState* state = nullptr;
-  if (options_.namespace_fields.empty()) {
-    // Every record of a source namespace goes to the same state: clean and look it up once.
-    if (last_state_ == nullptr || last_raw_namespace_ != raw_namespace) {
-      last_raw_namespace_ = raw_namespace;
-      last_state_ = &StateFor(config::CleanName(raw_namespace));
+  if (auto reason = RouteRecord(record, context, &state, &namespace_name)) {
+    return deadletter(FailureCode::kMissingNamespaceField, std::move(*reason));
+  }
+  // Checked before the namespace is created: a deadletter leaves no empty namespace behind.
+  if (!options_.key_fields.empty()) {
+    auto saved = schema_.namespaces.find(namespace_name);
+    const NamespaceSchema* ns = state != nullptr                    ? state->schema
+                                : saved != schema_.namespaces.end() ? &saved->second
+                                                                    : nullptr;
+    if (auto rejection = KeyProblem(ns, record, options_, context)) {
+      if (state != nullptr) namespace_name = state->schema->name;
+      return deadletter(rejection->code, std::move(rejection->reason));
     }
-    state = last_state_;
-  } else {
-    std::string joined;
-    for (const std::string& name : options_.namespace_fields) {
-      const Value* value = record.Find(name);
-      if (value == nullptr || value->is_null()) {
-        return deadletter(
-            FailureCode::kMissingNamespaceField,
-            fmt::format("namespace field '{}' is missing or null; with "
-                        "transform.namespace_fields every record needs it",
-                        name));
-      }
-      joined += (joined.empty() ? "" : "_") + NamespaceValueText(*value);
-    }
-    state = &StateFor(config::CleanName(joined));
+  }
+  if (state == nullptr) {
+    state = &StateFor(namespace_name);
+    if (options_.namespace_fields.empty()) last_state_ = state;
   }
   state->context = &context;
   std::vector<std::string> path;

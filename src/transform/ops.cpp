@@ -443,6 +443,13 @@ Status OpsRunner::DescribeFailure(const std::vector<Stage>& stages,
 
 Result<std::optional<schema::NamespaceChange>> OpsRunner::ConformOutput(
     const std::string& namespace_name, Batch& output) {
+  // The ops name columns themselves (derive, rename): held to the shaper's name rules, or one
+  // committed batch with `v` and `V` would break every query and landing of the namespace.
+  if (Status names = schema::CheckNames(namespace_name, output.fields); !names.ok()) {
+    return Status::InvalidConfig(
+        fmt::format("pipelines.{}.transform.ops (namespace '{}'): {}; change the op in skippr.yml",
+                    pipeline_name_, namespace_name, names.message()));
+  }
   auto [it, is_new] = output_.namespaces.try_emplace(namespace_name);
   schema::NamespaceSchema& ns = it->second;
   ns.name = namespace_name;

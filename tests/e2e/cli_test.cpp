@@ -1,6 +1,7 @@
 // The real `skipprd` binary, run as a user would: flags, exit codes, doctor's output, the log file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <ctime>
 #include <filesystem>
@@ -275,6 +276,80 @@ TEST(CliLogging, DotenvDataDirMovesTheLog) {
   EXPECT_TRUE(
       std::filesystem::exists(dir.path() + "/from-dotenv/logs/skipprd." + Today() + ".log"));
   EXPECT_THAT(result.out, HasSubstr("DATA_DIR " + dir.path() + "/from-dotenv is writable"));
+}
+
+// ----- hostile input: nothing aborts, segfaults, hangs or throws out of main ------------------
+
+// Each of these used to kill every command: std::regex overflowed the stack on a long `${NAME}`
+// or .env line (SIGSEGV).
+TEST(CliHostile, ALongReferenceOrDotenvLineIsAConfigErrorNotACrash) {
+  TempDir dir;
+  const std::string name(50000, 'A');
+  dir.Write("skippr.yml", "data_sources:\n  s:\n    Sample: {rows: \"${" + name + "}\"}\n");
+  ProcessResult result = Skipprd(dir, {"doctor"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("[skippr] config failed: skippr.yml:3:20: skippr.yml "
+                                    "references ${" + name.substr(0, 80) + "… (50000 bytes)}"));
+  EXPECT_THAT(result.err, Not(HasSubstr("internal error")));
+
+  dir.Write(".env", std::string(200000, 'X') + "=1\n");
+  result = Skipprd(dir, {"doctor"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("references ${" + name.substr(0, 80)));
+  dir.Write(".env", std::string(200000, '-') + "=1\n");
+  result = Skipprd(dir, {"doctor"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr(".env:1:1: expected NAME=value with NAME made of letters, "
+                                    "digits and '_', found '-----"));
+}
+
+// A key that is not UTF-8 made doctor's JSON output throw (nlohmann's dump: abort).
+TEST(CliHostile, DoctorJsonNamesAKeyThatIsNotUtf8) {
+  TempDir dir;
+  dir.Write("skippr.yml", "ab\xff" "c: 1\n");
+  ProcessResult result = Skipprd(dir, {"doctor", "--output", "json"});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  const nlohmann::json document = nlohmann::json::parse(result.out);
+  EXPECT_EQ(document["ok"], false);
+  EXPECT_THAT(document["checks"][0]["message"].get<std::string>(),
+              HasSubstr("skippr.yml:1:1: ab\xef\xbf\xbd" "c: unknown key 'ab\xef\xbf\xbd" "c'"));
+}
+
+// A FIFO named .env used to block every command forever; a directory named skippr.yml, given
+// explicitly, is not taken for a configuration.
+TEST(CliHostile, ADotenvThatIsAFifoIsRefusedNotWaitedOn) {
+  TempDir dir;
+  dir.Write("skippr.yml", "skippr: {}\n");
+  ASSERT_EQ(::mkfifo(dir.Sub(".env").c_str(), 0600), 0);
+  ProcessResult result = Skipprd(dir, {"doctor"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err,
+              HasSubstr("[skippr] config failed: '.env' is a FIFO, not a configuration file"));
+}
+
+// A metadata field whose "nullable" is not a boolean threw out of the command (abort).
+TEST(CliHostile, MetadataApplyRefusesANonBooleanNullableAndNamesThatBreakTheRules) {
+  TempDir dir;
+  dir.Write("skippr.yml", "data_sources:\n  s: {Sample: {rows: 10}}\npipelines:\n  p: "
+                          "{data_source: data_sources.s}\n");
+  const auto apply = [&](const std::string& schema_json) {
+    ProcessResult result = Skipprd(
+        dir, {"metadata", "apply", "-p", "p", "--namespace", "p", "--schema-json", schema_json});
+    EXPECT_EQ(result.exit_code, 1) << schema_json;
+    EXPECT_THAT(result.err, Not(HasSubstr("internal error")));
+    return nlohmann::json::parse(result.out)["error"].get<std::string>();
+  };
+  EXPECT_EQ(apply(R"({"fields":[{"name":"a","type":"string","nullable":"yes"}]})"),
+            "field 'a': \"nullable\" must be true or false, found \"yes\"");
+  EXPECT_EQ(apply(R"({"fields":[{"name":"v","type":"int"},{"name":"V","type":"int"}]})"),
+            "field 'V' breaks the name rules ('v' is already a field (names are compared "
+            "ignoring case)); name it 'V_2' or another that does not (docs/schema.md, \"Names\")");
+  ProcessResult reserved = Skipprd(dir, {"metadata", "apply", "-p", "p", "--namespace",
+                                         "deadletters", "--schema-json",
+                                         R"({"fields":[{"name":"a","type":"int"}]})"});
+  EXPECT_EQ(reserved.exit_code, 1);
+  EXPECT_THAT(reserved.out, HasSubstr("namespace 'deadletters' breaks the name rules; the shaper "
+                                      "would name it 'deadletters_data'"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <set>
 #include <utility>
 
+#include "core/hash.hpp"
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
 #include "iceberg/iceberg.hpp"
@@ -647,6 +648,104 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
       EXPECT_EQ(bound_text(field, upper_bytes), *row[4]);
     }
   }
+}
+
+// ----- names and keys, decided before the commit (docs/schema.md "Names", docs/config.md) -------
+
+// Fields `v` and `V` (a CSV header `id,ID` alike) used to be committed as two columns DuckDB
+// cannot tell apart: every landing and every query then failed, also of other pipelines.
+TEST(LakeNames, FieldsThatDifferOnlyByCaseLandAndQueryBesideAHealthyPipeline) {
+  TempDir dir;
+  dir.Write("input/a.jsonl",
+            "{\"id\":1,\"v\":10,\"V\":20,\"\":30,\"__skippr_file\":\"f\"}\n"
+            "{\"id\":2,\"v\":11,\"V\":21}\n");
+  dir.Write("tabular/b.csv", "id,ID,name\n1,2,x\n");
+  dir.Write("healthy/c.jsonl", "{\"x\":1}\n{\"x\":2}\n");
+  dir.Write("skippr.yml", fmt::format(R"(data_sources:
+  json: {{File: {{path: input}}}}
+  csv: {{File: {{path: tabular}}}}
+  healthy: {{File: {{path: healthy}}}}
+data_sinks:
+  lake: {{SkipprLake: {{warehouse: "file://{}", table_namespace: landed}}}}
+pipelines:
+  events: {{data_source: data_sources.json, data_sink: data_sinks.lake}}
+  tabular: {{data_source: data_sources.csv, data_sink: data_sinks.lake}}
+  healthy: {{data_source: data_sources.healthy}}
+)",
+                                      Warehouse(dir)));
+  for (const std::string pipeline : {"events", "tabular", "healthy"}) {
+    ProcessResult sync = Skipprd(dir, {"sync", "-p", pipeline, "--once"});
+    EXPECT_EQ(sync.exit_code, 0) << pipeline << "\n" << sync.err;
+  }
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*) FROM healthy.healthy"),
+            (std::vector<std::string>{"2"}))
+      << "another pipeline's names never break this one";
+  EXPECT_EQ(SegmentFiles(dir, "events"), 0u) << "landed and reclaimed";
+  EXPECT_EQ(QueryRows(dir, "SELECT id, v, \"V_2\", column_4, skippr_file FROM events.events "
+                           "ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"1", "10", "20", "30", "f"},
+                                                   {"2", "11", "21", "", ""}}));
+  EXPECT_EQ(QueryRows(dir, "SELECT id, \"ID_2\", name FROM tabular.tabular"),
+            (std::vector<std::vector<std::string>>{{"1", "2", "x"}}));
+  const nlohmann::json table = ReadWithIcebird(dir, "events");
+  EXPECT_EQ(table["rows"].size(), 2u);
+
+  // The next run finds `V` in V_2 again (the rename is in the stored schema): no V_3.
+  dir.Write("input/b.jsonl", "{\"id\":3,\"V\":22}\n");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
+  EXPECT_EQ(QueryRows(dir, "SELECT * FROM events.events WHERE id = 3"),
+            (std::vector<std::vector<std::string>>{{"3", "", "22", "", ""}}));
+}
+
+TEST(LakeNames, NamespacesNamedLikeTheDeadletterTableEmptyOrTooLongAreRenamed) {
+  TempDir dir;
+  const std::string long_kind(600, 'k');
+  dir.Write("input/a.jsonl", fmt::format("{{\"kind\":\"deadletters\",\"n\":1}}\n"
+                                         "{{\"kind\":\"\",\"n\":2}}\n"
+                                         "{{\"kind\":\"{}\",\"n\":3}}\n"
+                                         "{{\"kind\":\"../up\",\"n\":4}}\n",
+                                         long_kind));
+  dir.Write("skippr.yml",
+            LakeConfig(dir, "events", "{File: {path: input}}") +
+                "    transform: {namespace_fields: [kind]}\n");
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  const std::string cut = std::string(119, 'k') + "_" + Sha256Hex(long_kind).substr(0, 8);
+  for (const auto& [table, n] : std::vector<std::pair<std::string, std::string>>{
+           {"deadletters_data", "1"}, {"unnamed", "2"}, {cut, "3"}, {"___up", "4"}}) {
+    EXPECT_EQ(QueryRow(dir, fmt::format("SELECT n FROM events.\"{}\"", table)),
+              (std::vector<std::string>{n}))
+        << table;
+    EXPECT_TRUE(fs::is_directory(Warehouse(dir) + "/landed/" + table)) << table;
+  }
+}
+
+// merge_by_key used to merge records without a usable key: "A-3" and "A-4" went to a sibling
+// `id_string`, and they, a record without id and one with a null id landed under one NULL key.
+TEST(LakePolicy, MergeByKeyDeadlettersRecordsWithoutAKeyOfTheKeyColumnsType) {
+  TempDir dir;
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input, primary_key: [id]}}",
+                                     "\n      write_policy: merge_by_key"));
+  dir.Write("input/a.jsonl",
+            "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n{\"id\":\"A-3\",\"name\":\"c\"}\n"
+            "{\"id\":\"A-4\",\"name\":\"d\"}\n{\"name\":\"e\"}\n{\"id\":null,\"name\":\"f\"}\n");
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "text"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  const std::string key = "primary key field 'id' (data_sources.source.File.primary_key)";
+  EXPECT_THAT(sync.out, HasSubstr("Deadletters: 4"));
+  for (const std::string& line :
+       {fmt::format("input/a.jsonl:3 (record 3): {} holds the string \"A-3\", which the key "
+                    "column (int) cannot take; every key must be of the key column's type",
+                    key),
+        fmt::format("input/a.jsonl:4 (record 4): {} holds the string \"A-4\"", key),
+        fmt::format("input/a.jsonl:5 (record 5): {} is missing; every record needs its key", key),
+        fmt::format("input/a.jsonl:6 (record 6): {} is null; every record needs its key", key)}) {
+    EXPECT_THAT(sync.out, HasSubstr(line));
+  }
+  EXPECT_EQ(QueryRows(dir, "SELECT * FROM events.events ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"1", "a"}, {"2", "b"}}))
+      << "two rows, and no id_string column";
+  EXPECT_EQ(ReadWithIcebird(dir, "events")["rows"].size(), 2u);
 }
 
 }  // namespace

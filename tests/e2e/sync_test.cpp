@@ -563,5 +563,25 @@ TEST(SyncQuery, PlainOutputSumsAndErrors) {
   EXPECT_EQ(nlohmann::json::parse(df.out)["rows"].size(), 200000u);
 }
 
+// A file name that is not UTF-8 made the commit throw (nlohmann's dump of the positions in the
+// segment header) and every sync abort; status showed it too.
+TEST(SyncHostile, AFileNameThatIsNotUtf8IsReadAndShownWithAReplacementCharacter) {
+  TempDir dir;
+  dir.Write("skippr.yml", "data_sources:\n  files: {File: {path: input}}\npipelines:\n  p: "
+                          "{data_source: data_sources.files}\n");
+  dir.Write("input/bad\xff.jsonl", "{\"a\":1}\n{\"a\":2}\n");
+  ProcessResult sync = Skipprd(dir, {"sync", "-p", "p", "--once", "--output", "text"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), sum(a) FROM p.p"), (std::vector<std::string>{"2", "3"}));
+  ProcessResult status = Skipprd(dir, {"status", "-p", "p", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const nlohmann::json document = nlohmann::json::parse(status.out);
+  EXPECT_THAT(document["pipelines"][0]["source_positions"].dump(),
+              HasSubstr("bad\xef\xbf\xbd.jsonl"));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "p", "--once"}).exit_code, 0);
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*) FROM p.p"), (std::vector<std::string>{"2"}))
+      << "the file's position was kept under its real name: nothing is read twice";
+}
+
 }  // namespace
 }  // namespace skippr::testing

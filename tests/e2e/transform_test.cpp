@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "core/hash.hpp"
 #include "e2e/process.hpp"
@@ -200,6 +202,29 @@ TEST(TransformOpsE2e, AFailureMidPassKeepsCommittedRowsAndPositionsInStep) {
 
 // Landed to SkipprLake: the Iceberg table's schema is the ops' output, and query over the landed
 // rows returns transformed values.
+// An op may name a column only as the shaper would (docs/schema.md, "Names"): a derived `V`
+// beside `v` used to be committed, and every query of the namespace then failed.
+TEST(TransformOpsE2e, AnOpColumnThatBreaksTheNameRulesFailsTheSyncWithNothingCommitted) {
+  TempDir dir;
+  dir.Write("input/a.jsonl", "{\"id\":1,\"v\":2}\n");
+  for (const auto& [op, message] : std::vector<std::pair<std::string, std::string>>{
+           {"derive: {V: \"v + 1\"}",
+            "pipelines.shop.transform.ops (namespace 'shop'): field 'V' breaks the name rules "
+            "('v' is already a field (names are compared ignoring case)); name it 'V_2' or "
+            "another that does not (docs/schema.md, \"Names\"); change the op in skippr.yml"},
+           {"rename: {v: __skippr_file}",
+            "field '__skippr_file' breaks the name rules (names starting with '__skippr_' are "
+            "reserved); name it 'skippr_file'"}}) {
+    dir.Write("skippr.yml", ShopWithOneOp(op));
+    ProcessResult sync = Skipprd(dir, {"sync", "-p", "shop", "--once"});
+    EXPECT_EQ(sync.exit_code, 1) << op;
+    EXPECT_THAT(sync.err, HasSubstr(message)) << op;
+    ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql", "SELECT 1"});
+    EXPECT_EQ(query.exit_code, 0) << "no table was committed that query could not define\n"
+                                  << query.err;
+  }
+}
+
 TEST(TransformOpsE2e, TheLakeLandsTheTransformedShape) {
   TempDir dir;
   dir.Write("skippr.yml", fmt::format(R"y(data_sources:

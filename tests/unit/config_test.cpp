@@ -1,9 +1,13 @@
 // skippr.yml loader: every rule, with the message and the position it reports.
 #include "config/config.hpp"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -960,6 +964,149 @@ deadletter_sinks:
 }
 
 // ----- finding the file -----------------------------------------------------------------------
+
+// ----- hostile input: every case a clear error, never a crash or a hang ------------------------
+
+// A reference 50,000 characters long used to overflow the stack in std::regex.
+TEST(ConfigHostile, AVeryLongReferenceIsAnErrorNotACrash) {
+  const std::string name(50000, 'A');
+  const std::string message =
+      ErrorOf("data_sources:\n  s:\n    Sample: {rows: \"${" + name + "}\"}\n");
+  EXPECT_THAT(message, HasSubstr("skippr.yml:3:20: skippr.yml references ${" + name.substr(0, 80) +
+                                 "… (50000 bytes)} at data_sources.s.Sample.rows, but that "
+                                 "environment variable is not set"));
+  Config config = ParseOk("data_sources:\n  s:\n    Sample: {rows: \"${" + name + "}\"}\n",
+                          {{name, "7"}});
+  EXPECT_EQ(config.data_sources.at("s").connector.GetInteger("rows"), 7);
+}
+
+TEST(ConfigHostile, AVeryLongDotenvLineIsReadOrNamed) {
+  const std::string name(100000, 'B');
+  Result<std::map<std::string, std::string>> values =
+      ParseDotenv(name + "=" + std::string(1 << 20, 'v') + "\n", ".env");
+  ASSERT_TRUE(values.ok()) << values.status().message();
+  EXPECT_EQ(values->at(name).size(), 1u << 20);
+  Result<std::map<std::string, std::string>> broken =
+      ParseDotenv(std::string(100000, '-') + "=x\n", ".env");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(), HasSubstr(".env:1:1: expected NAME=value"));
+}
+
+TEST(ConfigHostile, DeeplyNestedYamlIsAnErrorWithItsPlace) {
+  for (const std::string& yaml :
+       {"data_sources: " + std::string(100000, '['), std::string(100000, '{'),
+        [] {
+          std::string text = "pipelines:\n";
+          for (int depth = 1; depth < 5000; ++depth) text += std::string(depth, ' ') + "- \n";
+          return text;
+        }()}) {
+    const std::string message = ErrorOf(yaml);
+    EXPECT_THAT(message, HasSubstr("levels deep; a configuration nests a few levels"))
+        << message.substr(0, 200);
+    EXPECT_THAT(message, testing::StartsWith("skippr.yml:"));
+  }
+}
+
+// "Billion laughs": nine levels of nine aliases would be 387 million nodes if copied.
+TEST(ConfigHostile, AnAliasBombCostsNothing) {
+  std::string yaml = "data_sources:\n  l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level < 10; ++level) {
+    yaml += fmt::format("  l{0}: &l{0} [", level);
+    for (int i = 0; i < 9; ++i) yaml += fmt::format("{}*l{}", i ? ", " : "", level - 1);
+    yaml += "]\n";
+  }
+  yaml += "pipelines:\n  p:\n    data_source: data_sources.l9\n    transform:\n"
+          "      namespace_fields: *l9\n";
+  const std::string message = ErrorOf(yaml);
+  EXPECT_THAT(message, HasSubstr("skippr.yml:2:3: data_sources.l0: expected a connector block "
+                                 "such as 'File: {path: ...}', found a list"));
+  EXPECT_THAT(message, HasSubstr("pipelines.p.transform.namespace_fields[0]: expected a single "
+                                 "value, found a list"));
+}
+
+TEST(ConfigHostile, OutOfRangeAndNotANumberAreNamed) {
+  EXPECT_THAT(ErrorOf("data_sources:\n  s:\n    Sample: {rows: 99999999999999999999}\n"),
+              HasSubstr("skippr.yml:3:20: data_sources.s.Sample.rows: 99999999999999999999 is "
+                        "out of range; allowed: 0 to 9223372036854775807"));
+  EXPECT_THAT(ErrorOf("data_sources:\n  s:\n    Sample: {rows: -99999999999999999999}\n"),
+              HasSubstr("-99999999999999999999 is out of range"));
+  for (const std::string text : {".nan", "NaN", ".inf", "1e3", "0x10", "12abc"}) {
+    EXPECT_THAT(ErrorOf("data_sources:\n  s:\n    Sample: {rows: " + text + "}\n"),
+                HasSubstr("data_sources.s.Sample.rows: expected a whole number, found '" + text +
+                          "'"));
+  }
+}
+
+TEST(ConfigHostile, InvalidUtf8KeysAndBinaryTextAreErrors) {
+  EXPECT_THAT(ErrorOf("ab\xff" "c: 1\n"), HasSubstr("skippr.yml:1:1: ab\xff" "c: unknown key 'ab\xff" "c'"));
+  std::string binary;
+  for (int i = 0; i < 4096; ++i) binary.push_back(static_cast<char>((i * 7919) % 256));
+  const std::string message = ErrorOf(binary);
+  EXPECT_THAT(message, testing::StartsWith("skippr.yml:"));
+}
+
+TEST(ConfigHostile, OneLoadListsAHundredProblemsAndCountsTheRest) {
+  std::string yaml;
+  for (int i = 0; i < 250; ++i) yaml += fmt::format("unknown_{}: 1\n", i);
+  const std::string message = ErrorOf(yaml);
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 100);
+  EXPECT_THAT(message, HasSubstr("skippr.yml: 150 more problems not listed; fix the ones above "
+                                 "first"));
+}
+
+class ConfigFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("skippr-config-files-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string ErrorLoading(const std::string& name) {
+    MapEnvironment environment;
+    Result<Config> config = LoadConfigFile(Path(name), environment);
+    EXPECT_FALSE(config.ok());
+    return config.ok() ? "" : config.status().message();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFiles, ADirectoryOrAFifoIsNotAConfigurationAndNothingBlocks) {
+  std::filesystem::create_directories(Path("skippr.yml"));
+  EXPECT_EQ(ErrorLoading("skippr.yml"),
+            fmt::format("'{}' is a directory, not a configuration file; point to a YAML (or "
+                        ".env) text file",
+                        Path("skippr.yml")));
+  ASSERT_EQ(::mkfifo(Path("fifo.yml").c_str(), 0600), 0);
+  EXPECT_THAT(ErrorLoading("fifo.yml"), HasSubstr("fifo.yml' is a FIFO, not a configuration file"));
+  // A .env that is a FIFO: refused too, not waited on.
+  std::ofstream(Path("real.yml")) << "skippr: {}\n";
+  ASSERT_EQ(::mkfifo(Path(".env").c_str(), 0600), 0);
+  EXPECT_THAT(ErrorLoading("real.yml"), HasSubstr(".env' is a FIFO, not a configuration file"));
+}
+
+TEST_F(ConfigFiles, AHugeFileIsRefusedBeforeItIsRead) {
+  {
+    std::ofstream file(Path("skippr.yml"));
+    file << "skippr: {}\n";
+  }
+  std::filesystem::resize_file(Path("skippr.yml"), (16 << 20) + 1);
+  EXPECT_EQ(ErrorLoading("skippr.yml"),
+            fmt::format("'{}' is 16777217 bytes; a configuration file is at most 16 MiB — is it "
+                        "the right file?",
+                        Path("skippr.yml")));
+}
+
+TEST_F(ConfigFiles, ABinaryFileIsAPositionedYamlError) {
+  std::string binary = "\x7f" "ELF\x02\x01\x01";
+  binary += std::string(64, '\0');
+  for (int i = 0; i < 4096; ++i) binary.push_back(static_cast<char>((i * 31) % 256));
+  std::ofstream(Path("skippr.yml"), std::ios::binary) << binary;
+  EXPECT_THAT(ErrorLoading("skippr.yml"), testing::StartsWith(Path("skippr.yml") + ":"));
+}
 
 TEST(ConfigFind, SearchOrder) {
   const std::filesystem::path dir =

@@ -1005,6 +1005,293 @@ TEST(SchemaNamespaces, FlatteningIntoAnExistingDottedNameIsADeadletter) {
   EXPECT_TRUE(shaper.schema().namespaces.empty());
 }
 
+// ----- names (docs/schema.md, "Names") -----------------------------------------------------------
+
+// The schema and its batch after a Seal; the batch's rows must validate.
+std::vector<std::string> ChangesOfSeal(Shaper& shaper) {
+  std::vector<NamespaceChange> changes = shaper.Seal();
+  return changes.empty() ? std::vector<std::string>{} : changes[0].changes;
+}
+
+using skippr::testing::TempDir;
+std::unique_ptr<store::Store> OpenStore(const std::string& directory);
+PipelineSchema ThroughTheStore(const PipelineSchema& schema, const std::string& directory);
+
+TEST(SchemaNames, NamesThatDifferOnlyByCaseGetNumberedAndKeepTheirColumnAcrossRuns) {
+  TempDir dir;
+  Shaper first({}, Options());
+  AbsorbOk(first, Obj({{"v", Int(1)}, {"V", Int(2)}}));
+  AbsorbOk(first, Obj({{"V", Int(3)}}));
+  EXPECT_THAT(ChangesOfSeal(first),
+              ElementsAre("added v (int)",
+                          "added V_2 (int), named so for records' 'V': 'v' is already a field "
+                          "(names are compared ignoring case)"));
+  EXPECT_THAT(FieldNames(Ns(first)), ElementsAre("v", "V_2"));
+  Batch batch = OnlyBatch(first);
+  ASSERT_EQ(batch.num_rows, 2);
+  EXPECT_EQ(batch.RowAt(0), Obj({{"v", Int(1)}, {"V_2", Int(2)}}));
+  EXPECT_EQ(batch.RowAt(1), Obj({{"v", Null()}, {"V_2", Int(3)}}));
+
+  // Another run, from the store: `V` still means V_2, and a record's own `V_2` is another field.
+  Shaper second(ThroughTheStore(first.schema(), dir.path()), Options());
+  AbsorbOk(second, Obj({{"V", Int(4)}, {"v", Int(5)}, {"V_2", Str("x")}, {"v_2", Str("y")}}));
+  EXPECT_THAT(ChangesOfSeal(second),
+              ElementsAre("added V_2_2 (string), named so for records' 'V_2': 'V_2' is already a "
+                          "field (names are compared ignoring case)",
+                          "added v_2_3 (string), named so for records' 'v_2': 'V_2' is already a "
+                          "field (names are compared ignoring case)"));
+  EXPECT_THAT(FieldNames(Ns(second)), ElementsAre("v", "V_2", "V_2_2", "v_2_3"));
+  batch = OnlyBatch(second);
+  EXPECT_EQ(batch.RowAt(0),
+            Obj({{"v", Int(5)}, {"V_2", Int(4)}, {"V_2_2", Str("x")}, {"v_2_3", Str("y")}}));
+}
+
+TEST(SchemaNames, NestedStructAndListOfObjectFieldsFollowTheSameRules) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"s", Obj({{"a", Int(1)}, {"A", Int(2)}, {"", Int(3)}})},
+                        {"l", Lst({Obj({{"k", Int(1)}, {"K", Null()}})})}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "s"), "struct<a: int, A_2: int, column_3: int>");
+  EXPECT_EQ(TypeOf(shaper, "l"), "list<struct<k: int, K_2: string>>");
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(batch.RowAt(0),
+            Obj({{"s", Obj({{"a", Int(1)}, {"A_2", Int(2)}, {"column_3", Int(3)}})},
+                 {"l", Lst({Obj({{"k", Int(1)}, {"K_2", Null()}})})}}));
+}
+
+TEST(SchemaNames, AnEmptyNameBecomesColumnNAndKeepsIt) {
+  TempDir dir;
+  Shaper first({}, Options());
+  AbsorbOk(first, Obj({{"a", Int(1)}, {"", Int(2)}}));
+  EXPECT_THAT(ChangesOfSeal(first),
+              ElementsAre("added a (int)",
+                          "added column_2 (int), named so for records' '': records give it an "
+                          "empty name"));
+  Shaper second(ThroughTheStore(first.schema(), dir.path()), Options());
+  AbsorbOk(second, Obj({{"", Int(3)}, {"column_2", Int(4)}}));
+  second.Seal();
+  EXPECT_THAT(FieldNames(Ns(second)), ElementsAre("a", "column_2", "column_2_2"));
+  EXPECT_EQ(OnlyBatch(second).RowAt(0),
+            Obj({{"a", Null()}, {"column_2", Int(3)}, {"column_2_2", Int(4)}}));
+}
+
+TEST(SchemaNames, LongNamesAreCutAtACharacterWithAHashAndStayDistinct) {
+  // 2-byte characters, so that a cut at byte 246 would split one.
+  std::string common;
+  while (common.size() < 300) common += "é";
+  const std::string first_name = common + "_first";
+  const std::string second_name = common + "_second";
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{first_name, Int(1)}, {second_name, Int(2)}}));
+  shaper.Seal();
+  const std::vector<std::string> names = FieldNames(Ns(shaper));
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_NE(names[0], names[1]);
+  for (const std::string& name : names) {
+    EXPECT_LE(name.size(), kMaxFieldNameBytes);
+    EXPECT_GE(name.size(), kMaxFieldNameBytes - 1);  // 9 bytes of suffix after whole characters
+    EXPECT_EQ(name.substr(0, name.size() - 9), common.substr(0, name.size() - 9));
+    EXPECT_EQ(name[name.size() - 9], '_');
+  }
+  // The suffix is the start of the SHA-256 of the whole name: the same name, the same field.
+  AbsorbOk(shaper, Obj({{second_name, Int(3)}}));
+  EXPECT_THAT(ChangesOfSeal(shaper), IsEmpty());
+  EXPECT_EQ(OnlyBatch(shaper).RowAt(1), Obj({{names[0], Null()}, {names[1], Int(3)}}));
+}
+
+TEST(SchemaNames, ReservedPrefixesAndControlCharactersAreRenamed) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"__skippr_ordinal", Int(1)},
+                        {std::string("a\0b", 3), Int(2)},
+                        {"tab\there", Int(3)},
+                        {"skippr_ordinal", Int(4)}}));
+  shaper.Seal();
+  EXPECT_THAT(FieldNames(Ns(shaper)),
+              ElementsAre("skippr_ordinal", "a_b", "tab_here", "skippr_ordinal_2"));
+  AbsorbOk(shaper, Obj({{std::string("a\0b", 3), Int(5)}, {"__skippr_ordinal", Int(6)}}));
+  shaper.Seal();
+  EXPECT_EQ(Ns(shaper).fields.size(), 4u);
+  EXPECT_EQ(OnlyBatch(shaper).RowAt(1), Obj({{"skippr_ordinal", Int(6)},
+                                             {"a_b", Int(5)},
+                                             {"tab_here", Null()},
+                                             {"skippr_ordinal_2", Null()}}));
+}
+
+// A value sent to its sibling `<field>_<type>` and an entry of that very name in one object: one
+// column cannot hold both; neither value is lost and the batch stays valid.
+TEST(SchemaNames, ASiblingColumnAnotherEntryFillsTakesNoSecondValue) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"price", Dbl(1.5)}}));
+  shaper.Seal();
+  AbsorbOk(shaper, Obj({{"price", Str("n/a")}, {"price_string", Str("x")}}));
+  AbsorbOk(shaper, Obj({{"price_string", Str("y")}, {"price", Str("none")}}));
+  shaper.Seal();
+  EXPECT_THAT(FieldNames(Ns(shaper)),
+              ElementsAre("price", "price_string", "price_string_string", "price_json"));
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 3);
+  EXPECT_EQ(batch.RowAt(1), Obj({{"price", Null()},
+                                 {"price_string", Str("n/a")},
+                                 {"price_string_string", Str("x")},
+                                 {"price_json", Null()}}));
+  EXPECT_EQ(batch.RowAt(2), Obj({{"price", Null()},
+                                 {"price_string", Str("y")},
+                                 {"price_string_string", Null()},
+                                 {"price_json", Str("\"none\"")}}));
+}
+
+// The JSON fallback `<field>_json` exists with another type (a record's own field): the value goes
+// to `<field>_json_2` instead (this used to fail an internal check and abort).
+TEST(SchemaNames, AJsonFallbackColumnOfAnotherTypeIsSkipped) {
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"tags", Lst({Int(1)})}, {"tags_json", Int(5)}}));
+  AbsorbOk(shaper, Obj({{"tags", Lst({Str("x")})}}));
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "tags_list"), "list<string>");
+  AbsorbOk(shaper, Obj({{"tags", Lst({Obj({{"a", Int(1)}})})}}));
+  EXPECT_THAT(ChangesOfSeal(shaper),
+              ElementsAre("added tags_json_2 (string) for values of tags as JSON text"));
+  Batch batch = OnlyBatch(shaper);
+  ASSERT_EQ(batch.num_rows, 3);
+  EXPECT_EQ(batch.RowAt(2), Obj({{"tags", Null()},
+                                 {"tags_json", Null()},
+                                 {"tags_list", Null()},
+                                 {"tags_json_2", Str(R"([{"a":1}])")}}));
+}
+
+TEST(SchemaNames, NamespaceNamesFollowTheirRules) {
+  ShaperOptions options = Options();
+  options.namespace_fields = {"kind"};
+  Shaper shaper({}, options);
+  const std::string long_value(300, 'x');
+  for (const std::string& kind : {std::string(""), std::string("deadletters"),
+                                  std::string("DeadLetters"), std::string("__skippr_x"),
+                                  std::string("../etc/passwd"), std::string("a\0b", 3),
+                                  long_value}) {
+    AbsorbOk(shaper, Obj({{"kind", Value::String(kind)}}));
+  }
+  shaper.Seal();
+  std::vector<std::string> names;
+  for (const auto& [name, ns] : shaper.schema().namespaces) names.push_back(name);
+  const std::string cut = std::string(119, 'x') + "_" + Sha256Hex(long_value).substr(0, 8);
+  EXPECT_EQ(cut.size(), kMaxNamespaceNameBytes);
+  EXPECT_THAT(names, ElementsAre("___etc_passwd", "a_b", "deadletters_data", "skippr_x",
+                                 "unnamed", cut));
+  EXPECT_EQ(Ns(shaper, "deadletters_data").name, "deadletters_data");
+}
+
+TEST(SchemaNames, RenamesSurviveTheStoreAndOnlyThenWriteFormatVersionTwo) {
+  TempDir dir;
+  auto store = OpenStore(dir.path() + "/store");
+  Shaper shaper({}, Options());
+  AbsorbOk(shaper, Obj({{"a", Int(1)}}));
+  shaper.Seal();
+  const auto saved_document = [&]() {
+    Result<store::WriteTransaction> write = store->BeginWrite();
+    EXPECT_TRUE(write.ok());
+    EXPECT_TRUE(SaveNamespace(*write, Ns(shaper)).ok());
+    EXPECT_TRUE(write->Commit().ok());
+    Result<store::ReadTransaction> read = store->BeginRead();
+    Result<std::optional<std::string>> value = read->Get(
+        store::Family::kSchema, store::KeyBuilder().Text("namespace").Text("p").key());
+    EXPECT_TRUE(value.ok() && value->has_value());
+    return Json::parse(value->value_or("{}"));
+  };
+  Json document = saved_document();
+  EXPECT_EQ(document["format_version"], 1) << "no rename: older skipprd still read it";
+  EXPECT_FALSE(document.contains("source_names"));
+
+  AbsorbOk(shaper, Obj({{"A", Int(2)}}));
+  shaper.Seal();
+  document = saved_document();
+  EXPECT_EQ(document["format_version"], 2);
+  EXPECT_EQ(document["source_names"], Json::parse(R"([{"field_id": 2, "name": "A"}])"));
+  Result<store::ReadTransaction> read = store->BeginRead();
+  Result<PipelineSchema> loaded = LoadSchema(*read);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->namespaces.at("p").source_names, (std::map<int32_t, std::string>{{2, "A"}}));
+}
+
+// ----- primary keys ------------------------------------------------------------------------------
+
+ShaperOptions KeyedOptions() {
+  ShaperOptions options = Options();
+  options.key_fields = {"id"};
+  options.key_fields_setting = "data_sources.source.File.primary_key";
+  return options;
+}
+
+std::string KeyDeadletter(Shaper& shaper, Value record) {
+  std::optional<Deadletter> dead = shaper.Absorb(std::move(record), Origin(3), kContext);
+  return dead ? dead->reason : "<absorbed>";
+}
+
+TEST(SchemaPrimaryKey, RecordsWithoutAKeyOfTheKeyColumnsTypeAreDeadletters) {
+  Shaper shaper({}, KeyedOptions());
+  AbsorbOk(shaper, Obj({{"id", Int(1)}, {"name", Str("a")}}));
+  AbsorbOk(shaper, Obj({{"id", Int(2)}}));
+  const std::string before = Dump(shaper.schema());
+  const std::string key = "primary key field 'id' (data_sources.source.File.primary_key)";
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Str("A-3")}})),
+            key + " holds the string \"A-3\", which the key column (int) cannot take; every key "
+                  "must be of the key column's type");
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"name", Str("no id")}})),
+            key + " is missing; every record needs its key");
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Null()}})),
+            key + " is null; every record needs its key");
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Dbl(2.5)}})),
+            key + " holds the double 2.5, which the key column (int) cannot take; every key "
+                  "must be of the key column's type");
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Obj({{"a", Int(1)}})}})),
+            key + " holds the object {\"a\":1}, which the key column (int) cannot take; every key "
+                  "must be of the key column's type");
+  EXPECT_EQ(Dump(shaper.schema()), before) << "a deadletter leaves the schema as it was";
+  // What the key column takes: a promotion (int → long) and numeric text.
+  AbsorbOk(shaper, Obj({{"id", Int(3'000'000'000)}}));
+  AbsorbOk(shaper, Obj({{"id", Str("7")}}));
+  shaper.Seal();
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("id", "name")) << "no id_string sibling";
+  EXPECT_EQ(TypeOf(shaper, "id"), "long");
+  EXPECT_EQ(OnlyBatch(shaper).num_rows, 4);
+}
+
+TEST(SchemaPrimaryKey, AFirstKeyValueThatWouldMakeAFloatKeyIsADeadletter) {
+  Shaper shaper({}, KeyedOptions());
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Dbl(1.5)}})),
+            "primary key field 'id' (data_sources.source.File.primary_key) holds the double 1.5; "
+            "a key is a single value, not a float or double");
+  EXPECT_EQ(KeyDeadletter(shaper, Obj({{"id", Lst({Int(1)})}})),
+            "primary key field 'id' (data_sources.source.File.primary_key) holds the list [1]; "
+            "a key is a single value, not a float or double");
+  EXPECT_TRUE(shaper.schema().namespaces.empty() || Ns(shaper).fields.empty());
+  AbsorbOk(shaper, Obj({{"id", Str("A-3")}}));
+  AbsorbOk(shaper, Obj({{"id", Int(4)}}));  // any scalar fits a string key
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "id"), "string");
+}
+
+// Discover: only a value of another type than the key column's is a deadletter (it would make a
+// sibling); the rest shapes the schema, so that a pass can refuse a key the data lacks.
+TEST(SchemaPrimaryKey, DiscoverOnlyKeepsOtherTypesOutOfTheKeyColumn) {
+  ShaperOptions options = KeyedOptions();
+  options.key_checks_types_only = true;
+  Shaper shaper({}, options);
+  AbsorbOk(shaper, Obj({{"name", Str("no id yet")}}));
+  AbsorbOk(shaper, Obj({{"id", Null()}}));
+  AbsorbOk(shaper, Obj({{"id", Int(1)}}));
+  EXPECT_THAT(KeyDeadletter(shaper, Obj({{"id", Str("A-3")}})),
+              ::testing::StartsWith("primary key field 'id' (data_sources.source.File.primary_key) "
+                                  "holds the string \"A-3\""));
+  AbsorbOk(shaper, Obj({{"id", Null()}, {"name", Str("null id")}}));
+  shaper.Seal();
+  EXPECT_THAT(FieldNames(Ns(shaper)), ElementsAre("name", "id"));
+
+  Shaper nested({}, options);
+  AbsorbOk(nested, Obj({{"id", Obj({{"a", Int(1)}})}}));  // refused later as a struct key
+  nested.Seal();
+  EXPECT_EQ(TypeOf(nested, "id"), "struct<a: int>");
+}
+
 // ----- TakeBatches -------------------------------------------------------------------------------
 
 TEST(SchemaTakeBatches, RowsFromBeforeAndAfterEvolutionReadBackExactly) {
@@ -1257,6 +1544,19 @@ std::unique_ptr<store::Store> OpenStore(const std::string& directory) {
   EXPECT_TRUE(opened.ok()) << opened.status().ToString();
   if (!opened.ok()) std::abort();
   return std::move(opened).value();
+}
+
+PipelineSchema ThroughTheStore(const PipelineSchema& schema, const std::string& directory) {
+  auto store = OpenStore(directory);
+  Result<store::WriteTransaction> write = store->BeginWrite();
+  EXPECT_TRUE(write.ok());
+  for (const auto& [name, ns] : schema.namespaces) EXPECT_TRUE(SaveNamespace(*write, ns).ok());
+  EXPECT_TRUE(write->Commit().ok());
+  Result<store::ReadTransaction> read = store->BeginRead();
+  EXPECT_TRUE(read.ok());
+  Result<PipelineSchema> loaded = LoadSchema(*read);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  return loaded.ok() ? std::move(loaded).value() : PipelineSchema{};
 }
 
 NamespaceSchema RichNamespace() {
