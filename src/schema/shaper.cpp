@@ -719,7 +719,11 @@ std::optional<Rejection> KeyProblem(const NamespaceSchema* ns, const Value& reco
         record.Find(field != nullptr ? SourceNameOf(ns->source_names, *field) : key_field);
     const std::string key = fmt::format("primary key field '{}' ({})", key_field,
                                         options.key_fields_setting);
-    if (options.key_checks_types_only && (value == nullptr || field == nullptr)) continue;
+    // Discover: a missing or null key, or one no column exists for yet, shapes the schema.
+    if (options.key_checks_types_only &&
+        (value == nullptr || value->is_null() || field == nullptr)) {
+      continue;
+    }
     if (value == nullptr || value->is_null()) {
       return Rejection{FailureCode::kMissingKey,
                        fmt::format("{} is {}; every record needs its key", key,
