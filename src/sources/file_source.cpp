@@ -979,7 +979,7 @@ class FileSource final : public Source {
             "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
         break;
       case FileFormat::kWideText:
-        reader_ = std::make_unique<UnreadableFileReader>(
+        reading.reader = std::make_unique<UnreadableFileReader>(
             path, "UTF-16 or UTF-32 text (a byte order mark, or NUL bytes between the "
                   "characters): save the file as UTF-8");
         break;
