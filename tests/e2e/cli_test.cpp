@@ -299,8 +299,9 @@ TEST(CliHostile, ALongReferenceOrDotenvLineIsAConfigErrorNotACrash) {
   dir.Write(".env", std::string(200000, '-') + "=1\n");
   result = Skipprd(dir, {"doctor"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.err, HasSubstr(".env:1:1: expected NAME=value with NAME made of letters, "
-                                    "digits and '_', found '-----"));
+  EXPECT_THAT(result.err, HasSubstr(".env:1:1: '" + std::string(80, '-') +
+                                    "… (200000 bytes)' is not a variable name"));
+  EXPECT_THAT(result.err, Not(HasSubstr("internal error")));
 }
 
 // A key that is not UTF-8 made doctor's JSON output throw (nlohmann's dump: abort).

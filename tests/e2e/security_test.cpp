@@ -336,23 +336,5 @@ TEST(SecurityQueryBinding, DamagedSegmentFailsOnlyTheStatementsThatReadItsTable)
   EXPECT_THAT(describe.out, HasSubstr("id"));
 }
 
-// DuckDB refuses a view with two columns whose names differ only in case; the shaper keeps both.
-TEST(SecurityQueryBinding, TableWithColumnsDuckdbRefusesFailsOnlyWhereRead) {
-  TempDir dir;
-  dir.Write("skippr.yml", TwoPipelines(dir));
-  dir.Write("input/a.jsonl", "{\"id\": 1}\n");
-  dir.Write("input/b.jsonl", "{\"v\": 1, \"V\": 2}\n");
-  ProcessResult sync = Skipprd(dir, {"sync", "--once"});
-  ASSERT_EQ(sync.exit_code, 0) << sync.err;
-  ProcessResult schema = Skipprd(dir, {"schema", "-p", "b"});
-  ASSERT_THAT(schema.out, HasSubstr("  V: int")) << "the shaper no longer keeps both columns";
-
-  EXPECT_EQ(QueryRow(dir, "SELECT count(*) FROM a.a"), std::vector<std::string>{"1"});
-  ProcessResult broken = Skipprd(dir, {"query", "--sql", "SELECT * FROM b.b"});
-  EXPECT_EQ(broken.exit_code, 1);
-  EXPECT_THAT(broken.err, HasSubstr("query failed: table b.b cannot be read: "));
-  EXPECT_THAT(broken.err, HasSubstr("duplicate column name"));
-}
-
 }  // namespace
 }  // namespace skippr::testing

@@ -530,6 +530,35 @@ TEST(QueryBinding, StatementsDuckdbCannotSerializeBindEveryTableButFailOnlyOnABr
   EXPECT_THAT(broken.status().message(), HasSubstr("table b.b cannot be read"));
 }
 
+// A table whose view DuckDB refuses — columns `v` and `V`, as a store written before the name rules
+// (docs/schema.md, "Names") may hold — fails only the statements that read it.
+TEST(QueryBinding, ATableWhoseViewDuckdbRefusesFailsOnlyWhereRead) {
+  class CaseTwinBinder final : public TableBinder {
+   public:
+    std::vector<TableName> Names() const override { return {{"a", "a"}, {"b", "b"}}; }
+    std::vector<Result<TableSource>> Bind(const std::vector<TableName>& tables) override {
+      std::vector<Result<TableSource>> sources;
+      for (const TableName& table : tables) {
+        std::vector<Field> fields = {F(1, "v", LogicalType::Long())};
+        if (table.pipeline == "b") fields.push_back(F(2, "V", LogicalType::Long()));
+        std::vector<Value> row(fields.size(), Value::Int(1));
+        sources.push_back(Source(table.pipeline, table.namespace_name, fields,
+                                 {MakeBatch(fields, {row})}));
+      }
+      return sources;
+    }
+    Status SchemaProblem(const std::string&) const override { return Status::OK(); }
+  };
+  std::unique_ptr<Engine> engine = OpenEngine();
+  engine->SetBinder(std::make_unique<CaseTwinBinder>());
+  Result<QueryResult> broken = engine->Run("SELECT * FROM b.b");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(broken.status().message(),
+              HasSubstr("table b.b cannot be read: DuckDB refuses its view: "));
+  EXPECT_THAT(broken.status().message(), HasSubstr("duplicate column name"));
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM a.a"), "1");
+}
+
 // ----- file access off ----------------------------------------------------------------------------
 
 TEST(QueryFileAccess, OffReadsOnlyTheReadableDirectoriesAndRefusesWritesAndSettings) {
