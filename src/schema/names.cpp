@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "config/config.hpp"
@@ -41,11 +42,10 @@ std::string Numbered(const std::string& name, size_t number, size_t max_bytes) {
   return std::string(CutAtCharacter(name, max_bytes - suffix.size())) + suffix;
 }
 
-const Field* TakenBy(std::string_view name, const std::vector<Field>& siblings) {
-  for (const Field& field : siblings) {
-    if (SameNameIgnoringCase(field.name, name)) return &field;
-  }
-  return nullptr;
+std::string FoldCase(std::string_view name) {
+  std::string folded(name);
+  for (char& c : folded) c = LowerAscii(c);
+  return folded;
 }
 
 // Control characters (U+0000–U+001F, U+007F) cannot reach a column name: a NUL ends a name in
@@ -72,8 +72,24 @@ bool SameNameIgnoringCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+void FoldedNames::CatchUp(const std::vector<Field>& fields, size_t field_count) {
+  field_count = std::min(field_count, fields.size());
+  if (indexed_fields_ > field_count) *this = FoldedNames{};  // another vector: index it afresh
+  for (; indexed_fields_ < field_count; ++indexed_fields_) {
+    positions_.emplace(FoldCase(fields[indexed_fields_].name), indexed_fields_);
+  }
+}
+
+const Field* FoldedNames::Find(const std::vector<Field>& fields, std::string_view name) const {
+  auto it = positions_.find(FoldCase(name));
+  if (it == positions_.end() || it->second >= fields.size()) return nullptr;
+  const Field& field = fields[it->second];
+  return SameNameIgnoringCase(field.name, name) ? &field : nullptr;
+}
+
 DecidedName DecideFieldName(std::string_view key, const std::vector<Field>& siblings,
-                            size_t position) {
+                            const FoldedNames& siblings_index, size_t position) {
+  const auto taken_by = [&](std::string_view name) { return siblings_index.Find(siblings, name); };
   DecidedName decided{std::string(key), ""};
   std::vector<std::string> reasons;
   if (key.empty()) {
@@ -89,16 +105,16 @@ DecidedName DecideFieldName(std::string_view key, const std::vector<Field>& sibl
     decided.name = Shorten(decided.name, key, kMaxFieldNameBytes);
     reasons.push_back(fmt::format("names are at most {} bytes", kMaxFieldNameBytes));
   }
-  if (const Field* taken = TakenBy(decided.name, siblings)) {
+  if (const Field* taken = taken_by(decided.name)) {
     reasons.push_back(fmt::format("'{}' is already a field (names are compared ignoring case)",
                                   taken->name));
     const std::string base = decided.name;
     // Each sibling takes at most one number, so one of the first siblings.size() + 1 is free.
     for (size_t number = 2; number <= siblings.size() + 2; ++number) {
       decided.name = Numbered(base, number, kMaxFieldNameBytes);
-      if (TakenBy(decided.name, siblings) == nullptr) break;
+      if (taken_by(decided.name) == nullptr) break;
     }
-    SKIPPR_CHECK(TakenBy(decided.name, siblings) == nullptr);
+    SKIPPR_CHECK(taken_by(decided.name) == nullptr);
   }
   if (!reasons.empty()) decided.why = fmt::format("{}", fmt::join(reasons, "; "));
   return decided;
@@ -118,11 +134,12 @@ namespace skippr::schema {
 
 namespace {
 Status CheckFieldNames(const std::vector<Field>& fields, const std::string& parent) {
-  std::vector<Field> earlier;
-  for (const Field& field : fields) {
+  internal::FoldedNames earlier;  // fields[0, i)
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const Field& field = fields[i];
     const std::string path = parent.empty() ? field.name : parent + "." + field.name;
     const internal::DecidedName decided =
-        internal::DecideFieldName(field.name, earlier, earlier.size() + 1);
+        internal::DecideFieldName(field.name, fields, earlier, i + 1);
     if (!decided.why.empty()) {
       return Status::InvalidArgument(
           fmt::format("field '{}' breaks the name rules ({}); name it '{}' or another that does "
@@ -132,7 +149,7 @@ Status CheckFieldNames(const std::vector<Field>& fields, const std::string& pare
     if (field.type.id() == TypeId::kStruct) {
       SKIPPR_RETURN_IF_ERROR(CheckFieldNames(field.type.children(), path));
     }
-    earlier.push_back(field);
+    earlier.CatchUp(fields, i + 1);
   }
   return Status::OK();
 }

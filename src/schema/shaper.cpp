@@ -406,6 +406,7 @@ struct Shaper::NamespaceState {
   // lose its digits.
   std::set<int32_t> beyond_double_field_ids;
   FieldIndex top_level_index;  // schema->fields by name, for wide records
+  internal::FoldedNames top_level_folded_names;  // schema->fields, for the name rules
   std::vector<std::string> changes;
   // Seen, but only ever as null (false) or as an empty list (true).
   std::map<std::vector<std::string>, bool> null_only_paths;
@@ -808,7 +809,12 @@ Field* Shaper::NamespaceState::FindByKey(std::vector<Field>& fields, std::string
 
 std::string Shaper::NamespaceState::ApplyNameRules(Field& field, const std::string& key,
                                                    const std::vector<Field>& fields) {
-  internal::DecidedName decided = internal::DecideFieldName(key, fields, fields.size() + 1);
+  // Top-level fields keep their index across records; a struct's fields are indexed here.
+  internal::FoldedNames struct_names;
+  internal::FoldedNames& names =
+      &fields == &schema->fields ? top_level_folded_names : struct_names;
+  names.CatchUp(fields);
+  internal::DecidedName decided = internal::DecideFieldName(key, fields, names, fields.size() + 1);
   if (decided.why.empty()) return "";
   field.name = std::move(decided.name);
   schema->source_names[field.id] = key;

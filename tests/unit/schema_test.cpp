@@ -1272,6 +1272,27 @@ TEST(SchemaPrimaryKey, AFirstKeyValueThatWouldMakeAFloatKeyIsADeadletter) {
 
 // Discover: only a value of another type than the key column's is a deadletter (it would make a
 // sibling); the rest shapes the schema, so that a pass can refuse a key the data lacks.
+// Key deadletters are typed (docs/formats/deadletters.md) and name the namespace they were headed
+// for: a new one and a known one (the shaper's cached state), and one the name rules renamed.
+TEST(SchemaPrimaryKey, KeyDeadlettersCarryTheirFailureCodeAndNamespace) {
+  ShaperOptions options = KeyedOptions();
+  options.default_namespace = std::string(kDeadlettersNamespace);
+  Shaper shaper({}, options);
+  std::optional<Deadletter> dead = shaper.Absorb(Obj({{"id", Null()}}), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->failure_code, FailureCode::kMissingKey);
+  EXPECT_EQ(dead->namespace_name, "deadletters_data");
+  AbsorbOk(shaper, Obj({{"id", Int(1)}}));
+  dead = shaper.Absorb(Obj({{"id", Str("A-3")}}), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->failure_code, FailureCode::kTypeConflict);
+  EXPECT_EQ(dead->namespace_name, "deadletters_data");
+  dead = shaper.Absorb(Obj({{"name", Str("no id")}}), Origin(), kContext);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->failure_code, FailureCode::kMissingKey);
+  EXPECT_EQ(shaper.NamespaceOf(kContext), "deadletters_data");
+}
+
 TEST(SchemaPrimaryKey, DiscoverOnlyKeepsOtherTypesOutOfTheKeyColumn) {
   ShaperOptions options = KeyedOptions();
   options.key_checks_types_only = true;
