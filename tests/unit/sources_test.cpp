@@ -153,6 +153,37 @@ void ExpectCompressedResumeSkips(const std::string& path, const std::string& tex
   EXPECT_EQ(rest.records.front().line, resumed_line);
 }
 
+// A gzip file cut short (a broken copy, not one still being written): its records up to the damage
+// are read, the rest is one deadletter naming the damage, and the pipeline goes on; a later pass
+// neither reads the records again nor adds the deadletter twice.
+TEST(FileSource, ATruncatedGzipFileCostsOnlyItsDamagedTail) {
+  TempDir dir;
+  std::string text;
+  for (int id = 1; id <= 20'000; ++id) text += fmt::format("{{\"id\": {}, \"pad\": \"{}\"}}\n", id, id * 7919 % 10007);
+  const std::string whole = dir.path() + "/whole.jsonl.gz";
+  gzFile file = gzopen(whole.c_str(), "wb");
+  gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(file);
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::filesystem::remove(whole);
+  const std::string path = dir.Write("cut.jsonl.gz", bytes.substr(0, bytes.size() / 2));
+  auto source = Make(FileConnector(path));
+  ReadResult first = Read(*source, {}, 1000);
+  ASSERT_GT(first.records.size(), 1000u);
+  ASSERT_LT(first.records.size(), 20'000u);
+  EXPECT_EQ(IdOf(first.records.back()), static_cast<int64_t>(first.records.size()));
+  ASSERT_EQ(first.deadletters.size(), 1u);
+  EXPECT_THAT(first.deadletters[0].reason, HasSubstr("is truncated"));
+  EXPECT_EQ(first.deadletters[0].origin.row, first.records.size() + 1);
+  ReadResult again = Read(*source, first.positions, 1000);
+  EXPECT_TRUE(again.records.empty());
+  EXPECT_TRUE(again.deadletters.empty());
+}
+
 TEST(FileSource, CompressedFilesResumeBySkippingConsumedRecords) {
   TempDir dir;
   ExpectCompressedResumeSkips(dir.path() + "/events.jsonl.gz", JsonLines(1, 500), 121);
