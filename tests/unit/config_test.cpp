@@ -343,9 +343,8 @@ TEST(ConfigEnvironment, ReferencesFillNumbersToo) {
   EXPECT_EQ(config.data_sources.at("s").connector.GetInteger("rows"), 77);
 }
 
-// .env beside the file fills what the shell leaves unset or empty; the shell wins over .env;
-// .env.local wins over both.
-class ConfigDotenvFiles : public ::testing::Test {
+// A fresh directory per test, named after it, removed afterwards.
+class ConfigDirectoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
@@ -353,6 +352,17 @@ class ConfigDotenvFiles : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+// .env beside the file fills what the shell leaves unset or empty; the shell wins over .env;
+// .env.local wins over both.
+class ConfigDotenvFiles : public ConfigDirectoryTest {
+ protected:
+  void SetUp() override {
+    ConfigDirectoryTest::SetUp();
     Write("skippr.yml", Yaml(R"(
 data_sources:
   a:
@@ -363,7 +373,6 @@ data_sources:
     File: {path: "${PATH_C}"}
 )"));
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   void Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
   }
@@ -371,7 +380,6 @@ data_sources:
     MapEnvironment environment(std::move(shell));
     return LoadConfigFile((dir_ / "skippr.yml").string(), environment);
   }
-  std::filesystem::path dir_;
 };
 
 TEST_F(ConfigDotenvFiles, ShellWinsOverDotenvWhichFillsUnsetAndEmpty) {
@@ -1058,16 +1066,8 @@ TEST(ConfigHostile, OneLoadListsAHundredProblemsAndCountsTheRest) {
                                  "first"));
 }
 
-class ConfigFiles : public ::testing::Test {
+class ConfigFiles : public ConfigDirectoryTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("skippr-config-files-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string ErrorLoading(const std::string& name) {
     MapEnvironment environment;
@@ -1075,7 +1075,6 @@ class ConfigFiles : public ::testing::Test {
     EXPECT_FALSE(config.ok());
     return config.ok() ? "" : config.status().message();
   }
-  std::filesystem::path dir_;
 };
 
 TEST_F(ConfigFiles, ADirectoryOrAFifoIsNotAConfigurationAndNothingBlocks) {
