@@ -7,10 +7,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "core/check.hpp"
+#include "core/log.hpp"
+#include "core/redact.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SKIPPR_TEST_HAS_SANITIZER 1
@@ -49,6 +54,34 @@ TEST(CliLastResort, TheMessageNamesTheLogFileAndUnknownExceptionsAreCaughtToo) {
             "it with the log file /srv/data/logs/skipprd.2026-11-30.log\n");
   EXPECT_EQ(RunWithLastResort([] { return 7; }), 7) << "a normal exit code passes through";
   SetLastResortLogFile("");
+}
+
+// An exception's text may quote a secret: masked on stderr and in the log file, which is the one
+// the process logger writes (core/log.cpp's own sink) and the one the message names.
+TEST(CliLastResort, TheMessageIsRedactedOnStderrAndInTheLogFile) {
+  const std::filesystem::path log_dir =
+      std::filesystem::temp_directory_path() / ("skippr-cli-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(log_dir);
+  ASSERT_TRUE(InitLogging(LogOptions{std::nullopt, log_dir.string()}).ok());
+  const std::string log_file = LogFilePath();
+  ASSERT_EQ(std::filesystem::path(log_file).parent_path(), log_dir);
+  SetLastResortLogFile(log_file);
+  RegisterSecret("s3cr3t-value");
+  ::testing::internal::CaptureStderr();
+  const int exit_code = RunWithLastResort(
+      []() -> int { throw std::runtime_error("cannot connect with s3cr3t-value"); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ShutdownLogging();
+  ForgetSecretsForTesting();
+  SetLastResortLogFile("");
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_EQ(err, "skipprd: internal error: cannot connect with ***; this is a bug, please report "
+                 "it with the log file " + log_file + "\n");
+  std::stringstream logged;
+  logged << std::ifstream(log_file).rdbuf();
+  EXPECT_THAT(logged.str(), HasSubstr("internal error: cannot connect with ***"));
+  EXPECT_THAT(logged.str(), ::testing::Not(HasSubstr("s3cr3t-value")));
+  std::filesystem::remove_all(log_dir);
 }
 
 TEST(CliLastResortDeathTest, AnExceptionEscapingAThreadExitsOne) {
