@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/file.hpp"
+
 namespace skippr {
 
 namespace {
@@ -52,17 +54,24 @@ Status InitLogging(const LogOptions& options) {
     sinks.push_back(stderr_sink);
     lowest = std::min(lowest, ToSpdlog(*options.stderr_level));
   }
-  Status file_status;
-  try {
-    std::filesystem::create_directories(options.log_dir);
-    auto file_sink = std::make_shared<spdlog::sinks::daily_file_format_sink_mt>(
-        (std::filesystem::path(options.log_dir) / "skipprd.%Y-%m-%d.log").string(), 0, 0);
-    file_sink->set_level(std::min(spdlog::level::info, lowest));
-    file_sink->set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v");
-    sinks.push_back(file_sink);
-  } catch (const std::exception& error) {
+  // Durably: the log directory is usually the first thing made under DATA_DIR, and DATA_DIR's own
+  // entry must survive a power cut with the pipeline state skipprd then writes into it.
+  Status file_status = CreateDirectoriesDurably(*Env::Default(), options.log_dir);
+  std::string failure = file_status.message();
+  if (file_status.ok()) {
+    try {
+      auto file_sink = std::make_shared<spdlog::sinks::daily_file_format_sink_mt>(
+          (std::filesystem::path(options.log_dir) / "skipprd.%Y-%m-%d.log").string(), 0, 0);
+      file_sink->set_level(std::min(spdlog::level::info, lowest));
+      file_sink->set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %l [%P] %v");
+      sinks.push_back(file_sink);
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  }
+  if (!failure.empty()) {
     file_status = Status::IOError("cannot write the log file under '" + options.log_dir +
-                                  "': " + error.what() + "; logging to stderr only");
+                                  "': " + failure + "; logging to stderr only");
   }
   auto logger = std::make_shared<spdlog::logger>("skipprd", sinks.begin(), sinks.end());
   logger->set_level(lowest);

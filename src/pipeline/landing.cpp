@@ -166,7 +166,8 @@ Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
           landing.landing_id, slice.segment_id));
     }
     if (!reader || reader->header().segment_id != slice.segment_id) {
-      SKIPPR_ASSIGN_OR_RETURN(reader, wal::OpenSegment(state.wal_directory(), entry->second));
+      SKIPPR_ASSIGN_OR_RETURN(reader,
+                              wal::OpenSegment(state.wal_directory(), entry->second, &state.env()));
     }
     SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader->ReadSlice(slice.ordinal));
     SKIPPR_CHECK(batch.namespace_name == landing.namespace_name);
@@ -227,7 +228,7 @@ Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfi
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   CrashPoint("landing.after_store_commit");
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
   }
   return reclaimed.size();
 }
@@ -268,7 +269,8 @@ std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutc
 }  // namespace
 
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline) {
+                                                         const config::PipelineConfig& pipeline,
+                                                         Env* env) {
   if (!pipeline.data_sink) return std::unique_ptr<lake::LakeWriter>();
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
   if (sink.kind != "SkipprLake") {
@@ -281,6 +283,7 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
     SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
   }
   lake::LakeOptions options;
+  options.env = env;
   options.pipeline = pipeline.name;
   options.warehouse = sink.GetString("warehouse");
   options.table_namespace = sink.GetString("table_namespace");
@@ -386,7 +389,7 @@ Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
   CrashPoint("landing.before_reclaim_commit");
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
   }
   spdlog::info("sync {}: reclaimed {} landed segment(s) the aggregate processor has passed",
                pipeline.name, reclaimed.size());

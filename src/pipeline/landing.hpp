@@ -25,7 +25,8 @@ namespace skippr::pipeline::internal {
 
 // The pipeline's lake writer; nullptr when its data_sink is not SkipprLake (or it has none).
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline);
+                                                         const config::PipelineConfig& pipeline,
+                                                         Env* env = Env::Default());
 
 // How the pipeline's sink lands (its SkipprLake settings).
 struct LakePolicy {

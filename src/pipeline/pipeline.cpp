@@ -66,36 +66,40 @@ std::string StoreDirectory(const std::string& state_dir) {
 }
 }  // namespace
 
-Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline) {
+Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline,
+                                                    Env* env) {
   PipelineState state;
   state.directory_ = pipeline.StateDir();
-  std::error_code error;
-  fs::create_directories(state.directory_, error);
-  if (error) {
-    return Status::IOError(
-        fmt::format("cannot create the pipeline directory '{}': {}; check DATA_DIR "
-                    "(or pipelines.{}.data_dir)",
-                    state.directory_, error.message(), pipeline.name));
+  state.env_ = env;
+  // WriterLease::Acquire creates the directory (0700, durably).
+  Result<store::WriterLease> lease = store::WriterLease::Acquire(state.directory_, pipeline.name, env);
+  if (!lease.ok() && lease.status().code() != StatusCode::kUnavailable) {
+    return Status(lease.status().code(),
+                  fmt::format("{}; check DATA_DIR (or pipelines.{}.data_dir)",
+                              lease.status().message(), pipeline.name));
   }
-  SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
-                          store::WriterLease::Acquire(state.directory_, pipeline.name));
-  state.lease_.emplace(std::move(lease));
-  SKIPPR_ASSIGN_OR_RETURN(
-      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_RETURN_IF_ERROR(lease.status());
+  state.lease_.emplace(std::move(lease).value());
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open({.directory = StoreDirectory(state.directory_),
+                                              .env = env}));
   return state;
 }
 
-Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig& pipeline) {
+Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig& pipeline,
+                                                    Env* env) {
   PipelineState state;
   state.directory_ = pipeline.StateDir();
+  state.env_ = env;
   std::error_code error;
   if (!fs::exists(fs::path(StoreDirectory(state.directory_)) / "data.mdb", error)) {
     return Status::NotFound(fmt::format(
         "pipeline '{}' has no state in {} yet; run `skipprd discover --pipeline {}` first",
         pipeline.name, state.directory_, pipeline.name));
   }
-  SKIPPR_ASSIGN_OR_RETURN(
-      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open({.directory = StoreDirectory(state.directory_),
+                                              .env = env}));
   return state;
 }
 

@@ -31,7 +31,7 @@ Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
   SKIPPR_ASSIGN_OR_RETURN(internal::LandingState landing, internal::ReadLandingState(read));
   for (const auto& [namespace_name, snapshot] : landing.snapshots) {
     SKIPPR_ASSIGN_OR_RETURN(tables->landed_by_namespace[namespace_name],
-                            lake::LandedRowsOf(snapshot));
+                            lake::LandedRowsOf(snapshot, &state.env()));
   }
   for (const wal::SegmentEntry& entry : segments) {
     bool any_live = false;
@@ -39,7 +39,8 @@ Result<std::shared_ptr<SnapshotTables>> ReadSnapshotOnce(PipelineState& state) {
       any_live = any_live || !landing.landed.contains({entry.segment_id, slice.ordinal});
     }
     if (!any_live) continue;
-    SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader, wal::OpenSegment(state.wal_directory(), entry));
+    SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader,
+                            wal::OpenSegment(state.wal_directory(), entry, &state.env()));
     for (const wal::SliceInfo& slice : reader.slices()) {
       if (landing.landed.contains({entry.segment_id, slice.ordinal})) continue;
       SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(slice.ordinal));

@@ -334,9 +334,10 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   SyncResult result;
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<wal::Wal> wal,
-      wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
+      wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery,
+                     {.env = &state.env()}));
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<lake::LakeWriter> lake_writer,
-                          internal::OpenLakeWriter(config, pipeline));
+                          internal::OpenLakeWriter(config, pipeline, &state.env()));
   const internal::LakePolicy lake_policy = internal::ResolveLakePolicy(config, pipeline);
   // Landing runs beside ingest; its first round lands what an earlier run committed and did not
   // land (a crash, a failed landing).

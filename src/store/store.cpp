@@ -1,10 +1,8 @@
 // The Skippr Store on LMDB, and the pipeline writer lease (docs/formats/store.md).
 #include "store/store.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <lmdb.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 
 #include "core/check.hpp"
 #include "core/disk.hpp"
+#include "core/file.hpp"
 
 namespace skippr::store {
 namespace {
@@ -77,35 +76,20 @@ class CursorGuard {
 };
 
 // Creates `directory` and every missing parent as 0700 (chmod after mkdir, so the umask cannot
-// loosen or break it). Components that exist keep their mode.
-Status CreateDirectories(const std::string& directory, std::string_view what) {
+// loosen or break it), durably. Components that exist keep their mode.
+Status CreateDirectories(Env& env, const std::string& directory, std::string_view what) {
   std::error_code error;
   const fs::path absolute = fs::absolute(directory, error).lexically_normal();
   if (error) {
     return Status::IOError(
         fmt::format("cannot resolve {} directory '{}': {}", what, directory, error.message()));
   }
-  fs::path current;
-  for (const fs::path& component : absolute) {
-    if (component.empty()) continue;  // the trailing "" of "a/b/"
-    current /= component;
-    if (::mkdir(current.c_str(), kDirectoryMode) == 0) {
-      if (::chmod(current.c_str(), kDirectoryMode) != 0) {
-        return Status::IOError(fmt::format("cannot set mode 0700 on {} directory '{}': {}", what,
-                                           current.string(), std::strerror(errno)));
-      }
-      continue;
-    }
-    const int mkdir_errno = errno;
-    if (mkdir_errno == EEXIST && fs::is_directory(current, error)) continue;
-    return Status::IOError(fmt::format(
-        "cannot create {} directory '{}': {}; check that the path is a directory this user may "
-        "write to",
-        what, current.string(),
-        mkdir_errno == EEXIST ? "a file that is not a directory is in the way"
-                              : std::strerror(mkdir_errno)));
-  }
-  return Status::OK();
+  Status created = CreateDirectoriesDurably(env, absolute.string(), kDirectoryMode);
+  if (created.ok()) return created;
+  return Status(created.code(),
+                fmt::format("cannot create {} directory '{}': {}; check that the path is a "
+                            "directory this user may write to",
+                            what, directory, created.message()));
 }
 
 // Process-wide map of open environments: LMDB forbids opening one environment twice in a process
@@ -397,6 +381,12 @@ Status Environment::Error(int rc, std::string_view operation, std::optional<Fami
     case EROFS:
       return Status::IOError(base +
                              "; the store directory and its files must be writable by this user");
+    case EIO:
+      return Status::IOError(fmt::format(
+          "{}; the disk failed under '{}/data.mdb': nothing of this transaction was committed, "
+          "and the run stops; check the disk, then run again (the next run starts from the last "
+          "commit)",
+          base, directory_));
     default:
       return Status::IOError(base + "; check the disk and the directory, then retry");
   }
@@ -679,7 +669,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
         "store {}: map_size_bytes is 0; leave the default (1 TiB of address space, not disk)",
         options.directory));
   }
-  SKIPPR_RETURN_IF_ERROR(CreateDirectories(options.directory, "store"));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectories(*options.env, options.directory, "store"));
   std::error_code error;
   const std::string directory = fs::canonical(options.directory, error).string();
   if (error) {
@@ -699,6 +689,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   }
   SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<internal::Environment> env,
                           internal::Environment::Open(directory, options.map_size_bytes));
+  // LMDB creates data.mdb and lock.mdb without syncing the directory; a power cut could otherwise
+  // lose the files of a store whose commits were all synced.
+  if (Status synced = options.env->SyncDirectory(directory); !synced.ok()) {
+    return Status(synced.code(), fmt::format("store {}: {}; check the disk", directory,
+                                             synced.message()));
+  }
   env->MarkRegistered();
   registry.entries[directory] = Registry::Entry{env.get(), env};
   return std::unique_ptr<Store>(new Store(std::move(env)));
@@ -731,29 +727,27 @@ Result<WriteTransaction> Store::BeginWrite() {
 namespace {
 
 // The pid the holder wrote into the lock file, if it can be read.
-std::optional<pid_t> ReadHolderPid(int fd) {
-  char buffer[32] = {};
-  const ssize_t read_bytes = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
-  if (read_bytes <= 0) return std::nullopt;
-  const char* end = buffer + read_bytes;
+std::optional<pid_t> ReadHolderPid(Env& env, const std::string& lock_path) {
+  Result<std::string> text = ReadWholeFile(env, lock_path);
+  if (!text.ok() || text->empty()) return std::nullopt;
   pid_t pid = 0;
-  const auto [parsed_end, parse_error] = std::from_chars(buffer, end, pid);
+  const auto [parsed_end, parse_error] = std::from_chars(text->data(), text->data() + text->size(), pid);
   if (parse_error != std::errc() || pid <= 0) return std::nullopt;
   return pid;
 }
 
 }  // namespace
 
-WriterLease::WriterLease(int fd, std::string lock_path)
-    : fd_(fd), lock_path_(std::move(lock_path)) {}
+WriterLease::WriterLease(std::unique_ptr<FileLock> lock, std::string lock_path)
+    : lock_(std::move(lock)), lock_path_(std::move(lock_path)) {}
 
 WriterLease::WriterLease(WriterLease&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), lock_path_(std::move(other.lock_path_)) {}
+    : lock_(std::move(other.lock_)), lock_path_(std::move(other.lock_path_)) {}
 
 WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
   if (this != &other) {
     Release();
-    fd_ = std::exchange(other.fd_, -1);
+    lock_ = std::move(other.lock_);
     lock_path_ = std::move(other.lock_path_);
   }
   return *this;
@@ -762,37 +756,26 @@ WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
 WriterLease::~WriterLease() { Release(); }
 
 void WriterLease::Release() {
-  if (fd_ < 0) return;
+  if (lock_ == nullptr) return;
   // Still holding the lock, so no later holder's pid can be erased here. Best effort: a stale pid
   // only makes a refusal message less exact, and the kernel drops the lock on close regardless.
-  if (::ftruncate(fd_, 0) != 0) {
-  }
-  ::close(std::exchange(fd_, -1));
+  (void)lock_->Rewrite("");
+  lock_.reset();
 }
 
 Result<WriterLease> WriterLease::Acquire(const std::string& pipeline_dir,
-                                         const std::string& pipeline_name) {
-  SKIPPR_RETURN_IF_ERROR(CreateDirectories(pipeline_dir, "pipeline"));
+                                         const std::string& pipeline_name, Env* env) {
+  SKIPPR_RETURN_IF_ERROR(CreateDirectories(*env, pipeline_dir, "pipeline"));
   const std::string lock_path = (fs::path(pipeline_dir) / "writer.lock").string();
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return Status::IOError(fmt::format(
-        "cannot open the writer lock file '{}' of pipeline '{}': {}; the pipeline directory must "
-        "be writable by this user",
-        lock_path, pipeline_name, std::strerror(errno)));
+  Result<std::unique_ptr<FileLock>> lock = env->LockFile(lock_path, kFileMode);
+  if (!lock.ok() && lock.status().code() != StatusCode::kUnavailable) {
+    return Status(lock.status().code(),
+                  fmt::format("cannot take the writer lock file '{}' of pipeline '{}': {}; the "
+                              "pipeline directory must be writable by this user",
+                              lock_path, pipeline_name, lock.status().message()));
   }
-  int rc = 0;
-  do {
-    rc = ::flock(fd, LOCK_EX | LOCK_NB);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const int flock_errno = errno;
-    const std::optional<pid_t> holder_pid = ReadHolderPid(fd);
-    ::close(fd);  // not ours: leave the holder's pid in place
-    if (flock_errno != EWOULDBLOCK) {
-      return Status::IOError(fmt::format("cannot lock '{}' for pipeline '{}': {}", lock_path,
-                                         pipeline_name, std::strerror(flock_errno)));
-    }
+  if (!lock.ok()) {
+    const std::optional<pid_t> holder_pid = ReadHolderPid(*env, lock_path);
     std::string holder = "another process (its pid is not recorded yet)";
     std::string advice = "wait for it to finish, or stop it, then retry";
     if (holder_pid) {
@@ -805,14 +788,12 @@ Result<WriterLease> WriterLease::Acquire(const std::string& pipeline_dir,
         "holds {}; {}",
         pipeline_name, pipeline_dir, holder, lock_path, advice));
   }
-  WriterLease lease(fd, lock_path);  // ours now: released (and closed) on every return below
-  const std::string pid_text = fmt::format("{}\n", ::getpid());
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid_text.data(), pid_text.size(), 0) != static_cast<ssize_t>(pid_text.size())) {
-    return Status::IOError(
-        fmt::format("cannot record this process's pid in '{}' for pipeline "
-                    "'{}': {}; check free space and permissions",
-                    lock_path, pipeline_name, std::strerror(errno)));
+  WriterLease lease(std::move(lock).value(), lock_path);  // ours: released on every return below
+  if (Status recorded = lease.lock_->Rewrite(fmt::format("{}\n", ::getpid())); !recorded.ok()) {
+    return Status(recorded.code(),
+                  fmt::format("cannot record this process's pid for pipeline '{}': {}; check free "
+                              "space and permissions",
+                              pipeline_name, recorded.message()));
   }
   return lease;
 }

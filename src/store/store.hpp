@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/env.hpp"
 #include "core/status.hpp"
 
 struct MDB_txn;  // from <lmdb.h>, which stays private to store/
@@ -35,6 +36,8 @@ struct StoreOptions {
   // LMDB map size: the upper bound of the data file, reserved as address space, not preallocated.
   // The first Open of a directory in a process decides it; later Opens share that environment.
   uint64_t map_size_bytes = uint64_t{1} << 40;
+  // The store's own file operations (its directories, their fsync); LMDB writes its files itself.
+  Env* env = Env::Default();
 };
 
 namespace internal {
@@ -152,7 +155,7 @@ class WriterLease {
   // message starts with "pipeline writer lease unavailable" and names the holder's pid, the lock
   // file and what to do. A second Acquire in the holding process is refused the same way.
   static Result<WriterLease> Acquire(const std::string& pipeline_dir,
-                                     const std::string& pipeline_name);
+                                     const std::string& pipeline_name, Env* env = Env::Default());
 
   WriterLease(WriterLease&& other) noexcept;
   WriterLease& operator=(WriterLease&& other) noexcept;
@@ -163,10 +166,10 @@ class WriterLease {
   const std::string& lock_path() const { return lock_path_; }
 
  private:
-  WriterLease(int fd, std::string lock_path);
+  WriterLease(std::unique_ptr<FileLock> lock, std::string lock_path);
   void Release();
 
-  int fd_ = -1;
+  std::unique_ptr<FileLock> lock_;
   std::string lock_path_;
 };
 
