@@ -190,7 +190,9 @@ Status Wal::Recover(RecoveryReport* report) {
     }
     CrashPoint("recovery.after_orphan_delete");
   }
-  if (orphans > 0) SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(env_, directory_));  // not spares
+  if (orphans > 0) {
+    SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(env_, directory_));  // spares need not be
+  }
 
   for (const SegmentEntry& entry : entries) {
     const std::string path = directory_ + "/" + entry.file_name;

@@ -4,6 +4,7 @@
 // EIO, ENOSPC, short writes, failed reads). After each, a new Wal (a new process) must find every
 // commit acknowledged before the fault exactly once, nothing the store did not commit, source
 // positions that match the segments, and must commit again.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -209,40 +210,45 @@ TEST(WalPowerCut, AtEveryRecoveryCrashPointTheOrphanGoesAndNothingCommittedIsLos
 struct WalFault {
   std::string name;
   FaultRule rule;
+  bool is_in_the_first_commit;  // the fault is in creating the spare files: the first commit's
   StatusCode code;
-  std::vector<std::string> message_parts;  // with {wal} for the WAL directory
+  std::vector<std::string> message_parts;  // {wal}: the WAL directory; {segment}: the failing one
 };
 
 std::vector<WalFault> CommitFaults() {
   return {
       {"fdatasync EIO on the segment",
        {.kind = FaultKind::kSyncFails, .path_pattern = "*.seg"},
+       false,
        StatusCode::kIOError,
-       {"fdatasync of '{wal}/00000000000000000004.seg' failed: Input/output error",
+       {"fdatasync of '{wal}/{segment}' failed: Input/output error",
         "nothing was committed and the run stops"}},
       {"ENOSPC in the middle of the segment",
-       {.kind = FaultKind::kNoSpaceAfterBytes, .path_pattern = "*.seg", .after = 2000},
+       {.kind = FaultKind::kNoSpaceAfterBytes, .path_pattern = "*.seg", .after = 2 * 4096 + 100},
+       false,
        StatusCode::kNoSpace,
-       {"disk full writing WAL segment '{wal}/00000000000000000004.seg'",
-        "free space under DATA_DIR and run again"}},
+       {"disk full writing WAL segment '{wal}/{segment}'", "free space under DATA_DIR and run again"}},
       {"fsync EIO on the WAL directory (new spare files)",
        {.kind = FaultKind::kSyncFails, .path_pattern = "*/wal"},
+       true,
        StatusCode::kIOError,
        {"fsync of directory '{wal}' failed: Input/output error", "the run stops (check the disk)"}},
       {"ENOSPC creating a segment file",
        {.kind = FaultKind::kNoSpaceOnCreate, .path_pattern = "*.seg"},
+       true,
        StatusCode::kNoSpace,
-       {"cannot create WAL segment", "{wal}/000000000000000000", "No space left on device"}},
+       {"cannot create WAL segment: cannot create '{wal}/{segment}': No space left on device"}},
   };
 }
 
-std::string Fill(std::string text, const std::string& wal_directory) {
-  const size_t at = text.find("{wal}");
-  return at == std::string::npos ? text : text.replace(at, 5, wal_directory);
+std::string Fill(std::string text, const std::string& wal_directory, const std::string& segment) {
+  for (const auto& [name, value] : {std::pair<std::string, std::string>{"{wal}", wal_directory},
+                                    {"{segment}", segment}}) {
+    for (size_t at; (at = text.find(name)) != std::string::npos;) text.replace(at, name.size(), value);
+  }
+  return text;
 }
 
-// The fourth commit meets the fault (on a fresh WAL directory when the fault is in creating the
-// spare files: the first commit's, then).
 TEST(WalFaults, EachFaultFailsTheCommitClearlyAndTheNextRunRecovers) {
   for (const WalFault& fault : CommitFaults()) {
     for (const bool power_cut : {false, true}) {
@@ -250,27 +256,20 @@ TEST(WalFaults, EachFaultFailsTheCommitClearlyAndTheNextRunRecovers) {
       SCOPED_TRACE(context);
       WalUnderFaults wal;
       ExpectOk(wal.Open());
-      const bool is_at_creation = fault.rule.kind == FaultKind::kNoSpaceOnCreate ||
-                                  fault.rule.path_pattern == "*/wal";
-      if (!is_at_creation) {
-        for (int i = 0; i < kCommitsBeforeTheFault; ++i) ExpectOk(wal.CommitNext());
-      }
+      const int commits_before = fault.is_in_the_first_commit ? 0 : kCommitsBeforeTheFault;
+      for (int i = 0; i < commits_before; ++i) ExpectOk(wal.CommitNext());
       wal.env().AddRule(fault.rule);
       Status failed = wal.CommitNext();
       EXPECT_EQ(failed.code(), fault.code) << failed.ToString();
+      const std::string segment = fmt::format("{:020}.seg", commits_before + 1);
       for (const std::string& part : fault.message_parts) {
-        std::string expected = Fill(part, wal.wal_directory());
-        if (is_at_creation) {
-          const size_t four = expected.find("00000000000000000004");
-          if (four != std::string::npos) expected.replace(four, 20, "00000000000000000001");
-        }
-        EXPECT_THAT(failed.message(), HasSubstr(expected));
+        EXPECT_THAT(failed.message(), HasSubstr(Fill(part, wal.wal_directory(), segment)));
       }
+      // The run fails; the next one (after a restart, or a power cut) recovers.
       wal.Close();
       wal.env().ClearRules();
       if (power_cut) ExpectOk(wal.env().DropUnsyncedData());
-      wal::RecoveryReport report;
-      ExpectOk(wal.Open(&report));
+      ExpectOk(wal.Open());
       wal.ExpectExactlyTheCommittedRows(context);
       wal.ExpectItCommitsAgain(context);
     }
