@@ -187,6 +187,27 @@ bool ExplainsAnalyze(const std::string& sql) {
   return false;
 }
 
+// Whether every SET or RESET word in `sql` is followed by VARIABLE: DuckDB gives SET VARIABLE (a
+// session variable, harmless) the statement type of SET, and the C API has no text per statement.
+// A text that also holds another SET is refused as a whole (the safe side); lock_configuration
+// refuses setting changes besides.
+bool OnlySetsVariables(const std::string& sql) {
+  const std::string lower = Lower(sql);
+  const auto is_word_byte = [&](size_t at) {
+    return at < lower.size() && (std::isalnum(static_cast<unsigned char>(lower[at])) ||
+                                 lower[at] == '_');
+  };
+  for (const std::string_view word : {std::string_view("set"), std::string_view("reset")}) {
+    for (size_t at = lower.find(word); at != std::string::npos; at = lower.find(word, at + 1)) {
+      if ((at > 0 && is_word_byte(at - 1)) || is_word_byte(at + word.size())) continue;
+      size_t next = at + word.size();
+      while (next < lower.size() && std::isspace(static_cast<unsigned char>(lower[next]))) ++next;
+      if (lower.compare(next, 8, "variable") != 0 || is_word_byte(next + 8)) return false;
+    }
+  }
+  return true;
+}
+
 // Statements that only read tables or change this in-memory session pass; the rest could write
 // files (COPY, EXPORT, EXPLAIN ANALYZE of one, a PREPAREd one run by EXECUTE), reach other
 // databases (ATTACH), load code (INSTALL/LOAD) or undo the restriction (SET/RESET).
@@ -220,7 +241,8 @@ Status CheckStatementAllowed(duckdb_statement_type type, const std::string& sql)
     case DUCKDB_STATEMENT_TYPE_LOAD:
       return FileAccessRefused("INSTALL and LOAD are not allowed");
     case DUCKDB_STATEMENT_TYPE_SET:
-      return FileAccessRefused("SET and RESET are not allowed");
+      if (OnlySetsVariables(sql)) return Status::OK();
+      return FileAccessRefused("SET and RESET are not allowed (SET VARIABLE is)");
     default:
       return FileAccessRefused("this kind of statement is not allowed");
   }

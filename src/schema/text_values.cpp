@@ -280,7 +280,10 @@ bool DoubleHoldsLiteral(std::string_view literal, double value) {
     has_leading_digit |= c != '0';
     if (has_leading_digit) ++significant_digits;
   }
-  if (significant_digits <= 15) return true;
+  // Only normal doubles carry those digits: an underflow reads as 0, a denormal keeps fewer.
+  const bool is_normal_or_zero =
+      std::fpclassify(value) == FP_NORMAL || (value == 0 && significant_digits == 0);
+  if (significant_digits <= 15 && is_normal_or_zero) return true;
   // Longer: the same number only if the double's shortest text has the same significant digits.
   char shortest[32];
   const auto printed = std::to_chars(shortest, shortest + sizeof(shortest), value);

@@ -231,7 +231,19 @@ class TextFileReader : public FileReader {
     bool has_more = true;
     while (has_more && batch.records.size() + batch.deadletters.size() < max_records &&
            bytes_in_batch < max_bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(has_more, ReadOne(batch, bytes_in_batch));
+      Result<bool> more = ReadOne(batch, bytes_in_batch);
+      if (!more.ok() && more.status().code() == StatusCode::kCorruption) {
+        // A damaged or truncated gzip/zstd stream: what it held so far is read, the rest of the
+        // file is one deadletter (once: a later pass skips it with the records before it).
+        if (TakeRecord()) {
+          batch.deadletters.push_back(schema::MakeDeadletter(
+              OriginAt(next_line_), schema::FailureCode::kUnreadableFile,
+              std::string(more.status().message()), ""));
+        }
+        has_more = false;
+        break;
+      }
+      SKIPPR_ASSIGN_OR_RETURN(has_more, std::move(more));
     }
     // At the end of a file that held no record at all: one deadletter that says so, so that no
     // file is silently read as 0 rows. Not while the file grows: its first record is coming.
@@ -573,12 +585,12 @@ class ParquetReader final : public FileReader {
                                                   uint64_t skip_records,
                                                   std::map<std::string, LogicalType>* declared) {
     SKIPPR_RETURN_IF_ERROR(duckdb.Open());
-    auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(path));
+    auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(path, read_path));
     const std::string source = "read_parquet(" + SqlQuote(read_path) + ")";
     duckdb_result described;
     if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + source).c_str(), &described) !=
         DuckDBSuccess) {
-      reader->error_ = fmt::format("unreadable Parquet: {}", duckdb_result_error(&described));
+      reader->SetError(duckdb_result_error(&described));
       duckdb_destroy_result(&described);
       return std::unique_ptr<FileReader>(std::move(reader));
     }
@@ -598,7 +610,7 @@ class ParquetReader final : public FileReader {
     duckdb_prepared_statement statement;
     if (duckdb_prepare(duckdb.get(), sql.c_str(), &statement) != DuckDBSuccess ||
         duckdb_execute_prepared_streaming(statement, &reader->result_) != DuckDBSuccess) {
-      reader->error_ = fmt::format("unreadable Parquet: {}", duckdb_result_error(&reader->result_));
+      reader->SetError(duckdb_result_error(&reader->result_));
     }
     duckdb_destroy_prepare(&statement);
     reader->has_result_ = true;
@@ -646,7 +658,20 @@ class ParquetReader final : public FileReader {
   }
 
  private:
-  explicit ParquetReader(std::string path) : path_(std::move(path)) {}
+  ParquetReader(std::string path, std::string read_path)
+      : read_path_(std::move(read_path)), path_(std::move(path)) {}
+
+  // DuckDB's message names the descriptor path it read; the user knows the file by its name.
+  void SetError(const char* duckdb_message) {
+    std::string message = duckdb_message != nullptr ? duckdb_message : "unknown error";
+    for (size_t at = message.find(read_path_); at != std::string::npos;
+         at = message.find(read_path_, at + path_.size())) {
+      message.replace(at, read_path_.size(), path_);
+    }
+    error_ = "unreadable Parquet: " + message;
+  }
+
+  std::string read_path_;
   std::string path_;
   std::optional<std::string> error_;
   duckdb_result result_{};
@@ -979,7 +1004,7 @@ class FileSource final : public Source {
             "binary content: not JSON, CSV or Parquet (set File.format if it is one of them)");
         break;
       case FileFormat::kWideText:
-        reader_ = std::make_unique<UnreadableFileReader>(
+        reading.reader = std::make_unique<UnreadableFileReader>(
             path, "UTF-16 or UTF-32 text (a byte order mark, or NUL bytes between the "
                   "characters): save the file as UTF-8");
         break;

@@ -549,6 +549,7 @@ TEST(QueryFileAccess, OffReadsOnlyTheReadableDirectoriesAndRefusesWritesAndSetti
   for (const std::string& sql : std::vector<std::string>{
            "SELECT * FROM read_parquet('" + root + "/other.parquet')",
         "COPY (SELECT 1) TO '" + root + "/readable/x.csv'", "SET enable_external_access = true",
+        "SET VARIABLE v = 1; SET enable_external_access = true", "RESET enable_external_access",
         "ATTACH '" + root + "/x.db'", "LOAD parquet",
         "EXPLAIN ANALYZE COPY (SELECT 1) TO '" + root + "/readable/y.csv'"}) {
     Result<QueryResult> result = engine.Run(sql);

@@ -1449,6 +1449,13 @@ TEST(SchemaNumbers, NumberFromTextReadsOnlyNumberLiterals) {
   EXPECT_EQ(NumberFromText("-0"), Int(0));
   EXPECT_EQ(NumberFromText("2.5", 2.5), Dbl(2.5));
   EXPECT_EQ(NumberFromText("1e999"), Str("1e999"));  // beyond a double: its text
+  // Below a double's range a literal reads as 0 (simdjson) or a denormal with fewer digits: only
+  // a literal the double reads back as is a double.
+  EXPECT_EQ(NumberFromText("1e-400", 0.0), Str("1e-400"));
+  EXPECT_EQ(NumberFromText("1e-400"), Str("1e-400"));
+  EXPECT_EQ(NumberFromText("0.000e5", 0.0), Dbl(0.0));
+  EXPECT_EQ(NumberFromText("2.5e-320", 2.5e-320), Dbl(2.5e-320));
+  EXPECT_EQ(NumberFromText("2.123456789e-320", 2.123456789e-320), Str("2.123456789e-320"));
   EXPECT_EQ(NumberFromText("-1E+999"), Str("-1E+999"));
   for (const char* text : {"007", "abc", "", "-", ".5", "1e", "1.2.3", "+5", "0x10"}) {
     EXPECT_EQ(NumberFromText(text), std::nullopt) << text;

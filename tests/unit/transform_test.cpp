@@ -364,7 +364,7 @@ TEST(RunToBatch, ReadsEveryStorableType) {
   EXPECT_EQ(row.Find("t")->as_int(), 7);
   EXPECT_EQ(row.Find("l")->as_int(), 9);
   EXPECT_EQ(row.Find("d")->as_double(), 2.25);
-  EXPECT_EQ(row.Find("d4")->as_int(), 1234);
+  EXPECT_EQ(row.Find("d4")->decimal_unscaled(), 1234);
   EXPECT_EQ(batch->columns[7].Decimal128At(0).first, 123456789012345u);
   EXPECT_EQ(row.Find("dt")->as_int(), 19724);
   EXPECT_EQ(row.Find("tm")->as_int(), 3723000000);
