@@ -427,6 +427,18 @@ TEST(ConfigDotenv, ParsesQuotesEscapesExportsAndComments) {
             ".env:1:3: the quoted value of A is not closed");
 }
 
+// docs/config.md promises \" inside double quotes: the escaped quote is part of the value, not its
+// end (found by tests/fuzz/dotenv_fuzzer.cpp; the input is tests/fuzz/dotenv/regressions/).
+TEST(ConfigDotenv, EscapedDoubleQuoteStaysInsideTheValue) {
+  Result<std::map<std::string, std::string>> values =
+      ParseDotenv("A=\"say \\\"hi\\\" twice\"\nB=\"ends in a backslash \\\\\"\n", ".env");
+  ASSERT_TRUE(values.ok()) << values.status().message();
+  EXPECT_EQ(*values, (std::map<std::string, std::string>{{"A", "say \"hi\" twice"},
+                                                         {"B", "ends in a backslash \\"}}));
+  EXPECT_EQ(ParseDotenv("A=\"open \\\"\n", ".env").status().message(),
+            ".env:1:3: the quoted value of A is not closed");
+}
+
 // ----- references and names -------------------------------------------------------------------
 
 TEST(ConfigReferences, MissingEntryIsNamedWithWhatIsDefined) {
