@@ -186,7 +186,7 @@ class JsonLinesReader final : public FileReader {
         batch.bytes_read += bytes_in_batch;
         return true;
       }
-      next_byte_offset_ = line->byte_offset + line->text.size() + 1;
+      next_byte_offset_ = line->end_offset;
       next_line_ = line->line_number + 1;
       if (line->text.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank
       ++records_;
@@ -194,7 +194,7 @@ class JsonLinesReader final : public FileReader {
         --skip_records_;
         continue;
       }
-      bytes_in_batch += line->text.size() + 1;
+      bytes_in_batch += line->end_offset - line->byte_offset;
       // Built only for a deadletter: a path copy per record would cost more than the record.
       const auto origin = [&] { return schema::RecordOrigin{path_, line->line_number, records_}; };
       if (line->text.size() > kMaxRecordBytes) {

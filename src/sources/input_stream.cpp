@@ -363,7 +363,8 @@ Result<std::optional<Line>> LineReader::Next() {
       const char* text_end = line_end;
       if (text_end > line_begin && text_end[-1] == '\r') --text_end;
       Line line{std::string_view(line_begin, static_cast<size_t>(text_end - line_begin)),
-                next_line_number_++, window_.ByteOffsetOf(line_begin)};
+                next_line_number_++, window_.ByteOffsetOf(line_begin),
+                window_.ByteOffsetOf(line_end + 1)};
       window_.ConsumeUntil(line_end + 1);
       scanned_bytes_ = 0;
       return MaybeLine(line);
@@ -373,7 +374,7 @@ Result<std::optional<Line>> LineReader::Next() {
     if (window_.is_input_exhausted()) {
       if (window_bytes == 0) return MaybeLine();
       Line line{std::string_view(line_begin, window_bytes), next_line_number_++,
-                window_.ByteOffsetOf(line_begin)};
+                window_.ByteOffsetOf(line_begin), window_.ByteOffsetOf(window_.end())};
       window_.ConsumeUntil(window_.end());
       scanned_bytes_ = 0;
       return MaybeLine(line);

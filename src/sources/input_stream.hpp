@@ -113,6 +113,8 @@ struct Line {
   uint64_t line_number;   // 1-based
   uint64_t byte_offset;   // of the line's first byte in the decompressed stream (+ the OpenAt
                           // offset)
+  uint64_t end_offset;    // just past its \n (or \r\n, or the end of the stream): where the
+                          // next line starts
 };
 
 // Splits the stream into lines with memchr. The last line needs no trailing newline; an empty
