@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.hpp"
+#include "support/byte_fields.hpp"
 #include "wal/segment.hpp"
 
 namespace skippr::fuzz {
@@ -25,16 +26,8 @@ constexpr uint64_t kTailBytes = 20;      // checksum u64, footer_bytes u32, trai
 constexpr uint64_t kMinimumBytes = 80;   // an empty segment with empty names
 constexpr uint64_t kIndexEntryFixedBytes = 41;
 
-template <typename T>
-T LoadAt(const std::string& bytes, uint64_t offset) {
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
-template <typename T>
-void StoreAt(std::string& bytes, uint64_t offset, T value) {
-  std::memcpy(bytes.data() + offset, &value, sizeof(T));
-}
+using ::skippr::testing::LoadAt;
+using ::skippr::testing::StoreAt;
 
 // Recomputes what a writer derives from the rest: each slice checksum the index can place, the
 // footer length and trailing magic, then the footer checksum over every byte before it.
