@@ -13,6 +13,36 @@ namespace skippr::schema {
 
 namespace {
 
+// The length of the valid UTF-8 sequence starting at text[i], or 0 when none starts there
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  const auto byte = [&](size_t at) { return static_cast<unsigned char>(text[at]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+
 // Column order of DeadletterSchema(); the ids are the positions + 1 and never change.
 enum DeadletterColumn : size_t {
   kId,
@@ -63,37 +93,26 @@ NamespaceSchema BuildDeadletterSchema() {
   return schema;
 }
 
-// The length of the valid UTF-8 sequence starting at text[i], or 0 when none starts there
-// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
-size_t Utf8SequenceLength(std::string_view text, size_t i) {
-  const auto byte = [&](size_t at) { return static_cast<unsigned char>(text[at]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return length;
+// Appends a string, an integer or a null straight to a column (the Value path would copy the
+// record once more).
+void AppendText(Column& column, std::string_view text) { column.Append(Value::String(ValidUtf8(text))); }
+
+void AppendOptionalInteger(Column& column, std::optional<int64_t> value) {
+  value ? column.Append(Value::Int(*value)) : column.AppendNull();
 }
 
-// `text` with every byte that starts no valid UTF-8 sequence replaced by U+FFFD: DuckDB, Parquet
-// and Iceberg strings must be UTF-8, and a deadletter is often a record that is not.
+Batch EmptyDeadletterBatch() {
+  const NamespaceSchema& schema = DeadletterSchema();
+  Batch batch;
+  batch.namespace_name = schema.name;
+  batch.schema_id = schema.schema_id;
+  batch.fields = schema.fields;
+  for (const Field& field : schema.fields) batch.columns.emplace_back(field.type);
+  return batch;
+}
+
+}  // namespace
+
 std::string ValidUtf8(std::string_view text) {
   std::string valid;
   valid.reserve(text.size());
@@ -116,25 +135,6 @@ std::string ValidUtf8(std::string_view text) {
   return valid;
 }
 
-// Appends a string, an integer or a null straight to a column (the Value path would copy the
-// record once more).
-void AppendText(Column& column, std::string_view text) { column.Append(Value::String(ValidUtf8(text))); }
-
-void AppendOptionalInteger(Column& column, std::optional<int64_t> value) {
-  value ? column.Append(Value::Int(*value)) : column.AppendNull();
-}
-
-Batch EmptyDeadletterBatch() {
-  const NamespaceSchema& schema = DeadletterSchema();
-  Batch batch;
-  batch.namespace_name = schema.name;
-  batch.schema_id = schema.schema_id;
-  batch.fields = schema.fields;
-  for (const Field& field : schema.fields) batch.columns.emplace_back(field.type);
-  return batch;
-}
-
-}  // namespace
 
 std::string_view FailureCodeName(FailureCode code) {
   switch (code) {

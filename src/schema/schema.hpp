@@ -124,6 +124,11 @@ struct Deadletter {
   std::optional<uint64_t> byte_offset;        // of the record's first byte, where the source knows it
   std::optional<int64_t> event_unix_micros;   // the event's own time, where the source gives one
 };
+// `text` with every byte that starts no valid UTF-8 sequence replaced by U+FFFD (RFC 3629: no
+// overlong forms or surrogates): DuckDB, Parquet and Iceberg strings must be UTF-8, and names taken
+// from files (CSV headers, Parquet columns) and deadletter records often are not.
+std::string ValidUtf8(std::string_view text);
+
 // A deadletter keeping `raw_record` as its payload, cut to kDeadletterRecordMaxBytes.
 Deadletter MakeDeadletter(RecordOrigin origin, FailureCode code, std::string reason,
                           std::string_view raw_record);

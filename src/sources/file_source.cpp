@@ -177,31 +177,6 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
   return detected(FileFormat::kCsv);
 }
 
-// `text` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD, so that
-// names taken from files (CSV headers, Parquet columns) can become field names, which are stored
-// and printed as JSON text.
-std::string ValidUtf8(std::string_view text) {
-  if (IsAscii(text) || simdjson::validate_utf8(text.data(), text.size())) return std::string(text);
-  std::string valid;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t length = 1;
-    const auto lead = static_cast<unsigned char>(text[at]);
-    if (lead >= 0xC2 && lead <= 0xF4) length = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-    const bool is_sequence =
-        lead < 0x80 || (length > 1 && at + length <= text.size() &&
-                        simdjson::validate_utf8(text.data() + at, length));
-    if (is_sequence) {
-      valid.append(text.substr(at, length));
-      at += length;
-    } else {
-      valid += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER, one per invalid byte
-      ++at;
-    }
-  }
-  return valid;
-}
-
 // ----- readers of one file ------------------------------------------------------------------
 
 // Where a reader starts in its stream (which the File source opened at the matching byte): the
@@ -464,7 +439,7 @@ class CsvFileReader final : public TextFileReader {
     std::map<std::string, int> seen;
     const std::vector<std::string>& header = csv_->header();
     for (size_t i = 0; i < header.size(); ++i) {
-      std::string name = ValidUtf8(header[i]);
+      std::string name = schema::ValidUtf8(header[i]);
       if (name != header[i]) {
         spdlog::warn("{}: header column {} is not valid UTF-8; its invalid bytes read as U+FFFD: "
                      "'{}'",
@@ -598,7 +573,9 @@ class ParquetReader final : public FileReader {
     for (idx_t row = 0; row < duckdb_row_count(&described); ++row) {
       char* name = duckdb_value_varchar(&described, 0, row);
       char* type = duckdb_value_varchar(&described, 1, row);
-      if (auto logical = LogicalTypeFromDuckdb(type)) declared->emplace(ValidUtf8(name), *logical);
+      if (auto logical = LogicalTypeFromDuckdb(type)) {
+        declared->emplace(schema::ValidUtf8(name), *logical);
+      }
       duckdb_free(name);
       duckdb_free(type);
     }
