@@ -3,7 +3,8 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup ensure-setup configure build test demo bench format clean
+.PHONY: all setup ensure-setup configure build test demo bench format clean \
+        sanitize tsan fuzz configure-asan configure-tsan build-asan build-tsan
 
 all: build
 
@@ -30,6 +31,60 @@ demo: build
 
 bench: build
 	bench/run.sh $(BUILD_DIR)
+
+# ----- sanitizers and fuzzing (docs/ARCHITECTURE.md, "Tests") ---------------------------------
+# Own build directories, clang, no jemalloc, no benchmarks. SANITIZER_TEST_SCALE shrinks the heavy
+# end-to-end tests' row counts (tests/support/scale.hpp); every test still runs.
+ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
+SANITIZER_BUILD_TYPE ?= Sanitize
+SANITIZER_TEST_SCALE ?= 0.1
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= $(JOBS)
+# The test binaries built under TSan: everything that starts threads (the sync pass's reader,
+# committer, lander and aggregator threads run in the skipprd the e2e tests start).
+TSAN_TESTS ?= store_test sources_test aggregates_test iceberg_metadata_test sync_e2e_test \
+              lake_e2e_test aggregates_e2e_test
+SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=$(SANITIZER_BUILD_TYPE) -DCMAKE_C_COMPILER=clang \
+                  -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF
+supp = $(CURDIR)/tests/sanitizers
+# Children (the skipprd the e2e tests start) inherit these. exitcode 86 keeps a sanitizer report
+# from passing for an expected exit code 1.
+export ASAN_OPTIONS ?= exitcode=86:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=0
+export UBSAN_OPTIONS ?= exitcode=86:print_stacktrace=1:halt_on_error=1:suppressions=$(supp)/ubsan.supp
+export LSAN_OPTIONS ?= suppressions=$(supp)/lsan.supp:print_suppressions=0
+export TSAN_OPTIONS ?= exitcode=86:halt_on_error=1:second_deadlock_stack=1:suppressions=$(supp)/tsan.supp:print_suppressions=0
+
+configure-asan: ensure-setup
+	@if [ ! -f $(ASAN_BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(ASAN_BUILD_DIR) $(SANITIZER_CMAKE) -DSKIPPR_SANITIZE=address,undefined -DSKIPPR_FUZZ=ON; \
+	fi
+
+build-asan: configure-asan
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+
+# ASan + UBSan over every unit and end-to-end test (and the fuzz targets' committed inputs).
+sanitize: build-asan
+	cd $(ASAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) ctest --output-on-failure -j $(JOBS)
+
+configure-tsan: ensure-setup
+	@if [ ! -f $(TSAN_BUILD_DIR)/build.ninja ]; then \
+	  cmake -S . -B $(TSAN_BUILD_DIR) $(SANITIZER_CMAKE) -DSKIPPR_SANITIZE=thread; \
+	fi
+
+build-tsan: configure-tsan
+	cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target skipprd $(TSAN_TESTS)
+
+# TSan over the tests whose code runs threads (ctest labels are the test binaries' names).
+tsan: build-tsan
+	cd $(TSAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) \
+	  ctest --output-on-failure -j $(JOBS) -L '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$'
+
+# Every fuzz target for FUZZ_SECONDS, FUZZ_JOBS at a time; prints executions per target. New
+# inputs collect in $(ASAN_BUILD_DIR)/fuzz/corpus/ (the committed seeds stay as they are).
+fuzz: configure-asan
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS) --target fuzzers
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(ASAN_BUILD_DIR)
 
 format:
 	find src tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

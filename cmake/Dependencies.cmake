@@ -35,4 +35,6 @@ pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
 
 # jemalloc serves the binary's allocations: ingest makes and frees many small objects per record,
 # and glibc's malloc spent a sixth of a file → WAL sync in consolidating and unlinking chunks.
-find_library(JEMALLOC_LIBRARY jemalloc REQUIRED)
+if(SKIPPR_JEMALLOC)
+  find_library(JEMALLOC_LIBRARY jemalloc REQUIRED)
+endif()

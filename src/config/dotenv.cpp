@@ -50,8 +50,12 @@ Result<std::map<std::string, std::string>> ParseDotenv(const std::string& text,
     std::string value = TrimText(line.substr(equals + 1));
     if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
       const char quote = value[0];
-      const size_t closing = value.find(quote, 1);
-      if (closing == std::string::npos) {
+      // Inside double quotes a backslash escapes the next character, \" included (docs/config.md).
+      size_t closing = 1;
+      while (closing < value.size() && value[closing] != quote) {
+        closing += quote == '"' && value[closing] == '\\' ? 2 : 1;
+      }
+      if (closing >= value.size()) {
         return Status::InvalidConfig(fmt::format("{}:{}:{}: the quoted value of {} is not closed",
                                                  display_name, line_number, equals + 2,
                                                  internal::ShownText(name)));

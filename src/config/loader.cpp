@@ -777,11 +777,13 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
     return Status::InvalidConfig(
         fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
                     "start with '*', '&', '!', '{{' or '[')",
-                    display_name, mark.line, mark.column, error.msg));
+                    display_name, mark.line, mark.column,
+                    internal::EscapeControlCharacters(error.msg)));
   } catch (const YAML::Exception& error) {
     const SourceMark mark = internal::ToMark(error.mark);
     return Status::InvalidConfig(fmt::format("{}:{}:{}: cannot read the YAML: {}", display_name,
-                                             mark.line, mark.column, error.msg));
+                                             mark.line, mark.column,
+                                             internal::EscapeControlCharacters(error.msg)));
   }
   internal::Diagnostics diagnostics(display_name);
   Reader reader(diagnostics, environment);

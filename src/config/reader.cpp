@@ -60,8 +60,29 @@ void Diagnostics::Error(const SourceMark& mark, const std::string& path,
   }
   std::string location = display_name_;
   if (mark.line > 0) location += fmt::format(":{}:{}", mark.line, mark.column);
-  errors_.push_back(path.empty() ? fmt::format("{}: {}", location, message)
-                                 : fmt::format("{}: {}: {}", location, path, message));
+  errors_.push_back(EscapeControlCharacters(
+      path.empty() ? fmt::format("{}: {}", location, message)
+                   : fmt::format("{}: {}: {}", location, path, message)));
+}
+
+std::string EscapeControlCharacters(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      escaped.push_back(c);
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else if (c == '\t') {
+      escaped += "\\t";
+    } else if (c == '\r') {
+      escaped += "\\r";
+    } else {
+      escaped += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return escaped;
 }
 
 std::vector<std::string> Diagnostics::errors() const {

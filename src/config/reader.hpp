@@ -32,6 +32,9 @@ class Diagnostics {
 };
 
 SourceMark ToMark(const YAML::Mark& mark);
+// `text` with ASCII control characters written as \n, \t, \r or \xNN (UTF-8 stays as it is), so
+// that text from the file keeps every error on one line that starts with its place.
+std::string EscapeControlCharacters(std::string_view text);
 std::string JoinPath(const std::string& parent, std::string_view key);
 std::string IndexPath(const std::string& parent, size_t index);
 std::string JoinNames(const std::vector<std::string_view>& names);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -13,6 +14,8 @@
 namespace skippr {
 
 namespace {
+std::atomic<CrashPointObserver> crash_point_observer{nullptr};
+
 const std::string& ArmedCrashPoint() {
   static const std::string point = [] {
     const char* value = std::getenv("SKIPPR_CRASH_POINT");
@@ -31,10 +34,18 @@ double SecondsFromEnv(const char* name, double fallback) {
 }  // namespace
 
 void CrashPoint(std::string_view name) {
+  if (CrashPointObserver observer = crash_point_observer.load(std::memory_order_acquire)) {
+    observer(name);
+    return;
+  }
   const std::string& armed = ArmedCrashPoint();
   if (armed.empty() || armed != name) return;
   spdlog::default_logger()->flush();
   kill(getpid(), SIGKILL);
+}
+
+void SetCrashPointObserver(CrashPointObserver observer) {
+  crash_point_observer.store(observer, std::memory_order_release);
 }
 
 void StartChaosMode() {

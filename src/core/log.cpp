@@ -198,7 +198,11 @@ Status InitLogging(const LogOptions& options) {
     sinks.push_back(stderr_sink);
     lowest = std::min(lowest, ToSpdlog(*options.stderr_level));
   }
-  Status file_status = CreatePrivateDirectories(options.log_dir, "log");
+  // Durably: the log directory is usually the first thing made under DATA_DIR, and DATA_DIR's own
+  // entry must survive a power cut with the pipeline state skipprd then writes into it. The log
+  // file itself is opened with open(2) below, not through the Env: the Env has no O_NOFOLLOW or
+  // 0600 notion, and log lines are not data whose durability a fault test checks.
+  Status file_status = CreatePrivateDirectories(*Env::Default(), options.log_dir, "log");
   Result<std::shared_ptr<DailyLogFileSink>> opened =
       file_status.ok() ? DailyLogFileSink::Open(options.log_dir)
                        : Result<std::shared_ptr<DailyLogFileSink>>(file_status);

@@ -598,19 +598,22 @@ Status ContainerReader::ForEachRecord(
 
 // ----- files -------------------------------------------------------------------------------------
 
-Result<std::string> ReadFileBytes(const std::string& path, std::string_view what) {
-  Result<std::string> bytes = ReadWholeFile(path);
+Result<std::string> ReadFileBytes(Env& env, const std::string& path, std::string_view what) {
+  Result<std::string> bytes = ReadWholeFile(env, path);
   if (!bytes.ok()) {
     return Status(bytes.status().code(), fmt::format("{}: {}", what, bytes.status().message()));
   }
   return bytes;
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view bytes, std::string_view what) {
-  Status status = skippr::WriteFileAtomically(path, bytes);
+Status WriteFileAtomically(Env& env, const std::string& path, std::string_view bytes,
+                           std::string_view what) {
+  Status status = skippr::WriteFileAtomically(env, path, bytes);
   if (status.ok()) return status;
   return Status(status.code(),
-                fmt::format("writing {} '{}' failed: {}", what, path, status.message()));
+                fmt::format("writing {} '{}' failed: {}; the table is unchanged (check the disk, "
+                            "then retry)",
+                            what, path, status.message()));
 }
 
 }  // namespace skippr::iceberg::internal

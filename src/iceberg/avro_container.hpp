@@ -134,10 +134,11 @@ class ContainerReader {
 };
 
 // The whole file; NotFound when it does not exist, IOError otherwise. `what` describes the file.
-Result<std::string> ReadFileBytes(const std::string& path, std::string_view what);
+Result<std::string> ReadFileBytes(Env& env, const std::string& path, std::string_view what);
 
 // Writes `bytes` to a temporary file beside `path`, fsyncs it, renames it over `path` and fsyncs
 // the directory.
-Status WriteFileAtomically(const std::string& path, std::string_view bytes, std::string_view what);
+Status WriteFileAtomically(Env& env, const std::string& path, std::string_view bytes,
+                           std::string_view what);
 
 }  // namespace skippr::iceberg::internal

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/file.hpp"
 #include "iceberg/internal/sql_database.hpp"
 
 namespace skippr::iceberg {
@@ -87,8 +88,9 @@ class Transaction {
 
 class SqlCatalog final : public Catalog {
  public:
-  SqlCatalog(std::unique_ptr<SqlDatabase> database, std::string catalog_name)
-      : database_(std::move(database)),
+  SqlCatalog(std::unique_ptr<SqlDatabase> database, std::string catalog_name, Env* env)
+      : Catalog(env),
+        database_(std::move(database)),
         catalog_name_(std::move(catalog_name)),
         description_(
             fmt::format("{} (catalog_name '{}')", database_->description(), catalog_name_)) {}
@@ -225,11 +227,9 @@ Result<std::string> SqlitePath(const CatalogOptions& options) {
     return Status::InvalidArgument("the Iceberg catalog needs a warehouse (file:///path) or a uri");
   }
   SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, LocalPathOfUri(options.warehouse));
-  std::error_code error;
-  std::filesystem::create_directories(warehouse_path, error);
-  if (error) {
-    return Status::IOError(fmt::format("cannot create the warehouse directory {}: {}",
-                                       warehouse_path, error.message()));
+  if (Status created = CreateDirectoriesDurably(*options.env, warehouse_path); !created.ok()) {
+    return Status(created.code(), fmt::format("cannot create the warehouse directory {}: {}",
+                                              warehouse_path, created.message()));
   }
   return fmt::format("{}/{}", warehouse_path == "/" ? "" : warehouse_path,
                      kDefaultSqliteCatalogFile);
@@ -250,7 +250,8 @@ Result<std::unique_ptr<Catalog>> OpenCatalog(const CatalogOptions& options) {
     SKIPPR_ASSIGN_OR_RETURN(std::string path, SqlitePath(options));
     SKIPPR_ASSIGN_OR_RETURN(database, internal::OpenSqliteDatabase(path, options.busy_timeout_ms));
   }
-  auto catalog = std::make_unique<SqlCatalog>(std::move(database), options.catalog_name);
+  auto catalog =
+      std::make_unique<SqlCatalog>(std::move(database), options.catalog_name, options.env);
   SKIPPR_RETURN_IF_ERROR(catalog->CreateCatalogTables());
   return std::unique_ptr<Catalog>(std::move(catalog));
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/status.hpp"
 #include "iceberg/table_metadata.hpp"
 
@@ -27,6 +28,9 @@ struct TableIdentifier {
 class Catalog {
  public:
   virtual ~Catalog() = default;
+
+  // Where the tables' metadata files are written and read (CatalogOptions::env).
+  Env& env() const { return *env_; }
 
   // Records the namespace (the JDBC catalog's `exists` = `true` property). OK when it exists.
   virtual Status CreateNamespace(const std::string& namespace_name) = 0;
@@ -51,6 +55,12 @@ class Catalog {
 
   // "SQLite catalog /data/wh/skippr_catalog.db (catalog_name 'skippr')", for messages.
   virtual const std::string& description() const = 0;
+
+ protected:
+  explicit Catalog(Env* env) : env_(env) {}
+
+ private:
+  Env* env_;
 };
 
 inline constexpr std::string_view kDefaultCatalogName = "skippr";
@@ -65,6 +75,8 @@ struct CatalogOptions {
   // database file.
   std::string uri;
   int busy_timeout_ms = 10'000;  // SQLite: how long to wait for another writer's lock
+  // The metadata files' I/O (and the warehouse directory's); the databases do their own.
+  Env* env = Env::Default();
 };
 
 // Connects, creating the catalog tables when missing (and adding `iceberg_type` to a catalog the

@@ -649,23 +649,24 @@ Result<ManifestList> DecodeManifestList(std::string_view bytes, std::string_view
 }
 
 Result<int64_t> WriteManifest(const std::string& path, const Manifest& manifest,
-                              const AvroWriteOptions& options) {
+                              const AvroWriteOptions& options, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string bytes, EncodeManifest(manifest, options));
-  SKIPPR_RETURN_IF_ERROR(internal::WriteFileAtomically(path, bytes, "Iceberg manifest"));
+  SKIPPR_RETURN_IF_ERROR(internal::WriteFileAtomically(*env, path, bytes, "Iceberg manifest"));
   return static_cast<int64_t>(bytes.size());
 }
 
 Result<int64_t> WriteManifestList(const std::string& path, const ManifestList& list,
-                                  const AvroWriteOptions& options) {
+                                  const AvroWriteOptions& options, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string bytes, EncodeManifestList(list, options));
-  SKIPPR_RETURN_IF_ERROR(internal::WriteFileAtomically(path, bytes, "Iceberg manifest list"));
+  SKIPPR_RETURN_IF_ERROR(
+      internal::WriteFileAtomically(*env, path, bytes, "Iceberg manifest list"));
   return static_cast<int64_t>(bytes.size());
 }
 
 Result<Manifest> ReadManifest(const std::string& path,
-                              std::optional<int64_t> expected_length_bytes) {
+                              std::optional<int64_t> expected_length_bytes, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string bytes,
-                          internal::ReadFileBytes(path, "Iceberg manifest"));
+                          internal::ReadFileBytes(*env, path, "Iceberg manifest"));
   if (expected_length_bytes && static_cast<int64_t>(bytes.size()) != *expected_length_bytes) {
     return Status::Corruption(fmt::format(
         "Iceberg manifest '{}' has {} bytes but its manifest list says {}: the file was cut short "
@@ -675,9 +676,9 @@ Result<Manifest> ReadManifest(const std::string& path,
   return DecodeManifest(bytes, path);
 }
 
-Result<ManifestList> ReadManifestList(const std::string& path) {
+Result<ManifestList> ReadManifestList(const std::string& path, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string bytes,
-                          internal::ReadFileBytes(path, "Iceberg manifest list"));
+                          internal::ReadFileBytes(*env, path, "Iceberg manifest list"));
   return DecodeManifestList(bytes, path);
 }
 

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
 #include "iceberg/partition_spec.hpp"
@@ -218,15 +219,16 @@ Result<ManifestList> DecodeManifestList(std::string_view bytes, std::string_view
 // A failure removes the temporary file; `path` then holds what it held before, except after a
 // failed directory fsync (the new file is in place but may not survive a crash).
 Result<int64_t> WriteManifest(const std::string& path, const Manifest& manifest,
-                              const AvroWriteOptions& options = {});
+                              const AvroWriteOptions& options = {}, Env* env = Env::Default());
 Result<int64_t> WriteManifestList(const std::string& path, const ManifestList& list,
-                                  const AvroWriteOptions& options = {});
+                                  const AvroWriteOptions& options = {}, Env* env = Env::Default());
 
 // NotFound when the file does not exist; otherwise as Decode*. An Avro file can end cleanly after
 // any block, so a manifest cut short there only shows in its length: pass the manifest list's
 // `manifest_length` as `expected_length_bytes` to have it checked (Corruption when it differs).
 Result<Manifest> ReadManifest(const std::string& path,
-                              std::optional<int64_t> expected_length_bytes = std::nullopt);
-Result<ManifestList> ReadManifestList(const std::string& path);
+                              std::optional<int64_t> expected_length_bytes = std::nullopt,
+                              Env* env = Env::Default());
+Result<ManifestList> ReadManifestList(const std::string& path, Env* env = Env::Default());
 
 }  // namespace skippr::iceberg

@@ -1,17 +1,10 @@
 // A table's metadata files on the local filesystem (docs/formats/iceberg-tables.md):
 // metadata/v{N}.metadata.json, written once and never replaced, and metadata/version-hint.text.
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "core/check.hpp"
@@ -21,8 +14,6 @@
 
 namespace skippr::iceberg {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr std::string_view kMetadataDirectory = "metadata";
 constexpr std::string_view kVersionHintFile = "version-hint.text";
@@ -48,9 +39,9 @@ std::string MetadataFileName(int64_t version) {
 
 // The version in version-hint.text; nullopt when it is missing or not a number (readers then list
 // the directory, as the reference reader does).
-Result<std::optional<int64_t>> ReadVersionHint(const std::string& metadata_directory) {
+Result<std::optional<int64_t>> ReadVersionHint(Env& env, const std::string& metadata_directory) {
   Result<std::string> hint =
-      ReadWholeFile(fmt::format("{}/{}", metadata_directory, kVersionHintFile));
+      ReadWholeFile(env, fmt::format("{}/{}", metadata_directory, kVersionHintFile));
   if (!hint.ok()) {
     if (hint.status().code() == StatusCode::kNotFound) return std::optional<int64_t>();
     return hint.status();
@@ -62,9 +53,15 @@ Result<std::optional<int64_t>> ReadVersionHint(const std::string& metadata_direc
   return ParsePositiveDecimal(text);
 }
 
-bool FileExists(const std::string& path) {
-  struct stat file_stat {};
-  return stat(path.c_str(), &file_stat) == 0;
+Result<bool> FileExists(Env& env, const std::string& path) { return env.FileExists(path); }
+
+// What a metadata write leaves undone when it fails, for the message: the commit is retried.
+Status MetadataWriteFailed(const Status& failure, const std::string& path) {
+  if (failure.code() == StatusCode::kConflict) return failure;
+  return Status(failure.code(),
+                fmt::format("writing Iceberg metadata file {} failed: {}; nothing was committed "
+                            "(check the disk; the next run retries the commit)",
+                            path, failure.message()));
 }
 
 }  // namespace
@@ -124,66 +121,59 @@ std::optional<int64_t> MetadataFileVersion(std::string_view metadata_location) {
   return ParsePositiveDecimal(name.substr(1, name.size() - 1 - kMetadataFileSuffix.size()));
 }
 
-Result<int64_t> HighestMetadataVersion(std::string_view table_location) {
+Result<int64_t> HighestMetadataVersion(std::string_view table_location, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
-  std::error_code error;
-  fs::directory_iterator entries(directory, error);
-  if (error == std::errc::no_such_file_or_directory) return int64_t{0};
-  if (error) return Status::IOError(fmt::format("cannot list {}: {}", directory, error.message()));
+  Result<std::vector<std::string>> names = env->ListDirectory(directory);
+  if (!names.ok() && names.status().code() == StatusCode::kNotFound) return int64_t{0};
+  SKIPPR_RETURN_IF_ERROR(names.status());
   int64_t highest_version = 0;
-  for (; !error && entries != fs::directory_iterator(); entries.increment(error)) {
-    const std::optional<int64_t> version = MetadataFileVersion(entries->path().filename().string());
+  for (const std::string& name : *names) {
+    const std::optional<int64_t> version = MetadataFileVersion(name);
     if (version) highest_version = std::max(highest_version, *version);
   }
-  if (error) return Status::IOError(fmt::format("cannot list {}: {}", directory, error.message()));
   return highest_version;
 }
 
-Result<std::string> WriteMetadataFile(const TableMetadata& metadata, int64_t version) {
+Result<std::string> WriteMetadataFile(const TableMetadata& metadata, int64_t version, Env* env) {
   SKIPPR_CHECK_MSG(version > 0, "metadata versions start at 1");
   SKIPPR_ASSIGN_OR_RETURN(std::string json, TableMetadataToJson(metadata));
   // Assert on this side of the disk boundary what every reader checks on the other.
   SKIPPR_DCHECK(ParseTableMetadata(json, "metadata being written").ok());
   SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(metadata.location));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(directory));
   const std::string final_path = fmt::format("{}/{}", directory, MetadataFileName(version));
-  SKIPPR_ASSIGN_OR_RETURN(TemporaryFile temporary,
-                          WriteTemporaryFile(directory, MetadataFileName(version), json));
-  const int rename_errno = RenameNoReplace(temporary.path(), final_path);
-  if (rename_errno == EEXIST) {
+  if (Status created = CreateDirectoriesDurably(*env, directory); !created.ok()) {
+    return MetadataWriteFailed(created, final_path);
+  }
+  Result<TemporaryFile> temporary =
+      WriteTemporaryFile(*env, directory, MetadataFileName(version), json);
+  if (!temporary.ok()) return MetadataWriteFailed(temporary.status(), final_path);
+  Status renamed = env->RenameFileNoReplace(temporary->path(), final_path);
+  if (renamed.code() == StatusCode::kConflict) {
     return Status::Conflict(fmt::format(
         "metadata version {} of table {} already exists ({}): another writer committed that "
         "version first; reload the table and retry",
         version, metadata.location, final_path));
   }
-  if (rename_errno != 0) {
-    return ErrnoStatus(
-        rename_errno, fmt::format("cannot move {} into place as {}", temporary.path(), final_path));
+  if (!renamed.ok()) return MetadataWriteFailed(renamed, final_path);
+  temporary->Release();
+  if (Status synced = env->SyncDirectory(directory); !synced.ok()) {
+    return MetadataWriteFailed(synced, final_path);
   }
-  temporary.Release();
-  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(directory));
   return MetadataFileLocation(metadata.location, version);
 }
 
-Status WriteVersionHint(std::string_view table_location, int64_t version) {
+Status WriteVersionHint(std::string_view table_location, int64_t version, Env* env) {
   SKIPPR_CHECK_MSG(version > 0, "metadata versions start at 1");
   SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(directory));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*env, directory));
   // No newline: some readers build "v" + contents + ".metadata.json" from the raw bytes.
-  SKIPPR_ASSIGN_OR_RETURN(TemporaryFile temporary,
-                          WriteTemporaryFile(directory, kVersionHintFile, std::to_string(version)));
-  const std::string hint_path = fmt::format("{}/{}", directory, kVersionHintFile);
-  if (rename(temporary.path().c_str(), hint_path.c_str()) != 0) {
-    return ErrnoStatus(errno,
-                       fmt::format("cannot move {} into place as {}", temporary.path(), hint_path));
-  }
-  temporary.Release();
-  return FsyncDirectory(directory);
+  return WriteFileAtomically(*env, fmt::format("{}/{}", directory, kVersionHintFile),
+                             std::to_string(version));
 }
 
-Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location) {
+Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(std::string path, LocalPathOfUri(metadata_location));
-  Result<std::string> json = ReadWholeFile(path);
+  Result<std::string> json = ReadWholeFile(*env, path);
   if (!json.ok() && json.status().code() == StatusCode::kNotFound) {
     return Status::NotFound(
         fmt::format("Iceberg metadata file {} does not exist", metadata_location));
@@ -192,21 +182,32 @@ Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location) {
   return ParseTableMetadata(*json, metadata_location);
 }
 
-Result<VersionedMetadata> ReadCurrentMetadata(std::string_view table_location) {
+Result<VersionedMetadata> ReadCurrentMetadata(std::string_view table_location, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(std::string directory, MetadataDirectory(table_location));
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<int64_t> hinted_version, ReadVersionHint(directory));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<int64_t> hinted_version, ReadVersionHint(*env, directory));
   int64_t version = hinted_version.value_or(0);
-  if (version == 0 || !FileExists(fmt::format("{}/{}", directory, MetadataFileName(version)))) {
-    SKIPPR_ASSIGN_OR_RETURN(version, HighestMetadataVersion(table_location));
+  bool hinted_exists = false;
+  if (version != 0) {
+    SKIPPR_ASSIGN_OR_RETURN(hinted_exists,
+                            FileExists(*env, fmt::format("{}/{}", directory, MetadataFileName(version))));
+  }
+  if (!hinted_exists) {
+    SKIPPR_ASSIGN_OR_RETURN(version, HighestMetadataVersion(table_location, env));
   }
   if (version == 0) {
     return Status::NotFound(fmt::format("table {} has no metadata file ({}/v<N>{})", table_location,
                                         directory, kMetadataFileSuffix));
   }
   // The hint is written after the commit: a writer may have died in between.
-  while (FileExists(fmt::format("{}/{}", directory, MetadataFileName(version + 1)))) ++version;
+  while (true) {
+    SKIPPR_ASSIGN_OR_RETURN(
+        const bool has_next,
+        FileExists(*env, fmt::format("{}/{}", directory, MetadataFileName(version + 1))));
+    if (!has_next) break;
+    ++version;
+  }
   VersionedMetadata current{version, MetadataFileLocation(table_location, version), {}};
-  SKIPPR_ASSIGN_OR_RETURN(current.metadata, ReadMetadataFile(current.location));
+  SKIPPR_ASSIGN_OR_RETURN(current.metadata, ReadMetadataFile(current.location, env));
   return current;
 }
 

@@ -1,7 +1,6 @@
 // Table commits: a new metadata file, then the catalog pointer swap (the commit point), then the
 // version hint (docs/formats/iceberg-tables.md, "Commit protocol").
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "core/crash.hpp"
 #include "iceberg/catalog.hpp"
@@ -12,8 +11,8 @@ namespace {
 // Enough for any real run of stranded commits (a writer leaves at most one each time it dies).
 constexpr int kMaxStrandedCommits = 64;
 
-Result<VersionedMetadata> ReadVersioned(std::string location) {
-  SKIPPR_ASSIGN_OR_RETURN(TableMetadata metadata, ReadMetadataFile(location));
+Result<VersionedMetadata> ReadVersioned(Env& env, std::string location) {
+  SKIPPR_ASSIGN_OR_RETURN(TableMetadata metadata, ReadMetadataFile(location, &env));
   const int64_t version = MetadataFileVersion(location).value_or(0);
   return VersionedMetadata{version, std::move(location), std::move(metadata)};
 }
@@ -24,10 +23,11 @@ std::string SiblingMetadataLocation(const std::string& location, int64_t version
 
 // The next version's file when it is a complete successor of `current` that its writer did not
 // swap in: the same table, with a metadata log ending at `current`.
-Result<std::optional<VersionedMetadata>> FindStrandedSuccessor(const VersionedMetadata& current) {
+Result<std::optional<VersionedMetadata>> FindStrandedSuccessor(Env& env,
+                                                               const VersionedMetadata& current) {
   if (current.version == 0) return std::optional<VersionedMetadata>();
   Result<VersionedMetadata> successor =
-      ReadVersioned(SiblingMetadataLocation(current.location, current.version + 1));
+      ReadVersioned(env, SiblingMetadataLocation(current.location, current.version + 1));
   if (!successor.ok()) {
     if (successor.status().code() == StatusCode::kNotFound) {
       return std::optional<VersionedMetadata>();
@@ -42,8 +42,9 @@ Result<std::optional<VersionedMetadata>> FindStrandedSuccessor(const VersionedMe
   return std::optional<VersionedMetadata>(std::move(successor).value());
 }
 
-Status UpdateHintAfterCommit(const VersionedMetadata& committed, const TableIdentifier& table) {
-  Status hinted = WriteVersionHint(committed.metadata.location, committed.version);
+Status UpdateHintAfterCommit(Env& env, const VersionedMetadata& committed,
+                             const TableIdentifier& table) {
+  Status hinted = WriteVersionHint(committed.metadata.location, committed.version, &env);
   if (hinted.ok()) return hinted;
   return Status(
       hinted.code(),
@@ -63,7 +64,7 @@ Status SwapToNewFile(Catalog& catalog, const TableIdentifier& table,
   Result<std::string> current_location = catalog.LoadTable(table);
   if (current_location.ok() && *current_location == new_location) return Status::OK();
   Result<std::string> path = LocalPathOfUri(new_location);
-  if (path.ok()) unlink(path->c_str());
+  if (path.ok()) (void)catalog.env().RemoveFile(*path);
   return swapped;
 }
 
@@ -80,26 +81,27 @@ Status MissingCurrentMetadata(const TableIdentifier& table, std::string_view met
 Result<VersionedMetadata> CreateTableWithMetadata(Catalog& catalog, const TableIdentifier& table,
                                                   const TableMetadata& metadata) {
   SKIPPR_RETURN_IF_ERROR(catalog.CreateNamespace(table.table_namespace));
-  Result<std::string> written = WriteMetadataFile(metadata, 1);
+  Result<std::string> written = WriteMetadataFile(metadata, 1, &catalog.env());
   VersionedMetadata created;
   if (written.ok()) {
     created = VersionedMetadata{1, std::move(written).value(), metadata};
   } else if (written.status().code() == StatusCode::kConflict) {
     // A v1 is there already. Without a catalog row it is a create that died before registering:
     // register it. With one, CreateTable below reports that the table exists.
-    SKIPPR_ASSIGN_OR_RETURN(created, ReadVersioned(MetadataFileLocation(metadata.location, 1)));
+    SKIPPR_ASSIGN_OR_RETURN(created, ReadVersioned(catalog.env(),
+                                                   MetadataFileLocation(metadata.location, 1)));
   } else {
     return written.status();
   }
   CrashPoint("iceberg.after_first_metadata_file");
   SKIPPR_RETURN_IF_ERROR(catalog.CreateTable(table, created.location));
-  SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(created, table));
+  SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(catalog.env(), created, table));
   return created;
 }
 
 Result<VersionedMetadata> LoadTableMetadata(Catalog& catalog, const TableIdentifier& table) {
   SKIPPR_ASSIGN_OR_RETURN(std::string location, catalog.LoadTable(table));
-  Result<VersionedMetadata> loaded = ReadVersioned(location);
+  Result<VersionedMetadata> loaded = ReadVersioned(catalog.env(), location);
   // NotFound from here would read as "no such table" and invite a create, which the catalog row
   // refuses: the table exists, its current metadata does not.
   if (!loaded.ok() && loaded.status().code() == StatusCode::kNotFound) {
@@ -112,7 +114,7 @@ Result<VersionedMetadata> LoadTableForCommit(Catalog& catalog, const TableIdenti
   SKIPPR_ASSIGN_OR_RETURN(VersionedMetadata current, LoadTableMetadata(catalog, table));
   for (int completed = 0; completed < kMaxStrandedCommits; ++completed) {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<VersionedMetadata> successor,
-                            FindStrandedSuccessor(current));
+                            FindStrandedSuccessor(catalog.env(), current));
     if (!successor) return current;
     Status swapped = catalog.CompareAndSwap(table, current.location, successor->location);
     if (swapped.code() == StatusCode::kConflict) {  // someone else moved on: start from there
@@ -120,7 +122,7 @@ Result<VersionedMetadata> LoadTableForCommit(Catalog& catalog, const TableIdenti
       continue;
     }
     SKIPPR_RETURN_IF_ERROR(swapped);
-    SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(*successor, table));
+    SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(catalog.env(), *successor, table));
     current = std::move(*successor);
   }
   return Status::Unavailable(fmt::format(
@@ -139,15 +141,16 @@ Result<VersionedMetadata> CommitTableMetadata(Catalog& catalog, const TableIdent
   }
   int64_t version = base.version + 1;
   if (base.version == 0) {  // a base named by another writer: continue after every v{N}
-    SKIPPR_ASSIGN_OR_RETURN(int64_t highest_version, HighestMetadataVersion(next.location));
+    SKIPPR_ASSIGN_OR_RETURN(int64_t highest_version,
+                            HighestMetadataVersion(next.location, &catalog.env()));
     version = highest_version + 1;
   }
-  SKIPPR_ASSIGN_OR_RETURN(std::string location, WriteMetadataFile(next, version));
+  SKIPPR_ASSIGN_OR_RETURN(std::string location, WriteMetadataFile(next, version, &catalog.env()));
   CrashPoint("iceberg.after_metadata_file");
   SKIPPR_RETURN_IF_ERROR(SwapToNewFile(catalog, table, base.location, location));
   CrashPoint("iceberg.after_catalog_swap");
   VersionedMetadata committed{version, std::move(location), next};
-  SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(committed, table));
+  SKIPPR_RETURN_IF_ERROR(UpdateHintAfterCommit(catalog.env(), committed, table));
   return committed;
 }
 

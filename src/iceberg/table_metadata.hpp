@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
 #include "iceberg/partition_spec.hpp"
@@ -215,19 +216,23 @@ std::string MetadataFileLocation(std::string_view table_location, int64_t versio
 std::optional<int64_t> MetadataFileVersion(std::string_view metadata_location);
 
 // The highest N of the v{N}.metadata.json files in the table's metadata/ directory; 0 for none.
-Result<int64_t> HighestMetadataVersion(std::string_view table_location);
+Result<int64_t> HighestMetadataVersion(std::string_view table_location,
+                                       Env* env = Env::Default());
 
 // Writes metadata/v{version}.metadata.json under metadata.location: a temporary file, fdatasync,
 // an atomic no-replace rename, fsync of the directory. A version that exists already is never
 // replaced: Conflict (another writer won that version). Returns the new file's location.
-Result<std::string> WriteMetadataFile(const TableMetadata& metadata, int64_t version);
+Result<std::string> WriteMetadataFile(const TableMetadata& metadata, int64_t version,
+                                      Env* env = Env::Default());
 
 // Points metadata/version-hint.text at `version` (the decimal number, no newline) for readers
 // without a catalog; written durably and replaced atomically.
-Status WriteVersionHint(std::string_view table_location, int64_t version);
+Status WriteVersionHint(std::string_view table_location, int64_t version,
+                        Env* env = Env::Default());
 
 // Reads and parses one metadata file. NotFound when it does not exist.
-Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location);
+Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location,
+                                       Env* env = Env::Default());
 
 struct VersionedMetadata {
   int64_t version = 0;  // N of v{N}.metadata.json; 0 for a file named otherwise
@@ -238,6 +243,7 @@ struct VersionedMetadata {
 // The table's newest metadata file as a catalog-less reader finds it: the version in
 // version-hint.text (the highest v{N}.metadata.json when the hint is missing or unreadable), then
 // any later versions that exist. NotFound when the table has no metadata file.
-Result<VersionedMetadata> ReadCurrentMetadata(std::string_view table_location);
+Result<VersionedMetadata> ReadCurrentMetadata(std::string_view table_location,
+                                              Env* env = Env::Default());
 
 }  // namespace skippr::iceberg

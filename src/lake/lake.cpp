@@ -1,14 +1,11 @@
 #include "lake/lake.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -59,16 +56,6 @@ std::string FieldIdsClause(const std::vector<Field>& fields) {
     parts.push_back(fmt::format("{}: {}", QuoteIdentifier(field.name), FieldIdSpec(field)));
   }
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
-}
-
-Status SyncFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot open '{}'", path));
-  const bool synced = fsync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  if (!synced) return ErrnoStatus(saved_errno, fmt::format("fsync of '{}' failed", path));
-  return Status::OK();
 }
 
 // ----- column statistics ---------------------------------------------------------------------
@@ -387,41 +374,41 @@ std::map<int32_t, LogicalType> TopLevelTypes(const std::vector<Field>& fields) {
   return types;
 }
 
-Status DeleteIfPresent(const std::string& uri) {
+Status DeleteIfPresent(Env& env, const std::string& uri) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(uri));
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, fmt::format("cannot delete '{}'", path));
-  }
-  return Status::OK();
+  Status removed = env.RemoveFile(path);
+  return removed.code() == StatusCode::kNotFound ? Status::OK() : removed;
 }
 
 // After a commit that expired snapshots: their manifest lists, the manifests no kept snapshot
 // lists, and the metadata files that fell out of the metadata log. Data files stay: every landed
 // file is still in the table (appends never remove one).
-Status RemoveUnreferencedFiles(const iceberg::TableMetadata& committed,
+Status RemoveUnreferencedFiles(Env& env, const iceberg::TableMetadata& committed,
                                const std::vector<iceberg::Snapshot>& expired,
                                const std::vector<std::string>& dropped_metadata_files) {
-  for (const std::string& file : dropped_metadata_files) SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(file));
+  for (const std::string& file : dropped_metadata_files) {
+    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, file));
+  }
   if (expired.empty()) return Status::OK();
   std::set<std::string> kept_manifests;
   for (const iceberg::Snapshot& snapshot : committed.snapshots) {
     SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
-    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(path));
+    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(path, &env));
     for (const iceberg::ManifestFile& manifest : list.manifests) {
       kept_manifests.insert(manifest.manifest_path);
     }
   }
   for (const iceberg::Snapshot& snapshot : expired) {
     SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
-    Result<iceberg::ManifestList> list = iceberg::ReadManifestList(path);
+    Result<iceberg::ManifestList> list = iceberg::ReadManifestList(path, &env);
     if (!list.ok() && list.status().code() == StatusCode::kNotFound) continue;  // removed before
     SKIPPR_RETURN_IF_ERROR(list.status());
     for (const iceberg::ManifestFile& manifest : list->manifests) {
       if (!kept_manifests.contains(manifest.manifest_path)) {
-        SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(manifest.manifest_path));
+        SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, manifest.manifest_path));
       }
     }
-    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(snapshot.manifest_list));
+    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, snapshot.manifest_list));
   }
   return Status::OK();
 }
@@ -437,12 +424,12 @@ struct AddedManifest {
 
 // Appends the live entries of the parent's manifest `listed` to the added manifest of the same
 // content, as EXISTING — or, for a landing that replaces the table, as DELETED by this snapshot.
-Status MergeInto(const iceberg::ManifestFile& listed,
+Status MergeInto(Env& env, const iceberg::ManifestFile& listed,
                  const std::map<int32_t, LogicalType>& current_types, bool replaces_table,
                  int64_t snapshot_id, std::vector<iceberg::ManifestEntry>& merged) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(listed.manifest_path));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
-                          iceberg::ReadManifest(path, listed.manifest_length));
+                          iceberg::ReadManifest(path, listed.manifest_length, &env));
   SKIPPR_ASSIGN_OR_RETURN(
       std::vector<Field> written_fields,
       schema::FieldsFromIcebergJson(nlohmann::json::parse(old.header.table_schema_json)));
@@ -463,7 +450,7 @@ Status MergeInto(const iceberg::ManifestFile& listed,
 // exceed `manifests_before_merge` (or the landing replaces the table) the parent's entries are
 // merged into the added manifests instead, data into data and deletes into deletes (a manifest
 // holds one content), so a snapshot lists at most one manifest of each beyond the threshold.
-Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& next,
+Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMetadata& next,
                                                 const iceberg::Snapshot* parent,
                                                 bool replaces_table, size_t manifests_before_merge,
                                                 AddedManifest added[2], int64_t snapshot_id) {
@@ -476,7 +463,7 @@ Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& ne
     SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
                             iceberg::LocalPathOfUri(parent->manifest_list));
     SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList parent_manifests,
-                            iceberg::ReadManifestList(parent_list));
+                            iceberg::ReadManifestList(parent_list, &env));
     previous = std::move(parent_manifests.manifests);
   }
   size_t added_count = 0;
@@ -485,7 +472,7 @@ Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& ne
     const std::map<int32_t, LogicalType> current_types = TopLevelTypes(next.CurrentSchema().fields);
     std::vector<iceberg::ManifestEntry> merged[2];  // by ManifestContent
     for (const iceberg::ManifestFile& listed : previous) {
-      SKIPPR_RETURN_IF_ERROR(MergeInto(listed, current_types, replaces_table, snapshot_id,
+      SKIPPR_RETURN_IF_ERROR(MergeInto(env, listed, current_types, replaces_table, snapshot_id,
                                        merged[static_cast<size_t>(listed.content)]));
     }
     for (int i = 0; i < 2; ++i) {
@@ -500,7 +487,7 @@ Result<iceberg::ManifestList> BuildManifestList(const iceberg::TableMetadata& ne
   for (int i = 0; i < 2; ++i) {
     if (added[i].manifest.entries.empty()) continue;
     SKIPPR_ASSIGN_OR_RETURN(const int64_t manifest_bytes,
-                            iceberg::WriteManifest(added[i].path, added[i].manifest));
+                            iceberg::WriteManifest(added[i].path, added[i].manifest, {}, &env));
     list.manifests.push_back(iceberg::DescribeNewManifest(
         added[i].manifest, added[i].location, manifest_bytes, snapshot_id, sequence_number));
   }
@@ -601,28 +588,39 @@ Result<std::string> EqualityColumnName(const iceberg::TableMetadata& metadata, i
 
 // ----- landing files -----------------------------------------------------------------------------
 
+// A landing file not written or not made durable: nothing was committed, and the next run
+// replays the landing, rewriting the file under the same name.
+Status LandingFileFailed(const std::string& path, const Status& failure) {
+  return Status(failure.code(),
+                fmt::format("writing Parquet file '{}' of the landing failed: {}; nothing was "
+                            "committed to the table (check the disk under the warehouse, then run "
+                            "again: the landing is replayed)",
+                            path, failure.message()));
+}
+
 // Writes the rows of `select_sql` to a Parquet file at `path` (zstd, the fields' Iceberg ids),
-// synced with its directory; sets `file`'s record count and size.
-Status CopyToParquet(query::Engine& engine, const std::string& select_sql,
+// synced with its directory; sets `file`'s record count and size. DuckDB writes the file itself;
+// its fsync, and its directory's, go through `env`.
+Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_sql,
                      const std::vector<Field>& fields, int32_t schema_id, const std::string& path,
                      iceberg::DataFile& file) {
   const std::string schema_json = schema::FieldsToIcebergJson(fields, schema_id).dump();
   // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
   // find them; DuckDB writes the field ids into the Parquet schema itself.
-  SKIPPR_ASSIGN_OR_RETURN(
-      query::QueryResult copied,
+  Result<query::QueryResult> copied =
       engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, FIELD_IDS {}, "
                              "KV_METADATA {{'iceberg.schema': {}}})",
                              select_sql, QuoteLiteral(path), FieldIdsClause(fields),
-                             QuoteLiteral(schema_json))));
-  SKIPPR_CHECK_MSG(copied.rows.size() == 1 && copied.rows[0].size() == 1 && copied.rows[0][0],
+                             QuoteLiteral(schema_json)));
+  if (!copied.ok()) return LandingFileFailed(path, copied.status());
+  SKIPPR_CHECK_MSG(copied->rows.size() == 1 && copied->rows[0].size() == 1 && copied->rows[0][0],
                    "COPY reports the rows it wrote");
-  file.record_count = std::stoll(*copied.rows[0][0]);
-  SKIPPR_RETURN_IF_ERROR(SyncFile(path));
-  SKIPPR_RETURN_IF_ERROR(FsyncDirectory(std::filesystem::path(path).parent_path().string()));
-  std::error_code error;
-  const uintmax_t bytes = std::filesystem::file_size(path, error);
-  if (error) return Status::IOError(fmt::format("cannot stat '{}': {}", path, error.message()));
+  file.record_count = std::stoll(*copied->rows[0][0]);
+  if (Status synced = env.SyncFile(path); !synced.ok()) return LandingFileFailed(path, synced);
+  if (Status synced = env.SyncDirectory(DirectoryOf(path)); !synced.ok()) {
+    return LandingFileFailed(path, synced);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, env.FileSize(path));
   file.file_size_in_bytes = static_cast<int64_t>(bytes);
   return Status::OK();
 }
@@ -631,14 +629,14 @@ Status CopyToParquet(query::Engine& engine, const std::string& select_sql,
 // per key the last); nullopt when a merge leaves no row. The name derives from the landing id, so
 // a retry rewrites the same file.
 Result<std::optional<iceberg::DataFile>> WriteDataFile(
-    query::Engine& engine, const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    Env& env, query::Engine& engine, const Landing& landing, const schema::NamespaceSchema& namespace_schema,
     const std::vector<std::shared_ptr<const Batch>>& batches, int64_t rows,
     const std::string& location, const std::string& local_location) {
   const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
   const std::string path = local_location + "/" + name;
   iceberg::DataFile file;
   SKIPPR_RETURN_IF_ERROR(
-      CopyToParquet(engine,
+      CopyToParquet(env, engine,
                     fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
                                 QuoteIdentifier(landing.namespace_name)),
                     namespace_schema.fields, namespace_schema.schema_id, path, file));
@@ -647,9 +645,9 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
   }
   if (file.record_count == 0) {
     // Every key's last change was a delete: the snapshot adds deletes only.
-    std::error_code error;
-    if (!std::filesystem::remove(path, error) && error) {
-      return Status::IOError(fmt::format("cannot delete '{}': {}", path, error.message()));
+    if (Status removed = env.RemoveFile(path);
+        !removed.ok() && removed.code() != StatusCode::kNotFound) {
+      return removed;
     }
     return std::optional<iceberg::DataFile>();
   }
@@ -667,7 +665,7 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
 
 // data/<landing id>-deletes.parquet: an equality-delete file of every distinct key among the
 // landing's `rows` (the key columns only, with their field ids).
-Result<iceberg::DataFile> WriteDeleteFile(query::Engine& engine, const Landing& landing,
+Result<iceberg::DataFile> WriteDeleteFile(Env& env, query::Engine& engine, const Landing& landing,
                                           const schema::NamespaceSchema& namespace_schema,
                                           int64_t rows, const std::string& location,
                                           const std::string& local_location) {
@@ -681,7 +679,7 @@ Result<iceberg::DataFile> WriteDeleteFile(query::Engine& engine, const Landing& 
   const std::string path = local_location + "/" + name;
   iceberg::DataFile file;
   SKIPPR_RETURN_IF_ERROR(CopyToParquet(
-      engine,
+      env, engine,
       fmt::format("SELECT DISTINCT {} FROM wal_scan({}, {})", fmt::join(quoted_keys, ", "),
                   QuoteLiteral(kLandingPipeline), QuoteLiteral(landing.namespace_name)),
       key_fields, namespace_schema.schema_id, path, file));
@@ -752,7 +750,8 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
   std::unique_ptr<LakeWriter> writer(new LakeWriter());
   SKIPPR_ASSIGN_OR_RETURN(writer->catalog_,
                           iceberg::OpenCatalog({.warehouse = options.warehouse,
-                                                .uri = options.catalog_uri}));
+                                                .uri = options.catalog_uri,
+                                                .env = options.env}));
   SKIPPR_ASSIGN_OR_RETURN(writer->engine_, query::Engine::Open());
   // A data file's row order means nothing: DuckDB may then write it from several threads.
   SKIPPR_RETURN_IF_ERROR(writer->engine_->Run("SET preserve_insertion_order = false").status());
@@ -788,12 +787,12 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   source.key_columns = landing.key_columns;
   source.allows_parallel_scan = true;  // a data file's row order means nothing
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/data"));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/data"));
   LandingFiles files;
-  SKIPPR_ASSIGN_OR_RETURN(files.data_file, WriteDataFile(*engine_, landing, namespace_schema, batches, rows,
+  SKIPPR_ASSIGN_OR_RETURN(files.data_file, WriteDataFile(*options_.env, *engine_, landing, namespace_schema, batches, rows,
                                                          location, local_location));
   if (!landing.key_columns.empty()) {
-    SKIPPR_ASSIGN_OR_RETURN(files.delete_file, WriteDeleteFile(*engine_, landing, namespace_schema,
+    SKIPPR_ASSIGN_OR_RETURN(files.delete_file, WriteDeleteFile(*options_.env, *engine_, landing, namespace_schema,
                                                                rows, location, local_location));
   }
   return files;
@@ -846,7 +845,7 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     }
 
     SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
-    SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(local_location + "/metadata"));
+    SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/metadata"));
     AddedManifest added[2];
     for (const iceberg::ManifestContent content :
          {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
@@ -857,12 +856,13 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                       location + "/" + name, local_location + "/" + name};
     }
     SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
-                            BuildManifestList(next, parent, landing.replaces_table,
+                            BuildManifestList(*options_.env, next, parent, landing.replaces_table,
                                               options_.manifests_before_merge, added, snapshot_id));
     const std::string list_name =
         fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
     SKIPPR_RETURN_IF_ERROR(
-        iceberg::WriteManifestList(local_location + "/" + list_name, list).status());
+        iceberg::WriteManifestList(local_location + "/" + list_name, list, {}, options_.env)
+            .status());
 
     std::map<std::string, std::string> summary =
         SummaryTotals(parent, landing.replaces_table, files->data_file, files->delete_file);
@@ -889,7 +889,8 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
     if (committed.ok()) {
       CrashPoint("lake.after_catalog_commit");
       // Best effort: a file left behind by a failure here is garbage, never a wrong answer.
-      if (Status cleaned = RemoveUnreferencedFiles(next, expired, dropped_metadata_files);
+      if (Status cleaned =
+              RemoveUnreferencedFiles(*options_.env, next, expired, dropped_metadata_files);
           !cleaned.ok()) {
         spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
                      cleaned.message());
@@ -909,11 +910,11 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   }
 }
 
-Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed) {
+Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
   query::LandedRows rows;
   if (landed.snapshot_id == 0) return rows;
   SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata metadata,
-                          iceberg::ReadMetadataFile(landed.metadata_location));
+                          iceberg::ReadMetadataFile(landed.metadata_location, env));
   const iceberg::Snapshot* snapshot = metadata.FindSnapshot(landed.snapshot_id);
   if (snapshot == nullptr) {
     return Status::Corruption(fmt::format("Iceberg metadata '{}' has no snapshot {}",
@@ -921,12 +922,12 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed) {
   }
   SKIPPR_ASSIGN_OR_RETURN(const std::string list_path,
                           iceberg::LocalPathOfUri(snapshot->manifest_list));
-  SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path));
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path, env));
   for (const iceberg::ManifestFile& manifest_file : list.manifests) {
     SKIPPR_ASSIGN_OR_RETURN(const std::string manifest_path,
                             iceberg::LocalPathOfUri(manifest_file.manifest_path));
     SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest manifest,
-                            iceberg::ReadManifest(manifest_path, manifest_file.manifest_length));
+                            iceberg::ReadManifest(manifest_path, manifest_file.manifest_length, env));
     for (const iceberg::ManifestEntry& entry : manifest.entries) {
       if (entry.status == iceberg::EntryStatus::kDeleted) continue;
       const iceberg::DataFile& file = entry.data_file;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/batch.hpp"
+#include "core/env.hpp"
 #include "core/status.hpp"
 #include "query/query.hpp"
 #include "schema/schema.hpp"
@@ -81,6 +82,9 @@ struct LakeOptions {
   // metadata files that fell out of the metadata log.
   int64_t max_snapshot_age_ms = 24 * 3600 * 1000;
   int32_t min_snapshots_to_keep = 100;
+  // The lake's own file operations (metadata, manifests, directories, the fsync of the Parquet
+  // files DuckDB writes); DuckDB and the catalog database do their own I/O.
+  Env* env = Env::Default();
 };
 
 // Where a namespace's landed rows are: one snapshot of its table (snapshot_id 0: none yet).
@@ -130,6 +134,6 @@ class LakeWriter {
 // The live data and equality-delete files of a landed snapshot, as local paths with their data
 // sequence numbers, delete key columns named as in the table's current schema (nothing for
 // snapshot_id 0).
-Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& snapshot);
+Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& snapshot, Env* env = Env::Default());
 
 }  // namespace skippr::lake

@@ -180,7 +180,8 @@ Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
           landing.landing_id, slice.segment_id));
     }
     if (!reader || reader->header().segment_id != slice.segment_id) {
-      SKIPPR_ASSIGN_OR_RETURN(reader, wal::OpenSegment(state.wal_directory(), entry->second));
+      SKIPPR_ASSIGN_OR_RETURN(reader,
+                              wal::OpenSegment(state.wal_directory(), entry->second, &state.env()));
     }
     SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader->ReadSlice(slice.ordinal));
     SKIPPR_CHECK(batch.namespace_name == landing.namespace_name);
@@ -245,7 +246,7 @@ Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfi
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   CrashPoint("landing.after_store_commit");
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
   }
   return reclaimed.size();
 }
@@ -278,8 +279,9 @@ Status CheckPrimaryKeyIsSet(const config::Config& config, const config::Pipeline
 // Where a SkipprLake sink entry writes.
 lake::LakeOptions LakeOptionsOf(const config::PipelineConfig& pipeline,
                                 const config::ConnectorConfig& sink,
-                                const std::string& pipeline_instance) {
+                                const std::string& pipeline_instance, Env* env) {
   lake::LakeOptions options;
+  options.env = env;
   options.pipeline = pipeline.name;
   options.pipeline_instance = pipeline_instance;
   options.warehouse = sink.GetString("warehouse");
@@ -314,7 +316,8 @@ std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutc
 
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
                                                          const config::PipelineConfig& pipeline,
-                                                         const std::string& pipeline_instance) {
+                                                         const std::string& pipeline_instance,
+                                                         Env* env) {
   if (!pipeline.data_sink) return std::unique_ptr<lake::LakeWriter>();
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
   if (sink.kind != "SkipprLake") {
@@ -326,14 +329,14 @@ Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& c
   if (sink.GetString("write_policy") == "merge_by_key") {
     SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
   }
-  return lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance));
+  return lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance, env));
 }
 
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
-                                const std::string& pipeline_instance) {
+                                const std::string& pipeline_instance, Env* env) {
   PipelineSinks sinks;
-  SKIPPR_ASSIGN_OR_RETURN(sinks.data, OpenLakeWriter(config, pipeline, pipeline_instance));
+  SKIPPR_ASSIGN_OR_RETURN(sinks.data, OpenLakeWriter(config, pipeline, pipeline_instance, env));
   sinks.data_policy = ResolveLakePolicy(config, pipeline);
   if (!pipeline.deadletter_sink) return sinks;
   // The loader admits only a SkipprLake deadletter sink; deadletters land by append.
@@ -341,8 +344,9 @@ Result<PipelineSinks> OpenSinks(const config::Config& config,
       config.deadletter_sinks.at(*pipeline.deadletter_sink).connector;
   SKIPPR_CHECK(sink.kind == "SkipprLake");
   sinks.deadletter_policy = SizesOf(sink);
-  SKIPPR_ASSIGN_OR_RETURN(sinks.deadletters,
-                          lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance)));
+  SKIPPR_ASSIGN_OR_RETURN(
+      sinks.deadletters,
+      lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance, env)));
   return sinks;
 }
 
@@ -436,7 +440,7 @@ Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
   CrashPoint("landing.before_reclaim_commit");
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
   }
   spdlog::info("sync {}: reclaimed {} landed segment(s) the aggregate processor has passed",
                pipeline.name, reclaimed.size());

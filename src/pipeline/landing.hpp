@@ -27,7 +27,8 @@ namespace skippr::pipeline::internal {
 // `pipeline_instance`: the store's instance id, recorded in every snapshot summary.
 Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
                                                          const config::PipelineConfig& pipeline,
-                                                         const std::string& pipeline_instance);
+                                                         const std::string& pipeline_instance,
+                                                         Env* env = Env::Default());
 
 // How the pipeline's sink lands (its SkipprLake settings).
 struct LakePolicy {
@@ -69,7 +70,7 @@ struct PipelineSinks {
 // `pipeline_instance` as for OpenLakeWriter.
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
-                                const std::string& pipeline_instance);
+                                const std::string& pipeline_instance, Env* env = Env::Default());
 
 // Deadletters a pipeline has sent on: landed in its deadletter sink, or discarded without one.
 // Kept in the catalog family (key Text("deadletter_totals"), deadletters.cpp), added to in the

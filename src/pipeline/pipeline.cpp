@@ -83,33 +83,40 @@ std::string StoreDirectory(const std::string& state_dir) {
 }
 }  // namespace
 
-Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline) {
+Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline,
+                                                    Env* env) {
   PipelineState state;
   state.directory_ = pipeline.StateDir();
-  if (Status created = CreatePrivateDirectories(state.directory_, "pipeline"); !created.ok()) {
-    return Status::IOError(fmt::format("{}; check DATA_DIR (or pipelines.{}.data_dir)",
-                                       created.message(), pipeline.name));
+  state.env_ = env;
+  if (Status created = CreatePrivateDirectories(*env, state.directory_, "pipeline"); !created.ok()) {
+    return Status(created.code(), fmt::format("{}; check DATA_DIR (or pipelines.{}.data_dir)",
+                                              created.message(), pipeline.name));
   }
-  ::chmod(state.directory_.c_str(), 0700);  // also one an older skipprd created with the umask's
+  // Also one an older skipprd created with the umask's mode (a mode change: the Env has no chmod).
+  ::chmod(state.directory_.c_str(), 0700);
   SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
-                          store::WriterLease::Acquire(state.directory_, pipeline.name));
+                          store::WriterLease::Acquire(state.directory_, pipeline.name, env));
   state.lease_.emplace(std::move(lease));
-  SKIPPR_ASSIGN_OR_RETURN(
-      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open({.directory = StoreDirectory(state.directory_),
+                                              .env = env}));
   return state;
 }
 
-Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig& pipeline) {
+Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig& pipeline,
+                                                    Env* env) {
   PipelineState state;
   state.directory_ = pipeline.StateDir();
+  state.env_ = env;
   std::error_code error;
   if (!fs::exists(fs::path(StoreDirectory(state.directory_)) / "data.mdb", error)) {
     return Status::NotFound(fmt::format(
         "pipeline '{}' has no state in {} yet; run `skipprd discover --pipeline {}` first",
         pipeline.name, state.directory_, pipeline.name));
   }
-  SKIPPR_ASSIGN_OR_RETURN(
-      state.store_, store::Store::Open(store::StoreOptions{StoreDirectory(state.directory_)}));
+  SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                          store::Store::Open({.directory = StoreDirectory(state.directory_),
+                                              .env = env}));
   return state;
 }
 

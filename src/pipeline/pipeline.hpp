@@ -24,18 +24,23 @@ namespace skippr::pipeline {
 class PipelineState {
  public:
   // Takes the writer lease, then opens (creating) the store. A second writer gets
-  // "pipeline writer lease unavailable ...".
-  static Result<PipelineState> OpenForWriting(const config::PipelineConfig& pipeline);
+  // "pipeline writer lease unavailable ...". `env` does the files skipprd writes itself: the
+  // lease, the WAL segments, the lake's files (tests pass a fault-injecting one).
+  static Result<PipelineState> OpenForWriting(const config::PipelineConfig& pipeline,
+                                              Env* env = Env::Default());
   // Opens the store without the lease (readers never block the writer). NotFound, saying to run
   // discover or sync first, when the pipeline has no state yet.
-  static Result<PipelineState> OpenForReading(const config::PipelineConfig& pipeline);
+  static Result<PipelineState> OpenForReading(const config::PipelineConfig& pipeline,
+                                              Env* env = Env::Default());
 
   store::Store& store() { return *store_; }
+  Env& env() const { return *env_; }
   const std::string& directory() const { return directory_; }
   std::string wal_directory() const { return directory_ + "/wal"; }
 
  private:
   std::string directory_;
+  Env* env_ = Env::Default();
   std::optional<store::WriterLease> lease_;
   std::unique_ptr<store::Store> store_;
 };

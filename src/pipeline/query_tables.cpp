@@ -164,7 +164,8 @@ class PipelineTables {
   Result<std::shared_ptr<const wal::SegmentReader>> SegmentFile(const wal::SegmentEntry& entry) {
     auto it = pin_->segment_files.find(entry.segment_id);
     if (it == pin_->segment_files.end()) {
-      Result<wal::SegmentReader> reader = wal::OpenSegment(state_->wal_directory(), entry);
+      Result<wal::SegmentReader> reader =
+          wal::OpenSegment(state_->wal_directory(), entry, &state_->env());
       Result<std::shared_ptr<const wal::SegmentReader>> shared =
           reader.ok() ? Result<std::shared_ptr<const wal::SegmentReader>>(
                             std::make_shared<const wal::SegmentReader>(std::move(reader).value()))
@@ -196,7 +197,8 @@ class PipelineTables {
   Result<query::LandedRows> LandedRowsOf(const std::string& ns_name) {
     auto snapshot = pin_->landing.snapshots.find(ns_name);
     if (snapshot == pin_->landing.snapshots.end()) return query::LandedRows{};
-    SKIPPR_ASSIGN_OR_RETURN(query::LandedRows landed, lake::LandedRowsOf(snapshot->second));
+    SKIPPR_ASSIGN_OR_RETURN(query::LandedRows landed,
+                            lake::LandedRowsOf(snapshot->second, &state_->env()));
     if (!checks_locations_) return landed;
     auto directory = data_directories_.find(ns_name);
     const auto outside = [&](const std::string& path) {

@@ -351,10 +351,11 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   internal::DiskGate disk_gate(pipeline.name, pipeline.data_dir, disk_rule);
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<wal::Wal> wal,
-      wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery));
-  SKIPPR_ASSIGN_OR_RETURN(
-      internal::PipelineSinks sinks,
-      internal::OpenSinks(config, pipeline, state.store().identity().instance_id));
+      wal::Wal::Open(state.wal_directory(), pipeline.name, state.store(), &result.recovery,
+                     {.env = &state.env()}));
+  SKIPPR_ASSIGN_OR_RETURN(internal::PipelineSinks sinks,
+                          internal::OpenSinks(config, pipeline,
+                                              state.store().identity().instance_id, &state.env()));
   const internal::LakePolicy lake_policy = sinks.data_policy;
   const internal::LakePolicy landing_trigger = LandingTrigger(sinks);
   // Landing runs beside ingest; its first round lands what an earlier run committed and did not

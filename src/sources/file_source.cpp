@@ -659,14 +659,15 @@ class ParquetReader final : public FileReader {
   internal::JsonParser json_{kMaxRecordBytes};
 };
 
-// A file that cannot be read as any format: one deadletter for the whole file.
+// A file that cannot be read as any format: one deadletter for the whole file (line 0), which is
+// its record 1 — the position counts it in records_consumed, as an unreadable Parquet file's is.
 class UnreadableFileReader final : public FileReader {
  public:
   UnreadableFileReader(std::string path, std::string reason)
       : path_(std::move(path)), reason_(std::move(reason)) {}
   Result<bool> Fill(SourceBatch& batch, uint64_t, uint64_t) override {
     batch.deadletters.push_back(
-        schema::MakeDeadletter({path_, 0, 0}, schema::FailureCode::kUnreadableFile, reason_, ""));
+        schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, reason_, ""));
     return true;
   }
 

@@ -438,6 +438,12 @@ Status Environment::Error(int rc, std::string_view operation, std::optional<Fami
     case EROFS:
       return Status::IOError(base +
                              "; the store directory and its files must be writable by this user");
+    case EIO:
+      return Status::IOError(fmt::format(
+          "{}; the disk failed under '{}/data.mdb': nothing of this transaction was committed, "
+          "and the run stops; check the disk, then run again (the next run starts from the last "
+          "commit)",
+          base, directory_));
     default:
       return Status::IOError(base + "; check the disk and the directory, then retry");
   }
@@ -721,7 +727,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
         "store {}: map_size_bytes is 0; leave the default (1 TiB of address space, not disk)",
         options.directory));
   }
-  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(options.directory, "store"));
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(*options.env, options.directory, "store"));
   std::error_code error;
   const std::string directory = fs::canonical(options.directory, error).string();
   if (error) {
@@ -741,6 +747,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   }
   SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<internal::Environment> env,
                           internal::Environment::Open(directory, options.map_size_bytes));
+  // LMDB creates data.mdb and lock.mdb without syncing the directory; a power cut could otherwise
+  // lose the files of a store whose commits were all synced.
+  if (Status synced = options.env->SyncDirectory(directory); !synced.ok()) {
+    return Status(synced.code(), fmt::format("store {}: {}; check the disk", directory,
+                                             synced.message()));
+  }
   env->MarkRegistered();
   registry.entries[directory] = Registry::Entry{env.get(), env};
   return std::unique_ptr<Store>(new Store(std::move(env)));
@@ -773,16 +785,11 @@ Result<WriteTransaction> Store::BeginWrite() {
 namespace {
 
 // The pid the holder wrote into the lock file, if it can be read.
-std::optional<pid_t> ReadHolderPid(const std::string& lock_path) {
-  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return std::nullopt;
-  char buffer[32] = {};
-  const ssize_t read_bytes = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
-  ::close(fd);
-  if (read_bytes <= 0) return std::nullopt;
-  const char* end = buffer + read_bytes;
+std::optional<pid_t> ReadHolderPid(Env& env, const std::string& lock_path) {
+  Result<std::string> text = ReadWholeFile(env, lock_path);
+  if (!text.ok() || text->empty()) return std::nullopt;
   pid_t pid = 0;
-  const auto [parsed_end, parse_error] = std::from_chars(buffer, end, pid);
+  const auto [parsed_end, parse_error] = std::from_chars(text->data(), text->data() + text->size(), pid);
   if (parse_error != std::errc() || pid <= 0) return std::nullopt;
   return pid;
 }
@@ -796,9 +803,9 @@ int TryLockExclusive(int fd) {
   return rc == 0 ? 0 : errno;
 }
 
-Status LeaseHeldElsewhere(const std::string& pipeline_dir, const std::string& pipeline_name,
-                          const std::string& lock_path) {
-  const std::optional<pid_t> holder_pid = ReadHolderPid(lock_path);
+Status LeaseHeldElsewhere(Env& env, const std::string& pipeline_dir,
+                          const std::string& pipeline_name, const std::string& lock_path) {
+  const std::optional<pid_t> holder_pid = ReadHolderPid(env, lock_path);
   std::string holder = "another process (its pid is not recorded yet)";
   std::string advice = "wait for it to finish, or stop it, then retry";
   if (holder_pid) {
@@ -814,12 +821,15 @@ Status LeaseHeldElsewhere(const std::string& pipeline_dir, const std::string& pi
 
 // Takes the exclusive lock on `fd` (the pipeline directory's or writer.lock's, `locked_path`); on
 // failure closes `fd` and says who holds the lease, or what went wrong.
-Status LockForLease(int fd, const std::string& locked_path, const std::string& pipeline_dir,
-                    const std::string& pipeline_name, const std::string& lock_path) {
+Status LockForLease(Env& env, int fd, const std::string& locked_path,
+                    const std::string& pipeline_dir, const std::string& pipeline_name,
+                    const std::string& lock_path) {
   const int lock_errno = TryLockExclusive(fd);
   if (lock_errno == 0) return Status::OK();
   ::close(fd);
-  if (lock_errno == EWOULDBLOCK) return LeaseHeldElsewhere(pipeline_dir, pipeline_name, lock_path);
+  if (lock_errno == EWOULDBLOCK) {
+    return LeaseHeldElsewhere(env, pipeline_dir, pipeline_name, lock_path);
+  }
   return Status::IOError(fmt::format("cannot lock '{}' for pipeline '{}': {}", locked_path,
                                      pipeline_name, std::strerror(lock_errno)));
 }
@@ -827,7 +837,7 @@ Status LockForLease(int fd, const std::string& locked_path, const std::string& p
 // The lease proper: the pipeline directory, locked through a descriptor of the directory itself.
 // Nothing inside it can be deleted or replaced to lose the lock; a directory renamed away and
 // recreated between our open and our flock is caught by comparing inodes.
-Result<int> LockPipelineDirectory(const std::string& pipeline_dir,
+Result<int> LockPipelineDirectory(Env& env, const std::string& pipeline_dir,
                                   const std::string& pipeline_name,
                                   const std::string& lock_path) {
   // A pipeline directory that is a symbolic link (to another disk) is the user's choice: followed.
@@ -838,7 +848,8 @@ Result<int> LockPipelineDirectory(const std::string& pipeline_dir,
         "it must be a directory this user may read",
         pipeline_dir, pipeline_name, std::strerror(errno)));
   }
-  SKIPPR_RETURN_IF_ERROR(LockForLease(fd, pipeline_dir, pipeline_dir, pipeline_name, lock_path));
+  SKIPPR_RETURN_IF_ERROR(
+      LockForLease(env, fd, pipeline_dir, pipeline_dir, pipeline_name, lock_path));
   struct stat locked {};
   struct stat named {};
   if (::fstat(fd, &locked) != 0 || ::stat(pipeline_dir.c_str(), &named) != 0 ||
@@ -854,19 +865,19 @@ Result<int> LockPipelineDirectory(const std::string& pipeline_dir,
 
 }  // namespace
 
-WriterLease::WriterLease(int directory_fd, int fd, std::string lock_path)
-    : directory_fd_(directory_fd), fd_(fd), lock_path_(std::move(lock_path)) {}
+WriterLease::WriterLease(int directory_fd, std::unique_ptr<FileLock> lock, std::string lock_path)
+    : directory_fd_(directory_fd), lock_(std::move(lock)), lock_path_(std::move(lock_path)) {}
 
 WriterLease::WriterLease(WriterLease&& other) noexcept
     : directory_fd_(std::exchange(other.directory_fd_, -1)),
-      fd_(std::exchange(other.fd_, -1)),
+      lock_(std::move(other.lock_)),
       lock_path_(std::move(other.lock_path_)) {}
 
 WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
   if (this != &other) {
     Release();
     directory_fd_ = std::exchange(other.directory_fd_, -1);
-    fd_ = std::exchange(other.fd_, -1);
+    lock_ = std::move(other.lock_);
     lock_path_ = std::move(other.lock_path_);
   }
   return *this;
@@ -875,40 +886,41 @@ WriterLease& WriterLease::operator=(WriterLease&& other) noexcept {
 WriterLease::~WriterLease() { Release(); }
 
 void WriterLease::Release() {
-  if (fd_ >= 0) {
+  if (lock_ != nullptr) {
     // Still holding the lock, so no later holder's pid can be erased here. Best effort: a stale
     // pid only makes a refusal message less exact, and the kernel drops the lock on close.
-    if (::ftruncate(fd_, 0) != 0) {
-    }
-    ::close(std::exchange(fd_, -1));
+    (void)lock_->Rewrite("");
+    lock_.reset();
   }
   if (directory_fd_ >= 0) ::close(std::exchange(directory_fd_, -1));  // the lease itself, last
 }
 
 Result<WriterLease> WriterLease::Acquire(const std::string& pipeline_dir,
-                                         const std::string& pipeline_name) {
-  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(pipeline_dir, "pipeline"));
+                                         const std::string& pipeline_name, Env* env) {
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(*env, pipeline_dir, "pipeline"));
   const std::string lock_path = (fs::path(pipeline_dir) / "writer.lock").string();
   SKIPPR_ASSIGN_OR_RETURN(const int directory_fd,
-                          LockPipelineDirectory(pipeline_dir, pipeline_name, lock_path));
-  WriterLease lease(directory_fd, -1, lock_path);  // ours now: released on every return below
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return Status::IOError(fmt::format(
-        "cannot open the writer lock file '{}' of pipeline '{}': {}; the pipeline directory must "
-        "be writable by this user (and writer.lock a regular file, not a symbolic link)",
-        lock_path, pipeline_name, std::strerror(errno)));
+                          LockPipelineDirectory(*env, pipeline_dir, pipeline_name, lock_path));
+  WriterLease lease(directory_fd, nullptr, lock_path);  // ours now: released on every return below
+  // skipprd before the directory lease locked only this file: keep such a writer out too. Through
+  // the Env, which writes the pid into it (LockFile never follows a symbolic link).
+  Result<std::unique_ptr<FileLock>> lock = env->LockFile(lock_path, kFileMode);
+  if (!lock.ok() && lock.status().code() == StatusCode::kUnavailable) {
+    return LeaseHeldElsewhere(*env, pipeline_dir, pipeline_name, lock_path);
   }
-  // skipprd before the directory lease locked only this file: keep such a writer out too.
-  SKIPPR_RETURN_IF_ERROR(LockForLease(fd, lock_path, pipeline_dir, pipeline_name, lock_path));
-  lease.fd_ = fd;
-  const std::string pid_text = fmt::format("{}\n", ::getpid());
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid_text.data(), pid_text.size(), 0) != static_cast<ssize_t>(pid_text.size())) {
-    return Status::IOError(
-        fmt::format("cannot record this process's pid in '{}' for pipeline "
-                    "'{}': {}; check free space and permissions",
-                    lock_path, pipeline_name, std::strerror(errno)));
+  if (!lock.ok()) {
+    return Status(lock.status().code(),
+                  fmt::format("cannot take the writer lock file '{}' of pipeline '{}': {}; the "
+                              "pipeline directory must be writable by this user (and writer.lock "
+                              "a regular file, not a symbolic link)",
+                              lock_path, pipeline_name, lock.status().message()));
+  }
+  lease.lock_ = std::move(lock).value();
+  if (Status recorded = lease.lock_->Rewrite(fmt::format("{}\n", ::getpid())); !recorded.ok()) {
+    return Status(recorded.code(),
+                  fmt::format("cannot record this process's pid for pipeline '{}': {}; check free "
+                              "space and permissions",
+                              pipeline_name, recorded.message()));
   }
   return lease;
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/env.hpp"
 #include "core/status.hpp"
 
 struct MDB_txn;  // from <lmdb.h>, which stays private to store/
@@ -47,6 +48,8 @@ struct StoreOptions {
   // LMDB map size: the upper bound of the data file, reserved as address space, not preallocated.
   // The first Open of a directory in a process decides it; later Opens share that environment.
   uint64_t map_size_bytes = uint64_t{1} << 40;
+  // The store's own file operations (its directories, their fsync); LMDB writes its files itself.
+  Env* env = Env::Default();
 };
 
 namespace internal {
@@ -168,7 +171,7 @@ class WriterLease {
   // message starts with "pipeline writer lease unavailable" and names the holder's pid, the lock
   // file and what to do. A second Acquire in the holding process is refused the same way.
   static Result<WriterLease> Acquire(const std::string& pipeline_dir,
-                                     const std::string& pipeline_name);
+                                     const std::string& pipeline_name, Env* env = Env::Default());
 
   WriterLease(WriterLease&& other) noexcept;
   WriterLease& operator=(WriterLease&& other) noexcept;
@@ -179,11 +182,11 @@ class WriterLease {
   const std::string& lock_path() const { return lock_path_; }
 
  private:
-  WriterLease(int directory_fd, int fd, std::string lock_path);
+  WriterLease(int directory_fd, std::unique_ptr<FileLock> lock, std::string lock_path);
   void Release();
 
-  int directory_fd_ = -1;  // the pipeline directory, flocked: the lease
-  int fd_ = -1;            // writer.lock, flocked too, holding our pid
+  int directory_fd_ = -1;           // the pipeline directory, flocked: the lease
+  std::unique_ptr<FileLock> lock_;  // writer.lock (through the Env), flocked too, holding our pid
   std::string lock_path_;
 };
 

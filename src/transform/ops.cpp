@@ -153,8 +153,11 @@ Result<std::vector<std::pair<std::string, std::string>>> OpColumns(
       columns = PassThrough(names);
       for (const auto& [name, expression] : op.pairs) {
         const std::string derived = fmt::format("({})", expression);
-        auto existing = std::find_if(columns.begin(), columns.end(),
-                                     [&](const auto& column) { return column.first == name; });
+        // A named reference: clang before 16 cannot capture a structured binding in a lambda.
+        const std::string& derived_name = name;
+        auto existing = std::find_if(columns.begin(), columns.end(), [&](const auto& column) {
+          return column.first == derived_name;
+        });
         if (existing != columns.end()) {
           existing->second = derived;  // derive over an existing field replaces it in place
         } else {

@@ -1,10 +1,7 @@
 // WAL segment encoding and decoding. The byte layout is docs/formats/wal.md; keep the two in step.
 #include "wal/segment.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -670,103 +667,89 @@ Status SegmentReader::Verify(std::string_view bytes) {
 
 namespace {
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Status OpenFailed(const std::string& path, int error) {
-  if (error == ENOENT) {
-    return Status::NotFound(fmt::format("WAL segment file '{}' does not exist", path));
-  }
-  return Status::IOError(fmt::format("cannot open WAL segment file '{}': {}", path,
-                                     std::strerror(error)));
+// A segment that cannot be read is committed data that cannot be served: never skipped.
+Status SegmentReadFailed(const Status& failure) {
+  return Status(failure.code(),
+                fmt::format("cannot read WAL segment file: {}; check the disk, then run again",
+                            failure.message()));
 }
 
-Status ReadFully(int fd, const std::string& path, uint64_t offset, char* out, uint64_t size) {
+Result<std::unique_ptr<RandomAccessFile>> OpenSegmentFile(Env& env, const std::string& path) {
+  Result<std::unique_ptr<RandomAccessFile>> file = env.OpenRandomAccess(path);
+  if (file.ok()) return file;
+  if (file.status().code() == StatusCode::kNotFound) {
+    return Status::NotFound(fmt::format("WAL segment file '{}' does not exist", path));
+  }
+  return SegmentReadFailed(file.status());
+}
+
+Result<uint64_t> SegmentFileSize(const RandomAccessFile& file) {
+  Result<uint64_t> size = file.Size();
+  if (!size.ok()) return SegmentReadFailed(size.status());
+  return size;
+}
+
+Status ReadFully(const RandomAccessFile& file, const std::string& path, uint64_t offset, char* out,
+                 uint64_t size) {
   while (size > 0) {
-    const ssize_t got = ::pread(fd, out, size, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return Status::IOError(fmt::format("cannot read WAL segment file '{}' at offset {}: {}", path,
-                                         offset, std::strerror(errno)));
-    }
-    if (got == 0) {
+    Result<size_t> got = file.ReadAt(offset, out, size);
+    if (!got.ok()) return SegmentReadFailed(got.status());
+    if (*got == 0) {
       return Status::IOError(fmt::format("WAL segment file '{}' shrank while being read (at offset "
                                          "{}): is another process writing it?", path, offset));
     }
-    out += got;
-    offset += static_cast<uint64_t>(got);
-    size -= static_cast<uint64_t>(got);
+    out += *got;
+    offset += *got;
+    size -= *got;
   }
   return Status::OK();
 }
 
-Result<uint64_t> FileSize(int fd, const std::string& path) {
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    return Status::IOError(fmt::format("cannot stat WAL segment file '{}': {}", path,
-                                       std::strerror(errno)));
-  }
-  return static_cast<uint64_t>(info.st_size);
-}
-
 // Magic and version of an open file (CheckStart on its first 16 bytes).
-Result<uint32_t> ReadVersion(int fd, const std::string& path, uint64_t file_bytes) {
+Result<uint32_t> ReadVersion(const RandomAccessFile& file, const std::string& path,
+                             uint64_t file_bytes) {
   char start[kVersionPrefixBytes] = {};
-  if (file_bytes >= sizeof(start)) SKIPPR_RETURN_IF_ERROR(ReadFully(fd, path, 0, start, sizeof(start)));
+  if (file_bytes >= sizeof(start)) SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, 0, start, sizeof(start)));
   return CheckStart(path, std::string_view(start, sizeof(start)), file_bytes);
 }
 
 }  // namespace
 
-Result<SegmentReader> SegmentReader::Open(const std::string& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) return OpenFailed(path, errno);
-  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
+Result<SegmentReader> SegmentReader::Open(const std::string& path, Env* env) {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenSegmentFile(*env, path));
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, SegmentFileSize(*file));
   std::string bytes(file_bytes, '\0');
-  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, bytes.data(), file_bytes));
+  SKIPPR_RETURN_IF_ERROR(ReadFully(*file, path, 0, bytes.data(), file_bytes));
   return FromBytes(std::move(bytes), path);
 }
 
-Status SegmentReader::CheckTail(const std::string& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) return OpenFailed(path, errno);
-  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
-  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(file.get(), path, file_bytes));
+Status SegmentReader::CheckTail(const std::string& path, Env* env) {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenSegmentFile(*env, path));
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, SegmentFileSize(*file));
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(*file, path, file_bytes));
   if (file_bytes < FileMinBytes(version)) {
     return Damaged(path, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
                                      "(truncated)", file_bytes, FileMinBytes(version)));
   }
   char last28[28];
-  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, file_bytes - 28, last28, 28));
+  SKIPPR_RETURN_IF_ERROR(ReadFully(*file, path, file_bytes - 28, last28, 28));
   uint64_t footer_offset = 0;
   return CheckEnd(path, std::string_view(last28, 28), file_bytes, version, &footer_offset);
 }
 
-Result<SegmentHeader> SegmentReader::ReadHeader(const std::string& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) return OpenFailed(path, errno);
-  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, FileSize(file.get(), path));
-  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(file.get(), path, file_bytes));
+Result<SegmentHeader> SegmentReader::ReadHeader(const std::string& path, Env* env) {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenSegmentFile(*env, path));
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, SegmentFileSize(*file));
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(*file, path, file_bytes));
   char length[4];
-  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 12, length, sizeof(length)));
+  SKIPPR_RETURN_IF_ERROR(ReadFully(*file, path, 12, length, sizeof(length)));
   const uint32_t header_bytes = LoadAt<uint32_t>(std::string_view(length, sizeof(length)), 0);
   if (header_bytes < HeaderFixedBytes(version) || header_bytes > file_bytes) {
     return Damaged(path, fmt::format("header length {} at offset 12 is outside {}..{} (the file "
                                      "size)", header_bytes, HeaderFixedBytes(version), file_bytes));
   }
   std::string header(header_bytes, '\0');
-  SKIPPR_RETURN_IF_ERROR(ReadFully(file.get(), path, 0, header.data(), header_bytes));
+  SKIPPR_RETURN_IF_ERROR(ReadFully(*file, path, 0, header.data(), header_bytes));
   SegmentHeader parsed;
   if (!ParseHeaderFields(header, version, &parsed)) {
     return Damaged(path, fmt::format("the header's fields do not fill its {} bytes exactly",

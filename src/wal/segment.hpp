@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/batch.hpp"
+#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace skippr::wal {
@@ -81,18 +82,18 @@ class SegmentReader {
   // (stored vs computed checksum in hex, offsets) and saying it was committed data: restore DATA_DIR
   // or re-read the source. A file from a newer format version is NotSupported. A missing file is
   // NotFound, an unreadable one IOError.
-  static Result<SegmentReader> Open(const std::string& path);
+  static Result<SegmentReader> Open(const std::string& path, Env* env = Env::Default());
   static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
   // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
   // the bytes): for the writer's own check before a segment is written. ReadSlice is unavailable.
   static Result<SegmentReader> VerifyBytes(std::string_view bytes, std::string display_name);
   // Cheap check used at recovery: file size, leading and trailing magic, version and footer
   // length only (no checksum).
-  static Status CheckTail(const std::string& path);
+  static Status CheckTail(const std::string& path, Env* env = Env::Default());
   // Reads only the header (magic, version and the header's fields), without the checksum that
   // would vouch for it: for recovery to tell whose a file is. A file too short or torn to hold a
   // header is Corruption; a newer version NotSupported.
-  static Result<SegmentHeader> ReadHeader(const std::string& path);
+  static Result<SegmentHeader> ReadHeader(const std::string& path, Env* env = Env::Default());
 
   const SegmentHeader& header() const { return header_; }
   const std::vector<SliceInfo>& slices() const { return slices_; }

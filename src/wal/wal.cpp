@@ -1,19 +1,13 @@
 #include "wal/wal.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,7 +22,8 @@ namespace skippr::wal {
 namespace {
 
 constexpr int kCatalogFormatVersion = 1;
-constexpr uint64_t kWritebackChunkBytes = uint64_t{1} << 20;
+constexpr uint32_t kDirectoryMode = 0700;
+constexpr uint32_t kSegmentFileMode = 0600;
 constexpr uint64_t kSpareSegmentFiles = 8;  // created together, one directory fsync
 
 // catalog family: ("segment", id) → the segment entry; ("wal_state") → the next ids.
@@ -140,8 +135,8 @@ int64_t NowMicros() {
 }
 
 // The directory entry of a new segment (or of a deleted orphan) made durable.
-Status SyncWalDirectory(const std::string& directory) {
-  Status synced = FsyncDirectory(directory);
+Status SyncWalDirectory(Env& env, const std::string& directory) {
+  Status synced = env.SyncDirectory(directory);
   if (synced.ok()) return synced;
   return Status(synced.code(), synced.message() + "; the run stops (check the disk)");
 }
@@ -246,13 +241,11 @@ class OrphanJudge {
   const uint64_t next_segment_id_;
 };
 
-std::vector<std::string> SegmentFilesIn(const std::string& directory) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
-    const std::string name = item.path().filename().string();
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".seg") == 0) names.push_back(name);
-  }
+Result<std::vector<std::string>> SegmentFilesIn(Env& env, const std::string& directory) {
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDirectory(directory));
+  std::erase_if(names, [](const std::string& name) {
+    return name.size() <= 4 || name.compare(name.size() - 4, 4, ".seg") != 0;
+  });
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -266,10 +259,13 @@ int64_t SegmentEntry::rows() const {
 }
 
 Result<std::unique_ptr<Wal>> Wal::Open(const std::string& directory, const std::string& pipeline,
-                                       store::Store& store, RecoveryReport* report) {
-  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(directory, "WAL"));
-  chmod(directory.c_str(), 0700);  // also one an older skipprd created with the umask's mode
-  std::unique_ptr<Wal> wal(new Wal(directory, pipeline, store));
+                                       store::Store& store, RecoveryReport* report,
+                                       const WalOptions& options) {
+  SKIPPR_RETURN_IF_ERROR(CreatePrivateDirectories(*options.env, directory, "WAL"));
+  // Also one an older skipprd created with the umask's mode (a mode change, not a write: the Env
+  // has no chmod).
+  ::chmod(directory.c_str(), kDirectoryMode);
+  std::unique_ptr<Wal> wal(new Wal(directory, pipeline, store, *options.env));
   SKIPPR_RETURN_IF_ERROR(wal->Recover(report));
   return wal;
 }
@@ -285,14 +281,15 @@ Status Wal::Recover(RecoveryReport* report) {
   // recovery with nothing removed.
   const OrphanJudge judge(store_.identity(), stored_ids);
   std::vector<UncommittedFile> uncommitted;
-  for (const std::string& name : SegmentFilesIn(directory_)) {
+  SKIPPR_ASSIGN_OR_RETURN(const std::vector<std::string> files, SegmentFilesIn(env_, directory_));
+  for (const std::string& name : files) {
     if (committed.count(name)) continue;
     const std::string path = directory_ + "/" + name;
-    struct stat info {};
-    const bool is_empty = stat(path.c_str(), &info) == 0 && info.st_size == 0;
+    Result<uint64_t> size = env_.FileSize(path);
+    const bool is_empty = size.ok() && *size == 0;
     uncommitted.push_back(
         judge.Judge(name, is_empty, is_empty ? Result<SegmentHeader>(SegmentHeader{})
-                                             : SegmentReader::ReadHeader(path)));
+                                             : SegmentReader::ReadHeader(path, &env_)));
   }
   SKIPPR_RETURN_IF_ERROR(judge.RefuseForeign(uncommitted, directory_, store_.directory()));
 
@@ -302,9 +299,10 @@ Status Wal::Recover(RecoveryReport* report) {
     // which will hand them over again. (An empty one is a spare created ahead of use.)
     CrashPoint("recovery.before_orphan_delete");
     const std::string path = directory_ + "/" + file.name;
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return Status::IOError(
-          fmt::format("cannot delete orphan WAL segment '{}': {}", path, std::strerror(errno)));
+    if (Status removed = env_.RemoveFile(path);
+        !removed.ok() && removed.code() != StatusCode::kNotFound) {
+      return Status(removed.code(), fmt::format("cannot delete orphan WAL segment: {}",
+                                                removed.message()));
     }
     if (!file.is_spare) {
       spdlog::warn("WAL {}: deleted orphan segment {} ({})", pipeline_, file.name, file.why);
@@ -312,25 +310,30 @@ Status Wal::Recover(RecoveryReport* report) {
     }
     CrashPoint("recovery.after_orphan_delete");
   }
-  if (orphans > 0) SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(directory_));  // spares need not be
+  if (orphans > 0) {
+    SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(env_, directory_));  // spares need not be
+  }
 
   for (const SegmentEntry& entry : entries) {
     const std::string path = directory_ + "/" + entry.file_name;
-    struct stat info {};
-    if (stat(path.c_str(), &info) != 0) {
+    Result<uint64_t> file_bytes = env_.FileSize(path);
+    if (!file_bytes.ok() && file_bytes.status().code() != StatusCode::kNotFound) {
+      return file_bytes.status();
+    }
+    if (!file_bytes.ok()) {
       return Status::Corruption(fmt::format(
           "WAL segment {} is committed in the catalog but its file '{}' is missing: committed data "
           "was removed from DATA_DIR; restore DATA_DIR from a backup, or re-read the source with a "
           "new pipeline",
           entry.segment_id, path));
     }
-    if (static_cast<uint64_t>(info.st_size) != entry.file_bytes) {
+    if (*file_bytes != entry.file_bytes) {
       return Status::Corruption(fmt::format(
           "WAL segment file '{}' has {} bytes, the catalog committed {}: the file was damaged or "
           "replaced; restore DATA_DIR from a backup, or re-read the source with a new pipeline",
-          path, info.st_size, entry.file_bytes));
+          path, *file_bytes, entry.file_bytes));
     }
-    SKIPPR_RETURN_IF_ERROR(SegmentReader::CheckTail(path));
+    SKIPPR_RETURN_IF_ERROR(SegmentReader::CheckTail(path, &env_));
   }
   next_ids_ = stored_ids.value_or(NextIds{});
   CrashPoint("recovery.after_scan");
@@ -342,66 +345,17 @@ Status Wal::Recover(RecoveryReport* report) {
 
 namespace {
 
-Status SegmentWriteError(const std::string& path, int error_number) {
-  return error_number == ENOSPC
-             ? Status::NoSpace(fmt::format(
-                   "disk full writing WAL segment '{}'; free space under DATA_DIR and run again",
-                   path))
-             : Status::IOError(fmt::format("cannot write WAL segment '{}': {}", path,
-                                           std::strerror(error_number)));
-}
-
-bool IsDirectIoAligned(uint64_t value) { return value % kDirectIoAlignmentBytes == 0; }
-
-Status StopDirectIo(int fd, const std::string& path) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
-    return SegmentWriteError(path, errno);
+// A segment write or sync failed: nothing was committed (the file stays an orphan, which the next
+// recovery deletes) and the run stops.
+Status SegmentIoError(const std::string& path, const Status& failure) {
+  if (failure.code() == StatusCode::kNoSpace) {
+    return Status::NoSpace(fmt::format(
+        "disk full writing WAL segment '{}'; free space under DATA_DIR and run again", path));
   }
-  return Status::OK();
-}
-
-// Writes `bytes` at offset 0 of the new, empty file `fd`. With O_DIRECT, the whole blocks go
-// straight from the segment's (aligned) buffer to the device — no page-cache pages to allocate,
-// copy into and write back, whose cost swings widely (measured on our CI VMs: writing 3.3 MiB into
-// the page cache took 0.9 ms, or 6-7 ms for minutes after many files were deleted) — and the
-// sub-block tail goes through the page cache. Without O_DIRECT (a
-// file system that refuses it), each 1 MiB chunk is handed to writeback as soon as it is written,
-// so that fdatasync waits for the tail only.
-Status WriteSegmentBytes(int fd, bool direct, const std::string& path, std::string_view bytes) {
-  direct = direct && IsDirectIoAligned(reinterpret_cast<uintptr_t>(bytes.data()));
-  uint64_t written = 0;
-  uint64_t flushed = 0;
-  while (written < bytes.size()) {
-    const uint64_t remaining = bytes.size() - written;
-    if (direct && (!IsDirectIoAligned(written) || remaining < kDirectIoAlignmentBytes)) {
-      SKIPPR_RETURN_IF_ERROR(StopDirectIo(fd, path));
-      direct = false;
-    }
-    ssize_t n = 0;
-    if (direct) {
-      n = pwrite(fd, bytes.data() + written, remaining - remaining % kDirectIoAlignmentBytes,
-                 static_cast<off_t>(written));
-      if (n < 0 && errno == EINVAL && written == 0) {  // O_DIRECT accepted at open, not for I/O
-        SKIPPR_RETURN_IF_ERROR(StopDirectIo(fd, path));
-        direct = false;
-        continue;
-      }
-    } else {
-      if (written - flushed >= kWritebackChunkBytes) {
-        (void)sync_file_range(fd, static_cast<off_t>(flushed),
-                              static_cast<off_t>(written - flushed),
-                              SYNC_FILE_RANGE_WRITE);  // a hint: fdatasync is what counts
-        flushed = written;
-      }
-      n = pwrite(fd, bytes.data() + written, std::min(remaining, kWritebackChunkBytes),
-                 static_cast<off_t>(written));
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return SegmentWriteError(path, n < 0 ? errno : ENOSPC);
-    written += static_cast<uint64_t>(n);
-  }
-  return Status::OK();
+  return Status(failure.code(),
+                fmt::format("WAL segment '{}' not written: {}; nothing was committed and the run "
+                            "stops (check the disk, then run again)",
+                            path, failure.message()));
 }
 
 }  // namespace
@@ -409,7 +363,7 @@ Status WriteSegmentBytes(int fd, bool direct, const std::string& path, std::stri
 Wal::~Wal() {
   // Spare files are empty; one left behind by a crash is deleted at the next recovery.
   for (uint64_t segment_id : spare_segment_ids_) {
-    (void)unlink((directory_ + "/" + SegmentFileName(segment_id)).c_str());
+    (void)env_.RemoveFile(directory_ + "/" + SegmentFileName(segment_id));
   }
 }
 
@@ -417,15 +371,16 @@ Status Wal::CreateSpareFiles(uint64_t first_segment_id) {
   for (uint64_t segment_id = first_segment_id;
        segment_id < first_segment_id + kSpareSegmentFiles; ++segment_id) {
     const std::string path = directory_ + "/" + SegmentFileName(segment_id);
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return Status::IOError(
-          fmt::format("cannot create WAL segment '{}': {}", path, std::strerror(errno)));
+    Result<std::unique_ptr<WritableFile>> file = env_.OpenWritable(
+        path, {.mode = WritableFileOptions::Mode::kCreateNew, .permissions = kSegmentFileMode});
+    if (!file.ok()) {
+      return Status(file.status().code(),
+                    fmt::format("cannot create WAL segment: {}", file.status().message()));
     }
-    close(fd);
+    SKIPPR_RETURN_IF_ERROR((*file)->Close());
     spare_segment_ids_.insert(segment_id);
   }
-  SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(directory_));
+  SKIPPR_RETURN_IF_ERROR(SyncWalDirectory(env_, directory_));
   CrashPoint("wal.after_directory_fsync");
   return Status::OK();
 }
@@ -438,41 +393,31 @@ Status Wal::WriteDurably(uint64_t segment_id, std::string_view bytes) {
   }
   spare_segment_ids_.erase(segment_id);
   const std::string path = directory_ + "/" + SegmentFileName(segment_id);
-  bool direct = true;
-  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
-  if (fd < 0 && errno == EINVAL) {  // the file system has no direct I/O (some FUSE file systems)
-    direct = false;
-    fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  }
-  if (fd < 0) {
-    return Status::IOError(
-        fmt::format("cannot open WAL segment '{}': {}", path, std::strerror(errno)));
-  }
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || info.st_size != 0) {
-    close(fd);
+  // With O_DIRECT, the whole blocks go straight from the segment's (aligned) buffer to the device —
+  // no page-cache pages to allocate, copy into and write back, whose cost swings widely (measured
+  // on our CI VMs: writing 3.3 MiB into the page cache took 0.9 ms, or 6-7 ms for minutes after
+  // many files were deleted) — and the sub-block tail goes through the page cache. Without O_DIRECT
+  // (a file system that refuses it), each 1 MiB chunk is handed to writeback as soon as it is
+  // written, so that fdatasync waits for the tail only.
+  SKIPPR_ASSIGN_OR_RETURN(
+      std::unique_ptr<WritableFile> file,
+      env_.OpenWritable(path, {.mode = WritableFileOptions::Mode::kOpenExisting,
+                               .use_direct_io = true,
+                               .start_writeback_early = true}));
+  SKIPPR_ASSIGN_OR_RETURN(const uint64_t size_bytes, env_.FileSize(path));
+  if (size_bytes != 0) {
     return Status::IOError(fmt::format(
         "WAL segment '{}' was created empty for this append but is not empty now: another "
         "process is writing in DATA_DIR; stop it and run again",
         path));
   }
-  if (Status status = WriteSegmentBytes(fd, direct, path, bytes); !status.ok()) {
-    close(fd);
-    return status;
-  }
+  if (Status written = file->WriteAt(0, bytes); !written.ok()) return SegmentIoError(path, written);
   CrashPoint("wal.after_segment_write");
   // An fdatasync failure is final for this file: the kernel may have dropped the dirty pages, so a
-  // retry on the same descriptor could falsely succeed (PostgreSQL's fsyncgate). The file stays an
-  // orphan, deleted at the next recovery, and this run fails.
-  if (fdatasync(fd) != 0) {
-    const int saved_errno = errno;
-    close(fd);
-    return Status::IOError(
-        fmt::format("fdatasync of WAL segment '{}' failed: {}; nothing was "
-                    "committed and the run stops (check the disk)",
-                    path, std::strerror(saved_errno)));
-  }
-  close(fd);
+  // retry on the same descriptor could falsely succeed (PostgreSQL's fsyncgate; WritableFile
+  // refuses one). The file stays an orphan, deleted at the next recovery, and this run fails.
+  if (Status synced = file->Sync(); !synced.ok()) return SegmentIoError(path, synced);
+  SKIPPR_RETURN_IF_ERROR(file->Close());
   CrashPoint("wal.after_fdatasync");
   return Status::OK();
 }
@@ -563,18 +508,17 @@ Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment
   return transaction.Delete(store::Family::kCatalog, SegmentKey(segment_id));
 }
 
-Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry) {
-  const std::string path = directory + "/" + entry.file_name;
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return Status::IOError(
-        fmt::format("cannot delete reclaimed WAL segment '{}': {}", path, std::strerror(errno)));
-  }
-  return Status::OK();
+Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry, Env* env) {
+  Status removed = env->RemoveFile(directory + "/" + entry.file_name);
+  if (removed.ok() || removed.code() == StatusCode::kNotFound) return Status::OK();
+  return Status(removed.code(),
+                fmt::format("cannot delete reclaimed WAL segment: {}", removed.message()));
 }
 
-Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry) {
+Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry,
+                                  Env* env) {
   const std::string path = directory + "/" + entry.file_name;
-  SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path));
+  SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path, env));
   if (reader.checksum() != entry.checksum || reader.header().segment_id != entry.segment_id) {
     return Status::Corruption(fmt::format(
         "WAL segment file '{}' is not the segment the catalog committed (checksum {:016x}, catalog "

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/batch.hpp"
+#include "core/env.hpp"
 #include "core/status.hpp"
 #include "store/store.hpp"
 #include "wal/segment.hpp"
@@ -67,6 +68,10 @@ struct PreparedSegment {
   SegmentBytes bytes;
 };
 
+struct WalOptions {
+  Env* env = Env::Default();  // the segment files' I/O (tests inject faults here)
+};
+
 // Adds the caller's writes to the commit transaction (source positions, schema changes).
 using SameTransaction = std::function<Status(store::WriteTransaction&)>;
 
@@ -75,7 +80,8 @@ class Wal {
   // Opens the WAL in `directory` (created 0700) for the pipeline, recovering as described above.
   static Result<std::unique_ptr<Wal>> Open(const std::string& directory,
                                            const std::string& pipeline, store::Store& store,
-                                           RecoveryReport* report = nullptr);
+                                           RecoveryReport* report = nullptr,
+                                           const WalOptions& options = {});
   ~Wal();
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
@@ -96,8 +102,8 @@ class Wal {
   const std::string& directory() const { return directory_; }
 
  private:
-  Wal(std::string directory, std::string pipeline, store::Store& store)
-      : directory_(std::move(directory)), pipeline_(std::move(pipeline)), store_(store) {}
+  Wal(std::string directory, std::string pipeline, store::Store& store, Env& env)
+      : directory_(std::move(directory)), pipeline_(std::move(pipeline)), store_(store), env_(env) {}
   Status Recover(RecoveryReport* report);
   Status WriteDurably(uint64_t segment_id, std::string_view bytes);
   // Creates the empty files of segments first_segment_id, first_segment_id + 1, ..., then fsyncs
@@ -111,6 +117,7 @@ class Wal {
   std::string directory_;
   std::string pipeline_;
   store::Store& store_;
+  Env& env_;
   NextIds next_ids_;  // loaded at recovery; this process holds the writer lease
   std::set<uint64_t> spare_segment_ids_;  // empty files created ahead, deleted when the WAL closes
 
@@ -119,12 +126,14 @@ class Wal {
 // The live segments a read snapshot sees, oldest first.
 Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& transaction);
 // Opens a live segment's file and checks it is the one the catalog committed.
-Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry);
+Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry,
+                                  Env* env = Env::Default());
 
 // Reclaim (DESIGN.md §6), in two steps: the catalog entry goes in the caller's transaction (after
 // its commit no reader's new snapshot sees the segment), then the file. A crash between the two
 // leaves an orphan file, which recovery deletes.
 Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment_id);
-Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry);
+Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry,
+                         Env* env = Env::Default());
 
 }  // namespace skippr::wal

@@ -22,6 +22,7 @@
 #include "lake/lake.hpp"
 #include "query/query.hpp"
 #include "sources/sources.hpp"
+#include "support/scale.hpp"
 
 namespace skippr::testing {
 namespace {
@@ -76,17 +77,19 @@ nlohmann::json ReadWithIcebird(const TempDir& dir, const std::string& table) {
 
 TEST(LakeSample, MillionRowsLandOnceAndTheWalIsReclaimed) {
   TempDir dir;
-  dir.Write("skippr.yml", LakeConfig(dir, "bikehire", "{Sample: {rows: 1000000, seed: 42}}"));
+  const int64_t rows = Scaled(1000000);
+  dir.Write("skippr.yml",
+            LakeConfig(dir, "bikehire", fmt::format("{{Sample: {{rows: {}, seed: 42}}}}", rows)));
   ProcessResult result = Skipprd(dir, {"sync", "-p", "bikehire", "--once", "--output", "text"});
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_EQ(SegmentFiles(dir, "bikehire"), 0u) << "the WAL is reclaimed once everything landed";
 
-  const sources::SampleFigures expected = sources::ComputeSampleFigures(1000000, 42);
+  const sources::SampleFigures expected = sources::ComputeSampleFigures(rows, 42);
   EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT ride_id), sum(amount), "
                           "sum(duration_seconds), count(*) FILTER (WHERE rider_type = 'member') "
                           "FROM bikehire.bikehire"),
             (std::vector<std::string>{
-                "1000000", "1000000",
+                std::to_string(rows), std::to_string(rows),
                 fmt::format("{}.{:02}", expected.amount_cents_sum / 100,
                             expected.amount_cents_sum % 100),
                 std::to_string(expected.duration_seconds_sum),
@@ -413,9 +416,10 @@ TEST(LakeQuery, CountDuringSyncWithLandingIsMonotoneAndEndsEqual) {
   dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
                                      "\n      target_file_size_bytes: 1048576"
                                      "\n      commit_interval_seconds: 1"));
-  WriteInput(dir, 8, 1600000);
+  const int64_t rows = Scaled(1600000, 8);
+  WriteInput(dir, 8, rows);
   RecordProperty("queries_during_sync",
-                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", 1600000,
+                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", rows,
                                                  {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
   EXPECT_EQ(SegmentFiles(dir, "events"), 0u);
 }
@@ -426,7 +430,7 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
   dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
                                      "\n      target_file_size_bytes: 1048576"
                                      "\n      commit_interval_seconds: 1"));
-  int64_t expected_rows = 1000000;
+  int64_t expected_rows = Scaled(1000000, 10);
   int64_t expected_checksum = WriteInput(dir, 10, expected_rows);
   const std::map<std::string, std::string> small_buffers = {{"BUFFER_THRESHOLD_BYTES", "2000000"}};
   std::mt19937 random(20261130);
@@ -439,8 +443,10 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
   for (const std::string point :
        {"lake.after_data_file", "lake.before_catalog_commit", "lake.after_catalog_commit",
         "landing.before_store_commit", "landing.after_store_commit"}) {
-    expected_checksum += WriteInput(dir, 2, 20000, expected_rows, std::string("extra-") + point);
-    expected_rows += 20000;
+    const int64_t extra_rows = Scaled(20000, 2);
+    expected_checksum +=
+        WriteInput(dir, 2, extra_rows, expected_rows, std::string("extra-") + point);
+    expected_rows += extra_rows;
     auto env = small_buffers;
     env["SKIPPR_CRASH_POINT"] = point;
     ProcessResult crashed = Skipprd(dir, {"sync", "-p", "events", "--once"}, env);

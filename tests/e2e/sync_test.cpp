@@ -22,6 +22,7 @@
 #include "e2e/wal_reader.hpp"
 #include "support/gzip.hpp"
 #include "sources/sources.hpp"
+#include "support/scale.hpp"
 
 namespace skippr::testing {
 namespace {
@@ -30,18 +31,19 @@ using ::testing::HasSubstr;
 
 TEST(SyncSample, MillionRowsLandInTheWalWithTheGeneratorsFigures) {
   TempDir dir;
-  dir.Write("skippr.yml", R"(data_sources:
-  sample: {Sample: {rows: 1000000, seed: 42}}
+  const int64_t rows = Scaled(1000000);
+  dir.Write("skippr.yml", fmt::format(R"(data_sources:
+  sample: {{Sample: {{rows: {}, seed: 42}}}}
 pipelines:
   bikehire:
     data_source: data_sources.sample
-)");
+)", rows));
   ProcessResult result = Skipprd(dir, {"sync", "--pipeline", "bikehire", "--once", "--output", "text"});
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_THAT(result.out, HasSubstr("Sync started: pipeline=bikehire\n[start] Ingesting\n"));
-  EXPECT_THAT(result.out, HasSubstr("Sync complete: pipeline=bikehire namespaces=1 rows=1000000 "));
+  EXPECT_THAT(result.out, HasSubstr(fmt::format("Sync complete: pipeline=bikehire namespaces=1 rows={} ", rows)));
 
-  const sources::SampleFigures expected = sources::ComputeSampleFigures(1000000, 42);
+  const sources::SampleFigures expected = sources::ComputeSampleFigures(rows, 42);
   int64_t cents = 0;
   int64_t seconds = 0;
   uint64_t members = 0;
@@ -53,8 +55,8 @@ pipelines:
     members += row.Find("rider_type")->as_string() == "member" ? 1 : 0;
     ride_ids.insert(row.Find("ride_id")->as_int());
   });
-  EXPECT_EQ(wal.rows, 1000000);
-  EXPECT_EQ(ride_ids.size(), 1000000u);
+  EXPECT_EQ(wal.rows, rows);
+  EXPECT_EQ(ride_ids.size(), static_cast<size_t>(rows));
   EXPECT_EQ(cents, expected.amount_cents_sum);
   EXPECT_EQ(seconds, expected.duration_seconds_sum);
   EXPECT_EQ(members, expected.member_rides);
@@ -66,8 +68,8 @@ pipelines:
                                       "count(*) FILTER (WHERE rider_type = 'member') FROM bikehire.bikehire"});
   ASSERT_EQ(query.exit_code, 0) << query.err;
   const auto figures = nlohmann::json::parse(query.out)["rows"][0];
-  EXPECT_EQ(figures[0], "1000000");
-  EXPECT_EQ(figures[1], "1000000");
+  EXPECT_EQ(figures[0], std::to_string(rows));
+  EXPECT_EQ(figures[1], std::to_string(rows));
   EXPECT_EQ(figures[2], fmt::format("{}.{:02}", expected.amount_cents_sum / 100, expected.amount_cents_sum % 100));
   EXPECT_EQ(figures[3], std::to_string(expected.duration_seconds_sum));
   EXPECT_EQ(figures[4], std::to_string(expected.member_rides));
@@ -109,26 +111,28 @@ pipelines:
 TEST(SyncFiles, JsonLinesAndCsvLandExactlyOnce) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
-  const int64_t checksum = WriteInput(dir, 6, 300000);
+  const int64_t rows = Scaled(300000, 6);
+  const int64_t checksum = WriteInput(dir, 6, rows);
   ProcessResult result = Skipprd(dir, {"sync", "-p", "events", "--once", "--output", "json"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const WalCheck check = CheckWal(dir, "events");
-  EXPECT_EQ(check.rows, 300000);
-  EXPECT_EQ(check.unique_ids, 300000u);
+  EXPECT_EQ(check.rows, rows);
+  EXPECT_EQ(check.unique_ids, static_cast<size_t>(rows));
   EXPECT_EQ(check.checksum, checksum);
   ProcessResult query = Skipprd(dir, {"query", "--plain", "--sql",
                                       "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM events.events"});
   ASSERT_EQ(query.exit_code, 0) << query.err;
   const auto row = nlohmann::json::parse(query.out)["rows"][0];
-  EXPECT_EQ(row[0], "300000");
-  EXPECT_EQ(row[1], "300000");
+  EXPECT_EQ(row[0], std::to_string(rows));
+  EXPECT_EQ(row[1], std::to_string(rows));
   EXPECT_EQ(row[2], std::to_string(checksum));
 }
 
 TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
-  const int64_t checksum = WriteInput(dir, 10, 2000000);
+  int64_t expected_rows = Scaled(2000000, 10);
+  const int64_t checksum = WriteInput(dir, 10, expected_rows);
   // Small commits so that kills land between, inside and after many of them.
   const std::map<std::string, std::string> small_buffers = {{"BUFFER_THRESHOLD_BYTES", "4000000"}};
   std::mt19937 random(20261130);
@@ -144,11 +148,11 @@ TEST(SyncCrash, RandomKillsAndEveryCrashPointLoseNothingAndDuplicateNothing) {
       "wal.after_fdatasync",          "wal.after_directory_fsync", "wal.before_store_commit",
       "wal.after_store_commit",       "sync.after_commit",       "recovery.before_orphan_delete",
       "recovery.after_orphan_delete", "recovery.after_scan"};
-  int64_t expected_rows = 2000000;
   int64_t expected_checksum = checksum;
   const auto add_input = [&](const std::string& prefix) {
-    expected_checksum += WriteInput(dir, 2, 20000, expected_rows, prefix);
-    expected_rows += 20000;
+    const int64_t extra_rows = Scaled(20000, 2);
+    expected_checksum += WriteInput(dir, 2, extra_rows, expected_rows, prefix);
+    expected_rows += extra_rows;
   };
   for (const std::string& point : crash_points) {
     add_input("extra-" + point);
@@ -525,23 +529,25 @@ TEST(SyncDisk, BadThresholdSettingsAreClearErrors) {
 TEST(SyncQuery, CountDuringSyncIsMonotoneAndEndsEqual) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
-  WriteInput(dir, 8, 1600000);
+  const int64_t rows = Scaled(1600000, 8);
+  WriteInput(dir, 8, rows);
   RecordProperty("queries_during_sync",
-                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", 1600000,
+                 ExpectCountDuringSyncIsMonotone(dir, "events", "events", rows,
                                                  {{"BUFFER_THRESHOLD_BYTES", "2000000"}}));
 }
 
 TEST(SyncQuery, PlainOutputSumsAndErrors) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);
-  const int64_t checksum = WriteInput(dir, 4, 200000);
+  const int64_t rows = Scaled(200000, 4);
+  const int64_t checksum = WriteInput(dir, 4, rows);
   ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}).exit_code, 0);
   ProcessResult sums = Skipprd(dir, {"query", "--plain", "--sql",
                                      "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM events.events"});
   ASSERT_EQ(sums.exit_code, 0) << sums.err;
   const auto json = nlohmann::json::parse(sums.out);
-  EXPECT_EQ(json["rows"][0][0], "200000");
-  EXPECT_EQ(json["rows"][0][1], "200000");
+  EXPECT_EQ(json["rows"][0][0], std::to_string(rows));
+  EXPECT_EQ(json["rows"][0][1], std::to_string(rows));
   EXPECT_EQ(json["rows"][0][2], std::to_string(checksum));
   ProcessResult unqualified = Skipprd(dir, {"query", "--plain", "--sql", "SELECT * FROM events"});
   EXPECT_EQ(unqualified.exit_code, 1);
@@ -553,14 +559,14 @@ TEST(SyncQuery, PlainOutputSumsAndErrors) {
   ProcessResult status = Skipprd(dir, {"status", "-p", "events", "--output", "json"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   const auto pipeline_status = nlohmann::json::parse(status.out)["pipelines"][0];
-  EXPECT_EQ(pipeline_status["live_rows"], 200000);
+  EXPECT_EQ(pipeline_status["live_rows"], rows);
   EXPECT_EQ(pipeline_status["destination"], "WAL-only");
   EXPECT_EQ(pipeline_status["last_run"]["ok"], true);
-  EXPECT_EQ(pipeline_status["last_run"]["rows_committed"], 200000);
+  EXPECT_EQ(pipeline_status["last_run"]["rows_committed"], rows);
   EXPECT_EQ(pipeline_status["source_positions"].size(), 4u);
   ProcessResult df = Skipprd(dir, {"df", "--namespace", "events.events"});
   ASSERT_EQ(df.exit_code, 0) << df.err;
-  EXPECT_EQ(nlohmann::json::parse(df.out)["rows"].size(), 200000u);
+  EXPECT_EQ(nlohmann::json::parse(df.out)["rows"].size(), static_cast<size_t>(rows));
 }
 
 // A file name that is not UTF-8 made the commit throw (nlohmann's dump of the positions in the

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -183,10 +184,11 @@ TEST(AggregateProcessorCrash, SigkillAtRandomMomentsNeverChangesTheResult) {
       options.unset_env.push_back("SKIPPR_CRASH_POINT");
       testing::RunningProcess driver =
           testing::StartProcess(AGGREGATES_DRIVER, {fixture.dir.path(), "full", "8"}, options);
-      // The window widens with every attempt, so a slow machine (sanitizers, a loaded CI host)
-      // on which startup alone outlasts 40 ms still reaches the end after enough kills.
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(random() % (40'000 * (1 + static_cast<uint64_t>(attempt) / 8))));
+      // Kills land in the first 40 ms; the window doubles every 5 attempts that all killed the
+      // driver, so an iteration also ends where a run takes longer than that (a loaded machine,
+      // the sanitizer builds).
+      const uint64_t window_us = uint64_t{40'000} << std::min(attempt / 5, 8);
+      std::this_thread::sleep_for(std::chrono::microseconds(random() % window_us));
       driver.Kill(SIGKILL);
       const testing::ProcessResult run = driver.Wait();
       if (run.exit_code == 0) break;

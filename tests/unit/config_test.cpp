@@ -198,6 +198,19 @@ TEST(ConfigStructure, YamlSyntaxErrorNamesThePosition) {
   EXPECT_THAT(message, HasSubstr("skippr.yml:3:1: YAML syntax error"));
 }
 
+// Keys and YAML's own messages may carry control characters (a quoted "a\nb" key, an escape of a
+// raw byte): messages show them escaped, so each error stays one line that starts with its place
+// (found by tests/fuzz/config_fuzzer.cpp; inputs in tests/fuzz/config/regressions/).
+TEST(ConfigStructure, ControlCharactersInMessagesAreEscaped) {
+  const std::string unknown_key = ErrorOf("\"bad\\nkey\": 1\n\"tab\\tkey\": 2\n");
+  EXPECT_THAT(unknown_key, HasSubstr("skippr.yml:1:1: bad\\nkey: unknown key 'bad\\nkey'"));
+  EXPECT_THAT(unknown_key, HasSubstr("\nskippr.yml:2:1: tab\\tkey: unknown key 'tab\\tkey'"));
+  EXPECT_EQ(std::count(unknown_key.begin(), unknown_key.end(), '\n'), 1);
+  const std::string syntax = ErrorOf("a: \"\\\x01\"\n");
+  EXPECT_THAT(syntax, HasSubstr("YAML syntax error: unknown escape character: \\x01 (quote"));
+  EXPECT_EQ(syntax.find('\x01'), std::string::npos);
+}
+
 TEST(ConfigStructure, EveryErrorIsReportedNotOnlyTheFirst) {
   const std::string message = ErrorOf(Yaml(R"(
 bogus: 1
@@ -446,6 +459,18 @@ TEST(ConfigDotenv, ParsesQuotesEscapesExportsAndComments) {
                                                          {"E", "x"},
                                                          {"F", ""}}));
   EXPECT_EQ(ParseDotenv("A=\"open\n", ".env").status().message(),
+            ".env:1:3: the quoted value of A is not closed");
+}
+
+// docs/config.md promises \" inside double quotes: the escaped quote is part of the value, not its
+// end (found by tests/fuzz/dotenv_fuzzer.cpp; the input is tests/fuzz/dotenv/regressions/).
+TEST(ConfigDotenv, EscapedDoubleQuoteStaysInsideTheValue) {
+  Result<std::map<std::string, std::string>> values =
+      ParseDotenv("A=\"say \\\"hi\\\" twice\"\nB=\"ends in a backslash \\\\\"\n", ".env");
+  ASSERT_TRUE(values.ok()) << values.status().message();
+  EXPECT_EQ(*values, (std::map<std::string, std::string>{{"A", "say \"hi\" twice"},
+                                                         {"B", "ends in a backslash \\"}}));
+  EXPECT_EQ(ParseDotenv("A=\"open \\\"\n", ".env").status().message(),
             ".env:1:3: the quoted value of A is not closed");
 }
 

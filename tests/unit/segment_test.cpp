@@ -25,6 +25,7 @@
 #include "core/types.hpp"
 #include "core/value.hpp"
 #include "store/store.hpp"
+#include "support/byte_fields.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 #include "wal/wal.hpp"
@@ -286,28 +287,19 @@ SegmentReader ReaderOrDie(std::string bytes) {
   return std::move(reader).value();
 }
 
-template <typename T>
-T Load(const std::string& bytes, size_t offset) {
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
-
-template <typename T>
-void Store(std::string& bytes, size_t offset, T value) {
-  std::memcpy(bytes.data() + offset, &value, sizeof(T));
-}
+using ::skippr::testing::LoadAt;
+using ::skippr::testing::StoreAt;
 
 // Recomputes the footer checksum (as the writer would have), so damage gets past Open and reaches
 // the slice checks.
 void ResealFooter(std::string& bytes) {
-  Store<uint64_t>(bytes, bytes.size() - 20, XXH3_64bits(bytes.data(), bytes.size() - 20));
+  StoreAt<uint64_t>(bytes, bytes.size() - 20, XXH3_64bits(bytes.data(), bytes.size() - 20));
 }
 
 void ResealSlices(std::string& bytes, const std::vector<SliceInfo>& slices) {
   for (const SliceInfo& slice : slices) {
     const size_t checksum_at = slice.payload_offset + slice.payload_bytes - 8;
-    Store<uint64_t>(bytes, checksum_at,
+    StoreAt<uint64_t>(bytes, checksum_at,
                     XXH3_64bits(bytes.data() + slice.payload_offset, slice.payload_bytes - 8));
   }
   ResealFooter(bytes);
@@ -458,47 +450,47 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   const size_t pipeline_bytes = header.pipeline.size();
   const size_t positions_bytes = header.source_positions.size();
   EXPECT_EQ(bytes.substr(0, 8), std::string("SKPRWAL\0", 8));
-  EXPECT_EQ(Load<uint32_t>(bytes, 8), kSegmentFormatVersion);
-  EXPECT_EQ(Load<uint32_t>(bytes, 12), 64 + pipeline_bytes + positions_bytes);
-  EXPECT_EQ(Load<uint64_t>(bytes, 16), header.segment_id);
-  EXPECT_EQ(Load<uint64_t>(bytes, 24), header.sequence);
-  EXPECT_EQ(Load<int64_t>(bytes, 32), header.created_unix_micros);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, 8), kSegmentFormatVersion);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, 12), 64 + pipeline_bytes + positions_bytes);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, 16), header.segment_id);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, 24), header.sequence);
+  EXPECT_EQ(LoadAt<int64_t>(bytes, 32), header.created_unix_micros);
   EXPECT_EQ(bytes.substr(40, 16), std::string("\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb"
                                               "\xcc\xdd\xee\xff", 16));  // the instance id
-  EXPECT_EQ(Load<uint32_t>(bytes, 56), pipeline_bytes);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, 56), pipeline_bytes);
   EXPECT_EQ(bytes.substr(60, pipeline_bytes), header.pipeline);
-  EXPECT_EQ(Load<uint32_t>(bytes, 60 + pipeline_bytes), positions_bytes);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, 60 + pipeline_bytes), positions_bytes);
   EXPECT_EQ(bytes.substr(64 + pipeline_bytes, positions_bytes), header.source_positions);
 
   const size_t size = bytes.size();
   EXPECT_EQ(bytes.substr(size - 8), "SKPRTAIL");
-  const uint32_t footer_bytes = Load<uint32_t>(bytes, size - 12);
-  EXPECT_EQ(Load<uint64_t>(bytes, size - 20), XXH3_64bits(bytes.data(), size - 20));
-  const uint64_t footer_offset = Load<uint64_t>(bytes, size - 28);
+  const uint32_t footer_bytes = LoadAt<uint32_t>(bytes, size - 12);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, size - 20), XXH3_64bits(bytes.data(), size - 20));
+  const uint64_t footer_offset = LoadAt<uint64_t>(bytes, size - 28);
   EXPECT_EQ(footer_offset, size - footer_bytes);
-  EXPECT_EQ(Load<uint32_t>(bytes, footer_offset), 2u);  // slice_count
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, footer_offset), 2u);  // slice_count
 
   // The first slice record: its header, then its checksum over everything before it.
   SegmentReader reader = ReaderOrDie(bytes);
   const SliceInfo& users = reader.slices()[0];
   const size_t at = users.payload_offset;
-  EXPECT_EQ(Load<uint64_t>(bytes, footer_offset + 4), at);  // index entry 0: record offset
-  EXPECT_EQ(Load<uint64_t>(bytes, footer_offset + 12), users.payload_bytes);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, footer_offset + 4), at);  // index entry 0: record offset
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, footer_offset + 12), users.payload_bytes);
   EXPECT_EQ(bytes[at + 4], 0);                      // kind: append
-  EXPECT_EQ(Load<int32_t>(bytes, at + 5), 1);       // schema id
-  EXPECT_EQ(Load<int64_t>(bytes, at + 9), 2);       // rows
-  EXPECT_EQ(Load<uint64_t>(bytes, at + 17), users.uncompressed_bytes);
-  const uint32_t slice_header_bytes = Load<uint32_t>(bytes, at);
-  EXPECT_EQ(Load<uint64_t>(bytes, at + 25), users.payload_bytes - slice_header_bytes - 8);
-  EXPECT_EQ(Load<uint32_t>(bytes, at + 33), 5u);
+  EXPECT_EQ(LoadAt<int32_t>(bytes, at + 5), 1);       // schema id
+  EXPECT_EQ(LoadAt<int64_t>(bytes, at + 9), 2);       // rows
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + 17), users.uncompressed_bytes);
+  const uint32_t slice_header_bytes = LoadAt<uint32_t>(bytes, at);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + 25), users.payload_bytes - slice_header_bytes - 8);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + 33), 5u);
   EXPECT_EQ(bytes.substr(at + 37, 5), "users");
-  EXPECT_EQ(Load<uint32_t>(bytes, at + 42), 2u);    // field count
-  EXPECT_EQ(Load<int32_t>(bytes, at + 46), 1);      // field id
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + 42), 2u);    // field count
+  EXPECT_EQ(LoadAt<int32_t>(bytes, at + 46), 1);      // field id
   EXPECT_EQ(bytes[at + 50], 3);                     // type code: long
   EXPECT_EQ(bytes[at + 51], 0);                     // flags: not nullable
   // zstd frame magic 28 b5 2f fd at the payload start.
-  EXPECT_EQ(Load<uint32_t>(bytes, at + slice_header_bytes), 0xfd2fb528u);
-  EXPECT_EQ(Load<uint64_t>(bytes, at + users.payload_bytes - 8),
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes), 0xfd2fb528u);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + users.payload_bytes - 8),
             XXH3_64bits(bytes.data() + at, users.payload_bytes - 8));
   EXPECT_EQ(bytes[reader.slices()[1].payload_offset + 4], 1);  // kind: cdc
 }
@@ -567,7 +559,7 @@ TEST(SegmentFormat, ReadHeaderReadsTheHeaderAndRefusesATornOne) {
   EXPECT_EQ(header->segment_id, 42u);
   EXPECT_EQ(header->pipeline, "rides-eu");
   // The header alone is enough: a file torn after it still tells whose it is.
-  const uint32_t header_bytes = Load<uint32_t>(bytes, 12);
+  const uint32_t header_bytes = LoadAt<uint32_t>(bytes, 12);
   WriteFile(path, bytes.substr(0, header_bytes));
   EXPECT_TRUE(SegmentReader::ReadHeader(path).ok());
   for (const size_t length : {size_t{0}, size_t{7}, size_t{15}, size_t{40}, size_t{header_bytes - 1}}) {
@@ -613,7 +605,7 @@ TEST(SegmentDamage, EverySingleByteFlipIsDetectedAtOpen) {
 TEST(SegmentDamage, ChecksumFailureNamesStoredAndComputedValues) {
   std::string damaged = SmallSegment();
   damaged[60] ^= 0x04;  // inside the first slice
-  const uint64_t stored = Load<uint64_t>(damaged, damaged.size() - 20);
+  const uint64_t stored = LoadAt<uint64_t>(damaged, damaged.size() - 20);
   const uint64_t computed = XXH3_64bits(damaged.data(), damaged.size() - 20);
   Result<SegmentReader> reader = SegmentReader::FromBytes(damaged, "/data/wal/00042.seg");
   ASSERT_EQ(reader.status().code(), StatusCode::kCorruption);
@@ -625,7 +617,7 @@ TEST(SegmentDamage, ChecksumFailureNamesStoredAndComputedValues) {
 
 TEST(SegmentDamage, ANewerFormatVersionIsNotSupported) {
   std::string newer = SmallSegment();
-  Store<uint32_t>(newer, 8, 3);
+  StoreAt<uint32_t>(newer, 8, 3);
   Result<SegmentReader> reader = SegmentReader::FromBytes(newer, "newer.seg");
   ASSERT_EQ(reader.status().code(), StatusCode::kNotSupported);
   EXPECT_THAT(reader.status().message(), HasSubstr("format version 3"));

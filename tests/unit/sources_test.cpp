@@ -137,6 +137,28 @@ TEST(FileSource, PlainJsonLinesResumeAtTheByteOffset) {
   EXPECT_TRUE(rest.positions.at(path).is_closed);
 }
 
+// A CRLF line ends after its \n: resuming there keeps line numbers (found by
+// tests/fuzz/json_source_fuzzer.cpp; the input is in tests/fuzz/json_source/regressions/).
+TEST(FileSource, CrlfJsonLinesResumeAfterTheWholeLineEnd) {
+  TempDir dir;
+  const std::string text = "{\"id\":1}\r\n{\"id\":2}\r\n{broken}\r\n{\"id\":4}";
+  const std::string path = dir.Write("events.jsonl", text);
+  auto source = Make(FileConnector(path));
+  ReadResult first = Read(*source, {}, 1, 1);
+  ASSERT_EQ(first.records.size(), 1u);
+  EXPECT_EQ(first.positions.at(path).byte_offset, text.find('{', 1));
+  EXPECT_EQ(first.positions.at(path).next_line, 2u);
+  ReadResult rest = Read(*source, first.positions, 1000);
+  ASSERT_EQ(rest.records.size(), 2u);
+  EXPECT_EQ(IdOf(rest.records[0]), 2);
+  EXPECT_EQ(rest.records[0].line, 2u);
+  ASSERT_EQ(rest.deadletters.size(), 1u);
+  EXPECT_EQ(rest.deadletters[0].origin.line, 3u);
+  EXPECT_EQ(rest.records[1].line, 4u);
+  EXPECT_EQ(rest.positions.at(path).byte_offset, text.size());
+  EXPECT_TRUE(rest.positions.at(path).is_closed);
+}
+
 // A compressed file is read again from its start, skipping the 120 records already consumed
 // (file_change_test checks the positions). `resumed_line`: the line of record 121.
 void ExpectCompressedResumeSkips(const std::string& path, const std::string& text,

@@ -1,0 +1,46 @@
+# Sanitizer and fuzzing builds (docs/ARCHITECTURE.md, "Tests"). Each lives in its own build
+# directory, configured by the Makefile (`make sanitize`, `make tsan`, `make fuzz`) with clang:
+#   SKIPPR_SANITIZE=address,undefined  ASan + UBSan over every target (UB aborts: no recovery)
+#   SKIPPR_SANITIZE=thread             TSan over every target
+#   SKIPPR_FUZZ=ON                     also the libFuzzer targets under tests/fuzz/; every object is
+#                                      then compiled with coverage (-fsanitize=fuzzer-no-link) so one
+#                                      clang build serves both the ASan tests and the fuzzers
+# A sanitizer replaces malloc, so these builds link no jemalloc (SKIPPR_JEMALLOC=OFF).
+set(SKIPPR_SANITIZE "" CACHE STRING "Sanitizers for every target: address,undefined | thread | empty")
+option(SKIPPR_FUZZ "Build the libFuzzer targets under tests/fuzz (clang, with SKIPPR_SANITIZE)" OFF)
+
+if(SKIPPR_SANITIZE OR SKIPPR_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "SKIPPR_SANITIZE / SKIPPR_FUZZ need clang (configure with "
+                        "-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)")
+  endif()
+  if(SKIPPR_JEMALLOC)
+    message(FATAL_ERROR "a sanitizer build must not link jemalloc: add -DSKIPPR_JEMALLOC=OFF")
+  endif()
+endif()
+
+if(SKIPPR_FUZZ AND NOT SKIPPR_SANITIZE MATCHES "address")
+  message(FATAL_ERROR "SKIPPR_FUZZ runs the fuzzers under ASan: add -DSKIPPR_SANITIZE=address,undefined")
+endif()
+
+if(SKIPPR_SANITIZE)
+  # Frame pointers keep the reports' stacks whole at -O1 and above.
+  add_compile_options(-fsanitize=${SKIPPR_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${SKIPPR_SANITIZE})
+  if(SKIPPR_SANITIZE MATCHES "undefined")
+    # A report is a failure, not a line in a log nobody reads.
+    add_compile_options(-fno-sanitize-recover=undefined)
+  endif()
+endif()
+
+if(SKIPPR_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  add_link_options(-fsanitize=fuzzer-no-link)
+endif()
+
+# The build type of the sanitizer builds: -O1 (what the sanitizers' authors recommend: fast enough,
+# stacks still whole) with line tables only (enough for file:line in reports, a fraction of the
+# compile and link time of full debug info). Assertions stay on: NDEBUG is not defined.
+# (Plain variables: project() already left empty cache entries for a build type it does not know.)
+set(CMAKE_C_FLAGS_SANITIZE "-O1 -gline-tables-only")
+set(CMAKE_CXX_FLAGS_SANITIZE "-O1 -gline-tables-only")
