@@ -124,6 +124,13 @@ std::string OpenedFile::DescriptorPath() const {
 Result<std::unique_ptr<InputStream>> OpenedFile::OpenStream(
     StreamStart start, std::optional<Compression> expected) const {
   std::unique_ptr<InputStream> stream(new InputStream(handle_, start, size_bytes_));
+  if (start.file_offset > 0 && expected == Compression::kNone) {
+    // A plain file resumed mid-way stays plain, whatever its bytes there look like (a gzip magic
+    // inside a JSON string): only a file's start, or a member/frame boundary, is sniffed.
+    SKIPPR_CHECK_MSG(start.byte_offset == start.file_offset,
+                     "a plain stream's offsets on disk and in the stream are one");
+    return stream;
+  }
   SKIPPR_RETURN_IF_ERROR(stream->DetectCompression());
   if (start.file_offset == 0) return stream;
   if (expected && stream->compression_ != *expected) {
