@@ -575,7 +575,7 @@ TEST(FileSource, CrOnlyJsonLinesAreRecordsToo) {
 TEST(FileSource, Utf16TextIsOneDeadletterNotGarbageRows) {
   TempDir dir;
   dir.Write("bom.csv", std::string("\xFF\xFE" "a\0,\0b\0\n\0" "1\0,\0" "2\0\n\0", 18));
-  dir.Write("plain16.jsonl", std::string("{\0\"\0a\0\"\0:\0" "1\0}\0\n\0", 18));
+  dir.Write("plain16.jsonl", std::string("{\0\"\0a\0\"\0:\0" "1\0}\0\n\0", 16));
   auto source = Make(FileConnector(dir.path()));
   ReadResult all = Read(*source, {}, 1000);
   EXPECT_TRUE(all.records.empty());
