@@ -53,7 +53,7 @@ supp = $(CURDIR)/tests/sanitizers
 export ASAN_OPTIONS ?= exitcode=86:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS ?= exitcode=86:print_stacktrace=1:halt_on_error=1:suppressions=$(supp)/ubsan.supp
 export LSAN_OPTIONS ?= suppressions=$(supp)/lsan.supp:print_suppressions=0
-export TSAN_OPTIONS ?= exitcode=86:halt_on_error=1:second_deadlock_stack=1:suppressions=$(supp)/tsan.supp:print_suppressions=0
+export TSAN_OPTIONS ?= exitcode=86:halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$(supp)/tsan.supp:print_suppressions=0
 
 configure-asan: ensure-setup
 	@if [ ! -f $(ASAN_BUILD_DIR)/build.ninja ]; then \

@@ -12,7 +12,9 @@ iceberg_reader_dir="$root/third_party/iceberg_reader"
 # DESIGN.md §4: every library and tool comes from a Debian package (DuckDB, and the Iceberg reader
 # that only tests use, from npm).
 debian_packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  # lld links the test binaries (each with the DuckDB-, Iceberg- and WAL-sized libraries, with
+  # debug info) several times faster than ld.bfd; CMake uses it when it is there.
+  build-essential cmake ninja-build ccache pkg-config git lld
   libyaml-cpp-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev sqlite3 libpq-dev libcurl4-openssl-dev
   libzstd-dev libxxhash-dev libssl-dev zlib1g-dev libjemalloc-dev

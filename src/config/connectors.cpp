@@ -13,7 +13,6 @@ namespace {
 
 enum class SettingType { kString, kInteger, kBoolean, kStringList, kChoice };
 
-constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 
 struct SettingSpec {
   std::string_view name;
@@ -23,7 +22,7 @@ struct SettingSpec {
   std::optional<SettingValue> default_value;
   std::vector<std::string_view> choices;
   int64_t min_value = 0;
-  int64_t max_value = kMaxInt;
+  int64_t max_value = internal::Reader::kNoUpperBound;
 };
 
 struct ConnectorSpec {
@@ -54,7 +53,7 @@ SettingSpec Secret(std::string_view name) {
   return spec;
 }
 SettingSpec Number(std::string_view name, std::optional<int64_t> default_value,
-                   int64_t min_value = 0, int64_t max_value = kMaxInt) {
+                   int64_t min_value = 0, int64_t max_value = internal::Reader::kNoUpperBound) {
   SettingSpec spec = Spec(name, SettingType::kInteger);
   if (default_value) spec.default_value = *default_value;
   spec.min_value = min_value;

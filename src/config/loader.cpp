@@ -27,7 +27,6 @@ using internal::Reader;
 
 namespace {
 
-constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 constexpr uint64_t kMaxConfigFileBytes = 16 << 20;
 const std::vector<std::string_view> kReservedPipelineNames = {"deadletters", "wal", "_skippr",
                                                               "skippr", "metadata"};
@@ -478,10 +477,10 @@ bool ReadDiskSettings(Reader& reader, const Reader::Fields& fields,
       ok = ok && into.has_value();
     }
   };
-  read("disk_min_free_bytes", 0, kMaxInt, pipeline.disk_min_free_bytes);
+  read("disk_min_free_bytes", 0, Reader::kNoUpperBound, pipeline.disk_min_free_bytes);
   read("disk_pause_at_percent", 1, 100, pipeline.disk_pause_at_percent);
   read("disk_resume_at_percent", 0, 99, pipeline.disk_resume_at_percent);
-  read("disk_wait_seconds", 0, kMaxInt, pipeline.disk_wait_seconds);
+  read("disk_wait_seconds", 0, Reader::kNoUpperBound, pipeline.disk_wait_seconds);
   if (pipeline.disk_pause_at_percent && pipeline.disk_resume_at_percent &&
       *pipeline.disk_resume_at_percent >= *pipeline.disk_pause_at_percent) {
     reader.Error(*fields.Get("disk_resume_at_percent"),
@@ -549,7 +548,7 @@ std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& na
   }
 
   if (auto at_frequency = fields.Get("sync_frequency_seconds")) {
-    auto value = reader.Integer(*at_frequency, 1, kMaxInt);
+    auto value = reader.Integer(*at_frequency, 1, Reader::kNoUpperBound);
     ok = ok && value.has_value();
     pipeline.sync_frequency_seconds = value.value_or(900);
   }
@@ -563,11 +562,11 @@ std::optional<PipelineConfig> ReadPipeline(Reader& reader, const std::string& na
     pipeline.data_dir_origin = ValueOrigin::kEnvironment;
   }
   if (auto bytes_at = fields.Get("buffer_threshold_bytes")) {
-    pipeline.buffer_threshold_bytes = reader.Integer(*bytes_at, 1, kMaxInt);
+    pipeline.buffer_threshold_bytes = reader.Integer(*bytes_at, 1, Reader::kNoUpperBound);
     ok = ok && pipeline.buffer_threshold_bytes.has_value();
   }
   if (auto seconds_at = fields.Get("buffer_threshold_seconds")) {
-    pipeline.buffer_threshold_seconds = reader.Integer(*seconds_at, 1, kMaxInt);
+    pipeline.buffer_threshold_seconds = reader.Integer(*seconds_at, 1, Reader::kNoUpperBound);
     ok = ok && pipeline.buffer_threshold_seconds.has_value();
   }
   ok = ReadDiskSettings(reader, fields, pipeline) && ok;

@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +78,7 @@ class Reader {
   // empty); `secret` values must be such a reference. nullopt after reporting an error.
   std::optional<std::string> String(const Located& at, bool secret = false);
   std::optional<std::string> NonEmptyString(const Located& at);
+  static constexpr int64_t kNoUpperBound = std::numeric_limits<int64_t>::max();
   std::optional<int64_t> Integer(const Located& at, int64_t min_value, int64_t max_value);
   std::optional<bool> Boolean(const Located& at);
   // A list of non-empty strings; a single string is read as a one-element list when `allow_scalar`.

@@ -381,8 +381,11 @@ const std::string& SourceNameOf(const SourceNames& source_names, const Field& fi
   return it == source_names.end() ? field.name : it->second;
 }
 
+}  // namespace
+
 // Field positions by the name records give them, kept for a namespace's top-level fields across
-// records (they are only ever appended to) and built for any other wide object.
+// records (they are only ever appended to) and built for any other wide object. Not in the
+// anonymous namespace: Shaper::NamespaceState, which has external linkage, holds one.
 struct FieldIndex {
   std::unordered_map<std::string, size_t> positions;
   size_t indexed_fields = 0;  // fields[0, indexed_fields) are in `positions`
@@ -393,8 +396,6 @@ struct FieldIndex {
     }
   }
 };
-
-}  // namespace
 
 // ----- Shaper ---------------------------------------------------------------------------------
 
@@ -1198,12 +1199,10 @@ Value ValueFromText(std::string_view text) {
   const char first = text[0];
   if ((first >= '0' && first <= '9') || first == '-') {
     // One scan decides which parser can succeed, so that dates and identifiers skip both.
-    bool is_digits = true;
     bool is_numeric = true;
     for (size_t i = 1; i < text.size() && is_numeric; ++i) {
       const char c = text[i];
       const bool is_digit = c >= '0' && c <= '9';
-      is_digits &= is_digit;
       is_numeric = is_digit || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
     }
     if (is_numeric) {

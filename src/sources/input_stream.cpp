@@ -174,9 +174,9 @@ InputStream::InputStream(std::shared_ptr<const FileHandle> handle, StreamStart s
                          uint64_t limit_bytes)
     : handle_(std::move(handle)),
       start_byte_offset_(start.byte_offset),
+      start_file_offset_(start.file_offset),
       limit_bytes_(limit_bytes),
       input_buffer_(std::make_unique_for_overwrite<char[]>(kFileReadBytes)),
-      start_file_offset_(start.file_offset),
       disk_byte_offset_(start.file_offset),
       consumed_byte_offset_(start.byte_offset) {}
 

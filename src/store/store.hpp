@@ -43,11 +43,25 @@ struct StoreIdentity {
   bool predates_instance_ids = false;
 };
 
+// The LMDB map size stores open with unless told otherwise: 1 TiB of address space, not disk.
+// ThreadSanitizer's shadow memory leaves a process too little address space for that, so its
+// builds (make tsan) use 64 GiB.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SKIPPR_STORE_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(SKIPPR_STORE_UNDER_TSAN)
+inline constexpr uint64_t kDefaultStoreMapSizeBytes = uint64_t{1} << 36;
+#else
+inline constexpr uint64_t kDefaultStoreMapSizeBytes = uint64_t{1} << 40;
+#endif
+
 struct StoreOptions {
   std::string directory;  // created if missing (each created component 0700); files inside are 0600
   // LMDB map size: the upper bound of the data file, reserved as address space, not preallocated.
   // The first Open of a directory in a process decides it; later Opens share that environment.
-  uint64_t map_size_bytes = uint64_t{1} << 40;
+  uint64_t map_size_bytes = kDefaultStoreMapSizeBytes;
   // The store's own file operations (its directories, their fsync); LMDB writes its files itself.
   Env* env = Env::Default();
 };
