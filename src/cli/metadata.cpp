@@ -10,6 +10,7 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "core/redact.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
@@ -51,7 +52,7 @@ Result<LogicalType> FieldTypeFromName(const std::string& name) {
 }
 
 int Fail(const std::string& error) {
-  fmt::print("{}\n", JsonText(Json{{"ok", false}, {"error", error}}));
+  fmt::print("{}\n", Redact(JsonText(Json{{"ok", false}, {"error", error}})));
   return kExitFailure;
 }
 

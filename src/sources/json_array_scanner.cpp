@@ -124,6 +124,8 @@ void JsonArrayScanner::StartElement() {
   is_in_string_ = false;
   is_escaped_ = false;
   open_brackets_.clear();
+  unchecked_depth_ = 0;
+  is_too_deep_ = false;
   prefix_.clear();
 }
 
@@ -181,13 +183,22 @@ std::optional<JsonArrayScanner::ScanEnd> JsonArrayScanner::ScanBytes() {
         break;
       case '{':
       case '[':
+        // Deeper than any parser here goes: only counted, so that the element still ends at its
+        // own closing bracket and costs one deadletter (breaking here would resynchronise inside
+        // it, at every nested line that looks like an element start).
         if (open_brackets_.size() == kMaxNestingDepth) {
-          return broken(position, fmt::format("nested deeper than {} levels", kMaxNestingDepth));
+          ++unchecked_depth_;
+          is_too_deep_ = true;
+          break;
         }
         open_brackets_.push_back(c);
         break;
       case '}':
       case ']':
+        if (unchecked_depth_ > 0) {
+          --unchecked_depth_;
+          break;
+        }
         if (open_brackets_.empty()) {
           if (c == ']') return stop(position, ScanEnd::kSeparator);
           return broken(position, "a '}' that closes nothing");
@@ -225,7 +236,8 @@ Result<JsonArrayElement> JsonArrayScanner::FinishElement(ScanEnd how) {
   if (how != ScanEnd::kSeparator && !is_skipping_) {
     prefix_.assign(window_.begin(), std::min(scanned_bytes_, kProblemPrefixBytes));
   }
-  const bool is_whole = open_brackets_.empty() && !is_in_string_ && !is_skipping_;
+  const bool is_whole =
+      open_brackets_.empty() && unchecked_depth_ == 0 && !is_in_string_ && !is_skipping_;
   if (how == ScanEnd::kEndOfInput && !is_whole) {
     state_ = State::kDone;
     Consume(scanned_bytes_);
@@ -247,6 +259,11 @@ Result<JsonArrayElement> JsonArrayScanner::FinishElement(ScanEnd how) {
     return Problem(fmt::format("an element of {} bytes exceeds the {} MiB limit; split it",
                                window_.ByteOffsetOf(window_.begin()) - element_offset_,
                                max_element_bytes_ >> 20));
+  }
+  if (is_too_deep_) {
+    prefix_.assign(text_begin, std::min(scanned_bytes_, kProblemPrefixBytes));
+    Consume(scanned_bytes_ + (is_comma ? 1 : 0));
+    return Problem(fmt::format("nested deeper than {} levels", kMaxNestingDepth));
   }
   while (text_end > text_begin && IsBlank(text_end[-1])) --text_end;
   JsonArrayElement element;

@@ -97,6 +97,8 @@ class JsonArrayScanner {
   bool is_in_string_ = false;
   bool is_escaped_ = false;
   std::string open_brackets_;   // '{' and '[' still open, innermost last
+  size_t unchecked_depth_ = 0;  // brackets open beyond the nesting limit (counted, not matched)
+  bool is_too_deep_ = false;    // the element went beyond the nesting limit
   std::string broken_reason_;
   std::string prefix_;          // the first 1 KiB of a problem element, padded when handed out
 };

@@ -1025,6 +1025,17 @@ TEST(JsonArrayScanner, EachStructuralProblemCostsOnlyItself) {
   EXPECT_THAT(Problems(scan("[{\"a\":1}},\n{\"c\":3}]")), ElementsAre("1: a '}' that closes nothing"));
   EXPECT_THAT(Texts(scan("[" + std::string(1025, '[') + std::string(1025, ']') + ",\n7]")),
               ElementsAre("!", "7"));
+  // Too deep, pretty-printed: one deadletter for the whole element, although every nested line
+  // beyond the limit starts where elements start.
+  std::string deep = "[\n";
+  for (int i = 0; i < 2000; ++i) deep += "[\n";
+  for (int i = 0; i < 2000; ++i) deep += "]\n";
+  const std::vector<ElementCopy> deep_elements = scan(deep + ",\n7\n]\n");
+  EXPECT_THAT(Texts(deep_elements), ElementsAre("!", "7"));
+  EXPECT_THAT(Problems(deep_elements), ElementsAre("2: nested deeper than 1024 levels"));
+  // Too deep and truncated: the file ends inside it.
+  EXPECT_THAT(Problems(scan("[" + std::string(1500, '['))),
+              ElementsAre("1: the file ends inside this element; it may be truncated: re-copy it"));
 }
 
 // An unbalanced quote would swallow the rest of the file; JSON strings cannot hold a line break,
