@@ -2,6 +2,9 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
+# Tests at a time: more than cores, since the crash and e2e tests spend much of their time waiting
+# for the processes they start and kill.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 2 )))
 
 .PHONY: all setup ensure-setup configure build test demo bench format clean \
         sanitize tsan fuzz configure-asan configure-tsan build-asan build-tsan
@@ -24,7 +27,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS)
 
 demo: build
 	examples/bikehire/demo.sh $(BUILD_DIR)/src/skipprd
@@ -65,7 +68,7 @@ build-asan: configure-asan
 
 # ASan + UBSan over every unit and end-to-end test (and the fuzz targets' committed inputs).
 sanitize: build-asan
-	cd $(ASAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) ctest --output-on-failure -j $(TEST_JOBS)
 
 configure-tsan: ensure-setup
 	@if [ ! -f $(TSAN_BUILD_DIR)/build.ninja ]; then \
@@ -78,7 +81,7 @@ build-tsan: configure-tsan
 # TSan over the tests whose code runs threads (ctest labels are the test binaries' names).
 tsan: build-tsan
 	cd $(TSAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) \
-	  ctest --output-on-failure -j $(JOBS) -L '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$'
+	  ctest --output-on-failure -j $(TEST_JOBS) -L '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$'
 
 # Every fuzz target for FUZZ_SECONDS, FUZZ_JOBS at a time; prints executions per target. New
 # inputs collect in $(ASAN_BUILD_DIR)/fuzz/corpus/ (the committed seeds stay as they are).

@@ -2,9 +2,9 @@
 # directory, configured by the Makefile (`make sanitize`, `make tsan`, `make fuzz`) with clang:
 #   SKIPPR_SANITIZE=address,undefined  ASan + UBSan over every target (UB aborts: no recovery)
 #   SKIPPR_SANITIZE=thread             TSan over every target
-#   SKIPPR_FUZZ=ON                     also the libFuzzer targets under tests/fuzz/; every object is
-#                                      then compiled with coverage (-fsanitize=fuzzer-no-link) so one
-#                                      clang build serves both the ASan tests and the fuzzers
+#   SKIPPR_FUZZ=ON                     also the libFuzzer targets under tests/fuzz/, in the same
+#                                      build as the ASan tests; the code the fuzzers feed (and only
+#                                      that: skippr_fuzz_coverage) is compiled with coverage
 # A sanitizer replaces malloc, so these builds link no jemalloc (SKIPPR_JEMALLOC=OFF).
 set(SKIPPR_SANITIZE "" CACHE STRING "Sanitizers for every target: address,undefined | thread | empty")
 option(SKIPPR_FUZZ "Build the libFuzzer targets under tests/fuzz (clang, with SKIPPR_SANITIZE)" OFF)
@@ -33,10 +33,17 @@ if(SKIPPR_SANITIZE)
   endif()
 endif()
 
-if(SKIPPR_FUZZ)
-  add_compile_options(-fsanitize=fuzzer-no-link)
-  add_link_options(-fsanitize=fuzzer-no-link)
-endif()
+# Coverage for libFuzzer (-fsanitize=fuzzer-no-link: edge counters and comparison tracing) on the
+# targets whose code the fuzzers feed. Everything else (the CLI, landing, Iceberg, the tests)
+# stays without it: it made every object of the ASan build slower to compile and every test
+# slower to run, for edges no fuzzer reaches. Without SKIPPR_FUZZ this does nothing.
+function(skippr_fuzz_coverage)
+  if(SKIPPR_FUZZ)
+    foreach(target IN LISTS ARGN)
+      target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+    endforeach()
+  endif()
+endfunction()
 
 # The build type of the sanitizer builds: -O1 (what the sanitizers' authors recommend: fast enough,
 # stacks still whole) with line tables only (enough for file:line in reports, a fraction of the

@@ -436,7 +436,7 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
   std::mt19937 random(20261130);
   std::uniform_int_distribution<int> delay_ms(100, 1500);
   int kills = 0;
-  for (int round = 0; round < 50; ++round) {
+  for (int round = 0; round < ScaledRounds(50, 10); ++round) {
     SyncAndKillAfter(dir, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
     ++kills;
   }

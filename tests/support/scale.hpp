@@ -1,7 +1,9 @@
 // SKIPPR_TEST_SCALE: how big the heavy tests' data is. 1 (the default) is the size each test was
 // written for; the sanitizer builds run with 0.1 (Makefile SANITIZER_TEST_SCALE), where ASan and
 // TSan make every row several times dearer. A scaled test still runs every step and every check,
-// on fewer rows; only row counts scale, never the number of crash points or kills.
+// on fewer rows. Row counts scale, and so do random samples (kills at random moments, random
+// streams) down to a floor: the full sample runs in `make test`, the sanitizers need the code paths
+// a few times, not the statistics. Named crash points and fault matrices never scale.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +36,13 @@ inline double TestScale() {
 inline int64_t Scaled(int64_t rows, int64_t multiple = 1) {
   const auto scaled = static_cast<int64_t>(std::llround(static_cast<double>(rows) * TestScale()));
   return std::max(multiple, scaled / multiple * multiple);
+}
+
+// How many rounds of a random sample (kills at random moments, random seeds) to run: `rounds` at
+// the test scale, at least `at_least`.
+inline int ScaledRounds(int rounds, int at_least) {
+  const auto scaled = static_cast<int>(std::llround(rounds * TestScale()));
+  return std::max(std::min(rounds, at_least), scaled);
 }
 
 }  // namespace skippr::testing

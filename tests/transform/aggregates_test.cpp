@@ -14,6 +14,7 @@
 
 #include "e2e/process.hpp"
 #include "pipeline/landing.hpp"
+#include "support/scale.hpp"
 #include "pipeline/pipeline.hpp"
 #include "support/temp_dir.hpp"
 #include "transform/aggregate_stream.hpp"
@@ -67,7 +68,8 @@ OrdersOracle CommitStream(store::Store& store, const std::string& wal_dir, uint6
 }
 
 TEST(AggregateProcessor, RandomStreamsEqualARecomputeOverTheFinalRows) {
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
+  const auto seeds = static_cast<uint64_t>(testing::ScaledRounds(40, 10));
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     SCOPED_TRACE(seed);
     TempDir dir;
     auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
@@ -175,9 +177,10 @@ TEST(AggregateProcessorCrash, AfterEveryCommitAReplayResumesAtTheCursor) {
 TEST(AggregateProcessorCrash, SigkillAtRandomMomentsNeverChangesTheResult) {
   std::mt19937_64 random(20261130);
   int kills_mid_run = 0;
-  for (uint64_t iteration = 0; iteration < 50; ++iteration) {
+  const int iterations = testing::ScaledRounds(50, 10);
+  for (int iteration = 0; iteration < iterations; ++iteration) {
     SCOPED_TRACE(iteration);
-    CrashFixture fixture(100 + iteration, 30);
+    CrashFixture fixture(100 + static_cast<uint64_t>(iteration), 30);
     for (int attempt = 0;; ++attempt) {
       ASSERT_LT(attempt, 1000);
       testing::ProcessOptions options;
@@ -197,7 +200,7 @@ TEST(AggregateProcessorCrash, SigkillAtRandomMomentsNeverChangesTheResult) {
     }
     EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
   }
-  EXPECT_GE(kills_mid_run, 50);  // the kills do land while the processor runs
+  EXPECT_GE(kills_mid_run, iterations);  // the kills do land while the processor runs
 }
 
 // ---------------------------------------------------------------------------------------------
