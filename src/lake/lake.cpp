@@ -781,11 +781,8 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   source.pipeline = std::string(kLandingPipeline);
   source.namespace_name = landing.namespace_name;
   source.fields = namespace_schema.fields;
-  source.batches = [batches]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
-    return batches;
-  };
+  source.batches = query::BatchList::InMemory(batches);
   source.key_columns = landing.key_columns;
-  source.allows_parallel_scan = true;  // a data file's row order means nothing
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/data"));
   LandingFiles files;

@@ -32,9 +32,6 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
     source.pipeline = pipeline_name;
     source.namespace_name = namespace_name;
     source.fields = fields->second.fields;
-    source.batches = []() -> Result<std::vector<std::shared_ptr<const Batch>>> {
-      return std::vector<std::shared_ptr<const Batch>>();
-    };
     SKIPPR_ASSIGN_OR_RETURN(source.landed, lake::LandedRowsOf(snapshot));
     SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(std::move(source)));
     SKIPPR_ASSIGN_OR_RETURN(

@@ -5,13 +5,11 @@
 //
 // Tables are bound on demand (query::TableBinder): opening the engine only lists each pipeline's
 // namespaces; a statement's tables are bound before it runs (the pipeline's catalog pinned at its
-// first bind, the landed snapshot's files listed, the segment files holding its live slices read
-// and verified), and the slices are decoded when DuckDB starts the first scan of the table. A
-// table that cannot be bound fails only the statements that read it.
+// first bind, the landed snapshot's files listed, the segment files holding its live slices opened
+// and verified), and each slice is decoded when a scan reaches it. A table that cannot be bound
+// fails only the statements that read it.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
-#include <mutex>
 
 #include "iceberg/iceberg.hpp"
 #include "pipeline/landing.hpp"
@@ -26,51 +24,46 @@ constexpr int kSnapshotAttempts = 10;
 
 const std::string kDeadletters(schema::kDeadlettersNamespace);
 
-using Batches = std::vector<std::shared_ptr<const Batch>>;
-
-// One table's live WAL slices, decoded when the first scan of the table starts (TableSource's
-// provider runs at DuckDB's scan init) and shared by every later scan of the statement.
+// One table's live WAL slices as a query::BatchList: each slice is decoded when a scan's thread
+// reaches it, from segment files opened (and verified) at the bind and kept open, so reclaim
+// cannot take a slice away from a scan that listed it.
 class LiveSlices {
  public:
   struct Slice {
     std::shared_ptr<const wal::SegmentReader> segment;
     uint32_t ordinal = 0;
+    int64_t rows = 0;
   };
+
+  static query::BatchList List(std::string table, std::vector<Slice> slices) {
+    query::BatchList list;
+    for (const Slice& slice : slices) list.row_counts.push_back(slice.rows);
+    auto shared = std::make_shared<const LiveSlices>(std::move(table), std::move(slices));
+    list.read = [shared](size_t index) { return shared->Read(index); };
+    return list;
+  }
+
   LiveSlices(std::string table, std::vector<Slice> slices)
       : table_(std::move(table)), slices_(std::move(slices)) {}
 
-  Result<Batches> Decoded() {
-    std::lock_guard lock(mutex_);
-    if (!decoded_) {
-      decoded_ = Decode();
-      slices_.clear();  // the segment bytes go once decoded (unless another table still needs them)
-    }
-    return *decoded_;
-  }
-
  private:
-  Result<Batches> Decode() const {
-    Batches batches;
-    for (const Slice& slice : slices_) {
-      Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal);
-      if (!batch.ok()) {
-        return Status(batch.status().code(),
-                      fmt::format("table {}: {}", table_, batch.status().message()));
-      }
-      batches.push_back(std::make_shared<const Batch>(std::move(batch).value()));
+  Result<std::shared_ptr<const Batch>> Read(size_t index) const {
+    const Slice& slice = slices_.at(index);
+    Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal);
+    if (!batch.ok()) {
+      return Status(batch.status().code(),
+                    fmt::format("table {}: {}", table_, batch.status().message()));
     }
-    return batches;
+    return std::make_shared<const Batch>(std::move(batch).value());
   }
 
-  std::mutex mutex_;
   const std::string table_;
-  std::vector<Slice> slices_;
-  std::optional<Result<Batches>> decoded_;
+  const std::vector<Slice> slices_;
 };
 
 // One pipeline's catalog as one read transaction saw it: the landed snapshots and landed slices
 // are one cut with the live segments, so a slice is read from the lake or from the WAL, never both
-// or neither. Segment files are read (and verified) once, for every table that needs them.
+// or neither. Segment files are opened (and verified) once, for every table that needs them.
 struct PinnedCatalog {
   std::vector<wal::SegmentEntry> segments;
   internal::LandingState landing;
@@ -186,7 +179,7 @@ class PipelineTables {
         }
         SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const wal::SegmentReader> segment,
                                 SegmentFile(entry));
-        slices.push_back({std::move(segment), slice.ordinal});
+        slices.push_back({std::move(segment), slice.ordinal, slice.rows});
       }
     }
     return slices;
@@ -236,8 +229,7 @@ class PipelineTables {
     if (!is_deadletters && lake::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
       table.key_columns = policy_.key_columns;
     }
-    auto live = std::make_shared<LiveSlices>(name_ + "." + ns_name, std::move(slices));
-    table.batches = [live]() { return live->Decoded(); };
+    table.batches = LiveSlices::List(name_ + "." + ns_name, std::move(slices));
     return table;
   }
 

@@ -462,6 +462,18 @@ Status Engine::ApplyFileAccess(const EngineOptions& options) {
   return Status::OK();
 }
 
+BatchList BatchList::InMemory(std::vector<std::shared_ptr<const Batch>> batches) {
+  BatchList list;
+  for (const std::shared_ptr<const Batch>& batch : batches) {
+    list.row_counts.push_back(batch == nullptr ? 0 : batch->num_rows);
+  }
+  auto shared = std::make_shared<const std::vector<std::shared_ptr<const Batch>>>(std::move(batches));
+  list.read = [shared](size_t index) -> Result<std::shared_ptr<const Batch>> {
+    return (*shared)[index];
+  };
+  return list;
+}
+
 void Engine::SetBinder(std::unique_ptr<TableBinder> binder) { binder_ = std::move(binder); }
 
 Status Engine::RegisterTable(TableSource table) {
@@ -472,9 +484,9 @@ Status Engine::RegisterTable(TableSource table) {
     return Status::InvalidArgument(
         fmt::format("table {}.{} has no columns", table.pipeline, table.namespace_name));
   }
-  if (!table.batches) {
+  if (!table.batches.read && !table.batches.row_counts.empty()) {
     return Status::InvalidArgument(
-        fmt::format("table {}.{} has no batch provider", table.pipeline, table.namespace_name));
+        fmt::format("table {}.{} has no batch reader", table.pipeline, table.namespace_name));
   }
   SKIPPR_RETURN_IF_ERROR(CheckViewColumns(table));
   const std::pair<std::string, std::string> key{table.pipeline, table.namespace_name};

@@ -46,16 +46,31 @@ struct LandedRows {
   std::vector<EqualityDeleteFile> equality_delete_files;
 };
 
+// The batches of a table, read while a scan runs: a scan holds the batches its threads are
+// reading, never the table.
+struct BatchList {
+  // Rows per batch, known without reading the batch (a WAL slice's index entry says): the scan
+  // numbers rows and shares work out by them.
+  std::vector<int64_t> row_counts;
+  // Batch `index` (< row_counts.size()), which must have row_counts[index] rows. Called from the
+  // scan's threads, at once for different batches; an error fails the statement.
+  std::function<Result<std::shared_ptr<const Batch>>(size_t index)> read;
+
+  // A list of batches already in memory.
+  static BatchList InMemory(std::vector<std::shared_ptr<const Batch>> batches);
+};
+
 // Supplies the rows of one table: the target schema (current fields, with ids) and the batches to
 // scan. Batches may carry OLDER schemas: they are projected onto the target by FIELD ID — a target
 // field missing from a batch reads NULL; int→long, float→double and decimal precision widening are
-// cast; nested struct children are matched by id too. The provider is called once per scan (at
-// DuckDB's init), so a query sees exactly the batches the provider returns at that moment.
+// cast; nested struct children are matched by id too. A scan reads the batches the list names,
+// each when a thread reaches it; several threads read at once where the statement allows it
+// (DuckDB scans on one thread, in batch order, where rows must keep their order).
 struct TableSource {
   std::string pipeline;
   std::string namespace_name;
   std::vector<Field> fields;
-  std::function<Result<std::vector<std::shared_ptr<const Batch>>>()> batches;
+  BatchList batches;
   // Rows landed elsewhere, read by column name and unioned with the batches; files written before
   // a column existed read NULL for it.
   LandedRows landed;
@@ -63,9 +78,6 @@ struct TableSource {
   // are changes keyed by these top-level columns, in order: per key only the last row is in the
   // table, none when that row is a CDC delete, and a key the batches hold replaces its landed rows.
   std::vector<std::string> key_columns;
-  // The batches may be scanned by several threads at once, their rows reaching DuckDB in no
-  // particular order (writing a data file); off for tables users query, whose rows keep WAL order.
-  bool allows_parallel_scan = false;
 };
 
 // `<pipeline>.<namespace>` as a query names it.

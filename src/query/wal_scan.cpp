@@ -1,17 +1,16 @@
 // wal_scan(pipeline VARCHAR, namespace VARCHAR [, with_change_columns := BOOLEAN]): a DuckDB table
 // function that fills output vectors directly from the columnar buffers of Batches, projecting each
 // batch onto the table's current schema by field id; the change columns (query.hpp) number the rows
-// in batch order and mark CDC deletes. One thread scans the batches in order.
+// in batch order and mark CDC deletes. Batches are read while the scan runs, each by the thread
+// that claims it.
 #include <duckdb.h>
 #include <fmt/format.h>
 
-#include <mutex>
-
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -367,42 +366,23 @@ struct BindData {
   bool has_change_columns = false;  // with_change_columns := true
 };
 
-// Shared by the threads of one scan: the batches, and a cursor from which each thread claims its
-// next chunk of rows.
+// Shared by the threads of one scan: which columns DuckDB wants, where each batch's rows start in
+// the scan's numbering, and the next batch to claim. Batches are read by the thread that claims
+// them, one at a time per thread: a scan holds the batches being scanned, never the table.
 struct ScanState {
-  std::vector<std::shared_ptr<const Batch>> batches;
-  // Per batch, per target field: the batch column index, or -1 (reads NULL).
-  std::vector<std::vector<int>> plans;
-  std::vector<idx_t> projected;  // output vector i ← target field projected[i]
-  std::mutex mutex;
-  size_t next_batch = 0;
+  std::vector<idx_t> projected;        // output vector i ← target field projected[i]
+  std::vector<int64_t> first_ordinals;  // per batch: the scan's row number of its first row
+  std::atomic<size_t> next_batch{0};
+};
+
+// One thread's batch: rows [next_row, num_rows) are still to be emitted.
+struct ThreadState {
+  std::shared_ptr<const Batch> batch;
+  size_t index = 0;
+  std::vector<int> plan;  // per target field: the batch column index, or -1 (reads NULL)
   int64_t next_row = 0;
-  int64_t next_ordinal = 0;
+  bool exhausted() const { return batch == nullptr || next_row >= batch->num_rows; }
 };
-
-// One thread's claim: rows [row, row + count) of batches[batch].
-struct ChunkClaim {
-  size_t batch = 0;
-  int64_t row = 0;
-  int64_t ordinal = 0;  // the scan's row number of the first: rows of the batches before it
-  idx_t count = 0;      // 0: nothing left
-};
-
-ChunkClaim ClaimChunk(ScanState& state) {
-  std::lock_guard lock(state.mutex);
-  if (state.next_batch >= state.batches.size()) return {};
-  const Batch& batch = *state.batches[state.next_batch];
-  ChunkClaim claim{state.next_batch, state.next_row, state.next_ordinal,
-                   std::min<idx_t>(duckdb_vector_size(),
-                                   static_cast<idx_t>(batch.num_rows - state.next_row))};
-  state.next_row += static_cast<int64_t>(claim.count);
-  state.next_ordinal += static_cast<int64_t>(claim.count);
-  if (state.next_row >= batch.num_rows) {
-    ++state.next_batch;
-    state.next_row = 0;
-  }
-  return claim;
-}
 
 // The change columns follow the table's fields: their indexes after the last field.
 enum ChangeColumn : idx_t { kOrdinal = 0, kDeleted = 1, kChangeColumns = 2 };
@@ -481,97 +461,143 @@ void Init(duckdb_init_info info) {
   const auto* bind = static_cast<const BindData*>(duckdb_init_get_bind_data(info));
   const TableSource& source = *bind->source;
   auto state = std::make_unique<ScanState>();
-
   const idx_t projected = duckdb_init_get_column_count(info);
   for (idx_t i = 0; i < projected; ++i) state->projected.push_back(duckdb_init_get_column_index(info, i));
-
-  if (!source.batches) {
-    duckdb_init_set_error(info, "wal_scan: the table has no batch provider");
+  if (!source.batches.read && !source.batches.row_counts.empty()) {
+    duckdb_init_set_error(info, "wal_scan: the table has no batch reader");
     return;
   }
-  Result<std::vector<std::shared_ptr<const Batch>>> batches = source.batches();
-  if (!batches.ok()) {
-    duckdb_init_set_error(info, fmt::format("reading {}.{}: {}", source.pipeline,
-                                            source.namespace_name, batches.status().message())
-                                    .c_str());
-    return;
+  int64_t rows = 0;
+  for (const int64_t count : source.batches.row_counts) {
+    state->first_ordinals.push_back(rows);
+    rows += count;
   }
-  for (std::shared_ptr<const Batch>& batch : *batches) {
-    if (batch == nullptr || batch->num_rows == 0) continue;
-    if (batch->cdc && batch->cdc->mutations.size() != static_cast<size_t>(batch->num_rows)) {
-      duckdb_init_set_error(
-          info,
-          fmt::format("reading {}.{}: a batch of {} rows has {} CDC mutations", source.pipeline,
-                      source.namespace_name, batch->num_rows, batch->cdc->mutations.size())
-              .c_str());
-      return;
-    }
-    std::vector<int> plan(source.fields.size(), -1);
-    for (size_t f = 0; f < source.fields.size(); ++f) {
-      for (size_t c = 0; c < batch->fields.size() && c < batch->columns.size(); ++c) {
-        if (batch->fields[c].id != source.fields[f].id) continue;
-        std::string why;
-        if (!Readable(batch->columns[c].type, source.fields[f].type, &why)) {
-          duckdb_init_set_error(info, fmt::format("reading {}.{} column {}: {}", source.pipeline,
-                                                  source.namespace_name, source.fields[f].name, why)
-                                          .c_str());
-          return;
-        }
-        plan[f] = static_cast<int>(c);
-        break;
-      }
-    }
-    state->plans.push_back(std::move(plan));
-    state->batches.push_back(std::move(batch));
-  }
-  // Chunks are claimed in order, but with several threads they reach DuckDB in any order: only
-  // a source that allows it (the lake's Parquet writer) is scanned in parallel.
-  duckdb_init_set_max_threads(
-      info, source.allows_parallel_scan ? std::max<idx_t>(1, state->batches.size()) : 1);
+  // Several threads claim batches where the plan lets them (DuckDB runs a scan whose rows must
+  // keep their order, a plain SELECT, on one thread, which claims the batches in order); the
+  // ordinal change column numbers rows from the row counts, whichever thread reads them.
+  duckdb_init_set_max_threads(info, std::max<idx_t>(1, source.batches.row_counts.size()));
   duckdb_init_set_init_data(info, state.release(), [](void* data) { delete static_cast<ScanState*>(data); });
+}
+
+void LocalInit(duckdb_init_info info) {
+  duckdb_init_set_init_data(info, new ThreadState(),
+                            [](void* data) { delete static_cast<ThreadState*>(data); });
+}
+
+// The column of `batch` each target field reads (-1: none, it reads NULL), or why the batch cannot
+// be read as the table.
+Result<std::vector<int>> PlanBatch(const TableSource& source, const Batch& batch) {
+  std::vector<int> plan(source.fields.size(), -1);
+  for (size_t f = 0; f < source.fields.size(); ++f) {
+    for (size_t c = 0; c < batch.fields.size() && c < batch.columns.size(); ++c) {
+      if (batch.fields[c].id != source.fields[f].id) continue;
+      std::string why;
+      if (!Readable(batch.columns[c].type, source.fields[f].type, &why)) {
+        return Status::InvalidArgument(fmt::format("reading {}.{} column {}: {}", source.pipeline,
+                                                   source.namespace_name, source.fields[f].name,
+                                                   why));
+      }
+      plan[f] = static_cast<int>(c);
+      break;
+    }
+  }
+  return plan;
+}
+
+// Claims and reads the next batch with rows into `thread`; false at the end of the scan.
+Result<bool> ClaimBatch(const TableSource& source, ScanState& state, ThreadState& thread) {
+  while (true) {
+    const size_t index = state.next_batch.fetch_add(1, std::memory_order_relaxed);
+    if (index >= source.batches.row_counts.size()) {
+      thread.batch.reset();
+      return false;
+    }
+    const int64_t expected_rows = source.batches.row_counts[index];
+    if (expected_rows == 0) continue;
+    const auto failed = [&](std::string_view why) {
+      return fmt::format("reading {}.{}: {}", source.pipeline, source.namespace_name, why);
+    };
+    Result<std::shared_ptr<const Batch>> read = source.batches.read(index);
+    if (!read.ok()) return Status(read.status().code(), failed(read.status().message()));
+    std::shared_ptr<const Batch> batch = std::move(read).value();
+    if (batch == nullptr || batch->num_rows != expected_rows) {
+      return Status::Corruption(failed(fmt::format("batch {} has {} rows where {} were listed",
+                                                   index, batch == nullptr ? 0 : batch->num_rows,
+                                                   expected_rows)));
+    }
+    if (batch->cdc && batch->cdc->mutations.size() != static_cast<size_t>(batch->num_rows)) {
+      return Status::Corruption(failed(fmt::format("a batch of {} rows has {} CDC mutations",
+                                                   batch->num_rows, batch->cdc->mutations.size())));
+    }
+    SKIPPR_ASSIGN_OR_RETURN(thread.plan, PlanBatch(source, *batch));
+    thread.batch = std::move(batch);
+    thread.index = index;
+    thread.next_row = 0;
+    return true;
+  }
+}
+
+// Fills `out` (the output vector of target field `field`, or of a change column) with `count`
+// rows of the thread's batch from its next row. False with `error` set on data the table type
+// cannot hold.
+bool FillOutput(duckdb_vector out, const BindData& bind, const ScanState& state,
+                const ThreadState& thread, idx_t field, idx_t count, std::string* error) {
+  const std::vector<Field>& fields = bind.source->fields;
+  const Batch& batch = *thread.batch;
+  if (bind.has_change_columns && field >= fields.size() && field < fields.size() + kChangeColumns) {
+    FillChangeColumn(out, field - fields.size(), batch, thread.next_row,
+                     state.first_ordinals[thread.index] + thread.next_row, count);
+    return true;
+  }
+  if (field >= fields.size()) {
+    // A column DuckDB asked for that is none of ours (a row id for count(*)): leave it NULL.
+    duckdb_vector_ensure_validity_writable(out);
+    uint64_t* validity = duckdb_vector_get_validity(out);
+    for (idx_t i = 0; i < count; ++i) duckdb_validity_set_row_invalid(validity, i);
+    return true;
+  }
+  const int column = thread.plan[field];
+  if (column < 0) {
+    FillNull(out, fields[field].type, 0, count);
+    return true;
+  }
+  if (!Fill(out, fields[field].type, batch.columns[column], thread.next_row, 0, count, error)) {
+    *error = fmt::format("reading {}.{} column {}: {}", bind.source->pipeline,
+                         bind.source->namespace_name, fields[field].name, *error);
+    return false;
+  }
+  return true;
 }
 
 void Scan(duckdb_function_info info, duckdb_data_chunk output) {
   const auto* bind = static_cast<const BindData*>(duckdb_function_get_bind_data(info));
   auto* state = static_cast<ScanState*>(duckdb_function_get_init_data(info));
-  const std::vector<Field>& fields = bind->source->fields;
-  const ChunkClaim claim = ClaimChunk(*state);
-  if (claim.count == 0) {
-    duckdb_data_chunk_set_size(output, 0);
-    return;
-  }
-  const Batch& batch = *state->batches[claim.batch];
-  const std::vector<int>& plan = state->plans[claim.batch];
-  const idx_t vectors = duckdb_data_chunk_get_column_count(output);
-  for (idx_t v = 0; v < vectors; ++v) {
-    duckdb_vector out = duckdb_data_chunk_get_vector(output, v);
-    const idx_t field = v < state->projected.size() ? state->projected[v] : v;
-    if (bind->has_change_columns && field >= fields.size() &&
-        field < fields.size() + kChangeColumns) {
-      FillChangeColumn(out, field - fields.size(), batch, claim.row, claim.ordinal, claim.count);
-      continue;
-    }
-    if (field >= fields.size()) {
-      // A column DuckDB asked for that is none of ours (a row id for count(*)): leave it NULL.
-      duckdb_vector_ensure_validity_writable(out);
-      uint64_t* validity = duckdb_vector_get_validity(out);
-      for (idx_t i = 0; i < claim.count; ++i) duckdb_validity_set_row_invalid(validity, i);
-      continue;
-    }
-    const int column = plan[field];
-    if (column < 0) {
-      FillNull(out, fields[field].type, 0, claim.count);
-      continue;
-    }
-    std::string error;
-    if (!Fill(out, fields[field].type, batch.columns[column], claim.row, 0, claim.count, &error)) {
-      duckdb_function_set_error(info, fmt::format("reading {}.{} column {}: {}", bind->source->pipeline,
-                                                  bind->source->namespace_name, fields[field].name, error)
-                                          .c_str());
+  auto* thread = static_cast<ThreadState*>(duckdb_function_get_local_init_data(info));
+  const TableSource& source = *bind->source;
+  const auto fail = [&](const std::string& message) {
+    duckdb_function_set_error(info, message.c_str());
+  };
+  if (thread->exhausted()) {
+    Result<bool> claimed = ClaimBatch(source, *state, *thread);
+    if (!claimed.ok()) return fail(std::string(claimed.status().message()));
+    if (!*claimed) {
+      duckdb_data_chunk_set_size(output, 0);
       return;
     }
   }
-  duckdb_data_chunk_set_size(output, claim.count);
+  const idx_t count = std::min<idx_t>(duckdb_vector_size(),
+                                      static_cast<idx_t>(thread->batch->num_rows - thread->next_row));
+  const idx_t vectors = duckdb_data_chunk_get_column_count(output);
+  for (idx_t v = 0; v < vectors; ++v) {
+    const idx_t field = v < state->projected.size() ? state->projected[v] : v;
+    std::string error;
+    if (!FillOutput(duckdb_data_chunk_get_vector(output, v), *bind, *state, *thread, field, count,
+                    &error)) {
+      return fail(error);
+    }
+  }
+  thread->next_row += static_cast<int64_t>(count);
+  duckdb_data_chunk_set_size(output, count);
 }
 
 }  // namespace
@@ -590,6 +616,7 @@ Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup) {
                                        [](void* data) { delete static_cast<SourceLookup*>(data); });
   duckdb_table_function_set_bind(function, Bind);
   duckdb_table_function_set_init(function, Init);
+  duckdb_table_function_set_local_init(function, LocalInit);
   duckdb_table_function_set_function(function, Scan);
   duckdb_table_function_supports_projection_pushdown(function, true);
   const duckdb_state state = duckdb_register_table_function(connection, function);

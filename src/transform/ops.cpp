@@ -338,9 +338,7 @@ Status OpsRunner::Register(const std::string& namespace_name, std::shared_ptr<co
   table.pipeline = std::string(kTableSchema);
   table.namespace_name = namespace_name;
   table.fields = batch->fields;
-  table.batches = [batch]() -> Result<std::vector<std::shared_ptr<const Batch>>> {
-    return std::vector<std::shared_ptr<const Batch>>{batch};
-  };
+  table.batches = query::BatchList::InMemory({batch});
   return engine_->RegisterTable(std::move(table));
 }
 

@@ -39,6 +39,10 @@ constexpr uint64_t kHeaderFixedBytes = HeaderFixedBytes(kSegmentFormatVersion);
 constexpr uint64_t kFileMinBytes = FileMinBytes(kSegmentFormatVersion);
 constexpr uint64_t kIndexEntryFixedBytes = 41;  // an index entry with an empty namespace
 constexpr uint64_t kSliceFixedBytes = 37;       // a slice header up to its namespace
+// Verify reads a slice's header up to a namespace this much longer than its index entry's.
+constexpr uint64_t kHeadSlackBytes = 4096;
+// The buffer an open file's checksum is streamed through.
+constexpr uint64_t kVerifyBufferBytes = uint64_t{1} << 20;
 constexpr uint64_t kFieldFixedBytes = 16;       // a field with an empty name and no children
 constexpr uint64_t kColumnEntryBytes = 40;
 constexpr int kMaxFieldDepth = 64;
@@ -588,31 +592,49 @@ Status SegmentReader::Verify(std::string_view bytes) {
   SKIPPR_RETURN_IF_ERROR(
       CheckEnd(name, file_bytes >= 28 ? bytes.substr(file_bytes - 28) : bytes, file_bytes, version,
                &footer_offset));
-
   const uint64_t checksum_offset = file_bytes - kTailBytes;
-  const uint64_t stored = LoadAt<uint64_t>(bytes, checksum_offset);
-  const uint64_t computed = XXH3_64bits(bytes.data(), checksum_offset);
+  SKIPPR_RETURN_IF_ERROR(CheckChecksum(LoadAt<uint64_t>(bytes, checksum_offset),
+                                       XXH3_64bits(bytes.data(), checksum_offset)));
+  return ParseLayout(
+      [bytes](uint64_t offset, uint64_t length) -> Result<std::string> {
+        return std::string(bytes.substr(offset, length));
+      },
+      version, footer_offset);
+}
+
+Status SegmentReader::CheckChecksum(uint64_t stored, uint64_t computed) {
+  const uint64_t checksum_offset = file_bytes_ - kTailBytes;
   if (stored != computed) {
     return Status::Corruption(fmt::format(
         "WAL segment {} fails its checksum (stored {:016x} at offset {}, computed {:016x} over "
         "bytes 0..{}); {}",
-        name, stored, checksum_offset, computed, checksum_offset, kCommittedAdvice));
+        display_name_, stored, checksum_offset, computed, checksum_offset, kCommittedAdvice));
   }
   checksum_ = stored;
-  // From here on the bytes are as the writer wrote them; the checks below catch a broken writer.
+  return Status::OK();
+}
 
-  const uint32_t header_bytes = LoadAt<uint32_t>(bytes, 12);
+// After the checksum held: the bytes are as the writer wrote them, and the checks below catch a
+// broken writer. `read` returns bytes [offset, offset + length) of the file (in range: every
+// offset is checked against the file's size first).
+Status SegmentReader::ParseLayout(const ReadRange& read, uint32_t version, uint64_t footer_offset) {
+  const std::string_view name = display_name_;
+  const uint64_t checksum_offset = file_bytes_ - kTailBytes;
+  SKIPPR_ASSIGN_OR_RETURN(const std::string header_length, read(12, 4));
+  const uint32_t header_bytes = LoadAt<uint32_t>(header_length, 0);
   if (header_bytes < HeaderFixedBytes(version) || header_bytes > footer_offset) {
     return Damaged(name, fmt::format("header length {} at offset 12 is outside {}..{}",
                                      header_bytes, HeaderFixedBytes(version), footer_offset));
   }
-  if (!ParseHeaderFields(bytes.substr(0, header_bytes), version, &header_)) {
+  SKIPPR_ASSIGN_OR_RETURN(const std::string header, read(0, header_bytes));
+  if (!ParseHeaderFields(header, version, &header_)) {
     return Damaged(name, fmt::format("the header's fields do not fill its {} bytes exactly",
                                      header_bytes));
   }
 
-  ByteReader index(bytes.substr(footer_offset, checksum_offset - 8 - footer_offset),
-                   footer_offset);
+  SKIPPR_ASSIGN_OR_RETURN(const std::string index_bytes,
+                          read(footer_offset, checksum_offset - 8 - footer_offset));
+  ByteReader index(index_bytes, footer_offset);
   uint32_t slice_count = 0;
   if (!index.Load(&slice_count) || slice_count > index.remaining() / kIndexEntryFixedBytes) {
     return Damaged(name, fmt::format("slice count {} at offset {} does not fit the footer",
@@ -643,8 +665,12 @@ Status SegmentReader::Verify(std::string_view bytes) {
                                        ordinal, ordinal, info.payload_offset, info.payload_bytes,
                                        header_bytes, footer_offset));
     }
-    ByteReader record(bytes.substr(info.payload_offset, info.payload_bytes - 8),
-                      info.payload_offset);
+    // The slice's header, up to a namespace somewhat longer than the index's (a longer one is a
+    // mismatch reported below, not a short read).
+    const uint64_t head_bytes = std::min<uint64_t>(
+        info.payload_bytes - 8, kSliceFixedBytes + info.namespace_name.size() + kHeadSlackBytes);
+    SKIPPR_ASSIGN_OR_RETURN(const std::string head_record, read(info.payload_offset, head_bytes));
+    ByteReader record(head_record, info.payload_offset);
     SliceHead slice_head;
     if (!ReadSliceHead(record, &slice_head)) {
       return Damaged(name, fmt::format("slice {} at offset {} is shorter than its header", ordinal,
@@ -717,10 +743,51 @@ Result<uint32_t> ReadVersion(const RandomAccessFile& file, const std::string& pa
 
 Result<SegmentReader> SegmentReader::Open(const std::string& path, Env* env) {
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenSegmentFile(*env, path));
-  SKIPPR_ASSIGN_OR_RETURN(const uint64_t file_bytes, SegmentFileSize(*file));
-  std::string bytes(file_bytes, '\0');
-  SKIPPR_RETURN_IF_ERROR(ReadFully(*file, path, 0, bytes.data(), file_bytes));
-  return FromBytes(std::move(bytes), path);
+  SegmentReader reader;
+  reader.display_name_ = path;
+  reader.file_ = std::move(file);
+  SKIPPR_RETURN_IF_ERROR(reader.VerifyFile());
+  return reader;
+}
+
+// Verify for an open file: the checksum streamed through a small buffer, then the layout read
+// piece by piece.
+Status SegmentReader::VerifyFile() {
+  const RandomAccessFile& file = *file_;
+  const std::string& path = display_name_;
+  SKIPPR_ASSIGN_OR_RETURN(file_bytes_, SegmentFileSize(file));
+  SKIPPR_ASSIGN_OR_RETURN(const uint32_t version, ReadVersion(file, path, file_bytes_));
+  if (file_bytes_ < FileMinBytes(version)) {
+    return Damaged(path, fmt::format("the file has {} bytes, fewer than the {} of an empty segment "
+                                     "(truncated)", file_bytes_, FileMinBytes(version)));
+  }
+  char last28[28];
+  SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, file_bytes_ - 28, last28, sizeof(last28)));
+  uint64_t footer_offset = 0;
+  SKIPPR_RETURN_IF_ERROR(
+      CheckEnd(path, std::string_view(last28, sizeof(last28)), file_bytes_, version, &footer_offset));
+
+  const uint64_t checksum_offset = file_bytes_ - kTailBytes;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                  &XXH3_freeState);
+  SKIPPR_CHECK(state != nullptr && XXH3_64bits_reset(state.get()) == XXH_OK);
+  std::string buffer(std::min<uint64_t>(kVerifyBufferBytes, checksum_offset), '\0');
+  for (uint64_t offset = 0; offset < checksum_offset;) {
+    const uint64_t length = std::min<uint64_t>(buffer.size(), checksum_offset - offset);
+    SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, offset, buffer.data(), length));
+    SKIPPR_CHECK(XXH3_64bits_update(state.get(), buffer.data(), length) == XXH_OK);
+    offset += length;
+  }
+  SKIPPR_RETURN_IF_ERROR(
+      CheckChecksum(LoadAt<uint64_t>(std::string_view(last28, sizeof(last28)), 8),
+                    XXH3_64bits_digest(state.get())));
+  return ParseLayout(
+      [&file, &path](uint64_t offset, uint64_t length) -> Result<std::string> {
+        std::string bytes(length, '\0');
+        SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, offset, bytes.data(), length));
+        return bytes;
+      },
+      version, footer_offset);
 }
 
 Status SegmentReader::CheckTail(const std::string& path, Env* env) {
@@ -1114,10 +1181,18 @@ Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal) const {
     return Status::InvalidArgument(fmt::format("WAL segment {} has {} slices; there is no slice {}",
                                                display_name_, slices_.size(), ordinal));
   }
-  SKIPPR_CHECK_MSG(bytes_.size() == file_bytes_, "a reader from VerifyBytes has no slices to read");
+  SKIPPR_CHECK_MSG(file_ != nullptr || bytes_.size() == file_bytes_,
+                   "a reader from VerifyBytes has no slices to read");
   const SliceInfo& info = slices_[ordinal];
-  const std::string_view record = std::string_view(bytes_).substr(info.payload_offset,
-                                                                  info.payload_bytes);
+  std::string read_record;
+  if (file_ != nullptr) {
+    read_record.resize(info.payload_bytes);
+    SKIPPR_RETURN_IF_ERROR(ReadFully(*file_, display_name_, info.payload_offset,
+                                     read_record.data(), info.payload_bytes));
+  }
+  const std::string_view record =
+      file_ != nullptr ? std::string_view(read_record)
+                       : std::string_view(bytes_).substr(info.payload_offset, info.payload_bytes);
   const uint64_t stored = LoadAt<uint64_t>(record, record.size() - 8);
   const uint64_t computed = XXH3_64bits(record.data(), record.size() - 8);
   if (stored != computed) {

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -77,11 +79,14 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
 
 class SegmentReader {
  public:
-  // Reads the whole file and verifies it (magic, version, footer checksum over every byte before
-  // it, index consistency). A damaged file is Status::Corruption naming the path, what failed
-  // (stored vs computed checksum in hex, offsets) and saying it was committed data: restore DATA_DIR
-  // or re-read the source. A file from a newer format version is NotSupported. A missing file is
-  // NotFound, an unreadable one IOError.
+  // Opens the file and verifies it (magic, version, footer checksum over every byte before it,
+  // index consistency), streaming through it once: memory holds the header and index, never the
+  // file. The file stays open for the reader's lifetime and ReadSlice reads each slice from it, so
+  // a reader keeps serving a segment that was reclaimed (unlinked) after it opened. A damaged file
+  // is Status::Corruption naming the path, what failed (stored vs computed checksum in hex,
+  // offsets) and saying it was committed data: restore DATA_DIR or re-read the source. A file
+  // from a newer format version is NotSupported. A missing file is NotFound, an unreadable one
+  // IOError.
   static Result<SegmentReader> Open(const std::string& path, Env* env = Env::Default());
   static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
   // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
@@ -102,14 +107,20 @@ class SegmentReader {
 
   // Decodes one slice: fields (with ids and types, nested), columns, CDC sidecar. Checks the slice's
   // own checksum, that decoded row counts match the index, and Batch::Validate. Damage is
-  // Corruption; an ordinal past the last slice is InvalidArgument.
+  // Corruption; an ordinal past the last slice is InvalidArgument. Safe to call from several
+  // threads at once.
   Result<Batch> ReadSlice(uint32_t ordinal) const;
 
  private:
+  using ReadRange = std::function<Result<std::string>(uint64_t offset, uint64_t length)>;
   SegmentReader() = default;
   Status Verify(std::string_view bytes);
+  Status VerifyFile();
+  Status CheckChecksum(uint64_t stored, uint64_t computed);
+  Status ParseLayout(const ReadRange& read, uint32_t version, uint64_t footer_offset);
 
-  std::string bytes_;  // empty in a reader from VerifyBytes
+  std::shared_ptr<const RandomAccessFile> file_;  // from Open: the slices are read from it
+  std::string bytes_;  // from FromBytes; empty from Open and VerifyBytes
   uint64_t file_bytes_ = 0;
   std::string display_name_;
   SegmentHeader header_;

@@ -126,7 +126,7 @@ class LakeMerge : public ::testing::Test {
     Batches batches;
     for (const std::vector<Change>& slice : live) batches.push_back(Slice(slice));
     query::TableSource table{"p", "events", EventsSchema().fields,
-                             [batches]() -> Result<Batches> { return batches; }};
+                             query::BatchList::InMemory(batches)};
     table.landed = landed.ok() ? *landed : query::LandedRows{};
     table.key_columns = {"id"};
     Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();

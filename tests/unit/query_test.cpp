@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -46,7 +48,7 @@ std::shared_ptr<Batch> MakeBatch(std::vector<Field> fields, const std::vector<st
 
 TableSource Source(std::string pipeline, std::string ns, std::vector<Field> fields, Batches batches) {
   return TableSource{std::move(pipeline), std::move(ns), std::move(fields),
-                     [batches]() -> Result<Batches> { return batches; }};
+                     BatchList::InMemory(std::move(batches))};
 }
 
 std::unique_ptr<Engine> OpenEngine() {
@@ -261,34 +263,82 @@ TEST(QueryEngineTest, OlderBatchesAreProjectedOntoTheCurrentSchemaById) {
   EXPECT_THAT(failed.status().message(), HasSubstr("reading p.bad column id: a batch holds string where the table has long"));
 }
 
-TEST(QueryEngineTest, TheProviderIsCalledAtEachQuery) {
+TEST(QueryEngineTest, EachScanReadsEachBatchOnceWhenItReachesIt) {
   const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
-  auto batches = std::make_shared<Batches>();
-  batches->push_back(MakeBatch(fields, {{Value::Int(1)}, {Value::Int(2)}}));
-  int calls = 0;
+  const std::shared_ptr<const Batch> batch = MakeBatch(fields, {{Value::Int(1)}, {Value::Int(2)}});
+  std::atomic<int> reads = 0;
+  BatchList list;
+  list.row_counts = {2, 2, 2};
+  list.read = [&](size_t) -> Result<std::shared_ptr<const Batch>> {
+    ++reads;
+    return batch;
+  };
   auto engine = OpenEngine();
-  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "live", fields, [batches, &calls]() -> Result<Batches> {
-                ++calls;
-                return *batches;
-              }}).ok());
-  EXPECT_EQ(calls, 0);
-  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live"), "2");
-  EXPECT_EQ(calls, 1);
-  batches->push_back(MakeBatch(fields, {{Value::Int(3)}}));
-  EXPECT_EQ(Scalar(*engine, "SELECT sum(id) FROM p.live"), "6");
-  EXPECT_EQ(calls, 2);
-  // Two scans in one query: one call each.
-  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live a JOIN p.live b ON a.id = b.id"), "3");
-  EXPECT_EQ(calls, 4);
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "live", fields, list}).ok());
+  EXPECT_EQ(reads, 0);
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live"), "6");
+  EXPECT_EQ(reads, 3);
+  // Two scans in one query: each reads every batch.
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.live a JOIN p.live b ON a.id = b.id"), "18");
+  EXPECT_EQ(reads, 9);
 
-  // A provider failure fails the query with its message.
-  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "broken", fields, []() -> Result<Batches> {
-                return Status::IOError("segment 7 unreadable");
-              }}).ok());
+  // A batch that cannot be read fails the query with its message; one with other rows than its
+  // list says is corruption, not a silently different count.
+  BatchList broken = list;
+  broken.read = [&](size_t index) -> Result<std::shared_ptr<const Batch>> {
+    if (index == 2) return Status::IOError("segment 7 unreadable");
+    return batch;
+  };
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "broken", fields, broken}).ok());
   Result<QueryResult> failed = engine->Run("SELECT * FROM p.broken");
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(failed.status().message(), HasSubstr("reading p.broken: segment 7 unreadable"));
+  BatchList miscounted = list;
+  miscounted.row_counts = {2, 3, 2};
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "miscounted", fields, miscounted}).ok());
+  failed = engine->Run("SELECT count(*) FROM p.miscounted");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("batch 1 has 2 rows where 3 were listed"));
+}
+
+// A scan holds the batches its threads are reading, never the table: 500 batches of 2,048 rows
+// are read one by one (each freed before long), and a LIMIT stops reading early.
+TEST(QueryEngineTest, AScanHoldsOnlyTheBatchesBeingRead) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long()),
+                                     F(2, "text", LogicalType::String())};
+  constexpr int kBatches = 500;
+  constexpr int kRows = 2048;
+  std::atomic<int> alive = 0;
+  std::atomic<int> most_alive = 0;
+  std::atomic<int> reads = 0;
+  BatchList list;
+  list.row_counts.assign(kBatches, kRows);
+  list.read = [&](size_t index) -> Result<std::shared_ptr<const Batch>> {
+    ++reads;
+    std::vector<std::vector<Value>> rows;
+    for (int r = 0; r < kRows; ++r) {
+      rows.push_back({Value::Int(static_cast<int64_t>(index) * kRows + r), Value::String("row")});
+    }
+    std::shared_ptr<const Batch> made = MakeBatch(fields, rows);
+    const int now = ++alive;
+    for (int most = most_alive; now > most && !most_alive.compare_exchange_weak(most, now);) {
+    }
+    // Counted out when the scan lets go of it.
+    return std::shared_ptr<const Batch>(made.get(), [made, &alive](const Batch*) { --alive; });
+  };
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "big", fields, list}).ok());
+  const int64_t rows = int64_t{kBatches} * kRows;
+  EXPECT_EQ(Scalar(*engine, "SELECT sum(id) FROM p.big"), std::to_string(rows * (rows - 1) / 2));
+  EXPECT_EQ(reads, kBatches);
+  EXPECT_EQ(alive, 0);
+  EXPECT_LE(most_alive, 16) << "a scan kept many batches at once";
+  reads = 0;
+  Result<QueryResult> first = engine->Run("SELECT id FROM p.big LIMIT 3");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->rows.size(), 3u);
+  EXPECT_LT(reads, kBatches / 10) << "a LIMIT read the whole table";
 }
 
 // write_policy merge_by_key's view of live batches: per key the last row in batch order (wal_scan
