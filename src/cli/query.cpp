@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 
 #include "cli/cli.hpp"
@@ -22,14 +24,70 @@ struct QueryFlags {
   bool allows_file_access = false;  // --allow-file-access
 };
 
-std::string Render(const query::QueryResult& result, const QueryFlags& flags) {
-  if (flags.plain) return query::FormatPlain(result);
-  if (flags.output == "csv") return query::FormatCsv(result);
-  if (flags.output == "json") return query::FormatJson(result);
-  return query::FormatTable(result);
+query::OutputFormat FormatOf(const QueryFlags& flags) {
+  if (flags.plain) return query::OutputFormat::kPlain;
+  if (flags.output == "csv") return query::OutputFormat::kCsv;
+  if (flags.output == "json") return query::OutputFormat::kJson;
+  return query::OutputFormat::kTable;
 }
 
-// Runs one statement against a fresh snapshot of every pipeline.
+// The result goes to standard output as it streams; a write that fails (a full disk, a closed
+// pipe when SIGPIPE is ignored) stops the statement.
+Status WriteToStdout(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    return Status::IOError(
+        fmt::format("writing the result to standard output failed: {}", std::strerror(errno)));
+  }
+  return Status::OK();
+}
+
+// Passes the result on, and while it runs shows the rows written so far on standard error, once a
+// second — only when standard error is a terminal and the result goes elsewhere (an export to a
+// file or a pipe): nothing extra when piped, nothing mixed into a result on the terminal.
+class ProgressWriter final : public query::ResultWriter {
+ public:
+  explicit ProgressWriter(query::ResultWriter& inner)
+      : inner_(inner),
+        shows_progress_(isatty(STDERR_FILENO) == 1 && isatty(STDOUT_FILENO) != 1),
+        started_(std::chrono::steady_clock::now()),
+        last_shown_(started_) {}
+  Status Begin(const std::vector<std::string>& header,
+               const std::vector<std::string>& column_types) override {
+    return inner_.Begin(header, column_types);
+  }
+  Status Write(const query::ResultRows& rows) override {
+    SKIPPR_RETURN_IF_ERROR(inner_.Write(rows));
+    rows_ += rows.size();
+    const auto now = std::chrono::steady_clock::now();
+    if (shows_progress_ && now - last_shown_ >= std::chrono::seconds(1)) {
+      last_shown_ = now;
+      const double seconds = std::chrono::duration<double>(now - started_).count();
+      fmt::print(stderr, "\r{} rows written, {:.0f} rows/s\033[K", rows_, rows_ / seconds);
+      is_line_shown_ = true;
+    }
+    return Status::OK();
+  }
+  Status End() override {
+    ClearLine();
+    return inner_.End();
+  }
+  ~ProgressWriter() override { ClearLine(); }
+
+ private:
+  void ClearLine() {
+    if (is_line_shown_) fmt::print(stderr, "\r\033[K");
+    is_line_shown_ = false;
+  }
+
+  query::ResultWriter& inner_;
+  const bool shows_progress_;
+  const std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point last_shown_;
+  uint64_t rows_ = 0;
+  bool is_line_shown_ = false;
+};
+
+// Runs one statement against a fresh snapshot of every pipeline, its result streamed to stdout.
 int RunStatement(const config::Config& config, const std::string& sql, const QueryFlags& flags) {
   const auto started = std::chrono::steady_clock::now();
   Result<std::unique_ptr<query::Engine>> engine =
@@ -38,15 +96,18 @@ int RunStatement(const config::Config& config, const std::string& sql, const Que
     fmt::print(stderr, "query failed: {}\n", engine.status().message());
     return kExitFailure;
   }
-  Result<query::QueryResult> result = (*engine)->Run(sql);
-  if (!result.ok()) {
-    fmt::print(stderr, "query failed: {}\n", result.status().message());
-    spdlog::warn("query failed: {}", result.status().message());
+  std::unique_ptr<query::ResultWriter> format = query::MakeFormatWriter(FormatOf(flags), WriteToStdout);
+  Status status;
+  {
+    ProgressWriter progress(*format);
+    status = (*engine)->Stream(sql, progress);
+  }
+  if (!status.ok()) {
+    std::fflush(stdout);  // what was written, before the error
+    fmt::print(stderr, "query failed: {}\n", status.message());
+    spdlog::warn("query failed: {}", status.message());
     return kExitFailure;
   }
-  const std::string text = Render(*result, flags);
-  fmt::print("{}{}", text, text.empty() || text.back() == '\n' ? "" : "\n");
-  std::fflush(stdout);  // the result before the timing line, also when both go to one terminal
   if (!flags.plain) {
     fmt::print(stderr, "Query time: {:.3f} seconds\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -70,6 +131,35 @@ int RunQuery(const GlobalOptions& global, const QueryFlags& flags) {
     RunStatement(*config, line, flags);
   }
   return kExitSuccess;
+}
+
+// Several statements' rows as one result: the first Begin and the last End reach the writer.
+class OneDocument final : public query::ResultWriter {
+ public:
+  explicit OneDocument(query::ResultWriter& inner) : inner_(inner) {}
+  Status Begin(const std::vector<std::string>& header,
+               const std::vector<std::string>& column_types) override {
+    if (is_begun_) return Status::OK();
+    is_begun_ = true;
+    return inner_.Begin(header, column_types);
+  }
+  Status Write(const query::ResultRows& rows) override { return inner_.Write(rows); }
+  Status End() override { return Status::OK(); }
+  // Ends the document (begun with `header` when no statement ran).
+  Status Finish(const std::vector<std::string>& header) {
+    SKIPPR_RETURN_IF_ERROR(Begin(header, {}));
+    return inner_.End();
+  }
+
+ private:
+  query::ResultWriter& inner_;
+  bool is_begun_ = false;
+};
+
+std::string SelectAll(const std::string& table) {
+  const size_t dot = table.find('.');
+  return fmt::format("SELECT * FROM {}.{}", query::QuoteIdentifier(table.substr(0, dot)),
+                     query::QuoteIdentifier(table.substr(dot + 1)));
 }
 
 struct DfFlags {
@@ -110,26 +200,36 @@ int RunDf(const GlobalOptions& global, const DfFlags& flags) {
     }
     tables.push_back(table);
   }
-  query::QueryResult combined;
+  // Every table's columns first: tables that differ fail before a row is written.
+  std::vector<std::string> header;
   for (const std::string& table : tables) {
-    const size_t dot = table.find('.');
-    Result<query::QueryResult> result = (*engine)->Run(
-        fmt::format("SELECT * FROM \"{}\".\"{}\"", table.substr(0, dot), table.substr(dot + 1)));
-    if (!result.ok()) {
-      fmt::print(stderr, "df failed: {}\n", result.status().message());
+    Result<query::QueryResult> columns = (*engine)->Run(SelectAll(table) + " LIMIT 0");
+    if (!columns.ok()) {
+      fmt::print(stderr, "df failed: {}\n", columns.status().message());
       return kExitFailure;
     }
-    if (combined.header.empty()) {
-      combined.header = result->header;
-      combined.column_types = result->column_types;
-    } else if (combined.header != result->header) {
+    if (header.empty()) {
+      header = columns->header;
+    } else if (columns->header != header) {
       fmt::print(stderr, "df failed: namespaces of {} have different columns; name one with --namespace\n",
                  pipeline_name);
       return kExitFailure;
     }
-    for (auto& row : result->rows) combined.rows.push_back(std::move(row));
   }
-  fmt::print("{}\n", query::FormatPlain(combined));
+  std::unique_ptr<query::ResultWriter> plain =
+      query::MakeFormatWriter(query::OutputFormat::kPlain, WriteToStdout);
+  OneDocument document(*plain);
+  for (const std::string& table : tables) {
+    if (Status status = (*engine)->Stream(SelectAll(table), document); !status.ok()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "df failed: {}\n", status.message());
+      return kExitFailure;
+    }
+  }
+  if (Status status = document.Finish(header); !status.ok()) {
+    fmt::print(stderr, "df failed: {}\n", status.message());
+    return kExitFailure;
+  }
   return kExitSuccess;
 }
 

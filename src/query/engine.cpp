@@ -254,27 +254,87 @@ Status CheckStatementAllowed(duckdb_statement_type type, const std::string& sql)
   }
 }
 
-// Reads every VARCHAR column of a materialized result, chunk by chunk (strings may hold NUL bytes).
-void ReadTextRows(duckdb_result& result, idx_t columns, QueryResult* out) {
+// A chunk of VARCHAR vectors (strings may hold NUL bytes) as ResultRows.
+class VarcharChunkRows final : public ResultRows {
+ public:
+  VarcharChunkRows(duckdb_data_chunk chunk, idx_t columns) : size_(duckdb_data_chunk_get_size(chunk)) {
+    for (idx_t c = 0; c < columns; ++c) {
+      duckdb_vector vector = duckdb_data_chunk_get_vector(chunk, c);
+      data_.push_back(static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector)));
+      validity_.push_back(duckdb_vector_get_validity(vector));
+    }
+  }
+  size_t size() const override { return size_; }
+  std::optional<std::string_view> Value(size_t row, size_t column) const override {
+    if (validity_[column] != nullptr && !duckdb_validity_row_is_valid(validity_[column], row)) {
+      return std::nullopt;
+    }
+    duckdb_string_t& value = data_[column][row];
+    return std::string_view(duckdb_string_t_data(&value), duckdb_string_t_length(value));
+  }
+
+ private:
+  size_t size_;
+  std::vector<duckdb_string_t*> data_;
+  std::vector<uint64_t*> validity_;
+};
+
+// Rows converted to text up front (the small results of statements other than SELECT).
+class TextRows final : public ResultRows {
+ public:
+  explicit TextRows(std::vector<std::vector<std::optional<std::string>>> rows) : rows_(std::move(rows)) {}
+  size_t size() const override { return rows_.size(); }
+  std::optional<std::string_view> Value(size_t row, size_t column) const override {
+    const std::optional<std::string>& value = rows_[row][column];
+    if (!value) return std::nullopt;
+    return std::string_view(*value);
+  }
+
+ private:
+  std::vector<std::vector<std::optional<std::string>>> rows_;
+};
+
+// Hands every chunk of a (streaming) result of VARCHAR columns to `writer`; DuckDB's error when
+// the statement fails while it streams.
+Status StreamTextRows(duckdb_result& result, idx_t columns, ResultWriter& writer) {
   while (true) {
     duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
     if (chunk == nullptr) break;
-    const idx_t size = duckdb_data_chunk_get_size(chunk);
-    const size_t first = out->rows.size();
-    out->rows.resize(first + size, std::vector<std::optional<std::string>>(columns));
-    for (idx_t c = 0; c < columns; ++c) {
-      duckdb_vector vector = duckdb_data_chunk_get_vector(chunk, c);
-      auto* data = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
-      uint64_t* validity = duckdb_vector_get_validity(vector);
-      for (idx_t r = 0; r < size; ++r) {
-        if (validity != nullptr && !duckdb_validity_row_is_valid(validity, r)) continue;
-        out->rows[first + r][c] =
-            std::string(duckdb_string_t_data(&data[r]), duckdb_string_t_length(data[r]));
-      }
-    }
+    Status written = writer.Write(VarcharChunkRows(chunk, columns));
     duckdb_destroy_data_chunk(&chunk);
+    SKIPPR_RETURN_IF_ERROR(written);
   }
+  const char* error = duckdb_result_error(&result);
+  if (error != nullptr && *error != '\0') return Status::InvalidArgument(error);
+  return Status::OK();
 }
+
+// Collects a streamed result into a QueryResult.
+class CollectingWriter final : public ResultWriter {
+ public:
+  explicit CollectingWriter(QueryResult* result) : result_(result) {}
+  Status Begin(const std::vector<std::string>& header,
+               const std::vector<std::string>& column_types) override {
+    result_->header = header;
+    result_->column_types = column_types;
+    return Status::OK();
+  }
+  Status Write(const ResultRows& rows) override {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::vector<std::optional<std::string>> row;
+      for (size_t c = 0; c < result_->header.size(); ++c) {
+        const std::optional<std::string_view> value = rows.Value(r, c);
+        row.push_back(value ? std::optional<std::string>(std::string(*value)) : std::nullopt);
+      }
+      result_->rows.push_back(std::move(row));
+    }
+    return Status::OK();
+  }
+  Status End() override { return Status::OK(); }
+
+ private:
+  QueryResult* result_;
+};
 
 // Strips trailing whitespace and semicolons so the statement can sit inside a subquery.
 std::string StripStatementEnd(std::string sql) {
@@ -689,8 +749,14 @@ Status Engine::ExplainFailure(const std::string& message) const {
 }
 
 Result<QueryResult> Engine::Run(const std::string& sql) {
+  QueryResult result;
+  CollectingWriter writer(&result);
+  SKIPPR_RETURN_IF_ERROR(Stream(sql, writer));
+  return result;
+}
+
+Status Engine::Stream(const std::string& sql, ResultWriter& writer) {
   duckdb_connection connection = handles_->connection;
-  const auto fail = [&](const std::string& message) -> Status { return ExplainFailure(message); };
   SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
 
   duckdb_extracted_statements extracted = nullptr;
@@ -700,102 +766,122 @@ Result<QueryResult> Engine::Run(const std::string& sql) {
     std::string message = error ? error : "";
     duckdb_destroy_extracted(&extracted);
     if (message.empty()) return Status::InvalidArgument("no SQL statement to run");
-    return fail(message);
+    return ExplainFailure(message);
   }
-
-  QueryResult out;
-  for (idx_t i = 0; i < count; ++i) {
+  Status status = Status::OK();
+  for (idx_t i = 0; i < count && status.ok(); ++i) {
     duckdb_prepared_statement statement = nullptr;
     if (duckdb_prepare_extracted_statement(connection, extracted, i, &statement) != DuckDBSuccess) {
-      std::string message = duckdb_prepare_error(statement) ? duckdb_prepare_error(statement) : "";
-      duckdb_destroy_prepare(&statement);
-      duckdb_destroy_extracted(&extracted);
-      return fail(message);
+      status = ExplainFailure(duckdb_prepare_error(statement) ? duckdb_prepare_error(statement) : "");
+    } else if (!allows_file_access_) {
+      status = CheckStatementAllowed(duckdb_prepared_statement_type(statement), sql);
     }
-    if (!allows_file_access_) {
-      if (Status allowed = CheckStatementAllowed(duckdb_prepared_statement_type(statement), sql);
-          !allowed.ok()) {
-        duckdb_destroy_prepare(&statement);
-        duckdb_destroy_extracted(&extracted);
-        return allowed;
-      }
+    if (status.ok()) {
+      const bool is_last = i + 1 == count;
+      status = !is_last                ? ExecuteDiscarding(statement)
+               : count == 1            ? StreamSingleStatement(sql, statement, writer)
+                                       : ExecuteToWriter(statement, writer);
     }
-    const bool last = i + 1 == count;
-    if (last) {
-      const idx_t columns = duckdb_prepared_statement_column_count(statement);
-      for (idx_t c = 0; c < columns; ++c) {
-        const char* name = duckdb_prepared_statement_column_name(statement, c);  // ours to free
-        out.header.emplace_back(name ? name : "");
-        duckdb_free(const_cast<char*>(name));
-        duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
-        out.column_types.push_back(TypeName(type));
-        duckdb_destroy_logical_type(&type);
-      }
-      // A single SELECT runs wrapped so DuckDB itself casts every value (nested ones too) to text.
-      if (count == 1 && columns > 0 &&
-          duckdb_prepared_statement_type(statement) == DUCKDB_STATEMENT_TYPE_SELECT) {
-        const std::string wrapped =
-            "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM (\n" + StripStatementEnd(sql) + "\n)";
-        duckdb_prepared_statement text_statement = nullptr;
-        if (duckdb_prepare(connection, wrapped.c_str(), &text_statement) == DuckDBSuccess &&
-            duckdb_prepared_statement_column_count(text_statement) == columns) {
-          duckdb_destroy_prepare(&statement);
-          duckdb_destroy_extracted(&extracted);
-          duckdb_result result;
-          if (duckdb_execute_prepared(text_statement, &result) != DuckDBSuccess) {
-            std::string message = duckdb_result_error(&result);
-            duckdb_destroy_result(&result);
-            duckdb_destroy_prepare(&text_statement);
-            return fail(message);
-          }
-          ReadTextRows(result, columns, &out);
-          duckdb_destroy_result(&result);
-          duckdb_destroy_prepare(&text_statement);
-          return out;
-        }
-        duckdb_destroy_prepare(&text_statement);
-      }
-    }
-    duckdb_result result;
-    if (duckdb_execute_prepared(statement, &result) != DuckDBSuccess) {
-      std::string message = duckdb_result_error(&result);
-      duckdb_destroy_result(&result);
-      duckdb_destroy_prepare(&statement);
-      duckdb_destroy_extracted(&extracted);
-      return fail(message);
-    }
-    if (last) {
-      // Other statements (EXPLAIN, DESCRIBE, PRAGMA, ...): DuckDB's C conversion of each value.
-      const idx_t columns = duckdb_column_count(&result);
-      if (out.header.size() != columns) {
-        out.header.clear();
-        out.column_types.clear();
-        for (idx_t c = 0; c < columns; ++c) {
-          out.header.emplace_back(duckdb_column_name(&result, c));
-          duckdb_logical_type type = duckdb_column_logical_type(&result, c);
-          out.column_types.push_back(TypeName(type));
-          duckdb_destroy_logical_type(&type);
-        }
-      }
-      const idx_t rows = duckdb_row_count(&result);
-      for (idx_t r = 0; r < rows; ++r) {
-        std::vector<std::optional<std::string>> row(columns);
-        for (idx_t c = 0; c < columns; ++c) {
-          if (duckdb_value_is_null(&result, c, r)) continue;
-          char* text = duckdb_value_varchar(&result, c, r);
-          if (text != nullptr) {
-            row[c] = text;
-            duckdb_free(text);
-          }
-        }
-        out.rows.push_back(std::move(row));
-      }
-    }
-    duckdb_destroy_result(&result);
     duckdb_destroy_prepare(&statement);
   }
   duckdb_destroy_extracted(&extracted);
-  return out;
+  return status;
+}
+
+// A statement before the last one: run, its result dropped.
+Status Engine::ExecuteDiscarding(duckdb_prepared_statement statement) const {
+  duckdb_result result;
+  const bool failed = duckdb_execute_prepared(statement, &result) != DuckDBSuccess;
+  const std::string message = failed ? duckdb_result_error(&result) : "";
+  duckdb_destroy_result(&result);
+  return failed ? ExplainFailure(message) : Status::OK();
+}
+
+// The only statement: a SELECT streams, wrapped so DuckDB itself casts every value (nested ones
+// too) to text; anything else runs as ExecuteToWriter.
+Status Engine::StreamSingleStatement(const std::string& sql, duckdb_prepared_statement statement,
+                                     ResultWriter& writer) const {
+  const idx_t columns = duckdb_prepared_statement_column_count(statement);
+  if (columns == 0 || duckdb_prepared_statement_type(statement) != DUCKDB_STATEMENT_TYPE_SELECT) {
+    return ExecuteToWriter(statement, writer);
+  }
+  std::vector<std::string> header;
+  std::vector<std::string> column_types;
+  for (idx_t c = 0; c < columns; ++c) {
+    const char* name = duckdb_prepared_statement_column_name(statement, c);  // ours to free
+    header.emplace_back(name ? name : "");
+    duckdb_free(const_cast<char*>(name));
+    duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
+    column_types.push_back(TypeName(type));
+    duckdb_destroy_logical_type(&type);
+  }
+  const std::string wrapped =
+      "SELECT CAST(COLUMNS(*) AS VARCHAR) FROM (\n" + StripStatementEnd(sql) + "\n)";
+  duckdb_prepared_statement text_statement = nullptr;
+  if (duckdb_prepare(handles_->connection, wrapped.c_str(), &text_statement) != DuckDBSuccess ||
+      duckdb_prepared_statement_column_count(text_statement) != columns) {
+    duckdb_destroy_prepare(&text_statement);
+    return ExecuteToWriter(statement, writer);
+  }
+  duckdb_pending_result pending = nullptr;
+  duckdb_result result;
+  Status status = Status::OK();
+  if (duckdb_pending_prepared_streaming(text_statement, &pending) != DuckDBSuccess) {
+    status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
+  } else if (duckdb_execute_pending(pending, &result) != DuckDBSuccess) {
+    status = ExplainFailure(duckdb_result_error(&result) ? duckdb_result_error(&result) : "");
+    duckdb_destroy_result(&result);
+  } else {
+    status = writer.Begin(header, column_types);
+    if (status.ok()) status = StreamTextRows(result, columns, writer);
+    if (status.ok()) {
+      status = writer.End();
+    } else if (status.code() == StatusCode::kInvalidArgument) {
+      status = ExplainFailure(std::string(status.message()));
+    }
+    duckdb_destroy_result(&result);
+  }
+  duckdb_destroy_pending(&pending);
+  duckdb_destroy_prepare(&text_statement);
+  return status;
+}
+
+// Other statements (EXPLAIN, DESCRIBE, PRAGMA, ...; small results): DuckDB's C conversion of each
+// value, handed over as one chunk.
+Status Engine::ExecuteToWriter(duckdb_prepared_statement statement, ResultWriter& writer) const {
+  duckdb_result result;
+  if (duckdb_execute_prepared(statement, &result) != DuckDBSuccess) {
+    const std::string message = duckdb_result_error(&result);
+    duckdb_destroy_result(&result);
+    return ExplainFailure(message);
+  }
+  const idx_t columns = duckdb_column_count(&result);
+  std::vector<std::string> header;
+  std::vector<std::string> column_types;
+  for (idx_t c = 0; c < columns; ++c) {
+    header.emplace_back(duckdb_column_name(&result, c));
+    duckdb_logical_type type = duckdb_column_logical_type(&result, c);
+    column_types.push_back(TypeName(type));
+    duckdb_destroy_logical_type(&type);
+  }
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  const idx_t row_count = duckdb_row_count(&result);
+  for (idx_t r = 0; r < row_count; ++r) {
+    std::vector<std::optional<std::string>> row(columns);
+    for (idx_t c = 0; c < columns; ++c) {
+      if (duckdb_value_is_null(&result, c, r)) continue;
+      char* text = duckdb_value_varchar(&result, c, r);
+      if (text != nullptr) {
+        row[c] = text;
+        duckdb_free(text);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  duckdb_destroy_result(&result);
+  SKIPPR_RETURN_IF_ERROR(writer.Begin(header, column_types));
+  SKIPPR_RETURN_IF_ERROR(writer.Write(TextRows(std::move(rows))));
+  return writer.End();
 }
 
 Result<Batch> Engine::RunToBatch(const std::string& sql) {

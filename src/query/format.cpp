@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
+#include "core/check.hpp"
 #include "query/query.hpp"
 
 namespace skippr::query {
@@ -21,7 +24,7 @@ bool IsNumericType(const std::string& type) {
 }
 
 // True when `text` is a JSON number (DuckDB writes "inf", "nan" and such for non-finite floats).
-bool IsJsonNumber(const std::string& text) {
+bool IsJsonNumber(std::string_view text) {
   size_t i = 0;
   const size_t n = text.size();
   const auto digits = [&] {
@@ -47,19 +50,20 @@ bool IsJsonNumber(const std::string& text) {
   return i == n;
 }
 
-std::string JsonString(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string JsonString(std::string_view text) {
+  return nlohmann::json(std::string(text)).dump(-1, ' ', false,
+                                                nlohmann::json::error_handler_t::replace);
 }
 
 // Display width: UTF-8 code points.
-size_t Width(const std::string& text) {
+size_t Width(std::string_view text) {
   size_t width = 0;
   for (unsigned char c : text) width += (c & 0xC0) != 0x80;
   return width;
 }
 
 // A value on one table line: control characters shown escaped.
-std::string Cell(const std::optional<std::string>& value) {
+std::string Cell(std::optional<std::string_view> value) {
   if (!value) return "NULL";
   std::string cell;
   for (char c : *value) {
@@ -80,10 +84,10 @@ void RightTrim(std::string& line) {
   while (!line.empty() && line.back() == ' ') line.pop_back();
 }
 
-std::string CsvField(const std::optional<std::string>& value) {
+std::string CsvField(std::optional<std::string_view> value) {
   if (!value) return "";
   if (value->empty()) return "\"\"";  // an empty string, told apart from NULL
-  if (value->find_first_of(",\"\r\n") == std::string::npos) return *value;
+  if (value->find_first_of(",\"\r\n") == std::string_view::npos) return std::string(*value);
   std::string quoted = "\"";
   for (char c : *value) {
     if (c == '"') quoted += '"';
@@ -92,102 +96,267 @@ std::string CsvField(const std::optional<std::string>& value) {
   return quoted + "\"";
 }
 
-}  // namespace
-
-std::string FormatTable(const QueryResult& result) {
-  const size_t columns = result.header.size();
-  std::vector<std::vector<std::string>> cells;
-  std::vector<size_t> widths(columns);
-  for (size_t c = 0; c < columns; ++c) widths[c] = Width(result.header[c]);
-  for (const auto& row : result.rows) {
-    std::vector<std::string> line;
-    for (size_t c = 0; c < columns; ++c) {
-      line.push_back(Cell(c < row.size() ? row[c] : std::nullopt));
-      widths[c] = std::max(widths[c], Width(line.back()));
-    }
-    cells.push_back(std::move(line));
+// A writer's text, handed to the output in pieces of about kFlushBytes.
+class BufferedOutput {
+ public:
+  explicit BufferedOutput(TextOutput output) : output_(std::move(output)) {}
+  std::string& text() { return buffer_; }
+  Status FlushIfFull() { return buffer_.size() >= kFlushBytes ? Flush() : Status::OK(); }
+  Status Flush() {
+    if (buffer_.empty()) return Status::OK();
+    Status written = output_(buffer_);
+    buffer_.clear();
+    return written;
   }
-  const auto pad = [](const std::string& text, size_t width, bool right) {
-    const std::string fill(width - Width(text), ' ');
-    return right ? fill + text : text + fill;
-  };
-  std::string out;
-  if (columns > 0) {
+
+ private:
+  static constexpr size_t kFlushBytes = size_t{64} << 10;
+  TextOutput output_;
+  std::string buffer_;
+};
+
+class CsvWriter final : public ResultWriter {
+ public:
+  explicit CsvWriter(TextOutput output) : out_(std::move(output)) {}
+  Status Begin(const std::vector<std::string>& header, const std::vector<std::string>&) override {
+    columns_ = header.size();
+    for (size_t c = 0; c < header.size(); ++c) {
+      if (c) out_.text() += ',';
+      out_.text() += CsvField(header[c]);
+    }
+    out_.text() += '\n';
+    return out_.FlushIfFull();
+  }
+  Status Write(const ResultRows& rows) override {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t c = 0; c < columns_; ++c) {
+        if (c) out_.text() += ',';
+        out_.text() += CsvField(rows.Value(r, c));
+      }
+      out_.text() += '\n';
+      SKIPPR_RETURN_IF_ERROR(out_.FlushIfFull());
+    }
+    return Status::OK();
+  }
+  Status End() override { return out_.Flush(); }
+
+ private:
+  BufferedOutput out_;
+  size_t columns_ = 0;
+};
+
+class JsonWriter final : public ResultWriter {
+ public:
+  explicit JsonWriter(TextOutput output) : out_(std::move(output)) {}
+  Status Begin(const std::vector<std::string>& header,
+               const std::vector<std::string>& column_types) override {
+    for (const std::string& name : header) keys_.push_back(JsonString(name) + ':');
+    for (size_t c = 0; c < header.size(); ++c) {
+      const std::string type = c < column_types.size() ? column_types[c] : "";
+      kinds_.push_back(type == "BOOLEAN" ? Kind::kBoolean
+                                         : IsNumericType(type) ? Kind::kNumber : Kind::kText);
+    }
+    out_.text() += '[';
+    return Status::OK();
+  }
+  Status Write(const ResultRows& rows) override {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      out_.text() += rows_written_++ ? ",{" : "{";
+      for (size_t c = 0; c < keys_.size(); ++c) {
+        if (c) out_.text() += ',';
+        out_.text() += keys_[c];
+        AppendValue(rows.Value(r, c), kinds_[c]);
+      }
+      out_.text() += '}';
+      SKIPPR_RETURN_IF_ERROR(out_.FlushIfFull());
+    }
+    return Status::OK();
+  }
+  Status End() override {
+    out_.text() += "]\n";
+    return out_.Flush();
+  }
+
+ private:
+  enum class Kind { kText, kNumber, kBoolean };
+  void AppendValue(std::optional<std::string_view> value, Kind kind) {
+    if (!value) {
+      out_.text() += "null";
+    } else if ((kind == Kind::kBoolean && (*value == "true" || *value == "false")) ||
+               (kind == Kind::kNumber && IsJsonNumber(*value))) {
+      out_.text() += *value;
+    } else {
+      out_.text() += JsonString(*value);
+    }
+  }
+
+  BufferedOutput out_;
+  std::vector<std::string> keys_;  // "name":
+  std::vector<Kind> kinds_;
+  size_t rows_written_ = 0;
+};
+
+class PlainWriter final : public ResultWriter {
+ public:
+  explicit PlainWriter(TextOutput output) : out_(std::move(output)) {}
+  Status Begin(const std::vector<std::string>& header, const std::vector<std::string>&) override {
+    columns_ = header.size();
+    out_.text() += "{\"header\":[";
+    for (size_t c = 0; c < header.size(); ++c) out_.text() += (c ? "," : "") + JsonString(header[c]);
+    out_.text() += "],\"rows\":[";
+    return Status::OK();
+  }
+  Status Write(const ResultRows& rows) override {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      out_.text() += rows_written_++ ? ",[" : "[";
+      for (size_t c = 0; c < columns_; ++c) {
+        if (c) out_.text() += ',';
+        const std::optional<std::string_view> value = rows.Value(r, c);
+        out_.text() += value ? JsonString(*value) : "null";
+      }
+      out_.text() += ']';
+      SKIPPR_RETURN_IF_ERROR(out_.FlushIfFull());
+    }
+    return Status::OK();
+  }
+  Status End() override {
+    out_.text() += "]}\n";
+    return out_.Flush();
+  }
+
+ private:
+  BufferedOutput out_;
+  size_t columns_ = 0;
+  size_t rows_written_ = 0;
+};
+
+// Aligns the rows it holds (at most `row_limit`); past the limit it writes those and counts the
+// rest.
+class TableWriter final : public ResultWriter {
+ public:
+  TableWriter(TextOutput output, size_t row_limit) : out_(std::move(output)), row_limit_(row_limit) {}
+  Status Begin(const std::vector<std::string>& header,
+               const std::vector<std::string>& column_types) override {
+    header_ = header;
+    for (size_t c = 0; c < header.size(); ++c) {
+      right_aligned_.push_back(c < column_types.size() && IsNumericType(column_types[c]));
+    }
+    return Status::OK();
+  }
+  Status Write(const ResultRows& rows) override {
+    for (size_t r = 0; r < rows.size(); ++r, ++row_count_) {
+      if (row_count_ < row_limit_) {
+        std::vector<std::string> line;
+        for (size_t c = 0; c < header_.size(); ++c) line.push_back(Cell(rows.Value(r, c)));
+        cells_.push_back(std::move(line));
+      } else if (!written_) {
+        SKIPPR_RETURN_IF_ERROR(WriteTable());
+      }
+    }
+    return Status::OK();
+  }
+  Status End() override {
+    if (!written_) SKIPPR_RETURN_IF_ERROR(WriteTable());
+    if (row_count_ <= row_limit_) {
+      out_.text() += row_count_ == 1 ? "(1 row)\n" : fmt::format("({} rows)\n", row_count_);
+    } else {
+      out_.text() += fmt::format("({} rows, the first {} shown; --output csv or json writes every "
+                                 "row)\n", row_count_, row_limit_);
+    }
+    return out_.Flush();
+  }
+
+ private:
+  Status WriteTable() {
+    written_ = true;
+    const size_t columns = header_.size();
+    if (columns == 0) return Status::OK();
+    std::vector<size_t> widths(columns);
+    for (size_t c = 0; c < columns; ++c) widths[c] = Width(header_[c]);
+    for (const auto& line : cells_) {
+      for (size_t c = 0; c < columns; ++c) widths[c] = std::max(widths[c], Width(line[c]));
+    }
+    const auto pad = [](const std::string& text, size_t width, bool right) {
+      const std::string fill(width - Width(text), ' ');
+      return right ? fill + text : text + fill;
+    };
     std::string header;
     std::string rule;
     for (size_t c = 0; c < columns; ++c) {
-      header += (c ? " | " : "") + pad(result.header[c], widths[c], false);
+      header += (c ? " | " : "") + pad(header_[c], widths[c], false);
       rule += (c ? "-+-" : "") + std::string(widths[c], '-');
     }
     RightTrim(header);
-    out += header + "\n" + rule + "\n";
-    for (const auto& line : cells) {
+    out_.text() += header + "\n" + rule + "\n";
+    for (const auto& line : cells_) {
       std::string text;
       for (size_t c = 0; c < columns; ++c) {
-        const bool numeric = c < result.column_types.size() && IsNumericType(result.column_types[c]);
-        text += (c ? " | " : "") + pad(line[c], widths[c], numeric);
+        text += (c ? " | " : "") + pad(line[c], widths[c], right_aligned_[c]);
       }
       RightTrim(text);
-      out += text + "\n";
+      out_.text() += text + "\n";
+      SKIPPR_RETURN_IF_ERROR(out_.FlushIfFull());
     }
+    cells_.clear();
+    return out_.Flush();
   }
-  out += result.rows.size() == 1 ? "(1 row)\n" : fmt::format("({} rows)\n", result.rows.size());
-  return out;
+
+  BufferedOutput out_;
+  const size_t row_limit_;
+  std::vector<std::string> header_;
+  std::vector<bool> right_aligned_;
+  std::vector<std::vector<std::string>> cells_;
+  size_t row_count_ = 0;
+  bool written_ = false;
+};
+
+// A QueryResult's rows as one chunk.
+class QueryResultRows final : public ResultRows {
+ public:
+  explicit QueryResultRows(const QueryResult& result) : result_(result) {}
+  size_t size() const override { return result_.rows.size(); }
+  std::optional<std::string_view> Value(size_t row, size_t column) const override {
+    const auto& values = result_.rows[row];
+    if (column >= values.size() || !values[column]) return std::nullopt;
+    return std::string_view(*values[column]);
+  }
+
+ private:
+  const QueryResult& result_;
+};
+
+std::string FormatWhole(OutputFormat format, const QueryResult& result) {
+  std::string text;
+  std::unique_ptr<ResultWriter> writer = MakeFormatWriter(
+      format,
+      [&text](std::string_view piece) {
+        text += piece;
+        return Status::OK();
+      },
+      std::numeric_limits<size_t>::max());
+  // Writing to a string cannot fail.
+  SKIPPR_CHECK(writer->Begin(result.header, result.column_types).ok());
+  SKIPPR_CHECK(writer->Write(QueryResultRows(result)).ok());
+  SKIPPR_CHECK(writer->End().ok());
+  return text;
 }
 
-std::string FormatCsv(const QueryResult& result) {
-  std::string out;
-  const auto line = [&](const auto& values) {
-    for (size_t c = 0; c < values.size(); ++c) {
-      if (c) out += ',';
-      out += CsvField(values[c]);
-    }
-    out += '\n';
-  };
-  std::vector<std::optional<std::string>> header(result.header.begin(), result.header.end());
-  line(header);
-  for (const auto& row : result.rows) line(row);
-  return out;
+}  // namespace
+
+std::unique_ptr<ResultWriter> MakeFormatWriter(OutputFormat format, TextOutput output,
+                                               size_t table_row_limit) {
+  switch (format) {
+    case OutputFormat::kCsv: return std::make_unique<CsvWriter>(std::move(output));
+    case OutputFormat::kJson: return std::make_unique<JsonWriter>(std::move(output));
+    case OutputFormat::kPlain: return std::make_unique<PlainWriter>(std::move(output));
+    case OutputFormat::kTable: break;
+  }
+  return std::make_unique<TableWriter>(std::move(output), table_row_limit);
 }
 
-std::string FormatJson(const QueryResult& result) {
-  std::string out = "[";
-  for (size_t r = 0; r < result.rows.size(); ++r) {
-    const auto& row = result.rows[r];
-    out += r ? ",{" : "{";
-    for (size_t c = 0; c < result.header.size(); ++c) {
-      if (c) out += ',';
-      out += JsonString(result.header[c]) + ':';
-      const std::optional<std::string>& value = c < row.size() ? row[c] : std::nullopt;
-      const std::string type = c < result.column_types.size() ? result.column_types[c] : "";
-      if (!value) {
-        out += "null";
-      } else if (type == "BOOLEAN" && (*value == "true" || *value == "false")) {
-        out += *value;
-      } else if (IsNumericType(type) && IsJsonNumber(*value)) {
-        out += *value;
-      } else {
-        out += JsonString(*value);
-      }
-    }
-    out += '}';
-  }
-  return out + "]\n";
-}
-
-std::string FormatPlain(const QueryResult& result) {
-  nlohmann::ordered_json document;
-  document["header"] = result.header;
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const auto& row : result.rows) {
-    nlohmann::ordered_json values = nlohmann::ordered_json::array();
-    for (const auto& value : row) {
-      values.push_back(value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr));
-    }
-    rows.push_back(std::move(values));
-  }
-  document["rows"] = std::move(rows);
-  return document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
+std::string FormatTable(const QueryResult& result) { return FormatWhole(OutputFormat::kTable, result); }
+std::string FormatCsv(const QueryResult& result) { return FormatWhole(OutputFormat::kCsv, result); }
+std::string FormatJson(const QueryResult& result) { return FormatWhole(OutputFormat::kJson, result); }
+std::string FormatPlain(const QueryResult& result) { return FormatWhole(OutputFormat::kPlain, result); }
 
 }  // namespace skippr::query

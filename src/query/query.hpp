@@ -20,6 +20,9 @@
 #include "core/status.hpp"
 #include "core/types.hpp"
 
+// DuckDB's C API handle, named without including duckdb.h.
+using duckdb_prepared_statement = struct _duckdb_prepared_statement*;
+
 namespace skippr::query {
 
 // wal_scan's change columns (with_change_columns := true).
@@ -128,6 +131,27 @@ struct QueryResult {
   std::vector<std::string> column_types;                       // DuckDB type names ("BIGINT", ...)
 };
 
+// A chunk of a result's rows as it streams: values as text (DuckDB's own cast), NULL as nullopt.
+// Valid only during the ResultWriter::Write call that receives it.
+class ResultRows {
+ public:
+  virtual ~ResultRows() = default;
+  virtual size_t size() const = 0;
+  virtual std::optional<std::string_view> Value(size_t row, size_t column) const = 0;
+};
+
+// Receives a statement's result while it runs: the columns, then every chunk once, then the end.
+// Memory is the writer's business: the engine keeps nothing of a chunk once Write returns. An
+// error from the writer (a closed pipe, a full disk) stops the statement with that error.
+class ResultWriter {
+ public:
+  virtual ~ResultWriter() = default;
+  virtual Status Begin(const std::vector<std::string>& header,
+                       const std::vector<std::string>& column_types) = 0;
+  virtual Status Write(const ResultRows& rows) = 0;
+  virtual Status End() = 0;
+};
+
 class Engine {
  public:
   // An in-memory DuckDB with the `wal_scan(pipeline, namespace)` table function registered.
@@ -158,6 +182,12 @@ class Engine {
   // message says what is blocked and names kAllowFileAccessFlag).
   Result<QueryResult> Run(const std::string& sql);
 
+  // Run, with the last statement's result streamed to `writer` as DuckDB produces it (a single
+  // SELECT streams chunk by chunk; other statements' results are small and come at once).
+  // Begin is called before any row and End after the last; on an error neither is called again
+  // and what the writer received so far is all there is.
+  Status Stream(const std::string& sql, ResultWriter& writer);
+
   // Runs one SELECT and returns its rows as a Batch: fields named like the result's columns, with
   // id 0 (the caller numbers them), types mapped from DuckDB's (TINYINT..INTEGER → int, BIGINT and
   // UINTEGER → long, TIMESTAMP_S/MS/NS → timestamp, STRUCT, LIST and MAP with VARCHAR keys
@@ -179,6 +209,10 @@ class Engine {
   Status BindReferencedTables(const std::string& sql);
   std::map<TableName, Status> BindTables(const std::vector<TableName>& tables);
   Status ExplainFailure(const std::string& message) const;
+  Status ExecuteDiscarding(duckdb_prepared_statement statement) const;
+  Status StreamSingleStatement(const std::string& sql, duckdb_prepared_statement statement,
+                               ResultWriter& writer) const;
+  Status ExecuteToWriter(duckdb_prepared_statement statement, ResultWriter& writer) const;
   Status UnknownTable(const std::string& name) const;
 
   std::unique_ptr<Handles> handles_;
@@ -193,14 +227,27 @@ std::string QuoteIdentifier(std::string_view name);
 std::string QuoteLiteral(std::string_view text);
 
 // Output formats of `skipprd query`:
-//  - FormatTable: an aligned text table: column names, a rule, the rows (NULL as "NULL"), then
-//    "(N rows)" ("(1 row)" for one).
-//  - FormatCsv: header line then rows, RFC 4180 quoting (fields with , " CR or LF are quoted, quotes
+//  - kTable: an aligned text table: column names, a rule, the rows (NULL as "NULL"), then
+//    "(N rows)" ("(1 row)" for one). Aligning needs the rows, so a writer shows at most
+//    `table_row_limit` of them (written when the limit is passed) and ends with
+//    "(N rows, the first L shown; --output csv or json writes every row)".
+//  - kCsv: header line then rows, RFC 4180 quoting (fields with , " CR or LF are quoted, quotes
 //    doubled), NULL as an empty field, lines end in "\n".
-//  - FormatJson: one array of objects keyed by column name, values typed where the DuckDB type is
+//  - kJson: one array of objects keyed by column name, values typed where the DuckDB type is
 //    numeric or boolean (non-finite numbers become strings), NULL as null.
-//  - FormatPlain (--plain): {"header":[...],"rows":[[...]]}, every value a string, NULL as null.
-// Every format ends with a newline.
+//  - kPlain (--plain): {"header":[...],"rows":[[...]]}, every value a string, NULL as null.
+// Every format ends with a newline. csv, json and plain write each chunk as it comes and never cap.
+enum class OutputFormat { kTable, kCsv, kJson, kPlain };
+
+inline constexpr size_t kTableRowLimit = 1000;
+
+// Where a format writer's text goes, piece by piece in order (at most about 64 KiB at a time).
+using TextOutput = std::function<Status(std::string_view)>;
+
+std::unique_ptr<ResultWriter> MakeFormatWriter(OutputFormat format, TextOutput output,
+                                               size_t table_row_limit = kTableRowLimit);
+
+// A whole result in one format (the table without a row limit).
 std::string FormatTable(const QueryResult& result);
 std::string FormatCsv(const QueryResult& result);
 std::string FormatJson(const QueryResult& result);

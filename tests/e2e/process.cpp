@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +30,8 @@ RunningProcess StartProcess(const std::string& program, const std::vector<std::s
                             const ProcessOptions& options) {
   RunningProcess process;
   process.capture_ = std::make_unique<TempDir>();
-  const std::string out_path = process.capture_->path() + "/out";
+  const std::string out_path =
+      options.stdout_file.empty() ? process.capture_->path() + "/out" : options.stdout_file;
   const std::string err_path = process.capture_->path() + "/err";
 
   std::map<std::string, std::string> environment;
@@ -82,11 +84,13 @@ void RunningProcess::Kill(int signal_number) const {
 
 ProcessResult RunningProcess::Wait() {
   int wait_status = 0;
-  while (waitpid(pid_, &wait_status, 0) < 0 && errno == EINTR) {
+  struct rusage usage {};
+  while (wait4(pid_, &wait_status, 0, &usage) < 0 && errno == EINTR) {
   }
   pid_ = -1;
   ProcessResult result;
   result.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  result.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
   result.out = ReadAll(capture_->path() + "/out");
   result.err = ReadAll(capture_->path() + "/err");
   return result;

@@ -15,14 +15,16 @@ namespace skippr::testing {
 
 struct ProcessResult {
   int exit_code = -1;  // 128 + signal number when killed by a signal
-  std::string out;
+  std::string out;     // empty when ProcessOptions::stdout_file took it
   std::string err;
+  int64_t peak_rss_bytes = 0;  // the process's (and its waited children's) largest resident set
 };
 
 struct ProcessOptions {
   std::string working_dir;                     // empty: the test's own
   std::map<std::string, std::string> set_env;  // added to (or replacing in) the test's environment
   std::vector<std::string> unset_env;          // removed from it
+  std::string stdout_file;                     // standard output goes here, not into `out`
 };
 
 ProcessResult RunProcess(const std::string& program, const std::vector<std::string>& args,

@@ -526,6 +526,69 @@ TEST(SyncDisk, BadThresholdSettingsAreClearErrors) {
                                   "disk_pause_at_percent (70)"));
 }
 
+// `query` streams: exporting a WAL-only table and grouping it take memory bounded by the work, not
+// by the rows — four times the rows, about the same peak (measured in the release build; the
+// sanitizers' allocators keep freed memory). Every row arrives, in WAL order.
+TEST(SyncQuery, ExportAndGroupByMemoryDoesNotGrowWithTheRows) {
+  TempDir dir;
+  const int64_t small_rows = Scaled(150000, 10);
+  const int64_t big_rows = 4 * small_rows;
+  dir.Write("skippr.yml", fmt::format(R"(data_sources:
+  small: {{Sample: {{rows: {}, seed: 7}}}}
+  big: {{Sample: {{rows: {}, seed: 7}}}}
+pipelines:
+  small: {{data_source: data_sources.small}}
+  big: {{data_source: data_sources.big}}
+)", small_rows, big_rows));
+  for (const std::string pipeline : {"small", "big"}) {
+    ProcessResult synced = Skipprd(dir, {"sync", "-p", pipeline, "--once"});
+    ASSERT_EQ(synced.exit_code, 0) << synced.err;
+  }
+  const auto export_csv = [&](const std::string& pipeline, int64_t rows) {
+    ProcessOptions options = OptionsFor(dir);
+    options.stdout_file = dir.Sub(pipeline + ".csv");
+    ProcessResult exported = RunProcess(
+        SKIPPRD_BINARY,
+        {"query", "--output", "csv", "--sql", fmt::format("SELECT * FROM {0}.{0}", pipeline)},
+        options);
+    EXPECT_EQ(exported.exit_code, 0) << exported.err;
+    std::ifstream csv(options.stdout_file);
+    std::string line;
+    int64_t lines = 0;
+    int64_t last_ride_id = -1;
+    bool in_order = true;
+    std::getline(csv, line);  // header
+    for (; std::getline(csv, line); ++lines) {
+      const int64_t ride_id = std::stoll(line.substr(0, line.find(',')));
+      in_order = in_order && ride_id > last_ride_id;
+      last_ride_id = ride_id;
+    }
+    EXPECT_EQ(lines, rows) << pipeline;
+    EXPECT_TRUE(in_order) << "a plain SELECT keeps WAL order";
+    return exported.peak_rss_bytes;
+  };
+  const int64_t small_export = export_csv("small", small_rows);
+  const int64_t big_export = export_csv("big", big_rows);
+  const auto group_by = [&](const std::string& pipeline) {
+    ProcessResult grouped = Skipprd(
+        dir, {"query", "--plain", "--sql",
+              fmt::format("SELECT rider_type, count(*) FROM {0}.{0} GROUP BY 1 ORDER BY 1", pipeline)});
+    EXPECT_EQ(grouped.exit_code, 0) << grouped.err;
+    EXPECT_THAT(grouped.out, HasSubstr("member"));
+    return grouped.peak_rss_bytes;
+  };
+  const int64_t small_group = group_by("small");
+  const int64_t big_group = group_by("big");
+  if (kSanitizedBuild) return;
+  constexpr int64_t kMiB = 1 << 20;
+  EXPECT_LT(big_export, small_export * 3 / 2 + 64 * kMiB)
+      << "export peak RSS: " << small_export / kMiB << " MiB at " << small_rows << " rows, "
+      << big_export / kMiB << " MiB at " << big_rows;
+  EXPECT_LT(big_group, small_group * 3 / 2 + 64 * kMiB)
+      << "GROUP BY peak RSS: " << small_group / kMiB << " MiB, then " << big_group / kMiB << " MiB";
+  EXPECT_LT(big_export, 512 * kMiB);
+}
+
 TEST(SyncQuery, CountDuringSyncIsMonotoneAndEndsEqual) {
   TempDir dir;
   dir.Write("skippr.yml", kFilesConfig);

@@ -15,6 +15,20 @@
 
 namespace skippr::testing {
 
+// Whether this build runs under a sanitizer, whose allocator keeps freed memory (ASan's
+// quarantine) and maps shadow memory: resident-set checks hold only without one.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 inline double TestScale() {
   static const double scale = [] {
     const char* text = std::getenv("SKIPPR_TEST_SCALE");

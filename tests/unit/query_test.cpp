@@ -341,6 +341,64 @@ TEST(QueryEngineTest, AScanHoldsOnlyTheBatchesBeingRead) {
   EXPECT_LT(reads, kBatches / 10) << "a LIMIT read the whole table";
 }
 
+// A streamed SELECT hands its rows over chunk by chunk while the scan reads batches; a writer's
+// error stops the statement, and the scan with it.
+TEST(QueryEngineTest, StreamHandsOverChunksAndAWriterErrorStopsTheScan) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
+  constexpr int kBatches = 200;
+  constexpr int kRows = 2048;
+  std::atomic<int> reads = 0;
+  BatchList list;
+  list.row_counts.assign(kBatches, kRows);
+  list.read = [&](size_t index) -> Result<std::shared_ptr<const Batch>> {
+    ++reads;
+    std::vector<std::vector<Value>> rows;
+    for (int r = 0; r < kRows; ++r) rows.push_back({Value::Int(static_cast<int64_t>(index) * kRows + r)});
+    return std::shared_ptr<const Batch>(MakeBatch(fields, rows));
+  };
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "big", fields, list}).ok());
+
+  class Counting final : public ResultWriter {
+   public:
+    explicit Counting(std::optional<int> fail_at_chunk) : fail_at_chunk_(fail_at_chunk) {}
+    Status Begin(const std::vector<std::string>& header, const std::vector<std::string>&) override {
+      EXPECT_EQ(header, std::vector<std::string>{"id"});
+      return Status::OK();
+    }
+    Status Write(const ResultRows& rows) override {
+      if (fail_at_chunk_ && chunks == *fail_at_chunk_) return Status::IOError("pipe closed");
+      ++chunks;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        EXPECT_EQ(rows.Value(r, 0), std::to_string(next_id)) << "rows keep batch order";
+        ++next_id;
+      }
+      return Status::OK();
+    }
+    Status End() override {
+      ended = true;
+      return Status::OK();
+    }
+    std::optional<int> fail_at_chunk_;
+    int chunks = 0;
+    int64_t next_id = 0;
+    bool ended = false;
+  };
+  Counting all(std::nullopt);
+  ASSERT_TRUE(engine->Stream("SELECT id FROM p.big", all).ok());
+  EXPECT_EQ(all.next_id, int64_t{kBatches} * kRows);
+  EXPECT_GT(all.chunks, 10);
+  EXPECT_TRUE(all.ended);
+
+  reads = 0;
+  Counting failing(2);
+  Status stopped = engine->Stream("SELECT id FROM p.big", failing);
+  EXPECT_EQ(stopped.code(), StatusCode::kIOError);
+  EXPECT_THAT(stopped.message(), HasSubstr("pipe closed"));
+  EXPECT_FALSE(failing.ended);
+  EXPECT_LT(reads, kBatches / 2) << "the scan went on after the writer failed";
+}
+
 // write_policy merge_by_key's view of live batches: per key the last row in batch order (wal_scan
 // numbers the rows for that), no row once a key's last change is a CDC delete, NULL one key.
 TEST(QueryEngineTest, KeyedTablesKeepTheLastRowPerKeyAndDropDeletedKeys) {
@@ -475,6 +533,83 @@ TEST(QueryFormatTest, Table) {
   one.rows = {{"line1\nline2"}};
   EXPECT_EQ(FormatTable(one), "x\n------------\nline1\\nline2\n(1 row)\n");
   EXPECT_EQ(FormatTable(QueryResult{}), "(0 rows)\n");
+}
+
+// Streaming writers: the table shows at most its limit of rows (written once the limit is
+// passed) and counts the rest; the other formats write every row, in pieces, as chunks come.
+class ChunkOf final : public ResultRows {
+ public:
+  explicit ChunkOf(const QueryResult& result, size_t first, size_t count)
+      : result_(result), first_(first), count_(count) {}
+  size_t size() const override { return count_; }
+  std::optional<std::string_view> Value(size_t row, size_t column) const override {
+    const auto& value = result_.rows[first_ + row][column];
+    if (!value) return std::nullopt;
+    return std::string_view(*value);
+  }
+
+ private:
+  const QueryResult& result_;
+  size_t first_;
+  size_t count_;
+};
+
+TEST(QueryFormatTest, TheTableShowsItsLimitOfRowsAndCountsTheRest) {
+  QueryResult result;
+  result.header = {"n"};
+  result.column_types = {"BIGINT"};
+  for (int i = 1; i <= 5; ++i) result.rows.push_back({std::to_string(i * 100)});
+  std::string text;
+  std::vector<std::string> pieces_when_third_chunk_arrives;
+  auto writer = MakeFormatWriter(
+      OutputFormat::kTable,
+      [&](std::string_view piece) {
+        text += piece;
+        return Status::OK();
+      },
+      3);
+  ASSERT_TRUE(writer->Begin(result.header, result.column_types).ok());
+  ASSERT_TRUE(writer->Write(ChunkOf(result, 0, 2)).ok());
+  EXPECT_EQ(text, "") << "the table waits for its rows to align them";
+  ASSERT_TRUE(writer->Write(ChunkOf(result, 2, 2)).ok());
+  EXPECT_EQ(text, "n\n---\n100\n200\n300\n") << "past the limit, the rows shown are written";
+  ASSERT_TRUE(writer->Write(ChunkOf(result, 4, 1)).ok());
+  ASSERT_TRUE(writer->End().ok());
+  EXPECT_EQ(text, "n\n---\n100\n200\n300\n"
+                  "(5 rows, the first 3 shown; --output csv or json writes every row)\n");
+}
+
+TEST(QueryFormatTest, CsvJsonAndPlainWriteAsChunksComeAndStopOnAWriteError) {
+  QueryResult result;
+  result.header = {"id", "text"};
+  result.column_types = {"BIGINT", "VARCHAR"};
+  const std::string long_text(1000, 'x');
+  for (int i = 0; i < 500; ++i) result.rows.push_back({std::to_string(i), long_text});
+  for (const OutputFormat format : {OutputFormat::kCsv, OutputFormat::kJson, OutputFormat::kPlain}) {
+    std::string text;
+    int pieces = 0;
+    auto writer = MakeFormatWriter(format, [&](std::string_view piece) {
+      text += piece;
+      ++pieces;
+      return Status::OK();
+    });
+    ASSERT_TRUE(writer->Begin(result.header, result.column_types).ok());
+    ASSERT_TRUE(writer->Write(ChunkOf(result, 0, 250)).ok());
+    EXPECT_GT(text.size(), 100000u) << "rows are written while the result streams";
+    ASSERT_TRUE(writer->Write(ChunkOf(result, 250, 250)).ok());
+    ASSERT_TRUE(writer->End().ok());
+    EXPECT_GT(pieces, 4);
+    const std::string whole = format == OutputFormat::kCsv    ? FormatCsv(result)
+                              : format == OutputFormat::kJson ? FormatJson(result)
+                                                              : FormatPlain(result);
+    EXPECT_EQ(text, whole) << "streamed and whole output are the same bytes";
+
+    auto failing = MakeFormatWriter(format, [](std::string_view) {
+      return Status::IOError("disk full");
+    });
+    ASSERT_TRUE(failing->Begin(result.header, result.column_types).ok());
+    EXPECT_EQ(failing->Write(ChunkOf(result, 0, 250)).code(), StatusCode::kIOError);
+  }
 }
 
 TEST(QueryFormatTest, Csv) {

@@ -727,6 +727,39 @@ TEST(SegmentFile, WrittenToDiskAndOpened) {
   EXPECT_THAT(bad.status().message(), HasSubstr("fails its checksum"));
 }
 
+// An opened reader keeps its file open and reads slices from it: a segment reclaimed (unlinked)
+// after a query pinned it still serves every slice, and damage that appears in a slice after the
+// open is caught by that slice's own checksum.
+TEST(SegmentFile, AnOpenReaderServesItsSlicesAfterTheFileIsUnlinked) {
+  TempDir dir;
+  const std::string path = dir.Sub("00000000000000000042.seg");
+  const std::vector<Batch> batches = {AllTypesBatch("rides", 3, 12), CdcBatch(4)};
+  const std::string bytes = Encode(MakeHeader(), batches);
+  WriteFile(path, bytes);
+  Result<SegmentReader> reader = SegmentReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  for (uint32_t ordinal = 0; ordinal < 2; ++ordinal) {
+    Result<Batch> batch = reader->ReadSlice(ordinal);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    ExpectSameBatch(*batch, batches[ordinal]);
+  }
+
+  WriteFile(path, bytes);
+  Result<SegmentReader> opened = SegmentReader::Open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const SliceInfo& second = opened->slices()[1];
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(second.payload_offset + second.payload_bytes / 2));
+    file.put('\x7f');
+  }
+  EXPECT_TRUE(opened->ReadSlice(0).ok());
+  Result<Batch> damaged = opened->ReadSlice(1);
+  ASSERT_EQ(damaged.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(damaged.status().message(), HasSubstr("slice 1 fails its checksum"));
+}
+
 TEST(SegmentFile, VerifyBytesReadsTheIndexWithoutKeepingTheBytes) {
   const SegmentBytes bytes = EncodeSegment(MakeHeader(), {UsersBatch(5), CdcBatch(3)});
   Result<SegmentReader> verified = SegmentReader::VerifyBytes(bytes, "prepared");
