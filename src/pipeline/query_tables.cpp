@@ -10,6 +10,7 @@
 // fails only the statements that read it.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include "iceberg/iceberg.hpp"
 #include "pipeline/landing.hpp"
@@ -314,8 +315,29 @@ class PipelinesBinder final : public query::TableBinder {
 
 }  // namespace
 
+namespace {
+
+// A statement keeps every segment file it reads open (so reclaim cannot take them away), and a
+// WAL-only pipeline keeps every segment it ever wrote: lift the soft open-file limit to the hard
+// one, as databases do, rather than fail a large WAL at 1,024 files.
+void RaiseOpenFileLimit() {
+  static const bool raised = [] {
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
+    const rlim_t previous = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+    spdlog::debug("open-file limit raised from {} to {}", previous, limit.rlim_cur);
+    return true;
+  }();
+  (void)raised;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& config,
                                                        const QueryAccess& access) {
+  RaiseOpenFileLimit();
   auto binder = std::make_unique<PipelinesBinder>(config, !access.allows_file_access);
   query::EngineOptions options;
   options.allows_file_access = access.allows_file_access;

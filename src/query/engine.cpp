@@ -294,9 +294,10 @@ class TextRows final : public ResultRows {
   std::vector<std::vector<std::optional<std::string>>> rows_;
 };
 
-// Hands every chunk of a (streaming) result of VARCHAR columns to `writer`; DuckDB's error when
-// the statement fails while it streams.
-Status StreamTextRows(duckdb_result& result, idx_t columns, ResultWriter& writer) {
+// Hands every chunk of a (streaming) result of VARCHAR columns to `writer` and returns what the
+// writer said; when the statement fails while it streams, DuckDB's message is in `duckdb_error`.
+Status StreamTextRows(duckdb_result& result, idx_t columns, ResultWriter& writer,
+                      std::string* duckdb_error) {
   while (true) {
     duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
     if (chunk == nullptr) break;
@@ -305,7 +306,7 @@ Status StreamTextRows(duckdb_result& result, idx_t columns, ResultWriter& writer
     SKIPPR_RETURN_IF_ERROR(written);
   }
   const char* error = duckdb_result_error(&result);
-  if (error != nullptr && *error != '\0') return Status::InvalidArgument(error);
+  if (error != nullptr) *duckdb_error = error;
   return Status::OK();
 }
 
@@ -832,13 +833,10 @@ Status Engine::StreamSingleStatement(const std::string& sql, duckdb_prepared_sta
     status = ExplainFailure(duckdb_result_error(&result) ? duckdb_result_error(&result) : "");
     duckdb_destroy_result(&result);
   } else {
+    std::string duckdb_error;
     status = writer.Begin(header, column_types);
-    if (status.ok()) status = StreamTextRows(result, columns, writer);
-    if (status.ok()) {
-      status = writer.End();
-    } else if (status.code() == StatusCode::kInvalidArgument) {
-      status = ExplainFailure(std::string(status.message()));
-    }
+    if (status.ok()) status = StreamTextRows(result, columns, writer, &duckdb_error);
+    if (status.ok()) status = duckdb_error.empty() ? writer.End() : ExplainFailure(duckdb_error);
     duckdb_destroy_result(&result);
   }
   duckdb_destroy_pending(&pending);
