@@ -45,9 +45,10 @@ SANITIZER_TEST_SCALE ?= 0.1
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= $(JOBS)
 # The test binaries built under TSan: everything that starts threads (the sync pass's reader,
-# committer, lander and aggregator threads run in the skipprd the e2e tests start).
-TSAN_TESTS ?= store_test sources_test aggregates_test iceberg_metadata_test sync_e2e_test \
-              lake_e2e_test aggregates_e2e_test
+# committer, lander and aggregator threads run in the skipprd the e2e tests start; DuckDB's scan
+# threads read WAL batches in query_test).
+TSAN_TESTS ?= store_test sources_test aggregates_test iceberg_metadata_test query_test \
+              sync_e2e_test lake_e2e_test aggregates_e2e_test
 SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=$(SANITIZER_BUILD_TYPE) -DCMAKE_C_COMPILER=clang \
                   -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF
 supp = $(CURDIR)/tests/sanitizers
