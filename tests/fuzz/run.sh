@@ -55,8 +55,8 @@ failed=0
 printf '%-12s %12s %10s %8s  %s\n' target executions exec/s corpus result
 for target in "${targets[@]}"; do
   log="$work/$target.log"
-  executions=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
-  per_second=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  per_second=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   corpus=$(find "$work/corpus/$target" -type f | wc -l)
   result=ok
   if [[ "$(cat "$work/$target.rc")" != 0 ]]; then
