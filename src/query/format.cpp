@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <limits>
 
 #include "core/check.hpp"
@@ -84,16 +85,25 @@ void RightTrim(std::string& line) {
   while (!line.empty() && line.back() == ' ') line.pop_back();
 }
 
-std::string CsvField(std::optional<std::string_view> value) {
-  if (!value) return "";
-  if (value->empty()) return "\"\"";  // an empty string, told apart from NULL
-  if (value->find_first_of(",\"\r\n") == std::string_view::npos) return std::string(*value);
-  std::string quoted = "\"";
-  for (char c : *value) {
-    if (c == '"') quoted += '"';
-    quoted += c;
+// Appends `value` as a CSV field: quoted when it holds , " CR or LF (quotes doubled), an empty
+// string as "" (told apart from NULL, which is nothing).
+void AppendCsvField(std::string& out, std::optional<std::string_view> value) {
+  if (!value) return;
+  if (value->empty()) {
+    out += "\"\"";
+    return;
   }
-  return quoted + "\"";
+  const auto is_special = [](char c) { return c == ',' || c == '"' || c == '\r' || c == '\n'; };
+  if (std::none_of(value->begin(), value->end(), is_special)) {
+    out.append(*value);
+    return;
+  }
+  out += '"';
+  for (const char c : *value) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
 }
 
 // A writer's text, handed to the output in pieces of about kFlushBytes.
@@ -122,7 +132,7 @@ class CsvWriter final : public ResultWriter {
     columns_ = header.size();
     for (size_t c = 0; c < header.size(); ++c) {
       if (c) out_.text() += ',';
-      out_.text() += CsvField(header[c]);
+      AppendCsvField(out_.text(), header[c]);
     }
     out_.text() += '\n';
     return out_.FlushIfFull();
@@ -131,7 +141,7 @@ class CsvWriter final : public ResultWriter {
     for (size_t r = 0; r < rows.size(); ++r) {
       for (size_t c = 0; c < columns_; ++c) {
         if (c) out_.text() += ',';
-        out_.text() += CsvField(rows.Value(r, c));
+        AppendCsvField(out_.text(), rows.Value(r, c));
       }
       out_.text() += '\n';
       SKIPPR_RETURN_IF_ERROR(out_.FlushIfFull());
