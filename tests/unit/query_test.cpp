@@ -302,6 +302,17 @@ TEST(QueryEngineTest, EachScanReadsEachBatchOnceWhenItReachesIt) {
   EXPECT_THAT(failed.status().message(), HasSubstr("batch 1 has 2 rows where 3 were listed"));
 }
 
+// Batch `index` of a table of `rows`-row batches: ids numbered on from the batches before it, then
+// "row" in a second field when there is one.
+std::shared_ptr<const Batch> NumberedBatch(const std::vector<Field>& fields, size_t index, int rows) {
+  std::vector<std::vector<Value>> values;
+  for (int r = 0; r < rows; ++r) {
+    values.push_back({Value::Int(static_cast<int64_t>(index) * rows + r)});
+    if (fields.size() > 1) values.back().push_back(Value::String("row"));
+  }
+  return MakeBatch(fields, values);
+}
+
 // A scan holds the batches its threads are reading, never the table: 500 batches of 2,048 rows
 // are read one by one (each freed before long), and a LIMIT stops reading early.
 TEST(QueryEngineTest, AScanHoldsOnlyTheBatchesBeingRead) {
@@ -316,11 +327,7 @@ TEST(QueryEngineTest, AScanHoldsOnlyTheBatchesBeingRead) {
   list.row_counts.assign(kBatches, kRows);
   list.read = [&](size_t index) -> Result<std::shared_ptr<const Batch>> {
     ++reads;
-    std::vector<std::vector<Value>> rows;
-    for (int r = 0; r < kRows; ++r) {
-      rows.push_back({Value::Int(static_cast<int64_t>(index) * kRows + r), Value::String("row")});
-    }
-    std::shared_ptr<const Batch> made = MakeBatch(fields, rows);
+    std::shared_ptr<const Batch> made = NumberedBatch(fields, index, kRows);
     const int now = ++alive;
     for (int most = most_alive; now > most && !most_alive.compare_exchange_weak(most, now);) {
     }
@@ -352,9 +359,7 @@ TEST(QueryEngineTest, StreamHandsOverChunksAndAWriterErrorStopsTheScan) {
   list.row_counts.assign(kBatches, kRows);
   list.read = [&](size_t index) -> Result<std::shared_ptr<const Batch>> {
     ++reads;
-    std::vector<std::vector<Value>> rows;
-    for (int r = 0; r < kRows; ++r) rows.push_back({Value::Int(static_cast<int64_t>(index) * kRows + r)});
-    return std::shared_ptr<const Batch>(MakeBatch(fields, rows));
+    return NumberedBatch(fields, index, kRows);
   };
   auto engine = OpenEngine();
   ASSERT_TRUE(engine->RegisterTable(TableSource{"p", "big", fields, list}).ok());
