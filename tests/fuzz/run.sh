@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a SKIPPR_FUZZ build for FUZZ_SECONDS each (default 60), FUZZ_JOBS
-# at a time (default 2), and prints the executions per target. New inputs grow a corpus under
+# at a time (default 2; "all": every target at once, sharing the cores), and prints the executions per target. New inputs grow a corpus under
 # <build>/fuzz/corpus/<target>/ (not committed); the committed seeds and regressions are read
 # only. A target that breaks an invariant or crashes leaves its input in
 # <build>/fuzz/artifacts/<target>/ and makes this script fail.
@@ -14,6 +14,7 @@ seconds=${FUZZ_SECONDS:-60}
 jobs=${FUZZ_JOBS:-2}
 targets=("$@")
 ((${#targets[@]})) || targets=(json_source csv_source wal_segment config dotenv)
+[[ "$jobs" == all ]] && jobs=${#targets[@]}
 work="$build_dir/fuzz"
 
 run_target() {
