@@ -13,6 +13,7 @@
 //   map                                       offsets (num_rows + 1) into children[0] (key), [1] (value)
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,6 +73,29 @@ struct CdcSidecar {
   std::vector<std::string> event_ids;     // equality identity of the source event
   std::vector<std::string> order_tokens;  // bytes, lexicographically ordered within the source
   std::vector<std::string> business_keys; // encoded entity key (empty: none)
+};
+
+// Which top-level fields a reader of stored batches decodes, by field id: all of them, or only
+// those listed (projection pushdown). A reader may return more than it was asked for; consumers
+// find columns by field id, never by position.
+class FieldSelection {
+ public:
+  static FieldSelection All() { return FieldSelection(); }
+  static FieldSelection Only(std::vector<int32_t> field_ids) {
+    FieldSelection selection;
+    selection.all_ = false;
+    selection.field_ids_ = std::move(field_ids);
+    return selection;
+  }
+  bool all() const { return all_; }
+  bool Includes(int32_t field_id) const {
+    return all_ || std::find(field_ids_.begin(), field_ids_.end(), field_id) != field_ids_.end();
+  }
+
+ private:
+  FieldSelection() = default;
+  bool all_ = true;
+  std::vector<int32_t> field_ids_;
 };
 
 struct Batch {

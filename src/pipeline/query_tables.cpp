@@ -40,7 +40,9 @@ class LiveSlices {
     query::BatchList list;
     for (const Slice& slice : slices) list.row_counts.push_back(slice.rows);
     auto shared = std::make_shared<const LiveSlices>(std::move(table), std::move(slices));
-    list.read = [shared](size_t index) { return shared->Read(index); };
+    list.read = [shared](size_t index, const FieldSelection& fields) {
+      return shared->Read(index, fields);
+    };
     return list;
   }
 
@@ -48,9 +50,9 @@ class LiveSlices {
       : table_(std::move(table)), slices_(std::move(slices)) {}
 
  private:
-  Result<std::shared_ptr<const Batch>> Read(size_t index) const {
+  Result<std::shared_ptr<const Batch>> Read(size_t index, const FieldSelection& fields) const {
     const Slice& slice = slices_.at(index);
-    Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal);
+    Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal, fields);
     if (!batch.ok()) {
       return Status(batch.status().code(),
                     fmt::format("table {}: {}", table_, batch.status().message()));

@@ -11,6 +11,7 @@
 
 #include "core/check.hpp"
 #include "query/query.hpp"
+#include "query/scan_counters.hpp"
 
 namespace skippr::query {
 
@@ -18,7 +19,9 @@ namespace detail {
 Result<Batch> ResultToBatch(duckdb_result& result);  // to_batch.cpp
 using SourceLookup =
     std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
-Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup);  // wal_scan.cpp
+// wal_scan.cpp; `counters` outlives the connection.
+Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup,
+                       AtomicScanCounters* counters);
 }  // namespace detail
 
 std::string QuoteIdentifier(std::string_view name) {
@@ -460,6 +463,7 @@ std::string ViewQuery(const TableSource& table) {
 }  // namespace
 
 struct Engine::Handles {
+  detail::AtomicScanCounters scan_counters;  // declared first: the connection's scans use it
   duckdb_database database = nullptr;
   duckdb_connection connection = nullptr;
   ~Handles() {
@@ -488,7 +492,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
       [raw](const std::string& pipeline, const std::string& namespace_name) -> std::shared_ptr<const TableSource> {
         auto it = raw->tables_.find({pipeline, namespace_name});
         return it == raw->tables_.end() ? nullptr : it->second;
-      }));
+      },
+      &engine->handles_->scan_counters));
   // Timestamps with a zone print in UTC, whatever the machine's zone (needs ICU; ignored without).
   duckdb_result result;
   duckdb_query(engine->handles_->connection, "SET TimeZone = 'UTC'", &result);
@@ -529,13 +534,19 @@ BatchList BatchList::InMemory(std::vector<std::shared_ptr<const Batch>> batches)
     list.row_counts.push_back(batch == nullptr ? 0 : batch->num_rows);
   }
   auto shared = std::make_shared<const std::vector<std::shared_ptr<const Batch>>>(std::move(batches));
-  list.read = [shared](size_t index) -> Result<std::shared_ptr<const Batch>> {
+  list.read = [shared](size_t index, const FieldSelection&) -> Result<std::shared_ptr<const Batch>> {
     return (*shared)[index];
   };
   return list;
 }
 
 void Engine::SetBinder(std::unique_ptr<TableBinder> binder) { binder_ = std::move(binder); }
+
+ScanCounters Engine::scan_counters() const {
+  const detail::AtomicScanCounters& counters = handles_->scan_counters;
+  return {counters.batches.load(std::memory_order_relaxed),
+          counters.columns.load(std::memory_order_relaxed)};
+}
 
 Status Engine::RegisterTable(TableSource table) {
   if (table.pipeline.empty() || table.namespace_name.empty()) {

@@ -55,11 +55,14 @@ struct BatchList {
   // Rows per batch, known without reading the batch (a WAL slice's index entry says): the scan
   // numbers rows and shares work out by them.
   std::vector<int64_t> row_counts;
-  // Batch `index` (< row_counts.size()), which must have row_counts[index] rows. Called from the
-  // scan's threads, at once for different batches; an error fails the statement.
-  std::function<Result<std::shared_ptr<const Batch>>(size_t index)> read;
+  // Batch `index` (< row_counts.size()), which must have row_counts[index] rows, holding at least
+  // the top-level fields `fields` selects — the columns the statement uses (projection pushdown);
+  // more is fine, the scan finds columns by field id. Called from the scan's threads, at once for
+  // different batches; an error fails the statement.
+  std::function<Result<std::shared_ptr<const Batch>>(size_t index, const FieldSelection& fields)>
+      read;
 
-  // A list of batches already in memory.
+  // A list of batches already in memory (read whole, whatever the selection).
   static BatchList InMemory(std::vector<std::shared_ptr<const Batch>> batches);
 };
 
@@ -152,6 +155,14 @@ class ResultWriter {
   virtual Status End() = 0;
 };
 
+// What the wal_scan scans of an engine read, summed over every statement since it opened (for
+// tests and bench/query): the batches, and the top-level columns those batches held — the columns
+// their readers decoded.
+struct ScanCounters {
+  int64_t batches = 0;
+  int64_t columns = 0;
+};
+
 class Engine {
  public:
   // An in-memory DuckDB with the `wal_scan(pipeline, namespace)` table function registered.
@@ -198,6 +209,8 @@ class Engine {
 
   // "pipeline.namespace", sorted: the registered tables and the binder's.
   std::vector<std::string> TableNames() const;
+
+  ScanCounters scan_counters() const;
 
  private:
   struct Handles;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "query/query.hpp"
+#include "query/scan_counters.hpp"
 
 namespace skippr::query::detail {
 
@@ -364,6 +365,13 @@ bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t
 struct BindData {
   std::shared_ptr<const TableSource> source;
   bool has_change_columns = false;  // with_change_columns := true
+  AtomicScanCounters* counters = nullptr;
+};
+
+// The function's extra info: where tables come from, and the engine's counters.
+struct ScanContext {
+  SourceLookup lookup;
+  AtomicScanCounters* counters;
 };
 
 // Shared by the threads of one scan: which columns DuckDB wants, where each batch's rows start in
@@ -371,6 +379,7 @@ struct BindData {
 // them, one at a time per thread: a scan holds the batches being scanned, never the table.
 struct ScanState {
   std::vector<idx_t> projected;        // output vector i ← target field projected[i]
+  FieldSelection fields = FieldSelection::All();  // the projected target fields, by id
   std::vector<int64_t> first_ordinals;  // per batch: the scan's row number of its first row
   std::atomic<size_t> next_batch{0};
 };
@@ -429,10 +438,10 @@ std::string GetStringParameter(duckdb_bind_info info, idx_t index) {
 }
 
 void Bind(duckdb_bind_info info) {
-  const auto* lookup = static_cast<const SourceLookup*>(duckdb_bind_get_extra_info(info));
+  const auto* context = static_cast<const ScanContext*>(duckdb_bind_get_extra_info(info));
   const std::string pipeline = GetStringParameter(info, 0);
   const std::string namespace_name = GetStringParameter(info, 1);
-  std::shared_ptr<const TableSource> source = (*lookup)(pipeline, namespace_name);
+  std::shared_ptr<const TableSource> source = context->lookup(pipeline, namespace_name);
   if (source == nullptr) {
     duckdb_bind_set_error(
         info, fmt::format("wal_scan: no table {}.{} is registered", pipeline, namespace_name).c_str());
@@ -453,7 +462,7 @@ void Bind(duckdb_bind_info info) {
     LogicalTypeHandle deleted(duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN));
     duckdb_bind_add_result_column(info, std::string(kDeletedColumn).c_str(), deleted.type);
   }
-  duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns},
+  duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns, context->counters},
                             [](void* data) { delete static_cast<BindData*>(data); });
 }
 
@@ -462,7 +471,14 @@ void Init(duckdb_init_info info) {
   const TableSource& source = *bind->source;
   auto state = std::make_unique<ScanState>();
   const idx_t projected = duckdb_init_get_column_count(info);
-  for (idx_t i = 0; i < projected; ++i) state->projected.push_back(duckdb_init_get_column_index(info, i));
+  std::vector<int32_t> field_ids;
+  for (idx_t i = 0; i < projected; ++i) {
+    const idx_t column = duckdb_init_get_column_index(info, i);
+    state->projected.push_back(column);
+    if (column < source.fields.size()) field_ids.push_back(source.fields[column].id);
+  }
+  // Only the columns the statement uses are decoded (a count(*) decodes none).
+  state->fields = FieldSelection::Only(std::move(field_ids));
   if (!source.batches.read && !source.batches.row_counts.empty()) {
     duckdb_init_set_error(info, "wal_scan: the table has no batch reader");
     return;
@@ -505,7 +521,8 @@ Result<std::vector<int>> PlanBatch(const TableSource& source, const Batch& batch
 }
 
 // Claims and reads the next batch with rows into `thread`; false at the end of the scan.
-Result<bool> ClaimBatch(const TableSource& source, ScanState& state, ThreadState& thread) {
+Result<bool> ClaimBatch(const BindData& bind, ScanState& state, ThreadState& thread) {
+  const TableSource& source = *bind.source;
   while (true) {
     const size_t index = state.next_batch.fetch_add(1, std::memory_order_relaxed);
     if (index >= source.batches.row_counts.size()) {
@@ -517,7 +534,7 @@ Result<bool> ClaimBatch(const TableSource& source, ScanState& state, ThreadState
     const auto failed = [&](std::string_view why) {
       return fmt::format("reading {}.{}: {}", source.pipeline, source.namespace_name, why);
     };
-    Result<std::shared_ptr<const Batch>> read = source.batches.read(index);
+    Result<std::shared_ptr<const Batch>> read = source.batches.read(index, state.fields);
     if (!read.ok()) return Status(read.status().code(), failed(read.status().message()));
     std::shared_ptr<const Batch> batch = std::move(read).value();
     if (batch == nullptr || batch->num_rows != expected_rows) {
@@ -530,6 +547,9 @@ Result<bool> ClaimBatch(const TableSource& source, ScanState& state, ThreadState
                                                    batch->num_rows, batch->cdc->mutations.size())));
     }
     SKIPPR_ASSIGN_OR_RETURN(thread.plan, PlanBatch(source, *batch));
+    bind.counters->batches.fetch_add(1, std::memory_order_relaxed);
+    bind.counters->columns.fetch_add(static_cast<int64_t>(batch->columns.size()),
+                                     std::memory_order_relaxed);
     thread.batch = std::move(batch);
     thread.index = index;
     thread.next_row = 0;
@@ -578,7 +598,7 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
     duckdb_function_set_error(info, message.c_str());
   };
   if (thread->exhausted()) {
-    Result<bool> claimed = ClaimBatch(source, *state, *thread);
+    Result<bool> claimed = ClaimBatch(*bind, *state, *thread);
     if (!claimed.ok()) return fail(std::string(claimed.status().message()));
     if (!*claimed) {
       duckdb_data_chunk_set_size(output, 0);
@@ -602,7 +622,8 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
 
 }  // namespace
 
-Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup) {
+Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup,
+                       AtomicScanCounters* counters) {
   duckdb_table_function function = duckdb_create_table_function();
   duckdb_table_function_set_name(function, "wal_scan");
   {
@@ -612,8 +633,8 @@ Status RegisterWalScan(duckdb_connection connection, SourceLookup lookup) {
     LogicalTypeHandle boolean(duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN));
     duckdb_table_function_add_named_parameter(function, "with_change_columns", boolean.type);
   }
-  duckdb_table_function_set_extra_info(function, new SourceLookup(std::move(lookup)),
-                                       [](void* data) { delete static_cast<SourceLookup*>(data); });
+  duckdb_table_function_set_extra_info(function, new ScanContext{std::move(lookup), counters},
+                                       [](void* data) { delete static_cast<ScanContext*>(data); });
   duckdb_table_function_set_bind(function, Bind);
   duckdb_table_function_set_init(function, Init);
   duckdb_table_function_set_local_init(function, LocalInit);

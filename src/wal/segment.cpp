@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -41,6 +42,8 @@ constexpr uint64_t kIndexEntryFixedBytes = 41;  // an index entry with an empty 
 constexpr uint64_t kSliceFixedBytes = 37;       // a slice header up to its namespace
 // Verify reads a slice's header up to a namespace this much longer than its index entry's.
 constexpr uint64_t kHeadSlackBytes = 4096;
+// ReadSlice's first read of a version 3 slice: enough for the header of most slices.
+constexpr uint64_t kSliceHeadReadBytes = 4096;
 // The buffer an open file's checksum is streamed through.
 constexpr uint64_t kVerifyBufferBytes = uint64_t{1} << 20;
 constexpr uint64_t kFieldFixedBytes = 16;       // a field with an empty name and no children
@@ -168,18 +171,27 @@ struct Piece {
   size_t size;
 };
 
-// One slice before compression: its header bytes (with the compressed size still to be patched)
-// and the buffers its payload concatenates.
-struct SlicePlan {
-  std::string head;
+// One zstd frame of a slice before compression: the buffers it concatenates.
+struct FramePlan {
   std::vector<Piece> pieces;
   uint64_t uncompressed_bytes = 0;
+};
+
+// One slice before compression: its header bytes (compressed sizes, frame checksums and the header
+// checksum still to be patched) and its frames: one per top-level column, then the CDC sidecar's.
+struct SlicePlan {
+  std::string head;
+  std::vector<FramePlan> frames;
+  uint64_t uncompressed_bytes = 0;
+  size_t frame_directory_offset = 0;  // in `head`
   std::vector<int64_t> cdc_offsets[3];  // event ids, order tokens, business keys
 };
 
 constexpr size_t kHeadSlotBytes = 0;              // u32 slice_header_bytes
 constexpr size_t kHeadSlotUncompressed = 17;      // u64 uncompressed_bytes
 constexpr size_t kHeadSlotCompressed = 25;        // u64 compressed_bytes
+constexpr size_t kFrameEntryBytes = 24;           // compressed_bytes, uncompressed_bytes, checksum
+constexpr size_t kHeaderChecksumBytes = 8;        // the last field of a version 3 slice header
 
 void WriteField(ByteWriter& writer, const Field& field) {
   writer.I32(field.id);
@@ -194,28 +206,28 @@ void WriteField(ByteWriter& writer, const Field& field) {
   for (const Field& child : children) WriteField(writer, child);
 }
 
-void AddPiece(SlicePlan& plan, const void* data, size_t size) {
+void AddPiece(FramePlan& frame, const void* data, size_t size) {
   if (size == 0) return;
-  plan.pieces.push_back({data, size});
-  plan.uncompressed_bytes += size;
+  frame.pieces.push_back({data, size});
+  frame.uncompressed_bytes += size;
 }
 
-void DescribeColumn(const Column& column, ByteWriter& directory, SlicePlan& plan) {
+void DescribeColumn(const Column& column, ByteWriter& directory, FramePlan& frame) {
   SKIPPR_CHECK(column.children.size() == column.type.children().size());
   directory.I64(column.length);
   directory.U64(column.validity.size());
   directory.U64(column.fixed.size());
   directory.U64(column.offsets.size());
   directory.U64(column.bytes.size());
-  AddPiece(plan, column.validity.data(), column.validity.size());
-  AddPiece(plan, column.fixed.data(), column.fixed.size());
-  AddPiece(plan, column.offsets.data(), column.offsets.size() * sizeof(int64_t));
-  AddPiece(plan, column.bytes.data(), column.bytes.size());
-  for (const Column& child : column.children) DescribeColumn(child, directory, plan);
+  AddPiece(frame, column.validity.data(), column.validity.size());
+  AddPiece(frame, column.fixed.data(), column.fixed.size());
+  AddPiece(frame, column.offsets.data(), column.offsets.size() * sizeof(int64_t));
+  AddPiece(frame, column.bytes.data(), column.bytes.size());
+  for (const Column& child : column.children) DescribeColumn(child, directory, frame);
 }
 
 void DescribeStrings(const std::vector<std::string>& strings, std::vector<int64_t>& offsets,
-                     ByteWriter& directory, SlicePlan& plan) {
+                     ByteWriter& directory, FramePlan& frame) {
   offsets.reserve(strings.size() + 1);
   offsets.push_back(0);
   for (const std::string& text : strings) {
@@ -223,14 +235,14 @@ void DescribeStrings(const std::vector<std::string>& strings, std::vector<int64_
   }
   directory.U64(strings.size());
   directory.U64(static_cast<uint64_t>(offsets.back()));
-  AddPiece(plan, offsets.data(), offsets.size() * sizeof(int64_t));
-  for (const std::string& text : strings) AddPiece(plan, text.data(), text.size());
+  AddPiece(frame, offsets.data(), offsets.size() * sizeof(int64_t));
+  for (const std::string& text : strings) AddPiece(frame, text.data(), text.size());
 }
 
 void PlanSlice(const Batch& batch, SlicePlan& plan) {
   std::string reason;
   SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
-  SKIPPR_CHECK_MSG(batch.fields.size() <= UINT32_MAX, "more than 2^32 fields");
+  SKIPPR_CHECK_MSG(batch.fields.size() < UINT32_MAX, "more than 2^32 fields");
   ByteWriter writer(&plan.head);
   writer.U32(0);  // slice_header_bytes, patched below
   writer.U8(batch.cdc ? kKindCdc : kKindAppend);
@@ -242,32 +254,45 @@ void PlanSlice(const Batch& batch, SlicePlan& plan) {
   SKIPPR_DCHECK(plan.head.size() == kSliceFixedBytes + batch.namespace_name.size());
   writer.U32(static_cast<uint32_t>(batch.fields.size()));
   for (const Field& field : batch.fields) WriteField(writer, field);
+  plan.frames.resize(batch.columns.size() + (batch.cdc ? 1 : 0));
   for (size_t i = 0; i < batch.columns.size(); ++i) {
     SKIPPR_CHECK_MSG(batch.columns[i].type == batch.fields[i].type,
                      "a column's type differs from its field's type");
-    DescribeColumn(batch.columns[i], writer, plan);
+    DescribeColumn(batch.columns[i], writer, plan.frames[i]);
   }
   if (batch.cdc) {
     const CdcSidecar& cdc = *batch.cdc;
+    FramePlan& frame = plan.frames.back();
     writer.U64(cdc.mutations.size());
-    AddPiece(plan, cdc.mutations.data(), cdc.mutations.size());
-    DescribeStrings(cdc.event_ids, plan.cdc_offsets[0], writer, plan);
-    DescribeStrings(cdc.order_tokens, plan.cdc_offsets[1], writer, plan);
-    DescribeStrings(cdc.business_keys, plan.cdc_offsets[2], writer, plan);
+    AddPiece(frame, cdc.mutations.data(), cdc.mutations.size());
+    DescribeStrings(cdc.event_ids, plan.cdc_offsets[0], writer, frame);
+    DescribeStrings(cdc.order_tokens, plan.cdc_offsets[1], writer, frame);
+    DescribeStrings(cdc.business_keys, plan.cdc_offsets[2], writer, frame);
   }
+  plan.frame_directory_offset = plan.head.size();
+  for (const FramePlan& frame : plan.frames) {
+    writer.U64(0);  // compressed_bytes, patched when compressed
+    writer.U64(frame.uncompressed_bytes);
+    writer.U64(0);  // checksum, patched when compressed
+    plan.uncompressed_bytes += frame.uncompressed_bytes;
+  }
+  writer.U64(0);  // the header checksum, patched last
   SKIPPR_CHECK_MSG(plan.head.size() <= UINT32_MAX, "a slice header longer than 4 GiB");
   PatchAt<uint32_t>(plan.head, kHeadSlotBytes, static_cast<uint32_t>(plan.head.size()));
   PatchAt<uint64_t>(plan.head, kHeadSlotUncompressed, plan.uncompressed_bytes);
 }
 
-// Compresses a slice's buffers as one zstd frame straight into the file image: no staging copy of
-// the whole payload (zstd copies into its own window, which stays in cache), and the output grows
+// Compresses a slice's frames straight into the file image, one zstd frame at a time: no staging
+// copy of the payload (zstd copies into its own window, which stays in cache), and the output grows
 // with what is written instead of being allocated at the compress bound. Pieces smaller than
 // kCoalesceBytes (CDC strings, small columns) are gathered first, so zstd sees few calls.
 class PayloadCompressor {
  public:
-  PayloadCompressor(SegmentBytes* out, uint64_t uncompressed_bytes)
-      : out_(out), start_(out->size()), context_(Context()) {
+  explicit PayloadCompressor(SegmentBytes* out) : out_(out), context_(Context()) {}
+
+  void BeginFrame(uint64_t uncompressed_bytes) {
+    start_ = out_->size();
+    written_ = 0;
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_reset(context_, ZSTD_reset_session_only)));
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kZstdLevel)));
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(context_, uncompressed_bytes)));
@@ -285,7 +310,7 @@ class PayloadCompressor {
   }
 
   // Ends the frame; returns its length in bytes.
-  uint64_t Finish() {
+  uint64_t EndFrame() {
     FlushSmall();
     Feed(nullptr, 0, ZSTD_e_end);
     out_->resize(start_ + written_);
@@ -324,23 +349,33 @@ class PayloadCompressor {
   }
 
   SegmentBytes* out_;
-  size_t start_;
+  size_t start_ = 0;
   size_t written_ = 0;
   ZSTD_CCtx* context_;
   std::unique_ptr<char[]> small_{new char[kCoalesceBytes]};
   size_t small_used_ = 0;
 };
 
-// Appends the slice record to `out` and returns its length.
-uint64_t EmitSlice(const SlicePlan& plan, SegmentBytes& out) {
+// Appends the slice record to `out` and returns its length: the header, then each frame, whose
+// compressed length and checksum are patched into the frame directory; the header checksum last.
+uint64_t EmitSlice(const SlicePlan& plan, SegmentBytes& out, PayloadCompressor& compressor) {
   const size_t record_start = out.size();
   out += plan.head;
-  PayloadCompressor compressor(&out, plan.uncompressed_bytes);
-  for (const Piece& piece : plan.pieces) compressor.Add(piece.data, piece.size);
-  const uint64_t compressed_bytes = compressor.Finish();
+  uint64_t compressed_bytes = 0;
+  for (size_t i = 0; i < plan.frames.size(); ++i) {
+    const size_t frame_start = out.size();
+    compressor.BeginFrame(plan.frames[i].uncompressed_bytes);
+    for (const Piece& piece : plan.frames[i].pieces) compressor.Add(piece.data, piece.size);
+    const uint64_t frame_bytes = compressor.EndFrame();
+    const size_t entry = record_start + plan.frame_directory_offset + i * kFrameEntryBytes;
+    PatchAt<uint64_t>(out, entry, frame_bytes);
+    PatchAt<uint64_t>(out, entry + 16, XXH3_64bits(out.data() + frame_start, frame_bytes));
+    compressed_bytes += frame_bytes;
+  }
   PatchAt<uint64_t>(out, record_start + kHeadSlotCompressed, compressed_bytes);
-  const uint64_t checksum = XXH3_64bits(out.data() + record_start, out.size() - record_start);
-  SegmentWriter(&out).U64(checksum);
+  const size_t checksum_at = plan.head.size() - kHeaderChecksumBytes;
+  PatchAt<uint64_t>(out, record_start + checksum_at,
+                    XXH3_64bits(out.data() + record_start, checksum_at));
   return out.size() - record_start;
 }
 
@@ -374,7 +409,7 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
   for (size_t i = 0; i < batches.size(); ++i) {
     PlanSlice(batches[i], plans[i]);
     // Column data usually compresses 3-6x; the string grows if it does not.
-    reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 3 + 8 +
+    reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 3 +
                      kIndexEntryFixedBytes + batches[i].namespace_name.size();
   }
   SegmentBytes out;
@@ -398,9 +433,10 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
 
   std::vector<uint64_t> record_offsets(batches.size());
   std::vector<uint64_t> record_bytes(batches.size());
+  PayloadCompressor compressor(&out);
   for (size_t i = 0; i < batches.size(); ++i) {
     record_offsets[i] = out.size();
-    record_bytes[i] = EmitSlice(plans[i], out);
+    record_bytes[i] = EmitSlice(plans[i], out, compressor);
   }
 
   const uint64_t footer_offset = out.size();
@@ -535,8 +571,13 @@ bool ReadSliceHead(ByteReader& reader, SliceHead* head) {
          reader.Text(&head->namespace_name);
 }
 
+// Bytes a slice record has after its compressed payload: version 1 and 2 end with the record's
+// checksum; version 3 keeps its checksums in the header.
+constexpr uint64_t RecordTrailerBytes(uint32_t version) { return version >= 3 ? 0 : 8; }
+
 // Compares a slice record's header with its index entry: the index must describe the slice exactly.
-std::optional<std::string> SliceHeadMismatch(const SliceHead& head, const SliceInfo& info) {
+std::optional<std::string> SliceHeadMismatch(const SliceHead& head, const SliceInfo& info,
+                                             uint32_t version) {
   if (head.namespace_name != info.namespace_name) {
     return fmt::format("namespace '{}' differs from the index's '{}'", Printable(head.namespace_name),
                        Printable(info.namespace_name));
@@ -554,10 +595,11 @@ std::optional<std::string> SliceHeadMismatch(const SliceHead& head, const SliceI
     return fmt::format("uncompressed size {} differs from the index's {}", head.uncompressed_bytes,
                        info.uncompressed_bytes);
   }
-  // slice_header_bytes + compressed_bytes + 8 == record length, without overflow.
-  if (head.slice_header_bytes > info.payload_bytes - 8 ||
-      head.compressed_bytes != info.payload_bytes - 8 - head.slice_header_bytes ||
-      head.slice_header_bytes < kSliceFixedBytes + head.namespace_name.size()) {
+  // slice_header_bytes + compressed_bytes + trailer == record length, without overflow.
+  const uint64_t trailer = RecordTrailerBytes(version);
+  if (head.slice_header_bytes > info.payload_bytes - trailer ||
+      head.compressed_bytes != info.payload_bytes - trailer - head.slice_header_bytes ||
+      head.slice_header_bytes < kSliceFixedBytes + head.namespace_name.size() + 8 - trailer) {
     return fmt::format("header length {} and compressed length {} do not add up to the record's "
                        "{} bytes",
                        head.slice_header_bytes, head.compressed_bytes, info.payload_bytes);
@@ -676,7 +718,7 @@ Status SegmentReader::ParseLayout(const ReadRange& read, uint32_t version, uint6
       return Damaged(name, fmt::format("slice {} at offset {} is shorter than its header", ordinal,
                                        info.payload_offset));
     }
-    if (auto mismatch = SliceHeadMismatch(slice_head, info)) {
+    if (auto mismatch = SliceHeadMismatch(slice_head, info, version)) {
       return Damaged(name, fmt::format("slice {} at offset {}: {}", ordinal, info.payload_offset,
                                        *mismatch));
     }
@@ -894,28 +936,58 @@ class PayloadDecompressor {
   std::string error_;
 };
 
-// Decodes one slice record whose checksum has been verified. Every failure is a Corruption message
-// fragment (the caller adds the segment and slice).
+// The bytes of one slice record, fetched as the decoder asks for them: views into a segment held
+// in memory, or reads from the open file into buffers this object keeps while it lives.
+class RecordBytes {
+ public:
+  explicit RecordBytes(std::string_view in_memory) : memory_(in_memory), size_(in_memory.size()) {}
+  RecordBytes(const RandomAccessFile& file, const std::string& path, uint64_t record_offset,
+              uint64_t record_bytes)
+      : file_(&file), path_(&path), record_offset_(record_offset), size_(record_bytes) {}
+
+  // Bytes [offset, offset + length) of the record; the range lies inside it.
+  Result<std::string_view> Get(uint64_t offset, uint64_t length) {
+    SKIPPR_CHECK(offset <= size_ && length <= size_ - offset);
+    if (file_ == nullptr) return memory_.substr(offset, length);
+    std::string& buffer = buffers_.emplace_back(length, '\0');
+    SKIPPR_RETURN_IF_ERROR(ReadFully(*file_, *path_, record_offset_ + offset, buffer.data(), length));
+    return std::string_view(buffer);
+  }
+
+ private:
+  std::string_view memory_;
+  const RandomAccessFile* file_ = nullptr;
+  const std::string* path_ = nullptr;
+  uint64_t record_offset_ = 0;
+  uint64_t size_ = 0;
+  std::deque<std::string> buffers_;
+};
+
+// One zstd frame of a slice record: where it lies in the record and what it must hold.
+struct Frame {
+  uint64_t offset = 0;  // from the record's start
+  uint64_t compressed_bytes = 0;
+  uint64_t uncompressed_bytes = 0;
+  std::optional<uint64_t> checksum;  // version 3: XXH3-64 of the compressed bytes
+};
+
+// Decodes one slice record from its header (checksum verified by the caller: the whole record's
+// in version 1 and 2, the header's own in version 3), reading the frames it needs through
+// RecordBytes. Every failure is a Corruption message fragment (the caller adds the segment).
 class SliceDecoder {
  public:
-  SliceDecoder(std::string_view record, uint64_t record_offset, const SliceInfo& info)
-      : record_(record), record_offset_(record_offset), info_(info),
-        reader_(record.substr(0, record.size() - 8), record_offset) {}
+  // `header`: the record's header bytes without a trailing checksum (version 1 and 2: every byte
+  // before the compressed payload; version 3: before the header checksum).
+  SliceDecoder(std::string_view header, uint64_t record_offset, const SliceInfo& info,
+               uint32_t version, const FieldSelection& selection)
+      : record_offset_(record_offset), info_(info), version_(version), selection_(selection),
+        reader_(header, record_offset) {}
 
-  Result<Batch> Decode() {
+  Result<Batch> Decode(RecordBytes& record) {
     SliceHead head;
     if (!ReadSliceHead(reader_, &head)) return Fail("the slice header is cut short");
-    if (auto mismatch = SliceHeadMismatch(head, info_)) return Fail(*mismatch);
+    if (auto mismatch = SliceHeadMismatch(head, info_, version_)) return Fail(*mismatch);
     payload_left_ = head.uncompressed_bytes;
-    const std::string_view compressed =
-        record_.substr(head.slice_header_bytes, head.compressed_bytes);
-    const unsigned long long frame_content_bytes =
-        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
-    if (frame_content_bytes != head.uncompressed_bytes) {
-      return Fail(fmt::format("the zstd frame at offset {} declares {} bytes, the slice {}",
-                              record_offset_ + head.slice_header_bytes,
-                              static_cast<int64_t>(frame_content_bytes), head.uncompressed_bytes));
-    }
 
     Batch batch;
     batch.namespace_name = std::move(head.namespace_name);
@@ -930,31 +1002,65 @@ class SliceDecoder {
       SKIPPR_ASSIGN_OR_RETURN(Field field, ReadField(0));
       batch.fields.push_back(std::move(field));
     }
+    // One frame holds every column before version 3, so every column is filled and the selection
+    // applied after.
+    std::vector<bool> fills(field_count, true);
+    if (version_ >= 3) {
+      for (uint32_t i = 0; i < field_count; ++i) fills[i] = selection_.Includes(batch.fields[i].id);
+    }
+    std::vector<uint64_t> frame_contents;  // per column, then the CDC sidecar: the bytes it claims
     batch.columns.reserve(field_count);
-    for (const Field& field : batch.fields) {
-      batch.columns.emplace_back(field.type);
-      SKIPPR_RETURN_IF_ERROR(ReadColumnShape(batch.columns.back()));
+    for (uint32_t i = 0; i < field_count; ++i) {
+      batch.columns.emplace_back(batch.fields[i].type);
+      const uint64_t left_before = payload_left_;
+      SKIPPR_RETURN_IF_ERROR(ReadColumnShape(batch.columns.back(), fills[i]));
+      frame_contents.push_back(left_before - payload_left_);
     }
     std::vector<uint64_t> cdc_counts;
     if (head.kind == kKindCdc) {
       batch.cdc.emplace();
+      const uint64_t left_before = payload_left_;
       SKIPPR_RETURN_IF_ERROR(ReadCdcShape(head.row_count, *batch.cdc, cdc_counts));
-    }
-    if (reader_.offset() != record_offset_ + head.slice_header_bytes) {
-      return Fail(fmt::format("the slice header ends at offset {}, not at offset {} as recorded",
-                              reader_.offset(), record_offset_ + head.slice_header_bytes));
+      frame_contents.push_back(left_before - payload_left_);
     }
     if (payload_left_ != 0) {
       return Fail(fmt::format("the column directory accounts for {} of the {} uncompressed bytes",
                               head.uncompressed_bytes - payload_left_, head.uncompressed_bytes));
     }
-
-    PayloadDecompressor payload(compressed);
-    for (Column& column : batch.columns) {
-      if (!FillColumn(payload, column)) return PayloadFailed(payload, head);
+    std::vector<Frame> frames;
+    if (version_ >= 3) {
+      SKIPPR_ASSIGN_OR_RETURN(frames, ReadFrameDirectory(head, frame_contents));
+    } else {
+      frames.push_back({head.slice_header_bytes, head.compressed_bytes, head.uncompressed_bytes, {}});
     }
-    if (batch.cdc) SKIPPR_RETURN_IF_ERROR(FillCdc(payload, head, *batch.cdc, cdc_counts));
-    if (!payload.Finish()) return PayloadFailed(payload, head);
+    const uint64_t header_end = record_offset_ + head.slice_header_bytes -
+                                (version_ >= 3 ? kHeaderChecksumBytes : 0);
+    if (reader_.offset() != header_end) {
+      return Fail(fmt::format("the slice header ends at offset {}, not at offset {} as recorded",
+                              reader_.offset(), header_end));
+    }
+
+    if (version_ >= 3) {
+      for (uint32_t i = 0; i < field_count; ++i) {
+        if (!fills[i]) continue;
+        SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames[i], [&](PayloadDecompressor& payload) {
+          return FillColumn(payload, batch.columns[i]) ? Status::OK() : PayloadFailed(payload, frames[i]);
+        }));
+      }
+      if (batch.cdc) {
+        SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames.back(), [&](PayloadDecompressor& payload) {
+          return FillCdc(payload, frames.back(), *batch.cdc, cdc_counts);
+        }));
+      }
+    } else {
+      SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames[0], [&](PayloadDecompressor& payload) {
+        for (Column& column : batch.columns) {
+          if (!FillColumn(payload, column)) return PayloadFailed(payload, frames[0]);
+        }
+        return batch.cdc ? FillCdc(payload, frames[0], *batch.cdc, cdc_counts) : Status::OK();
+      }));
+    }
+    KeepSelected(batch);
 
     std::string reason;
     if (!batch.Validate(&reason)) return Fail("the decoded batch is inconsistent: " + reason);
@@ -966,6 +1072,86 @@ class SliceDecoder {
   Status Fail(std::string_view what) const {
     return Status::Corruption(fmt::format("slice {} at offset {}: {}", info_.ordinal,
                                           record_offset_, what));
+  }
+
+  // Version 3: one entry per frame, each holding exactly the bytes its column's (or the CDC
+  // sidecar's) directory entries claim; the frames tile the payload after the header.
+  Result<std::vector<Frame>> ReadFrameDirectory(const SliceHead& head,
+                                                const std::vector<uint64_t>& frame_contents) {
+    std::vector<Frame> frames(frame_contents.size());
+    uint64_t next_offset = head.slice_header_bytes;
+    uint64_t compressed_left = head.compressed_bytes;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const uint64_t entry_offset = reader_.offset();
+      uint64_t checksum = 0;
+      if (!reader_.Load(&frames[i].compressed_bytes) ||
+          !reader_.Load(&frames[i].uncompressed_bytes) || !reader_.Load(&checksum)) {
+        return Fail(fmt::format("the frame directory entry at offset {} is cut short",
+                                entry_offset));
+      }
+      frames[i].checksum = checksum;
+      if (frames[i].uncompressed_bytes != frame_contents[i]) {
+        return Fail(fmt::format("frame {} (entry at offset {}) holds {} bytes where its directory "
+                                "entries describe {}",
+                                i, entry_offset, frames[i].uncompressed_bytes, frame_contents[i]));
+      }
+      if (frames[i].compressed_bytes > compressed_left) {
+        return Fail(fmt::format("frame {} (entry at offset {}) of {} bytes runs past the {}-byte "
+                                "payload", i, entry_offset, frames[i].compressed_bytes,
+                                head.compressed_bytes));
+      }
+      frames[i].offset = next_offset;
+      next_offset += frames[i].compressed_bytes;
+      compressed_left -= frames[i].compressed_bytes;
+    }
+    if (compressed_left != 0) {
+      return Fail(fmt::format("the frames add up to {} of the {} compressed bytes",
+                              head.compressed_bytes - compressed_left, head.compressed_bytes));
+    }
+    return frames;
+  }
+
+  // Reads one frame, checks its checksum (version 3) and declared size, and lets `fill` take its
+  // bytes; the frame must end exactly where `fill` stops.
+  template <typename Fill>
+  Status FillFrame(RecordBytes& record, const Frame& frame, Fill fill) {
+    const uint64_t at = record_offset_ + frame.offset;
+    SKIPPR_ASSIGN_OR_RETURN(const std::string_view compressed,
+                            record.Get(frame.offset, frame.compressed_bytes));
+    if (frame.checksum) {
+      const uint64_t computed = XXH3_64bits(compressed.data(), compressed.size());
+      if (computed != *frame.checksum) {
+        return Fail(fmt::format("the frame at offset {} ({} bytes) fails its checksum (stored "
+                                "{:016x}, computed {:016x})",
+                                at, frame.compressed_bytes, *frame.checksum, computed));
+      }
+    }
+    const unsigned long long content_bytes =
+        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    if (content_bytes != frame.uncompressed_bytes) {
+      return Fail(fmt::format("the zstd frame at offset {} declares {} bytes, its directory {}", at,
+                              static_cast<int64_t>(content_bytes), frame.uncompressed_bytes));
+    }
+    PayloadDecompressor payload(compressed);
+    SKIPPR_RETURN_IF_ERROR(fill(payload));
+    if (!payload.Finish()) return PayloadFailed(payload, frame);
+    return Status::OK();
+  }
+
+  // Drops the columns the selection leaves out (filled or not), keeping the order.
+  void KeepSelected(Batch& batch) const {
+    if (selection_.all()) return;
+    size_t kept = 0;
+    for (size_t i = 0; i < batch.fields.size(); ++i) {
+      if (!selection_.Includes(batch.fields[i].id)) continue;
+      if (kept != i) {
+        batch.fields[kept] = std::move(batch.fields[i]);
+        batch.columns[kept] = std::move(batch.columns[i]);
+      }
+      ++kept;
+    }
+    batch.fields.erase(batch.fields.begin() + static_cast<std::ptrdiff_t>(kept), batch.fields.end());
+    batch.columns.erase(batch.columns.begin() + static_cast<std::ptrdiff_t>(kept), batch.columns.end());
   }
 
   Result<Field> ReadField(int depth) {
@@ -1050,8 +1236,9 @@ class SliceDecoder {
   }
 
   // Reads a column's directory entry (and its children's), checks the sizes against the column's
-  // type, and sizes its buffers; FillColumn copies the bytes in after decompression.
-  Status ReadColumnShape(Column& column) {
+  // type, and sizes its buffers when it is to be filled (FillColumn copies the bytes in after
+  // decompression).
+  Status ReadColumnShape(Column& column, bool allocates) {
     const uint64_t entry_offset = reader_.offset();
     int64_t length = 0;
     uint64_t validity_bytes = 0, fixed_bytes = 0, offsets_count = 0, bytes_bytes = 0;
@@ -1080,11 +1267,13 @@ class SliceDecoder {
                               "holds", entry_offset));
     }
     column.length = length;
-    column.validity.resize(validity_bytes);
-    column.fixed.resize(fixed_bytes);
-    column.offsets.resize(offsets_count);
-    column.bytes.resize(bytes_bytes);
-    for (Column& child : column.children) SKIPPR_RETURN_IF_ERROR(ReadColumnShape(child));
+    if (allocates) {
+      column.validity.resize(validity_bytes);
+      column.fixed.resize(fixed_bytes);
+      column.offsets.resize(offsets_count);
+      column.bytes.resize(bytes_bytes);
+    }
+    for (Column& child : column.children) SKIPPR_RETURN_IF_ERROR(ReadColumnShape(child, allocates));
     return Status::OK();
   }
 
@@ -1110,11 +1299,11 @@ class SliceDecoder {
     return Status::OK();
   }
 
-  Status PayloadFailed(const PayloadDecompressor& payload, const SliceHead& head) const {
-    return Fail(fmt::format("the zstd payload at offset {} ({} bytes) does not decompress to the "
+  Status PayloadFailed(const PayloadDecompressor& payload, const Frame& frame) const {
+    return Fail(fmt::format("the zstd frame at offset {} ({} bytes) does not decompress to the "
                             "{} bytes its directory describes: {}",
-                            record_offset_ + head.slice_header_bytes, head.compressed_bytes,
-                            head.uncompressed_bytes, payload.error()));
+                            record_offset_ + frame.offset, frame.compressed_bytes,
+                            frame.uncompressed_bytes, payload.error()));
   }
 
   static bool FillColumn(PayloadDecompressor& payload, Column& column) {
@@ -1130,9 +1319,9 @@ class SliceDecoder {
     return true;
   }
 
-  Status FillCdc(PayloadDecompressor& payload, const SliceHead& head, CdcSidecar& cdc,
+  Status FillCdc(PayloadDecompressor& payload, const Frame& frame, CdcSidecar& cdc,
                  const std::vector<uint64_t>& counts) {
-    if (!payload.Read(cdc.mutations.data(), cdc.mutations.size())) return PayloadFailed(payload, head);
+    if (!payload.Read(cdc.mutations.data(), cdc.mutations.size())) return PayloadFailed(payload, frame);
     for (size_t row = 0; row < cdc.mutations.size(); ++row) {
       if (static_cast<uint8_t>(cdc.mutations[row]) > static_cast<uint8_t>(Mutation::kDelete)) {
         return Fail(fmt::format("row {} has mutation code {}", row,
@@ -1148,7 +1337,7 @@ class SliceDecoder {
       std::string text(bytes, '\0');
       if (!payload.Read(offsets.data(), offsets.size() * sizeof(int64_t)) ||
           !payload.Read(text.data(), text.size())) {
-        return PayloadFailed(payload, head);
+        return PayloadFailed(payload, frame);
       }
       if (offsets[0] != 0 || static_cast<uint64_t>(offsets[count]) != bytes) {
         return Fail(fmt::format("the CDC {} offsets do not span their {} bytes", kNames[i], bytes));
@@ -1167,16 +1356,59 @@ class SliceDecoder {
     return Status::OK();
   }
 
-  std::string_view record_;
   uint64_t record_offset_;
   const SliceInfo& info_;
+  uint32_t version_;
+  const FieldSelection& selection_;
   ByteReader reader_;
   uint64_t payload_left_ = 0;
 };
 
+// The header of slice `ordinal` with its checksum verified, without the checksum: version 3 reads
+// the header alone (its length is its first field); earlier versions read the whole record, whose
+// checksum follows the payload.
+Result<std::string_view> VerifiedSliceHeader(RecordBytes& record, const SliceInfo& info,
+                                             uint32_t version, std::string_view display_name) {
+  const uint32_t ordinal = info.ordinal;
+  const auto checksum_failed = [&](uint64_t stored, uint64_t computed, uint64_t end) {
+    return Status::Corruption(fmt::format(
+        "WAL segment {}: slice {} fails its checksum (stored {:016x} at offset {}, computed {:016x} "
+        "over bytes {}..{}); {}",
+        display_name, ordinal, stored, info.payload_offset + end, computed, info.payload_offset,
+        info.payload_offset + end, kCommittedAdvice));
+  };
+  if (version < 3) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string_view whole, record.Get(0, info.payload_bytes));
+    const uint64_t end = whole.size() - 8;
+    const uint64_t stored = LoadAt<uint64_t>(whole, end);
+    const uint64_t computed = XXH3_64bits(whole.data(), end);
+    if (stored != computed) return checksum_failed(stored, computed, end);
+    return whole.substr(0, end);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(std::string_view prefix,
+                          record.Get(0, std::min<uint64_t>(info.payload_bytes, kSliceHeadReadBytes)));
+  const uint32_t header_bytes = LoadAt<uint32_t>(prefix, 0);
+  if (header_bytes < kSliceFixedBytes + kHeaderChecksumBytes || header_bytes > info.payload_bytes) {
+    return Status::Corruption(fmt::format(
+        "WAL segment {}: slice {} at offset {} has a header length of {}, which does not fit its "
+        "{}-byte record; {}",
+        display_name, ordinal, info.payload_offset, header_bytes, info.payload_bytes,
+        kCommittedAdvice));
+  }
+  std::string_view header = prefix.substr(0, header_bytes);
+  if (header_bytes > prefix.size()) {
+    SKIPPR_ASSIGN_OR_RETURN(header, record.Get(0, header_bytes));
+  }
+  const uint64_t end = header_bytes - kHeaderChecksumBytes;
+  const uint64_t stored = LoadAt<uint64_t>(header, end);
+  const uint64_t computed = XXH3_64bits(header.data(), end);
+  if (stored != computed) return checksum_failed(stored, computed, end);
+  return header.substr(0, end);
+}
+
 }  // namespace
 
-Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal) const {
+Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal, const FieldSelection& selection) const {
   if (ordinal >= slices_.size()) {
     return Status::InvalidArgument(fmt::format("WAL segment {} has {} slices; there is no slice {}",
                                                display_name_, slices_.size(), ordinal));
@@ -1184,28 +1416,18 @@ Result<Batch> SegmentReader::ReadSlice(uint32_t ordinal) const {
   SKIPPR_CHECK_MSG(file_ != nullptr || bytes_.size() == file_bytes_,
                    "a reader from VerifyBytes has no slices to read");
   const SliceInfo& info = slices_[ordinal];
-  std::string read_record;
-  if (file_ != nullptr) {
-    read_record.resize(info.payload_bytes);
-    SKIPPR_RETURN_IF_ERROR(ReadFully(*file_, display_name_, info.payload_offset,
-                                     read_record.data(), info.payload_bytes));
-  }
-  const std::string_view record =
-      file_ != nullptr ? std::string_view(read_record)
-                       : std::string_view(bytes_).substr(info.payload_offset, info.payload_bytes);
-  const uint64_t stored = LoadAt<uint64_t>(record, record.size() - 8);
-  const uint64_t computed = XXH3_64bits(record.data(), record.size() - 8);
-  if (stored != computed) {
-    return Status::Corruption(fmt::format(
-        "WAL segment {}: slice {} fails its checksum (stored {:016x} at offset {}, computed {:016x} "
-        "over bytes {}..{}); {}",
-        display_name_, ordinal, stored, info.payload_offset + record.size() - 8, computed,
-        info.payload_offset, info.payload_offset + record.size() - 8, kCommittedAdvice));
-  }
-  Result<Batch> batch = SliceDecoder(record, info.payload_offset, info).Decode();
+  RecordBytes record =
+      file_ != nullptr
+          ? RecordBytes(*file_, display_name_, info.payload_offset, info.payload_bytes)
+          : RecordBytes(std::string_view(bytes_).substr(info.payload_offset, info.payload_bytes));
+  const uint32_t version = header_.format_version;
+  Result<std::string_view> header = VerifiedSliceHeader(record, info, version, display_name_);
+  if (!header.ok()) return header.status();
+  Result<Batch> batch =
+      SliceDecoder(*header, info.payload_offset, info, version, selection).Decode(record);
   if (!batch.ok()) {
-    return Status::Corruption(fmt::format("WAL segment {}: {}; {}", display_name_,
-                                          batch.status().message(), kCommittedAdvice));
+    return Status(batch.status().code(), fmt::format("WAL segment {}: {}; {}", display_name_,
+                                                     batch.status().message(), kCommittedAdvice));
   }
   return batch;
 }

@@ -19,8 +19,10 @@
 
 namespace skippr::wal {
 
-// Version 2 adds the store's instance id to the header; version 1 files stay readable.
-inline constexpr uint32_t kSegmentFormatVersion = 2;
+// Version 2 adds the store's instance id to the header; version 3 compresses each top-level column
+// (and the CDC sidecar) as its own checksummed zstd frame, so a reader decodes only the columns it
+// needs. Versions 1 and 2 stay readable.
+inline constexpr uint32_t kSegmentFormatVersion = 3;
 inline constexpr size_t kInstanceIdBytes = 16;  // 128 bits; 32 hex digits in SegmentHeader
 
 // Direct I/O wants buffer, file offset and length aligned to the device's logical block (512 B or
@@ -105,11 +107,14 @@ class SegmentReader {
   uint64_t file_bytes() const { return file_bytes_; }
   uint64_t checksum() const { return checksum_; }  // the footer checksum
 
-  // Decodes one slice: fields (with ids and types, nested), columns, CDC sidecar. Checks the slice's
-  // own checksum, that decoded row counts match the index, and Batch::Validate. Damage is
-  // Corruption; an ordinal past the last slice is InvalidArgument. Safe to call from several
-  // threads at once.
-  Result<Batch> ReadSlice(uint32_t ordinal) const;
+  // Decodes one slice: fields (with ids and types, nested), the columns `selection` names, and the
+  // CDC sidecar. In a version 3 segment only the slice header and the selected columns' frames are
+  // read, checked (their checksums) and decompressed, and the batch holds only those columns; a
+  // version 1 or 2 slice is one frame, decoded whole, then cut to the selection. Checks that
+  // decoded row counts match the index, and Batch::Validate. Damage is Corruption; an ordinal past
+  // the last slice is InvalidArgument. Safe to call from several threads at once.
+  Result<Batch> ReadSlice(uint32_t ordinal,
+                          const FieldSelection& selection = FieldSelection::All()) const;
 
  private:
   using ReadRange = std::function<Result<std::string>(uint64_t offset, uint64_t length)>;

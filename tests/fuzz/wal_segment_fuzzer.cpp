@@ -4,6 +4,8 @@
 // index, field, directory and payload checks behind them. Invariants:
 //   * FromBytes and VerifyBytes agree; failures are Corruption or NotSupported; ReadSlice fails
 //     only with Corruption, and past the last slice with InvalidArgument;
+//   * a slice that decodes whole also decodes with only its first field selected, to the same
+//     column (and every other field of that id);
 //   * a segment whose every slice decodes re-encodes (EncodeSegment) into one that decodes to the
 //     same header, index and batches, and encoding that again gives the same bytes.
 #include <xxhash.h>
@@ -29,7 +31,36 @@ constexpr uint64_t kIndexEntryFixedBytes = 41;
 using ::skippr::testing::LoadAt;
 using ::skippr::testing::StoreAt;
 
-// Recomputes what a writer derives from the rest: each slice checksum the index can place, the
+// Version 3 keeps a slice's checksums in its header: each frame's in the frame directory (the
+// header's last entries before its own checksum), then the header's. The frame count follows from
+// the fields, so take the fewest trailing directory entries whose lengths add up to the payload.
+void RepairVersion3Slice(std::string& bytes, uint64_t record_offset, uint64_t record_bytes) {
+  const uint64_t header_bytes = LoadAt<uint32_t>(bytes, record_offset);
+  if (header_bytes < 8 || header_bytes > record_bytes) return;
+  const uint64_t payload_bytes = record_bytes - header_bytes;
+  const uint64_t directory_end = record_offset + header_bytes - 8;
+  uint64_t frames = 0;
+  uint64_t sum = 0;
+  for (uint64_t count = 1; payload_bytes > 0 && 24 * count <= header_bytes - 8; ++count) {
+    const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, directory_end - 24 * count);
+    if (frame_bytes > payload_bytes - sum) break;
+    sum += frame_bytes;
+    if (sum == payload_bytes) {
+      frames = count;
+      break;
+    }
+  }
+  uint64_t frame_at = record_offset + header_bytes;
+  for (uint64_t frame = 0; frame < frames; ++frame) {
+    const uint64_t entry = directory_end - 24 * (frames - frame);
+    const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, entry);
+    StoreAt<uint64_t>(bytes, entry + 16, XXH3_64bits(bytes.data() + frame_at, frame_bytes));
+    frame_at += frame_bytes;
+  }
+  StoreAt<uint64_t>(bytes, directory_end, XXH3_64bits(bytes.data() + record_offset, header_bytes - 8));
+}
+
+// Recomputes what a writer derives from the rest: each slice's checksums the index can place, the
 // footer length and trailing magic, then the footer checksum over every byte before it.
 std::string WithChecksumsRepaired(std::string bytes) {
   const uint64_t file_bytes = bytes.size();
@@ -40,12 +71,17 @@ std::string WithChecksumsRepaired(std::string bytes) {
     const uint64_t index_end = file_bytes - 28;
     uint64_t at = footer_offset + 4;
     const uint32_t slice_count = footer_offset + 4 <= index_end ? LoadAt<uint32_t>(bytes, footer_offset) : 0;
+    const uint32_t version = LoadAt<uint32_t>(bytes, 8);
     for (uint32_t ordinal = 0; ordinal < slice_count && at + kIndexEntryFixedBytes <= index_end;
          ++ordinal) {
       const uint64_t record_offset = LoadAt<uint64_t>(bytes, at);
       const uint64_t record_bytes = LoadAt<uint64_t>(bytes, at + 8);
       at += kIndexEntryFixedBytes + LoadAt<uint32_t>(bytes, at + 37);
       if (record_bytes < 8 || record_offset > index_end || record_bytes > index_end - record_offset) {
+        continue;
+      }
+      if (version >= 3) {
+        RepairVersion3Slice(bytes, record_offset, record_bytes);
         continue;
       }
       const uint64_t checksum_at = record_offset + record_bytes - 8;
@@ -87,6 +123,24 @@ std::optional<wal::SegmentReader> Open(const std::string& bytes) {
   return std::move(reader).value();
 }
 
+// Slice `ordinal` decoded whole as `whole`: with only its first field's id selected it decodes to
+// the columns of that id.
+void CheckProjection(const wal::SegmentReader& reader, uint32_t ordinal, const Batch& whole) {
+  const int32_t id = whole.fields[0].id;
+  Result<Batch> projected = reader.ReadSlice(ordinal, FieldSelection::Only({id}));
+  FUZZ_CHECK(projected.ok(), "a slice that decodes whole fails with one column selected: " +
+                                 projected.status().ToString());
+  Batch expected = whole;
+  expected.fields.clear();
+  expected.columns.clear();
+  for (size_t i = 0; i < whole.fields.size(); ++i) {
+    if (whole.fields[i].id != id) continue;
+    expected.fields.push_back(whole.fields[i]);
+    expected.columns.push_back(whole.columns[i]);
+  }
+  FUZZ_CHECK(SameBatch(*projected, expected), "a projected slice differs from the whole one's column");
+}
+
 // Every slice decoded, or nullopt when one is damaged.
 std::optional<std::vector<Batch>> DecodeAll(const wal::SegmentReader& reader) {
   std::vector<Batch> batches;
@@ -102,6 +156,7 @@ std::optional<std::vector<Batch>> DecodeAll(const wal::SegmentReader& reader) {
     FUZZ_CHECK(batch->namespace_name == info.namespace_name, "namespace differs from the index");
     FUZZ_CHECK(batch->cdc.has_value() == info.is_cdc, "kind differs from the index");
     for (int64_t row = 0; row < batch->num_rows; ++row) (void)batch->RowAt(row);
+    if (!batch->fields.empty()) CheckProjection(reader, info.ordinal, *batch);
     batches.push_back(std::move(batch).value());
   }
   Result<Batch> past_end = reader.ReadSlice(static_cast<uint32_t>(reader.slices().size()));

@@ -1,6 +1,7 @@
 // Writes the wal_segment fuzz target's seeds: real segments from EncodeSegment, over batches the
 // shaper builds from records of every kind (nested structs and lists, decimals, binary, dates,
-// timestamps, nulls) and one CDC batch. Run by hand when the segment format changes:
+// timestamps, nulls) and one CDC batch. Run by hand when the segment format changes, after keeping
+// the old version's files as <name>_v<version>.seg (segment_test decodes them against the new):
 //   build/tests/fuzz/wal_segment_seeds tests/fuzz/wal_segment/seeds
 #include <cstdio>
 #include <fstream>

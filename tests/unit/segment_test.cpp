@@ -296,11 +296,30 @@ void ResealFooter(std::string& bytes) {
   StoreAt<uint64_t>(bytes, bytes.size() - 20, XXH3_64bits(bytes.data(), bytes.size() - 20));
 }
 
-void ResealSlices(std::string& bytes, const std::vector<SliceInfo>& slices) {
-  for (const SliceInfo& slice : slices) {
-    const size_t checksum_at = slice.payload_offset + slice.payload_bytes - 8;
-    StoreAt<uint64_t>(bytes, checksum_at,
-                    XXH3_64bits(bytes.data() + slice.payload_offset, slice.payload_bytes - 8));
+// The zstd frames of a version 3 slice: one per top-level column, then the CDC sidecar's.
+size_t FrameCount(const Batch& batch) { return batch.fields.size() + (batch.cdc ? 1 : 0); }
+
+// Recomputes every checksum a version 3 slice holds (each frame's, then the header's) and the
+// footer's, as the writer would have over damaged bytes, so the damage reaches the decoder's
+// structural checks. `frame_counts[i]`: slice i's frames. Lengths the damage made impossible are
+// left as they are (the decoder refuses them).
+void ResealSlices(std::string& bytes, const std::vector<SliceInfo>& slices,
+                  const std::vector<size_t>& frame_counts) {
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const size_t at = slices[i].payload_offset;
+    const uint64_t header_bytes = LoadAt<uint32_t>(bytes, at);
+    const uint64_t directory_bytes = 24 * frame_counts[i] + 8;
+    if (header_bytes < directory_bytes || header_bytes > slices[i].payload_bytes) continue;
+    const size_t directory = at + header_bytes - directory_bytes;
+    uint64_t frame_at = at + header_bytes;
+    for (size_t frame = 0; frame < frame_counts[i]; ++frame) {
+      const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, directory + 24 * frame);
+      if (frame_bytes > at + slices[i].payload_bytes - frame_at) break;
+      StoreAt<uint64_t>(bytes, directory + 24 * frame + 16,
+                        XXH3_64bits(bytes.data() + frame_at, frame_bytes));
+      frame_at += frame_bytes;
+    }
+    StoreAt<uint64_t>(bytes, at + header_bytes - 8, XXH3_64bits(bytes.data() + at, header_bytes - 8));
   }
   ResealFooter(bytes);
 }
@@ -326,7 +345,7 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
   const std::string bytes = Encode(header, batches);
 
   SegmentReader reader = ReaderOrDie(bytes);
-  EXPECT_EQ(reader.header().format_version, 2u);
+  EXPECT_EQ(reader.header().format_version, 3u);
   EXPECT_EQ(reader.header().instance_id, kInstanceId);
   EXPECT_EQ(reader.header().pipeline, header.pipeline);
   EXPECT_EQ(reader.header().segment_id, header.segment_id);
@@ -470,7 +489,8 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   EXPECT_EQ(footer_offset, size - footer_bytes);
   EXPECT_EQ(LoadAt<uint32_t>(bytes, footer_offset), 2u);  // slice_count
 
-  // The first slice record: its header, then its checksum over everything before it.
+  // The first slice record: its header (ending in the frame directory and the header's checksum),
+  // then one zstd frame per column.
   SegmentReader reader = ReaderOrDie(bytes);
   const SliceInfo& users = reader.slices()[0];
   const size_t at = users.payload_offset;
@@ -481,17 +501,30 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   EXPECT_EQ(LoadAt<int64_t>(bytes, at + 9), 2);       // rows
   EXPECT_EQ(LoadAt<uint64_t>(bytes, at + 17), users.uncompressed_bytes);
   const uint32_t slice_header_bytes = LoadAt<uint32_t>(bytes, at);
-  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + 25), users.payload_bytes - slice_header_bytes - 8);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + 25), users.payload_bytes - slice_header_bytes);
   EXPECT_EQ(LoadAt<uint32_t>(bytes, at + 33), 5u);
   EXPECT_EQ(bytes.substr(at + 37, 5), "users");
   EXPECT_EQ(LoadAt<uint32_t>(bytes, at + 42), 2u);    // field count
   EXPECT_EQ(LoadAt<int32_t>(bytes, at + 46), 1);      // field id
   EXPECT_EQ(bytes[at + 50], 3);                     // type code: long
   EXPECT_EQ(bytes[at + 51], 0);                     // flags: not nullable
-  // zstd frame magic 28 b5 2f fd at the payload start.
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + slice_header_bytes - 8),
+            XXH3_64bits(bytes.data() + at, slice_header_bytes - 8));  // the header checksum
+  // The frame directory, two entries (user_id, email): compressed bytes, uncompressed bytes, and
+  // the checksum of the compressed bytes. Each frame starts with the zstd magic 28 b5 2f fd.
+  const size_t directory = at + slice_header_bytes - 8 - 2 * 24;
+  const uint64_t first_frame = LoadAt<uint64_t>(bytes, directory);
+  const uint64_t second_frame = LoadAt<uint64_t>(bytes, directory + 24);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 8), 1u + 2 * 8);  // validity, two longs
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 8) + LoadAt<uint64_t>(bytes, directory + 32),
+            users.uncompressed_bytes);
+  EXPECT_EQ(slice_header_bytes + first_frame + second_frame, users.payload_bytes);
   EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes), 0xfd2fb528u);
-  EXPECT_EQ(LoadAt<uint64_t>(bytes, at + users.payload_bytes - 8),
-            XXH3_64bits(bytes.data() + at, users.payload_bytes - 8));
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 16),
+            XXH3_64bits(bytes.data() + at + slice_header_bytes, first_frame));
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes + first_frame), 0xfd2fb528u);
+  EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 40),
+            XXH3_64bits(bytes.data() + at + slice_header_bytes + first_frame, second_frame));
   EXPECT_EQ(bytes[reader.slices()[1].payload_offset + 4], 1);  // kind: cdc
 }
 
@@ -504,12 +537,12 @@ TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
   header.created_unix_micros = 0;
   header.source_positions = "{}";
   const unsigned char expected[] = {  // docs/formats/wal.md, "Example"
-      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x02, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
+      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x03, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
       0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
       0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
-      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5a,
-      0xd4, 0xed, 0xdc, 0x22, 0x1d, 0x26, 0x65, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
+      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x75,
+      0x52, 0x73, 0x88, 0xd9, 0x37, 0xcb, 0x08, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
       0x41, 0x49, 0x4c};
   EXPECT_EQ(Encode(header, {}),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
@@ -554,7 +587,7 @@ TEST(SegmentFormat, ReadHeaderReadsTheHeaderAndRefusesATornOne) {
   WriteFile(path, bytes);
   Result<SegmentHeader> header = SegmentReader::ReadHeader(path);
   ASSERT_TRUE(header.ok()) << header.status().ToString();
-  EXPECT_EQ(header->format_version, 2u);
+  EXPECT_EQ(header->format_version, 3u);
   EXPECT_EQ(header->instance_id, kInstanceId);
   EXPECT_EQ(header->segment_id, 42u);
   EXPECT_EQ(header->pipeline, "rides-eu");
@@ -617,10 +650,10 @@ TEST(SegmentDamage, ChecksumFailureNamesStoredAndComputedValues) {
 
 TEST(SegmentDamage, ANewerFormatVersionIsNotSupported) {
   std::string newer = SmallSegment();
-  StoreAt<uint32_t>(newer, 8, 3);
+  StoreAt<uint32_t>(newer, 8, 4);
   Result<SegmentReader> reader = SegmentReader::FromBytes(newer, "newer.seg");
   ASSERT_EQ(reader.status().code(), StatusCode::kNotSupported);
-  EXPECT_THAT(reader.status().message(), HasSubstr("format version 3"));
+  EXPECT_THAT(reader.status().message(), HasSubstr("format version 4"));
   EXPECT_THAT(reader.status().message(), HasSubstr("newer.seg"));
 }
 
@@ -657,34 +690,42 @@ TEST(SegmentDamage, SliceChecksumCatchesDamageTheFooterMissed) {
   EXPECT_TRUE(reader.ReadSlice(0).ok());
   Result<Batch> batch = reader.ReadSlice(1);
   ASSERT_EQ(batch.status().code(), StatusCode::kCorruption);
-  EXPECT_THAT(batch.status().message(), HasSubstr("slice 1 fails its checksum"));
+  EXPECT_THAT(batch.status().message(), HasSubstr("slice 1 at offset"));
+  EXPECT_THAT(batch.status().message(), HasSubstr("fails its checksum"));
   EXPECT_THAT(batch.status().message(), HasSubstr("test.seg"));
 }
 
 // With every checksum recomputed over the damage, what remains are the structural checks: decoding
 // may fail (Corruption) or produce a batch that validates, but never crashes or reads out of bounds.
 TEST(SegmentDamage, ResealedFlipsNeverCrashTheDecoder) {
-  const std::string original =
-      Encode(MakeHeader(), {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)});
+  const std::vector<Batch> batches = {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)};
+  const std::string original = Encode(MakeHeader(), batches);
   const SegmentReader intact = ReaderOrDie(original);
+  std::vector<size_t> frame_counts;
+  for (const Batch& batch : batches) frame_counts.push_back(FrameCount(batch));
   int decoded = 0, refused = 0;
   for (size_t offset = 12; offset < original.size() - 28; ++offset) {
     for (uint8_t mask : {0x01, 0x80, 0xff}) {
       std::string damaged = original;
       damaged[offset] = static_cast<char>(damaged[offset] ^ mask);
-      ResealSlices(damaged, intact.slices());
+      ResealSlices(damaged, intact.slices(), frame_counts);
       Result<SegmentReader> reader = SegmentReader::FromBytes(damaged, "resealed.seg");
       if (!reader.ok()) {
         ASSERT_EQ(reader.status().code(), StatusCode::kCorruption) << reader.status().ToString();
         ++refused;
         continue;
       }
-      for (uint32_t ordinal = 0; ordinal < reader->slices().size(); ++ordinal) {
-        Result<Batch> batch = reader->ReadSlice(ordinal);
+      for (uint32_t ordinal = 0; ordinal < 2 * reader->slices().size(); ++ordinal) {
+        // Each slice whole, then only its first column (whatever the damage made of its id).
+        const uint32_t slice = ordinal % static_cast<uint32_t>(reader->slices().size());
+        const bool whole = ordinal < reader->slices().size();
+        Result<Batch> batch =
+            reader->ReadSlice(slice, whole ? FieldSelection::All()
+                                           : FieldSelection::Only({batches[slice].fields[0].id}));
         if (batch.ok()) {
           std::string reason;
           EXPECT_TRUE(batch->Validate(&reason)) << reason;
-          EXPECT_EQ(batch->num_rows, reader->slices()[ordinal].row_count);
+          EXPECT_EQ(batch->num_rows, reader->slices()[slice].row_count);
           ++decoded;
         } else {
           ASSERT_EQ(batch.status().code(), StatusCode::kCorruption) << batch.status().ToString();
@@ -757,7 +798,102 @@ TEST(SegmentFile, AnOpenReaderServesItsSlicesAfterTheFileIsUnlinked) {
   EXPECT_TRUE(opened->ReadSlice(0).ok());
   Result<Batch> damaged = opened->ReadSlice(1);
   ASSERT_EQ(damaged.status().code(), StatusCode::kCorruption);
-  EXPECT_THAT(damaged.status().message(), HasSubstr("slice 1 fails its checksum"));
+  EXPECT_THAT(damaged.status().message(), HasSubstr("slice 1"));
+  EXPECT_THAT(damaged.status().message(), HasSubstr("fails its checksum"));
+}
+
+// Version 3 keeps each column in a frame of its own: a reader asked for some columns reads, checks
+// and decompresses only theirs — damage in another column's frame goes unseen until that column is
+// read — and returns just those columns, in the slice's order, with the CDC sidecar.
+TEST(SegmentProjection, OnlyTheSelectedColumnsAreReadAndDecoded) {
+  TempDir dir;
+  const std::string path = dir.Sub("00000000000000000042.seg");
+  const std::vector<Batch> batches = {AllTypesBatch("rides", 3, 12), CdcBatch(4)};
+  const Batch& rides = batches[0];
+  ASSERT_GT(rides.fields.size(), 6u);
+  const std::string bytes = Encode(MakeHeader(), batches);
+  WriteFile(path, bytes);
+  Result<SegmentReader> reader = SegmentReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+
+  // Damage the middle of column 4's frame after the open (the file's checksum was checked then).
+  const SliceInfo& slice = reader->slices()[0];
+  const uint32_t header_bytes = LoadAt<uint32_t>(bytes, slice.payload_offset);
+  const size_t directory = slice.payload_offset + header_bytes - 8 - 24 * FrameCount(rides);
+  uint64_t frame_at = slice.payload_offset + header_bytes;
+  for (size_t frame = 0; frame < 4; ++frame) frame_at += LoadAt<uint64_t>(bytes, directory + 24 * frame);
+  const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, directory + 24 * 4);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(frame_at + frame_bytes / 2));
+    file.put(static_cast<char>(~bytes[frame_at + frame_bytes / 2]));
+  }
+
+  const auto expect_columns = [&](const Batch& got, const std::vector<size_t>& columns) {
+    ASSERT_EQ(got.num_rows, rides.num_rows);
+    ASSERT_EQ(got.fields.size(), columns.size());
+    ASSERT_EQ(got.columns.size(), columns.size());
+    for (size_t i = 0; i < columns.size(); ++i) {
+      EXPECT_EQ(got.fields[i].id, rides.fields[columns[i]].id);
+      EXPECT_EQ(got.fields[i].name, rides.fields[columns[i]].name);
+      ExpectSameBuffers(got.columns[i], rides.columns[columns[i]], rides.fields[columns[i]].name);
+    }
+  };
+  Result<Batch> one = reader->ReadSlice(0, FieldSelection::Only({rides.fields[2].id}));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  expect_columns(*one, {2});
+  Result<Batch> two =
+      reader->ReadSlice(0, FieldSelection::Only({rides.fields[6].id, rides.fields[0].id, 9999}));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  expect_columns(*two, {0, 6});
+
+  for (const FieldSelection& reads_the_damage :
+       {FieldSelection::Only({rides.fields[4].id}), FieldSelection::All()}) {
+    Result<Batch> damaged = reader->ReadSlice(0, reads_the_damage);
+    ASSERT_EQ(damaged.status().code(), StatusCode::kCorruption);
+    EXPECT_THAT(damaged.status().message(), HasSubstr(fmt::format("frame at offset {}", frame_at)));
+    EXPECT_THAT(damaged.status().message(), HasSubstr("fails its checksum"));
+  }
+
+  Result<Batch> none = reader->ReadSlice(1, FieldSelection::Only({}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->num_rows, 4);
+  EXPECT_TRUE(none->fields.empty());
+  EXPECT_TRUE(none->columns.empty());
+  ASSERT_TRUE(none->cdc.has_value());
+  EXPECT_EQ(none->cdc->mutations, batches[1].cdc->mutations);
+  EXPECT_EQ(none->cdc->business_keys, batches[1].cdc->business_keys);
+}
+
+// Segments of versions 1 and 2 (one frame per slice) stay readable, projection included: the
+// committed fuzz seeds of those versions decode to the same batches as their version 3 rewrites
+// (tests/fuzz/wal_segment_seeds writes the same batches in every version).
+TEST(SegmentFormat, Version1And2SegmentsStayReadable) {
+  const std::string seeds = std::string(SKIPPR_SOURCE_DIR) + "/tests/fuzz/wal_segment/seeds/";
+  for (const std::string name : {"empty", "one_slice", "all_kinds", "two_namespaces", "cdc"}) {
+    Result<SegmentReader> current = SegmentReader::Open(seeds + name + ".seg");
+    ASSERT_TRUE(current.ok()) << current.status().ToString();
+    EXPECT_EQ(current->header().format_version, 3u) << name;
+    for (const uint32_t version : {1u, 2u}) {
+      SCOPED_TRACE(fmt::format("{} version {}", name, version));
+      Result<SegmentReader> old = SegmentReader::Open(fmt::format("{}{}_v{}.seg", seeds, name, version));
+      ASSERT_TRUE(old.ok()) << old.status().ToString();
+      EXPECT_EQ(old->header().format_version, version);
+      ASSERT_EQ(old->slices().size(), current->slices().size());
+      for (uint32_t ordinal = 0; ordinal < old->slices().size(); ++ordinal) {
+        Result<Batch> got = old->ReadSlice(ordinal);
+        Result<Batch> want = current->ReadSlice(ordinal);
+        ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString() << want.status().ToString();
+        ExpectSameBatch(*got, *want);
+        const FieldSelection last = FieldSelection::Only({want->fields.back().id});
+        Result<Batch> got_last = old->ReadSlice(ordinal, last);
+        Result<Batch> want_last = current->ReadSlice(ordinal, last);
+        ASSERT_TRUE(got_last.ok() && want_last.ok());
+        ASSERT_EQ(got_last->columns.size(), 1u);
+        ExpectSameBatch(*got_last, *want_last);
+      }
+    }
+  }
 }
 
 TEST(SegmentFile, VerifyBytesReadsTheIndexWithoutKeepingTheBytes) {
