@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "core/check.hpp"
 
@@ -937,7 +938,8 @@ class PayloadDecompressor {
 };
 
 // The bytes of one slice record, fetched as the decoder asks for them: views into a segment held
-// in memory, or reads from the open file into buffers this object keeps while it lives.
+// in memory, or reads from the open file into buffers this object keeps while it lives (a range
+// inside one already read is served from it: a version 1 or 2 record is read once, whole).
 class RecordBytes {
  public:
   explicit RecordBytes(std::string_view in_memory) : memory_(in_memory), size_(in_memory.size()) {}
@@ -949,7 +951,12 @@ class RecordBytes {
   Result<std::string_view> Get(uint64_t offset, uint64_t length) {
     SKIPPR_CHECK(offset <= size_ && length <= size_ - offset);
     if (file_ == nullptr) return memory_.substr(offset, length);
-    std::string& buffer = buffers_.emplace_back(length, '\0');
+    for (const auto& [start, buffer] : buffers_) {
+      if (offset >= start && offset - start + length <= buffer.size()) {
+        return std::string_view(buffer).substr(offset - start, length);
+      }
+    }
+    auto& [start, buffer] = buffers_.emplace_back(offset, std::string(length, '\0'));
     SKIPPR_RETURN_IF_ERROR(ReadFully(*file_, *path_, record_offset_ + offset, buffer.data(), length));
     return std::string_view(buffer);
   }
@@ -960,7 +967,7 @@ class RecordBytes {
   const std::string* path_ = nullptr;
   uint64_t record_offset_ = 0;
   uint64_t size_ = 0;
-  std::deque<std::string> buffers_;
+  std::deque<std::pair<uint64_t, std::string>> buffers_;  // (offset in the record, bytes)
 };
 
 // One zstd frame of a slice record: where it lies in the record and what it must hold.
