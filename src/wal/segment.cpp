@@ -991,12 +991,34 @@ class SliceDecoder {
         reader_(header, record_offset) {}
 
   Result<Batch> Decode(RecordBytes& record) {
+    SKIPPR_ASSIGN_OR_RETURN(SliceLayout layout, ReadLayout());
+    SKIPPR_RETURN_IF_ERROR(version_ >= 3 ? FillFrames(record, layout) : FillOneFrame(record, layout));
+    Batch& batch = layout.batch;
+    KeepSelected(batch);
+    std::string reason;
+    if (!batch.Validate(&reason)) return Fail("the decoded batch is inconsistent: " + reason);
+    SKIPPR_CHECK(batch.num_rows == info_.row_count);
+    return std::move(batch);
+  }
+
+ private:
+  // What the slice header describes: the batch with its fields and its columns sized (those to be
+  // filled), and the frames that hold them.
+  struct SliceLayout {
+    Batch batch;
+    std::vector<bool> fills;  // per column: read from its frame
+    std::vector<Frame> frames;
+    std::vector<uint64_t> cdc_counts;
+  };
+
+  Result<SliceLayout> ReadLayout() {
     SliceHead head;
     if (!ReadSliceHead(reader_, &head)) return Fail("the slice header is cut short");
     if (auto mismatch = SliceHeadMismatch(head, info_, version_)) return Fail(*mismatch);
     payload_left_ = head.uncompressed_bytes;
 
-    Batch batch;
+    SliceLayout layout;
+    Batch& batch = layout.batch;
     batch.namespace_name = std::move(head.namespace_name);
     batch.schema_id = head.schema_id;
     batch.num_rows = head.row_count;
@@ -1011,34 +1033,35 @@ class SliceDecoder {
     }
     // One frame holds every column before version 3, so every column is filled and the selection
     // applied after.
-    std::vector<bool> fills(field_count, true);
+    layout.fills.assign(field_count, true);
     if (version_ >= 3) {
-      for (uint32_t i = 0; i < field_count; ++i) fills[i] = selection_.Includes(batch.fields[i].id);
+      for (uint32_t i = 0; i < field_count; ++i) {
+        layout.fills[i] = selection_.Includes(batch.fields[i].id);
+      }
     }
     std::vector<uint64_t> frame_contents;  // per column, then the CDC sidecar: the bytes it claims
     batch.columns.reserve(field_count);
     for (uint32_t i = 0; i < field_count; ++i) {
       batch.columns.emplace_back(batch.fields[i].type);
       const uint64_t left_before = payload_left_;
-      SKIPPR_RETURN_IF_ERROR(ReadColumnShape(batch.columns.back(), fills[i]));
+      SKIPPR_RETURN_IF_ERROR(ReadColumnShape(batch.columns.back(), layout.fills[i]));
       frame_contents.push_back(left_before - payload_left_);
     }
-    std::vector<uint64_t> cdc_counts;
     if (head.kind == kKindCdc) {
       batch.cdc.emplace();
       const uint64_t left_before = payload_left_;
-      SKIPPR_RETURN_IF_ERROR(ReadCdcShape(head.row_count, *batch.cdc, cdc_counts));
+      SKIPPR_RETURN_IF_ERROR(ReadCdcShape(head.row_count, *batch.cdc, layout.cdc_counts));
       frame_contents.push_back(left_before - payload_left_);
     }
     if (payload_left_ != 0) {
       return Fail(fmt::format("the column directory accounts for {} of the {} uncompressed bytes",
                               head.uncompressed_bytes - payload_left_, head.uncompressed_bytes));
     }
-    std::vector<Frame> frames;
     if (version_ >= 3) {
-      SKIPPR_ASSIGN_OR_RETURN(frames, ReadFrameDirectory(head, frame_contents));
+      SKIPPR_ASSIGN_OR_RETURN(layout.frames, ReadFrameDirectory(head, frame_contents));
     } else {
-      frames.push_back({head.slice_header_bytes, head.compressed_bytes, head.uncompressed_bytes, {}});
+      layout.frames.push_back(
+          {head.slice_header_bytes, head.compressed_bytes, head.uncompressed_bytes, {}});
     }
     const uint64_t header_end = record_offset_ + head.slice_header_bytes -
                                 (version_ >= 3 ? kHeaderChecksumBytes : 0);
@@ -1046,36 +1069,37 @@ class SliceDecoder {
       return Fail(fmt::format("the slice header ends at offset {}, not at offset {} as recorded",
                               reader_.offset(), header_end));
     }
-
-    if (version_ >= 3) {
-      for (uint32_t i = 0; i < field_count; ++i) {
-        if (!fills[i]) continue;
-        SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames[i], [&](PayloadDecompressor& payload) {
-          return FillColumn(payload, batch.columns[i]) ? Status::OK() : PayloadFailed(payload, frames[i]);
-        }));
-      }
-      if (batch.cdc) {
-        SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames.back(), [&](PayloadDecompressor& payload) {
-          return FillCdc(payload, frames.back(), *batch.cdc, cdc_counts);
-        }));
-      }
-    } else {
-      SKIPPR_RETURN_IF_ERROR(FillFrame(record, frames[0], [&](PayloadDecompressor& payload) {
-        for (Column& column : batch.columns) {
-          if (!FillColumn(payload, column)) return PayloadFailed(payload, frames[0]);
-        }
-        return batch.cdc ? FillCdc(payload, frames[0], *batch.cdc, cdc_counts) : Status::OK();
-      }));
-    }
-    KeepSelected(batch);
-
-    std::string reason;
-    if (!batch.Validate(&reason)) return Fail("the decoded batch is inconsistent: " + reason);
-    SKIPPR_CHECK(batch.num_rows == info_.row_count);
-    return batch;
+    return layout;
   }
 
- private:
+  // Version 3: the frames of the selected columns, then the CDC sidecar's.
+  Status FillFrames(RecordBytes& record, SliceLayout& layout) {
+    Batch& batch = layout.batch;
+    for (size_t i = 0; i < batch.columns.size(); ++i) {
+      if (!layout.fills[i]) continue;
+      const Frame& frame = layout.frames[i];
+      SKIPPR_RETURN_IF_ERROR(FillFrame(record, frame, [&](PayloadDecompressor& payload) {
+        return FillColumn(payload, batch.columns[i]) ? Status::OK() : PayloadFailed(payload, frame);
+      }));
+    }
+    if (!batch.cdc) return Status::OK();
+    return FillFrame(record, layout.frames.back(), [&](PayloadDecompressor& payload) {
+      return FillCdc(payload, layout.frames.back(), *batch.cdc, layout.cdc_counts);
+    });
+  }
+
+  // Versions 1 and 2: every column, then the CDC sidecar, from the one frame.
+  Status FillOneFrame(RecordBytes& record, SliceLayout& layout) {
+    const Frame& frame = layout.frames[0];
+    Batch& batch = layout.batch;
+    return FillFrame(record, frame, [&](PayloadDecompressor& payload) {
+      for (Column& column : batch.columns) {
+        if (!FillColumn(payload, column)) return PayloadFailed(payload, frame);
+      }
+      return batch.cdc ? FillCdc(payload, frame, *batch.cdc, layout.cdc_counts) : Status::OK();
+    });
+  }
+
   Status Fail(std::string_view what) const {
     return Status::Corruption(fmt::format("slice {} at offset {}: {}", info_.ordinal,
                                           record_offset_, what));
