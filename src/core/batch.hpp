@@ -75,9 +75,10 @@ struct CdcSidecar {
   std::vector<std::string> business_keys; // encoded entity key (empty: none)
 };
 
-// Which top-level fields a reader of stored batches decodes, by field id: all of them, or only
-// those listed (projection pushdown). A reader may return more than it was asked for; consumers
-// find columns by field id, never by position.
+// Which top-level fields a reader of stored batches decodes: all of them, or only those listed by
+// field id (a query's scan) or by name (a consumer that resolves fields by name, as the aggregates
+// do) — projection pushdown. A reader may return more than it was asked for; consumers find
+// columns by id or name, never by position.
 class FieldSelection {
  public:
   static FieldSelection All() { return FieldSelection(); }
@@ -87,15 +88,24 @@ class FieldSelection {
     selection.field_ids_ = std::move(field_ids);
     return selection;
   }
+  static FieldSelection Named(std::vector<std::string> names) {
+    FieldSelection selection;
+    selection.all_ = false;
+    selection.names_ = std::move(names);
+    return selection;
+  }
   bool all() const { return all_; }
-  bool Includes(int32_t field_id) const {
-    return all_ || std::find(field_ids_.begin(), field_ids_.end(), field_id) != field_ids_.end();
+  bool Includes(const Field& field) const {
+    return all_ ||
+           std::find(field_ids_.begin(), field_ids_.end(), field.id) != field_ids_.end() ||
+           std::find(names_.begin(), names_.end(), field.name) != names_.end();
   }
 
  private:
   FieldSelection() = default;
   bool all_ = true;
   std::vector<int32_t> field_ids_;
+  std::vector<std::string> names_;
 };
 
 struct Batch {

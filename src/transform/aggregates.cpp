@@ -470,6 +470,15 @@ struct ResolvedSlice {
 };
 
 // nullopt when the slice lacks a key field: the aggregate is over the namespaces that have them.
+// The fields Resolve looks up: slices are decoded with only these columns.
+FieldSelection FieldsRead(const config::AggregateConfig& aggregate) {
+  std::vector<std::string> names = aggregate.key_fields;
+  for (const config::AggregateMeasure& measure : aggregate.measures) {
+    if (measure.field != "*") names.push_back(measure.field);
+  }
+  return FieldSelection::Named(std::move(names));
+}
+
 Result<std::optional<ResolvedSlice>> Resolve(const config::AggregateConfig& aggregate,
                                              const Batch& batch) {
   const auto find = [&](const std::string& name) -> const Column* {
@@ -954,6 +963,7 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
     SKIPPR_ASSIGN_OR_RETURN(in_baseline, ReadBaselineSlices(read, aggregate.id));
   }
   Chunk chunk(store_, aggregate);
+  const FieldSelection fields = FieldsRead(aggregate);
   int64_t applied = 0;
   for (const wal::SegmentEntry& segment : live) {
     if (HasPassed(cursor, segment)) continue;
@@ -965,7 +975,7 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
       // Deadletters are records that never reached a namespace: no aggregate covers them, even
       // one whose key fields share their column names.
       if (segment.slices[ordinal].namespace_name == schema::kDeadlettersNamespace) continue;
-      SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(ordinal));
+      SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader.ReadSlice(ordinal, fields));
       SKIPPR_CHECK(batch.num_rows == segment.slices[ordinal].rows);
       SKIPPR_CHECK(!batch.cdc ||
                    batch.cdc->business_keys.size() == static_cast<size_t>(batch.num_rows));

@@ -1036,7 +1036,7 @@ class SliceDecoder {
     layout.fills.assign(field_count, true);
     if (version_ >= 3) {
       for (uint32_t i = 0; i < field_count; ++i) {
-        layout.fills[i] = selection_.Includes(batch.fields[i].id);
+        layout.fills[i] = selection_.Includes(batch.fields[i]);
       }
     }
     std::vector<uint64_t> frame_contents;  // per column, then the CDC sidecar: the bytes it claims
@@ -1174,7 +1174,7 @@ class SliceDecoder {
     if (selection_.all()) return;
     size_t kept = 0;
     for (size_t i = 0; i < batch.fields.size(); ++i) {
-      if (!selection_.Includes(batch.fields[i].id)) continue;
+      if (!selection_.Includes(batch.fields[i])) continue;
       if (kept != i) {
         batch.fields[kept] = std::move(batch.fields[i]);
         batch.columns[kept] = std::move(batch.columns[i]);

@@ -107,7 +107,7 @@ class SegmentReader {
   uint64_t file_bytes() const { return file_bytes_; }
   uint64_t checksum() const { return checksum_; }  // the footer checksum
 
-  // Decodes one slice: fields (with ids and types, nested), the columns `selection` names, and the
+  // Decodes one slice: fields (with ids and types, nested), the columns `selection` includes, and the
   // CDC sidecar. In a version 3 segment only the slice header and the selected columns' frames are
   // read, checked (their checksums) and decompressed, and the batch holds only those columns; a
   // version 1 or 2 slice is one frame, decoded whole, then cut to the selection. Checks that

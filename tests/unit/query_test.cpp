@@ -324,7 +324,7 @@ TEST(QueryEngineTest, AScanAsksOnlyForTheColumnsTheStatementUses) {
     projected->columns.clear();
     std::string ids;
     for (size_t i = 0; i < whole->fields.size(); ++i) {
-      if (!selection.Includes(whole->fields[i].id)) continue;
+      if (!selection.Includes(whole->fields[i])) continue;
       projected->fields.push_back(whole->fields[i]);
       projected->columns.push_back(whole->columns[i]);
       ids += (ids.empty() ? "" : ",") + std::to_string(whole->fields[i].id);
