@@ -27,6 +27,8 @@ if(SKIPPR_SANITIZE)
   # Frame pointers keep the reports' stacks whole at -O1 and above.
   add_compile_options(-fsanitize=${SKIPPR_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${SKIPPR_SANITIZE})
+  # Third-party header libraries are not instrumented (the file says which, and why).
+  add_compile_options(-fsanitize-ignorelist=${PROJECT_SOURCE_DIR}/cmake/sanitizer_ignorelist.txt)
   if(SKIPPR_SANITIZE MATCHES "undefined")
     # A report is a failure, not a line in a log nobody reads.
     add_compile_options(-fno-sanitize-recover=undefined)

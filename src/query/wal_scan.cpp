@@ -593,7 +593,6 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
   const auto* bind = static_cast<const BindData*>(duckdb_function_get_bind_data(info));
   auto* state = static_cast<ScanState*>(duckdb_function_get_init_data(info));
   auto* thread = static_cast<ThreadState*>(duckdb_function_get_local_init_data(info));
-  const TableSource& source = *bind->source;
   const auto fail = [&](const std::string& message) {
     duckdb_function_set_error(info, message.c_str());
   };
