@@ -9,7 +9,8 @@
 // which the start-up of a trivial `skipprd query` is added so both sides pay for a process:
 //   count(*)      SELECT count(*)
 //   GROUP BY      SELECT rider_type, count(*), sum(amount), avg(duration_seconds) ... GROUP BY 1
-//   filter        SELECT count(*), sum(amount) WHERE ride_id BETWEEN <the middle 1%>
+//   filter        SELECT count(*), sum(amount) WHERE ride_id BETWEEN <the middle 1%>: skipprd reads
+//                 only the landed files whose ride_id bounds meet the range ("files read")
 //   export        SELECT * as CSV to a file (DuckDB: COPY (SELECT * FROM read_parquet) TO csv)
 // The ratio is DuckDB's time over skipprd's (1 = as fast; higher is better).
 //
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -153,7 +155,23 @@ std::string ShellQuoted(const std::string& text) {
 struct SkipprdRun {
   double seconds = 0;
   uint64_t peak_rss_kib = 0;
+  // Landed data files the statement's views read, of all the tables' landed data files (from
+  // the debug log line "query: <table> reads N of its M landed data files").
+  uint64_t files_read = 0;
+  uint64_t files_total = 0;
 };
+
+void CountLandedFiles(const std::string& log, SkipprdRun& run) {
+  constexpr std::string_view kMarker = " reads ";
+  for (size_t at = log.find(kMarker); at != std::string::npos; at = log.find(kMarker, at + 1)) {
+    unsigned long long read = 0;
+    unsigned long long total = 0;
+    if (std::sscanf(log.c_str() + at, " reads %llu of its %llu landed data files", &read, &total) == 2) {
+      run.files_read += read;
+      run.files_total += total;
+    }
+  }
+}
 
 // `skipprd query` of `sql`, its output to a file (an export's CSV, or the plain JSON).
 SkipprdRun RunQuery(Launcher& launcher, const Flags& flags, const Dataset& dataset,
@@ -161,7 +179,7 @@ SkipprdRun RunQuery(Launcher& launcher, const Flags& flags, const Dataset& datas
   const fs::path output = dataset.dir / "query.out";
   const std::string format = is_export ? "--output csv" : "--plain";
   const std::string command = fmt::format(
-      "exec {} --config {} query {} --sql {} > {}", ShellQuoted(flags.skipprd.string()),
+      "exec {} --config {} --log debug query {} --sql {} > {}", ShellQuoted(flags.skipprd.string()),
       ShellQuoted(dataset.config.string()), format, ShellQuoted(sql), ShellQuoted(output.string()));
   const ChildRun run = launcher.Run({{"/bin/sh", "-c", command},
                                      ChildEnvironment({{"DATA_DIR", dataset.data_dir.string()}}),
@@ -171,7 +189,9 @@ SkipprdRun RunQuery(Launcher& launcher, const Flags& flags, const Dataset& datas
                      FileText(dataset.dir / "query.stderr")));
   }
   fs::remove(output);
-  return {run.seconds, run.peak_rss_kib};
+  SkipprdRun result{run.seconds, run.peak_rss_kib};
+  CountLandedFiles(FileText(dataset.dir / "query.stderr"), result);
+  return result;
 }
 
 std::string ParquetList(const Dataset& dataset) {
@@ -203,17 +223,20 @@ void Report(Launcher& launcher, const Flags& flags, DuckDb& duckdb, const Datase
   fmt::print("bench/query  rows={}  landed data files={}  skipprd start-up {:.3f} s  DuckDB "
              "threads={}\n",
              dataset.rows, dataset.data_files.size(), startup, duckdb.Threads());
-  fmt::print("  {:<12}{:<9}{:>10}{:>10}{:>14}{:>8}   {}\n", "statement", "table", "skipprd",
-             "peak RSS", "DuckDB+start", "ratio", "target");
+  fmt::print("  {:<12}{:<9}{:>10}{:>10}{:>14}{:>8}{:>12}   {}\n", "statement", "table", "skipprd",
+             "peak RSS", "DuckDB+start", "ratio", "files read", "target");
   for (const Statement& statement : Statements(dataset.rows)) {
     const double duckdb_seconds = RunDuckDb(duckdb, dataset, statement) + startup;
     for (const std::string table : {"walonly", "landed"}) {
       const SkipprdRun run = RunQuery(launcher, flags, dataset,
                                       Over(statement.select, table + "." + table),
                                       statement.is_export);
-      fmt::print("  {:<12}{:<9}{:>8.2f} s{:>6.0f} MiB{:>12.2f} s{:>8.2f}   {}\n", statement.name,
-                 table, run.seconds, static_cast<double>(run.peak_rss_kib) / kKibPerMib,
-                 duckdb_seconds, duckdb_seconds / run.seconds, statement.target);
+      const std::string files =
+          run.files_total == 0 ? "-" : fmt::format("{}/{}", run.files_read, run.files_total);
+      fmt::print("  {:<12}{:<9}{:>8.2f} s{:>6.0f} MiB{:>12.2f} s{:>8.2f}{:>12}   {}\n",
+                 statement.name, table, run.seconds,
+                 static_cast<double>(run.peak_rss_kib) / kKibPerMib, duckdb_seconds,
+                 duckdb_seconds / run.seconds, files, statement.target);
     }
   }
   fmt::print("  targets: peak RSS < 512 MiB for every statement, flat from 1M to 10M rows\n");

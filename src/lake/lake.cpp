@@ -8,6 +8,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "core/check.hpp"
 #include "core/crash.hpp"
@@ -60,8 +62,8 @@ std::string FieldIdsClause(const std::vector<Field>& fields) {
 
 // ----- column statistics ---------------------------------------------------------------------
 
-// Whether a field of `type` gets lower/upper bounds (decimal, binary, uuid, time and nested types
-// get counts only).
+// Whether a field of `type` gets lower/upper bounds (binary, uuid, time and nested types get
+// counts only).
 bool HasBounds(const LogicalType& type) {
   switch (type.id()) {
     case TypeId::kBoolean:
@@ -69,6 +71,7 @@ bool HasBounds(const LogicalType& type) {
     case TypeId::kLong:
     case TypeId::kFloat:
     case TypeId::kDouble:
+    case TypeId::kDecimal:
     case TypeId::kDate:
     case TypeId::kTimestamp:
     case TypeId::kTimestampTz:
@@ -91,6 +94,7 @@ struct FieldStatistics {
   int64_t nans = 0;
   std::optional<int64_t> min_int, max_int;     // boolean, int, long, date, timestamps
   std::optional<double> min_double, max_double;  // float, double (NaN excluded)
+  std::optional<__int128> min_decimal, max_decimal;  // decimal: unscaled (a widened precision keeps the scale)
   std::optional<std::string_view> min_bytes, max_bytes;  // string
 
   void AddNulls(int64_t count) {
@@ -125,6 +129,14 @@ struct FieldStatistics {
         if (!max_double || DoubleBefore(*max_double, value)) max_double = value;
         return;
       }
+      case PhysicalKind::kDecimal128: {
+        const auto [low, high] = column.Decimal128At(row);
+        const __int128 value = static_cast<__int128>(
+            static_cast<unsigned __int128>(static_cast<uint64_t>(high)) << 64 | low);
+        if (!min_decimal || value < *min_decimal) min_decimal = value;
+        if (!max_decimal || value > *max_decimal) max_decimal = value;
+        return;
+      }
       case PhysicalKind::kBytes: {
         const std::string_view value = column.BytesAt(row);
         if (!min_bytes || value < *min_bytes) min_bytes = value;
@@ -136,6 +148,11 @@ struct FieldStatistics {
     }
   }
 };
+
+iceberg::Decimal128 ToDecimal128(__int128 unscaled) {
+  const auto bits = static_cast<unsigned __int128>(unscaled);
+  return {static_cast<uint64_t>(bits), static_cast<int64_t>(static_cast<uint64_t>(bits >> 64))};
+}
 
 std::optional<iceberg::PrimitiveValue> AsPrimitive(const LogicalType& type,
                                                    const FieldStatistics& stats, bool is_min) {
@@ -160,6 +177,11 @@ std::optional<iceberg::PrimitiveValue> AsPrimitive(const LogicalType& type,
       break;
     case TypeId::kDouble:
       if (double_bound) return iceberg::PrimitiveValue(*double_bound);
+      break;
+    case TypeId::kDecimal:
+      if (const auto& bound = is_min ? stats.min_decimal : stats.max_decimal) {
+        return iceberg::PrimitiveValue(ToDecimal128(*bound));
+      }
       break;
     case TypeId::kString:
       if (bytes_bound) return iceberg::PrimitiveValue(std::string(*bytes_bound));
@@ -223,7 +245,7 @@ Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t exp
 }
 
 // A SQL expression whose text DuckDB prints in a form ParseBound reads, for min or max of a
-// top-level column; nullopt for types that get no bounds (decimal, binary, uuid, time, nested).
+// top-level column; nullopt for types that get no bounds (binary, uuid, time, nested).
 std::optional<std::string> BoundExpression(const Field& field, std::string_view aggregate) {
   const std::string column = QuoteIdentifier(field.name);
   switch (field.type.id()) {
@@ -231,6 +253,7 @@ std::optional<std::string> BoundExpression(const Field& field, std::string_view 
       return fmt::format("{}({}::INTEGER)", aggregate, column);
     case TypeId::kInt:
     case TypeId::kLong:
+    case TypeId::kDecimal:  // printed with exactly the type's scale digits
     case TypeId::kString:
       return fmt::format("{}({})", aggregate, column);
     case TypeId::kFloat:
@@ -244,6 +267,23 @@ std::optional<std::string> BoundExpression(const Field& field, std::string_view 
     default:
       return std::nullopt;
   }
+}
+
+// DuckDB's text of a decimal ("-12.50") as its unscaled value at `scale`; nullopt when the text
+// has another number of fraction digits or is not a number.
+std::optional<__int128> UnscaledDecimal(std::string_view text, int scale) {
+  const bool is_negative = text.starts_with('-');
+  if (is_negative) text.remove_prefix(1);
+  const size_t point = text.find('.');
+  const size_t fraction = point == std::string_view::npos ? 0 : text.size() - point - 1;
+  if (static_cast<int>(fraction) != scale || text.empty()) return std::nullopt;
+  __int128 unscaled = 0;
+  for (char c : text) {
+    if (c == '.') continue;
+    if (c < '0' || c > '9') return std::nullopt;
+    unscaled = unscaled * 10 + (c - '0');
+  }
+  return is_negative ? -unscaled : unscaled;
 }
 
 std::optional<iceberg::PrimitiveValue> ParseBound(const LogicalType& type, const std::string& text) {
@@ -261,6 +301,11 @@ std::optional<iceberg::PrimitiveValue> ParseBound(const LogicalType& type, const
       return iceberg::PrimitiveValue(std::strtof(text.c_str(), nullptr));
     case TypeId::kDouble:
       return iceberg::PrimitiveValue(std::strtod(text.c_str(), nullptr));
+    case TypeId::kDecimal:
+      if (std::optional<__int128> unscaled = UnscaledDecimal(text, type.decimal_scale())) {
+        return iceberg::PrimitiveValue(ToDecimal128(*unscaled));
+      }
+      return std::nullopt;
     case TypeId::kString:
       return iceberg::PrimitiveValue(text);
     default:
@@ -907,6 +952,70 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   }
 }
 
+namespace {
+
+// A manifest bound as the Value of the field's kind; Null when it cannot be decoded (a file written
+// under an older type that no promotion explains) or the type has no ordered Value.
+Value BoundValue(const LogicalType& type, const std::string& bytes) {
+  Result<iceberg::PrimitiveValue> decoded = iceberg::DecodeSingleValue(type, bytes);
+  if (!decoded.ok()) return Value::Null();
+  return std::visit(
+      [&](const auto& value) -> Value {
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return Value::Bool(value);
+        } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+          switch (type.id()) {
+            case TypeId::kInt: case TypeId::kLong: return Value::Int(value);
+            case TypeId::kDate: return Value::Date(static_cast<int32_t>(value));
+            case TypeId::kTimestamp: return Value::Timestamp(value);
+            case TypeId::kTimestampTz: return Value::TimestampTz(value);
+            default: return Value::Null();  // time
+          }
+        } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+          return Value::Double(static_cast<double>(value));
+        } else if constexpr (std::is_same_v<T, iceberg::Decimal128>) {
+          const __int128 unscaled = static_cast<__int128>(
+              static_cast<unsigned __int128>(static_cast<uint64_t>(value.high)) << 64 | value.low);
+          return Value::Decimal(unscaled, static_cast<uint8_t>(type.decimal_precision()),
+                                static_cast<uint8_t>(type.decimal_scale()));
+        } else {
+          return type.id() == TypeId::kString ? Value::String(value) : Value::Null();
+        }
+      },
+      *decoded);
+}
+
+// What a data file's manifest entry says of each top-level column of the table's current schema,
+// by field id: what lets query leave the file out of a statement whose filter it rules out.
+std::map<int32_t, query::ColumnStatistics> ColumnStatisticsOf(const iceberg::DataFile& file,
+                                                              const iceberg::TableSchema& schema) {
+  const auto count = [](const std::map<int32_t, int64_t>& counts, int32_t id) -> std::optional<int64_t> {
+    auto it = counts.find(id);
+    return it == counts.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  std::map<int32_t, query::ColumnStatistics> statistics;
+  for (const Field& field : schema.fields) {
+    if (field.type.is_nested()) continue;
+    query::ColumnStatistics column;
+    if (auto lower = file.lower_bounds.find(field.id); lower != file.lower_bounds.end()) {
+      column.lower = BoundValue(field.type, lower->second);
+    }
+    if (auto upper = file.upper_bounds.find(field.id); upper != file.upper_bounds.end()) {
+      column.upper = BoundValue(field.type, upper->second);
+    }
+    column.value_count = count(file.value_counts, field.id);
+    column.null_count = count(file.null_value_counts, field.id);
+    column.nan_count = count(file.nan_value_counts, field.id);
+    const bool knows_something = !column.lower.is_null() || !column.upper.is_null() ||
+                                 column.value_count || column.null_count || column.nan_count;
+    if (knows_something) statistics.emplace(field.id, std::move(column));
+  }
+  return statistics;
+}
+
+}  // namespace
+
 Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
   query::LandedRows rows;
   if (landed.snapshot_id == 0) return rows;
@@ -932,7 +1041,8 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
       // ADDED entries written without one inherit the manifest's sequence number.
       const int64_t sequence_number = entry.sequence_number.value_or(manifest_file.sequence_number);
       if (file.content == iceberg::FileContent::kData) {
-        rows.data_files.push_back({std::move(path), sequence_number});
+        rows.data_files.push_back(
+            {std::move(path), sequence_number, ColumnStatisticsOf(file, metadata.CurrentSchema())});
         continue;
       }
       if (file.content != iceberg::FileContent::kEqualityDeletes) {

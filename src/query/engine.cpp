@@ -8,8 +8,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <spdlog/spdlog.h>
 
 #include "core/check.hpp"
+#include "query/file_pruning.hpp"
 #include "query/query.hpp"
 #include "query/scan_counters.hpp"
 
@@ -352,7 +354,6 @@ std::string StripStatementEnd(std::string sql) {
 
 // Helper columns the view adds inside itself; a table field may not be named like them.
 constexpr std::string_view kReservedPrefix = "__skippr_";
-constexpr std::string_view kFileColumn = "__skippr_file";
 constexpr std::string_view kSequenceColumn = "__skippr_sequence";
 
 Status CheckViewColumns(const TableSource& table) {
@@ -395,55 +396,61 @@ std::string QuotedList(const std::vector<std::string>& names, std::string_view p
   return fmt::format("{}", fmt::join(quoted, ", "));
 }
 
-// The rows of `files` (`columns` of them, "*" for all, read by name) with each row's file's
-// sequence number in kSequenceColumn: read_parquet names each row's file, joined to the numbers.
-template <typename File>
-std::string RowsWithSequence(const std::vector<const File*>& files, const std::string& columns) {
-  std::vector<std::string> paths;
-  std::vector<std::string> numbers;
-  for (const File* file : files) {
-    paths.push_back(QuoteLiteral(file->path));
-    numbers.push_back(fmt::format("({}, {})", QuoteLiteral(file->path), file->sequence_number));
-  }
-  const std::string projected =
-      columns == "*" ? fmt::format("d.* EXCLUDE ({})", kFileColumn) : columns;
-  return fmt::format(
-      "SELECT {0}, f.{1} FROM read_parquet([{2}], union_by_name = true, filename = '{3}') d "
-      "JOIN (VALUES {4}) f({3}, {1}) ON d.{3} = f.{3}",
-      projected, kSequenceColumn, fmt::join(paths, ", "), kFileColumn, fmt::join(numbers, ", "));
-}
-
-// The landed rows, or "" when there are none: the data files, minus (Iceberg's rule) the rows an
-// equality delete with a greater sequence number matches — one anti join per set of key columns.
-std::string LandedQuery(const LandedRows& landed) {
-  if (landed.data_files.empty()) return "";
-  std::vector<std::string> paths;
-  for (const LandedFile& file : landed.data_files) paths.push_back(QuoteLiteral(file.path));
+// The landed rows of `data_files`, or "" when there are none: the data files, minus (Iceberg's
+// rule) the rows an equality delete with a greater sequence number matches. Each sequence number's
+// data files are one read_parquet with that number as a constant column; the deletes are the keys
+// with the greatest sequence number that deletes each, one anti join per set of key columns: no row
+// of a data file is joined to anything to learn its sequence number.
+std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
+                        const std::vector<EqualityDeleteFile>& delete_files) {
+  if (data_files.empty()) return "";
+  const auto paths_of = [](const auto& files) {
+    std::vector<std::string> paths;
+    for (const auto* file : files) paths.push_back(QuoteLiteral(file->path));
+    return fmt::format("[{}]", fmt::join(paths, ", "));
+  };
   // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
-  if (landed.equality_delete_files.empty()) {
-    return fmt::format("SELECT * FROM read_parquet([{}], union_by_name = true)",
-                       fmt::join(paths, ", "));
+  if (delete_files.empty()) {
+    return fmt::format("SELECT * FROM read_parquet({}, union_by_name = true)", paths_of(data_files));
   }
-  std::vector<const LandedFile*> data_files;
-  for (const LandedFile& file : landed.data_files) data_files.push_back(&file);
-  std::string rows = RowsWithSequence(data_files, "*");
+  std::map<int64_t, std::vector<const LandedFile*>> data_by_sequence;
+  for (const LandedFile* file : data_files) data_by_sequence[file->sequence_number].push_back(file);
+  std::vector<std::string> groups;
+  for (const auto& [sequence_number, files] : data_by_sequence) {
+    groups.push_back(fmt::format("SELECT *, CAST({} AS BIGINT) AS {} FROM read_parquet({}, union_by_name = true)",
+                                 sequence_number, kSequenceColumn, paths_of(files)));
+  }
+  std::string rows = fmt::format("{}", fmt::join(groups, " UNION ALL BY NAME "));
   std::map<std::vector<std::string>, std::vector<const EqualityDeleteFile*>> deletes_by_keys;
-  for (const EqualityDeleteFile& file : landed.equality_delete_files) {
-    deletes_by_keys[file.key_columns].push_back(&file);
-  }
+  for (const EqualityDeleteFile& file : delete_files) deletes_by_keys[file.key_columns].push_back(&file);
   for (const auto& [keys, files] : deletes_by_keys) {
-    rows = fmt::format("SELECT l.* FROM ({0}) l ANTI JOIN ({1}) x ON {2} AND x.{3} > l.{3}", rows,
-                       RowsWithSequence(files, QuotedList(keys, "d.")), KeysEqual(keys, "l", "x"),
-                       kSequenceColumn);
+    std::vector<std::string> deletes;
+    for (const EqualityDeleteFile* file : files) {
+      deletes.push_back(fmt::format("SELECT {}, CAST({} AS BIGINT) AS {} FROM read_parquet({})",
+                                    QuotedList(keys), file->sequence_number, kSequenceColumn,
+                                    QuoteLiteral(file->path)));
+    }
+    rows = fmt::format(
+        "SELECT l.* FROM ({0}) l ANTI JOIN (SELECT {1}, max({2}) AS {2} FROM ({3}) GROUP BY ALL) x "
+        "ON {4} AND x.{2} > l.{2}",
+        rows, QuotedList(keys), kSequenceColumn, fmt::join(deletes, " UNION ALL "),
+        KeysEqual(keys, "l", "x"));
   }
   return fmt::format("SELECT * EXCLUDE ({}) FROM ({})", kSequenceColumn, rows);
 }
 
-// The view's query: the live batches, then the landed rows their keys do not replace.
-std::string ViewQuery(const TableSource& table) {
+// The view's query: the live batches, then the landed rows (of `landed_files`, indexes into the
+// table's data files; nullptr: all of them) their keys do not replace.
+std::string ViewQuery(const TableSource& table, const std::vector<size_t>* landed_files) {
   const std::string scan_arguments =
       fmt::format("{}, {}", QuoteLiteral(table.pipeline), QuoteLiteral(table.namespace_name));
-  const std::string landed = LandedQuery(table.landed);
+  std::vector<const LandedFile*> data_files;
+  if (landed_files == nullptr) {
+    for (const LandedFile& file : table.landed.data_files) data_files.push_back(&file);
+  } else {
+    for (size_t index : *landed_files) data_files.push_back(&table.landed.data_files.at(index));
+  }
+  const std::string landed = LandedQuery(data_files, table.landed.equality_delete_files);
   if (table.key_columns.empty()) {
     const std::string live = fmt::format("SELECT * FROM wal_scan({})", scan_arguments);
     return landed.empty() ? live : fmt::format("{} UNION ALL BY NAME {}", live, landed);
@@ -545,7 +552,9 @@ void Engine::SetBinder(std::unique_ptr<TableBinder> binder) { binder_ = std::mov
 ScanCounters Engine::scan_counters() const {
   const detail::AtomicScanCounters& counters = handles_->scan_counters;
   return {counters.batches.load(std::memory_order_relaxed),
-          counters.columns.load(std::memory_order_relaxed)};
+          counters.columns.load(std::memory_order_relaxed),
+          counters.landed_files.load(std::memory_order_relaxed),
+          counters.landed_files_read.load(std::memory_order_relaxed)};
 }
 
 Status Engine::RegisterTable(TableSource table) {
@@ -561,29 +570,38 @@ Status Engine::RegisterTable(TableSource table) {
         fmt::format("table {}.{} has no batch reader", table.pipeline, table.namespace_name));
   }
   SKIPPR_RETURN_IF_ERROR(CheckViewColumns(table));
-  const std::pair<std::string, std::string> key{table.pipeline, table.namespace_name};
+  const TableKey key{table.pipeline, table.namespace_name};
   std::shared_ptr<const TableSource> previous;
   if (auto it = tables_.find(key); it != tables_.end()) previous = it->second;
-  const std::string pipeline = table.pipeline;
-  const std::string namespace_name = table.namespace_name;
   tables_[key] = std::make_shared<const TableSource>(std::move(table));
-
-  const std::string sql = fmt::format(
-      "CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
-      QuoteIdentifier(pipeline), QuoteIdentifier(namespace_name), ViewQuery(*tables_[key]));
-  duckdb_result result;
-  const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
-  std::string error = ok ? "" : duckdb_result_error(&result);
-  duckdb_destroy_result(&result);
-  if (!ok) {
+  Status created = CreateView(key, nullptr);
+  if (!created.ok()) {
     if (previous) {
       tables_[key] = previous;
     } else {
       tables_.erase(key);
     }
-    return Status::InvalidArgument(
-        fmt::format("table {}.{} cannot be read: DuckDB refuses its view: {}", pipeline,
-                    namespace_name, error));
+    return Status::InvalidArgument(fmt::format("table {}.{} cannot be read: DuckDB refuses its view: {}",
+                                               key.first, key.second, created.message()));
+  }
+  return Status::OK();
+}
+
+// (Re)creates the view of a registered table over `landed_files` of its data files (nullptr: all).
+Status Engine::CreateView(const TableKey& key, const std::vector<size_t>* landed_files) {
+  const std::string sql = fmt::format(
+      "CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
+      QuoteIdentifier(key.first), QuoteIdentifier(key.second),
+      ViewQuery(*tables_.at(key), landed_files));
+  duckdb_result result;
+  const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
+  const std::string error = ok ? "" : duckdb_result_error(&result);
+  duckdb_destroy_result(&result);
+  if (!ok) return Status::InvalidArgument(error);
+  if (landed_files == nullptr) {
+    pruned_views_.erase(key);
+  } else {
+    pruned_views_[key] = *landed_files;
   }
   return Status::OK();
 }
@@ -606,62 +624,67 @@ Status Engine::UnknownTable(const std::string& name) const {
       "unknown table '{}'; tables are referenced as <pipeline>.<namespace>: {}", name, list));
 }
 
-// The tables a statement names (CTE names left out), from DuckDB's own parse tree; nullopt when
-// json_serialize_sql cannot serialize the statement (only SELECTs serialize).
-std::optional<std::vector<Engine::TableRef>> Engine::ReferencedTables(const std::string& sql) {
+// A query's single text value (its first column of its first row), with `parameter` bound to $1
+// when given; nullopt on an error or no row.
+std::optional<std::string> Engine::QueryOneText(const std::string& sql, const std::string* parameter) {
   duckdb_prepared_statement statement = nullptr;
-  if (duckdb_prepare(handles_->connection, "SELECT json_serialize_sql(?::VARCHAR)", &statement) !=
-      DuckDBSuccess) {
+  if (duckdb_prepare(handles_->connection, sql.c_str(), &statement) != DuckDBSuccess) {
     duckdb_destroy_prepare(&statement);
-    return std::nullopt;  // no json extension: DuckDB's catalog errors still apply
+    return std::nullopt;
   }
-  duckdb_bind_varchar_length(statement, 1, sql.data(), sql.size());
+  if (parameter != nullptr) duckdb_bind_varchar_length(statement, 1, parameter->data(), parameter->size());
   duckdb_result result;
-  std::string serialized;
+  std::optional<std::string> text;
   if (duckdb_execute_prepared(statement, &result) == DuckDBSuccess) {
     duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
     if (chunk != nullptr && duckdb_data_chunk_get_size(chunk) > 0) {
       duckdb_vector vector = duckdb_data_chunk_get_vector(chunk, 0);
-      auto* data = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
-      serialized.assign(duckdb_string_t_data(&data[0]), duckdb_string_t_length(data[0]));
+      uint64_t* validity = duckdb_vector_get_validity(vector);
+      if (validity == nullptr || duckdb_validity_row_is_valid(validity, 0)) {
+        auto* data = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
+        text.emplace(duckdb_string_t_data(&data[0]), duckdb_string_t_length(data[0]));
+      }
     }
     if (chunk != nullptr) duckdb_destroy_data_chunk(&chunk);
   }
   duckdb_destroy_result(&result);
   duckdb_destroy_prepare(&statement);
+  return text;
+}
 
-  const nlohmann::json tree = nlohmann::json::parse(serialized, nullptr, /*allow_exceptions=*/false);
-  if (!tree.is_object() || tree.value("error", true)) return std::nullopt;
+// The tables a statement names (CTE names left out), each with the filter its SELECT puts on it,
+// from DuckDB's own parse tree; nullopt when json_serialize_sql cannot serialize the statement
+// (only SELECTs serialize).
+std::optional<std::vector<detail::TableReference>> Engine::ReferencedTables(const std::string& sql) {
+  // No json extension: DuckDB's catalog errors still apply.
+  const std::optional<std::string> serialized =
+      QueryOneText("SELECT json_serialize_sql($1::VARCHAR)", &sql);
+  if (!serialized) return std::nullopt;
+  return detail::ParseTableReferences(
+      nlohmann::json::parse(*serialized, nullptr, /*allow_exceptions=*/false));
+}
 
-  std::set<std::string> ctes;
-  std::vector<TableRef> refs;
-  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& node) {
-    if (node.is_array()) {
-      for (const auto& item : node) walk(item);
-      return;
-    }
-    if (!node.is_object()) return;
-    if (node.contains("type") && node["type"] == "BASE_TABLE" && node.contains("table_name")) {
-      refs.emplace_back(node.value("catalog_name", ""), node.value("schema_name", ""),
-                        node.value("table_name", ""));
-    }
-    if (auto cte_map = node.find("cte_map"); cte_map != node.end() && cte_map->is_object()) {
-      if (auto map = cte_map->find("map"); map != cte_map->end() && map->is_array()) {
-        for (const auto& entry : *map) {
-          if (entry.is_object() && entry.contains("key") && entry["key"].is_string()) {
-            ctes.insert(Lower(entry["key"].get<std::string>()));
-          }
-        }
-      }
-    }
-    for (const auto& [key, value] : node.items()) walk(value);
-  };
-  walk(tree);
-  std::erase_if(refs, [&](const TableRef& ref) {
-    const auto& [catalog, schema, table] = ref;
-    return catalog.empty() && schema.empty() && ctes.count(Lower(table)) != 0;
-  });
-  return refs;
+// A constant of a statement's parse tree as SQL text, as DuckDB renders it: the constant put in
+// the select list of `SELECT 1`'s parse tree, turned back into SQL by json_deserialize_sql.
+std::optional<std::string> Engine::RenderConstant(const std::string& constant_json) {
+  if (!select_template_) {
+    const std::string one = "SELECT 1";
+    select_template_ = QueryOneText("SELECT json_serialize_sql($1::VARCHAR)", &one).value_or("");
+  }
+  nlohmann::json tree = nlohmann::json::parse(*select_template_, nullptr, false);
+  nlohmann::json constant = nlohmann::json::parse(constant_json, nullptr, false);
+  if (!tree.is_object() || !tree.contains("statements") || !tree["statements"].is_array() ||
+      tree["statements"].empty() || !constant.is_object()) {
+    return std::nullopt;
+  }
+  nlohmann::json& node = tree["statements"][0]["node"];
+  if (!node.is_object() || !node.contains("select_list")) return std::nullopt;
+  node["select_list"] = nlohmann::json::array({constant});
+  const std::string rendered = tree.dump();
+  std::optional<std::string> sql = QueryOneText("SELECT json_deserialize_sql($1::VARCHAR)", &rendered);
+  constexpr std::string_view kSelect = "SELECT ";
+  if (!sql || !sql->starts_with(kSelect)) return std::nullopt;
+  return sql->substr(kSelect.size());
 }
 
 // The registered or binder table `schema`.`table` names (DuckDB compares names without case).
@@ -717,30 +740,103 @@ std::map<TableName, Status> Engine::BindTables(const std::vector<TableName>& tab
 // as tables. The ones the statement reads are bound now; one that cannot be fails the statement.
 // Statements json_serialize_sql cannot parse bind every table, and DuckDB's own errors tell.
 Status Engine::BindReferencedTables(const std::string& sql) {
-  const std::optional<std::vector<TableRef>> refs = ReferencedTables(sql);
+  const std::optional<std::vector<detail::TableReference>> refs = ReferencedTables(sql);
   if (!refs) {
     if (binder_) BindTables(binder_->Names());
-    return Status::OK();
+    return ReadOnlyNeededLandedFiles(nullptr);
   }
   std::vector<TableName> read;
-  for (const auto& [catalog, schema, table] : *refs) {
+  for (const detail::TableReference& ref : *refs) {
     std::optional<TableName> known;
-    if (!schema.empty() && (catalog.empty() || Lower(catalog) == "memory")) {
-      known = KnownTable(schema, table);
+    if (!ref.schema.empty() && (ref.catalog.empty() || Lower(ref.catalog) == "memory")) {
+      known = KnownTable(ref.schema, ref.table);
     }
     if (!known) {
       std::string name;
-      for (const std::string* part : {&catalog, &schema, &table}) {
+      for (const std::string* part : {&ref.catalog, &ref.schema, &ref.table}) {
         if (!part->empty()) name += (name.empty() ? "" : ".") + *part;
       }
-      if (binder_ && !schema.empty()) SKIPPR_RETURN_IF_ERROR(binder_->SchemaProblem(schema));
+      if (binder_ && !ref.schema.empty()) SKIPPR_RETURN_IF_ERROR(binder_->SchemaProblem(ref.schema));
       return UnknownTable(name);
     }
     read.push_back(*known);
   }
   const std::map<TableName, Status> failures = BindTables(read);
   if (!failures.empty()) return failures.begin()->second;
+  return ReadOnlyNeededLandedFiles(&*refs);
+}
+
+// Points each view at the landed data files the statement can need (file_pruning.hpp): for a table
+// the statement reads, the files some reference to it may need; every other view reads all its
+// files again. `references` nullptr: the statement could not be analysed, every view reads all.
+Status Engine::ReadOnlyNeededLandedFiles(const std::vector<detail::TableReference>* references) {
+  std::map<TableKey, std::vector<const detail::TableReference*>> by_table;
+  if (references != nullptr) {
+    for (const detail::TableReference& ref : *references) {
+      if (std::optional<TableName> known = KnownTable(ref.schema, ref.table)) {
+        by_table[{known->pipeline, known->namespace_name}].push_back(&ref);
+      }
+    }
+  }
+  for (const auto& [key, source] : tables_) {
+    auto refs = by_table.find(key);
+    std::optional<std::vector<size_t>> needed;
+    if (refs != by_table.end()) needed = NeededLandedFiles(*source, refs->second);
+    if (needed && needed->size() == source->landed.data_files.size()) needed.reset();
+    auto pruned = pruned_views_.find(key);
+    const bool is_current = needed ? pruned != pruned_views_.end() && pruned->second == *needed
+                                   : pruned == pruned_views_.end();
+    // A view that cannot be pruned reads every file; one that cannot be made whole again must not
+    // serve the statement: it would read fewer files than the statement needs.
+    if (!is_current && !CreateView(key, needed ? &*needed : nullptr).ok()) {
+      const Status whole = CreateView(key, nullptr);
+      if (!whole.ok()) {
+        return Status::Internal(fmt::format("table {}.{}: its view could not be recreated: {}",
+                                            key.first, key.second, whole.message()));
+      }
+    }
+    if (refs == by_table.end()) continue;
+    const int64_t total = static_cast<int64_t>(source->landed.data_files.size());
+    const int64_t read = needed ? static_cast<int64_t>(needed->size()) : total;
+    handles_->scan_counters.landed_files += total;
+    handles_->scan_counters.landed_files_read += read;
+    if (total > 0) {
+      spdlog::debug("query: {}.{} reads {} of its {} landed data files{}", key.first, key.second,
+                    read, total,
+                    read < total ? " (the others' column statistics rule out the statement's filter)" : "");
+    }
+  }
   return Status::OK();
+}
+
+// The indexes of the table's landed data files that `references` can need; nullopt: all of them.
+std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
+    const TableSource& table, const std::vector<const detail::TableReference*>& references) {
+  detail::PruningOptions options;
+  const std::optional<std::string> collation = QueryOneText("SELECT current_setting('default_collation')", nullptr);
+  options.compares_text_bytewise = collation && (collation->empty() || Lower(*collation) == "binary");
+  const detail::ConstantRenderer render = [this](const nlohmann::json& constant) {
+    return RenderConstant(constant.dump());
+  };
+  const std::optional<std::string> sql = detail::PruningQuery(table, references, render, options);
+  if (!sql) return std::nullopt;
+  duckdb_result result;
+  if (duckdb_query(handles_->connection, sql->c_str(), &result) != DuckDBSuccess) {
+    // A constant the column's type cannot hold, say: DuckDB will say so when the statement runs.
+    spdlog::debug("query: {}.{}: landed files not pruned: {}", table.pipeline,
+                  table.namespace_name, duckdb_result_error(&result));
+    duckdb_destroy_result(&result);
+    return std::nullopt;
+  }
+  std::vector<size_t> needed;
+  const idx_t rows = duckdb_row_count(&result);
+  for (idx_t row = 0; row < rows; ++row) {
+    const int64_t index = duckdb_value_int64(&result, 0, row);
+    SKIPPR_CHECK(index >= 0 && static_cast<size_t>(index) < table.landed.data_files.size());
+    needed.push_back(static_cast<size_t>(index));
+  }
+  duckdb_destroy_result(&result);
+  return needed;
 }
 
 // A DuckDB error as the user should read it: a missing table that could not be bound says why; a

@@ -19,20 +19,37 @@
 #include "core/batch.hpp"
 #include "core/status.hpp"
 #include "core/types.hpp"
+#include "core/value.hpp"
 
 // DuckDB's C API handle, named without including duckdb.h.
 using duckdb_prepared_statement = struct _duckdb_prepared_statement*;
 
 namespace skippr::query {
 
+namespace detail {
+struct TableReference;  // file_pruning.hpp
+}
+
 // wal_scan's change columns (with_change_columns := true).
 inline constexpr std::string_view kOrdinalColumn = "__skippr_ordinal";
 inline constexpr std::string_view kDeletedColumn = "__skippr_deleted";
 
-// A Parquet file of a landed Iceberg snapshot, with its data sequence number.
+// What a landed file's manifest says of one of its columns (Iceberg's column statistics): bounds
+// of its non-null, non-NaN values (Null: not known), and counts (nullopt: not known).
+struct ColumnStatistics {
+  Value lower;
+  Value upper;
+  std::optional<int64_t> value_count;  // nulls and NaNs included
+  std::optional<int64_t> null_count;
+  std::optional<int64_t> nan_count;
+};
+
+// A Parquet file of a landed Iceberg snapshot, with its data sequence number and, for data files,
+// the column statistics of its manifest entry by field id (what lets a statement skip the file).
 struct LandedFile {
   std::string path;
   int64_t sequence_number = 0;
+  std::map<int32_t, ColumnStatistics> column_statistics;
 };
 
 // An Iceberg equality-delete file: it removes every row of a data file with a smaller sequence
@@ -161,6 +178,10 @@ class ResultWriter {
 struct ScanCounters {
   int64_t batches = 0;
   int64_t columns = 0;
+  // Landed data files of the tables statements read, and of those the ones their views read
+  // after the files whose statistics rule out the statement's filter were left out.
+  int64_t landed_files = 0;
+  int64_t landed_files_read = 0;
 };
 
 class Engine {
@@ -214,13 +235,19 @@ class Engine {
 
  private:
   struct Handles;
-  using TableRef = std::tuple<std::string, std::string, std::string>;  // catalog, schema, table
+  using TableKey = std::pair<std::string, std::string>;  // pipeline, namespace
   Engine();
   Status ApplyFileAccess(const EngineOptions& options);
-  std::optional<std::vector<TableRef>> ReferencedTables(const std::string& sql);
+  std::optional<std::vector<detail::TableReference>> ReferencedTables(const std::string& sql);
   std::optional<TableName> KnownTable(const std::string& schema, const std::string& table) const;
   Status BindReferencedTables(const std::string& sql);
   std::map<TableName, Status> BindTables(const std::vector<TableName>& tables);
+  Status CreateView(const TableKey& key, const std::vector<size_t>* landed_files);
+  Status ReadOnlyNeededLandedFiles(const std::vector<detail::TableReference>* references);
+  std::optional<std::vector<size_t>> NeededLandedFiles(
+      const TableSource& table, const std::vector<const detail::TableReference*>& references);
+  std::optional<std::string> RenderConstant(const std::string& constant_json);
+  std::optional<std::string> QueryOneText(const std::string& sql, const std::string* parameter);
   Status ExplainFailure(const std::string& message) const;
   Status ExecuteDiscarding(duckdb_prepared_statement statement) const;
   Status StreamSingleStatement(const std::string& sql, duckdb_prepared_statement statement,
@@ -230,7 +257,10 @@ class Engine {
 
   std::unique_ptr<Handles> handles_;
   bool allows_file_access_ = true;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<const TableSource>> tables_;
+  std::map<TableKey, std::shared_ptr<const TableSource>> tables_;
+  // The landed data files each view reads, where a statement's filter left some out (absent: all).
+  std::map<TableKey, std::vector<size_t>> pruned_views_;
+  std::optional<std::string> select_template_;  // json_serialize_sql('SELECT 1'), to render constants
   std::unique_ptr<TableBinder> binder_;
   std::map<TableName, Status> unbindable_;  // binder tables that failed to bind, and why
 };

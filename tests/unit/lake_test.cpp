@@ -356,5 +356,239 @@ TEST(LakeLandingId, ThePipelineInstanceIsPartOfTheLandingId) {
   EXPECT_EQ(first.size(), 32u);
 }
 
+// ----- landed file pruning (query's view reads only the data files a statement can need) --------
+
+// Rows of the pruning table: every column kind whose statistics a filter can use.
+struct TypedRow {
+  std::optional<int64_t> id;
+  std::optional<double> score;
+  std::optional<std::string> name;
+  std::optional<int64_t> at_micros;
+  std::optional<int32_t> day;
+  std::optional<int64_t> amount_cents;  // decimal(10, 2)
+  std::optional<bool> flag;
+};
+
+schema::NamespaceSchema TypedSchema() {
+  schema::NamespaceSchema typed;
+  typed.name = "typed";
+  typed.schema_id = 1;
+  typed.last_field_id = 7;
+  typed.fields = {Field{1, "id", LogicalType::Long(), true},
+                  Field{2, "score", LogicalType::Double(), true},
+                  Field{3, "name", LogicalType::String(), true},
+                  Field{4, "at", LogicalType::Timestamp(), true},
+                  Field{5, "day", LogicalType::Date(), true},
+                  Field{6, "amount", *LogicalType::Decimal(10, 2), true},
+                  Field{7, "flag", LogicalType::Boolean(), true}};
+  return typed;
+}
+
+std::shared_ptr<const Batch> TypedBatch(const std::vector<TypedRow>& rows) {
+  auto batch = std::make_shared<Batch>();
+  batch->namespace_name = "typed";
+  batch->schema_id = 1;
+  batch->fields = TypedSchema().fields;
+  for (const Field& field : batch->fields) batch->columns.emplace_back(field.type);
+  const auto or_null = [](const auto& value, auto make) { return value ? make(*value) : Value::Null(); };
+  for (const TypedRow& row : rows) {
+    batch->columns[0].Append(or_null(row.id, Value::Int));
+    batch->columns[1].Append(or_null(row.score, Value::Double));
+    batch->columns[2].Append(or_null(row.name, Value::String));
+    batch->columns[3].Append(or_null(row.at_micros, Value::Timestamp));
+    batch->columns[4].Append(or_null(row.day, Value::Date));
+    batch->columns[5].Append(or_null(row.amount_cents, [](int64_t cents) { return Value::Decimal(cents, 10, 2); }));
+    batch->columns[6].Append(or_null(row.flag, Value::Bool));
+  }
+  batch->num_rows = static_cast<int64_t>(rows.size());
+  std::string reason;
+  EXPECT_TRUE(batch->Validate(&reason)) << reason;
+  return batch;
+}
+
+constexpr int64_t kJan2024Micros = 1704067200LL * 1000000;  // 2024-01-01 00:00:00
+constexpr int32_t kJan2024Days = 19723;
+
+// ids first..last, every column a function of the id (names longer than Iceberg's 16-character
+// bounds, so that the bounds are truncated).
+std::vector<TypedRow> TypedRows(int64_t first, int64_t last) {
+  std::vector<TypedRow> rows;
+  for (int64_t id = first; id <= last; ++id) {
+    rows.push_back({id, static_cast<double>(id) / 2, fmt::format("{:05}-row-with-a-long-name", id),
+                    kJan2024Micros + id * 3600LL * 1000000, kJan2024Days + static_cast<int32_t>(id / 10),
+                    id * 125, id % 2 == 0});
+  }
+  return rows;
+}
+
+class LakePruning : public ::testing::Test {
+ protected:
+  // Five landings, one data file each, then live rows not landed:
+  //   file 0: ids 1..100;  file 1: ids 101..200 with a NaN score;  file 2: ids 201..300 whose
+  //   score, name and amount are all NULL;  file 3: ids 301..310 and rows with a NULL id;
+  //   file 4: ids 50..60 again (overlapping file 0's range, as appends may).
+  //   live: ids 1000..1004.
+  void SetUp() override {
+    Result<std::unique_ptr<LakeWriter>> writer =
+        LakeWriter::Open({.pipeline = "p",
+                          .warehouse = "file://" + dir_.Sub("warehouse"),
+                          .table_namespace = std::string(kTableNamespace)});
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    std::vector<TypedRow> nan_file = TypedRows(101, 200);
+    nan_file[10].score = std::nan("");
+    std::vector<TypedRow> null_file = TypedRows(201, 300);
+    for (TypedRow& row : null_file) {
+      row.score = std::nullopt;
+      row.name = std::nullopt;
+      row.amount_cents = std::nullopt;
+    }
+    std::vector<TypedRow> null_ids = TypedRows(301, 310);
+    null_ids.push_back({std::nullopt, 1.0, "no-id", kJan2024Micros, kJan2024Days, 1, true});
+    const std::vector<std::vector<TypedRow>> files = {TypedRows(1, 100), nan_file, null_file,
+                                                       null_ids, TypedRows(50, 60)};
+    for (uint64_t segment = 1; segment <= files.size(); ++segment) {
+      const Landing landing = PlanLanding("p", kInstance, "typed", {{segment, 0}});
+      Result<LandingOutcome> outcome =
+          (*writer)->Land(landing, TypedSchema(), {TypedBatch(files[segment - 1])});
+      ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+      snapshot_ = outcome->snapshot;
+    }
+    Result<query::LandedRows> landed = LandedRowsOf(snapshot_);
+    ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+    ASSERT_EQ(landed->data_files.size(), files.size());
+    query::TableSource table{"p", "typed", TypedSchema().fields,
+                             query::BatchList::InMemory({TypedBatch(TypedRows(1000, 1004))})};
+    table.landed = *landed;
+    Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();
+    ASSERT_TRUE(engine.ok());
+    engine_ = std::move(engine).value();
+    ASSERT_TRUE(engine_->RegisterTable(std::move(table)).ok());
+  }
+
+  // The statement's result as text rows, sorted, and how many landed files it read.
+  std::pair<std::vector<std::string>, int64_t> Run(const std::string& sql) {
+    const int64_t before = engine_->scan_counters().landed_files_read;
+    Result<query::QueryResult> result = engine_->Run(sql);
+    std::vector<std::string> rows;
+    if (!result.ok()) {
+      rows.push_back("error: " + std::string(result.status().message()));
+    } else {
+      for (const auto& row : result->rows) {
+        std::string text;
+        for (const auto& value : row) text += value.value_or("NULL") + "|";
+        rows.push_back(text);
+      }
+    }
+    std::sort(rows.begin(), rows.end());
+    return {rows, engine_->scan_counters().landed_files_read - before};
+  }
+
+  // The rows of `SELECT * FROM p.typed` passing `where`, read with and without pruning (a
+  // subquery hides the filter from it): the same rows; returns the files the pruned run read.
+  int64_t ExpectSameRows(const std::string& where) {
+    const std::string columns = R"(id, score, name, "at", "day", amount, flag)";
+    const auto [pruned, files_read] =
+        Run(fmt::format("SELECT {} FROM p.typed WHERE {}", columns, where));
+    const auto [whole, all_files] =
+        Run(fmt::format("SELECT {} FROM (SELECT * FROM p.typed) typed WHERE {}", columns, where));
+    EXPECT_EQ(all_files, 5) << where;
+    EXPECT_EQ(pruned, whole) << where;
+    return files_read;
+  }
+
+  TempDir dir_;
+  LandedSnapshot snapshot_;
+  std::unique_ptr<query::Engine> engine_;
+};
+
+TEST_F(LakePruning, AFilterReadsOnlyTheFilesWhoseStatisticsItCannotRuleOut) {
+  EXPECT_EQ(ExpectSameRows("id BETWEEN 150 AND 160"), 1);
+  EXPECT_EQ(ExpectSameRows("id = 55"), 2);  // files 0 and 4 overlap
+  EXPECT_EQ(ExpectSameRows("id = 5 OR id = 250"), 2);
+  EXPECT_EQ(ExpectSameRows("id IN (7, 305, 999)"), 2);
+  EXPECT_EQ(ExpectSameRows("id > 300"), 1);
+  EXPECT_EQ(ExpectSameRows("id >= 1000"), 0);  // only the live rows
+  EXPECT_EQ(ExpectSameRows("id < 2 AND name LIKE 'row%'"), 1);  // LIKE decides nothing, id does
+  EXPECT_EQ(ExpectSameRows("id IS NULL"), 1);
+  EXPECT_EQ(ExpectSameRows("name IS NULL"), 1);
+  EXPECT_EQ(ExpectSameRows("score IS NOT NULL"), 4);
+  // Truncated string bounds still bound.
+  EXPECT_EQ(ExpectSameRows("name = '00150-row-with-a-long-name'"), 1);
+  EXPECT_EQ(ExpectSameRows("name > '00305-row-with-a-long-name'"), 1);  // file 3 ('no-id' too)
+  EXPECT_EQ(ExpectSameRows("\"at\" >= TIMESTAMP '2024-01-13 00:00:00'"), 2);  // ids >= 288
+  EXPECT_EQ(ExpectSameRows("\"day\" = DATE '2024-01-01'"), 2);  // ids < 10, and file 3's 'no-id'
+  EXPECT_EQ(ExpectSameRows("amount > 375.00"), 1);  // ids > 300 (file 2's amounts are NULL)
+  EXPECT_EQ(ExpectSameRows("flag = false AND id < 100"), 2);
+  // The NaN in file 1 keeps it for any comparison of score; file 2's scores are all NULL.
+  EXPECT_EQ(ExpectSameRows("score > 1000"), 1);
+  EXPECT_EQ(ExpectSameRows("score = 'NaN'::DOUBLE"), 1);
+}
+
+TEST_F(LakePruning, WhatCannotBeDecidedReadsEveryFile) {
+  for (const std::string where :
+       {"id + 0 = 5", "NOT id = 5", "id = 5 OR score + 1 > 2", "coalesce(id, 0) = 0",
+        "id::VARCHAR = '5'", "score > length(name)", "id = (SELECT 5)", "name = 'a' COLLATE nocase"}) {
+    EXPECT_EQ(ExpectSameRows(where), 5) << where;
+  }
+}
+
+// Columns compared with constants of other types, as DuckDB casts them: the same rows.
+TEST_F(LakePruning, ConstantsOfOtherTypesCompareAsDuckDbCastsThem) {
+  for (const std::string where :
+       {"id = '150'", "id > 150.5", "id < 1.5e2", "score = 75", "score <= 50.25",
+        "\"at\" > DATE '2024-01-12'", "\"day\" >= TIMESTAMP '2024-01-10 12:00:00'", "amount = 187.5",
+        "amount >= 300", "name < '00002-row-with-a-long-name'", "name >= 's'", "flag", "flag = 'true'",
+        "\"day\" BETWEEN '2024-01-05' AND '2024-01-06'", "name IN ('no-id', 'x')",
+        "\"at\" BETWEEN '2024-01-05' AND '2024-01-06'", "id BETWEEN 300 AND 200", "id = NULL",
+        "id IN (NULL, 3)", "score = -0.0", "score > 'inf'::DOUBLE", "score < '-inf'::DOUBLE"}) {
+    ExpectSameRows(where);
+  }
+}
+
+TEST_F(LakePruning, EveryReferenceOfTheStatementIsServed) {
+  // Two references with their own filters: the view reads what either needs.
+  const auto [self_join, files] = Run(
+      "SELECT a.id, b.id FROM p.typed a JOIN p.typed b ON a.id + 100 = b.id "
+      "WHERE a.id = 5 AND b.id = 105");
+  EXPECT_EQ(self_join, std::vector<std::string>{"5|105|"});
+  EXPECT_EQ(files, 2);
+  // One reference without a filter: every file.
+  const auto [union_all, all] =
+      Run("SELECT count(*) FROM (SELECT id FROM p.typed WHERE id = 5 UNION ALL SELECT id FROM p.typed)");
+  EXPECT_EQ(union_all, std::vector<std::string>{"328|"});
+  EXPECT_EQ(all, 5);
+  // A filter in a CTE, and the next statement reads every file again.
+  EXPECT_EQ(Run("WITH f AS (SELECT * FROM p.typed WHERE id > 300) SELECT count(*) FROM f").second, 1);
+  EXPECT_EQ(Run("SELECT count(*) FROM p.typed").first, std::vector<std::string>{"327|"});
+}
+
+TEST_F(LakePruning, JoinsPruneOnlyWhereTheFilterRemovesTheSameRows) {
+  // A second table, in the WAL only: p.other holds ids 5, 250 and 999.
+  auto other = std::make_shared<Batch>();
+  other->namespace_name = "other";
+  other->fields = {Field{1, "id", LogicalType::Long(), true}};
+  other->columns.emplace_back(LogicalType::Long());
+  for (int64_t id : {5, 250, 999}) other->columns[0].Append(Value::Int(id));
+  other->num_rows = 3;
+  ASSERT_TRUE(engine_->RegisterTable({"p", "other", other->fields, query::BatchList::InMemory({other})}).ok());
+  // A null-rejecting filter on the outer side of a LEFT JOIN prunes it: only matched rows pass.
+  const auto [left, files] =
+      Run("SELECT o.id, t.id FROM p.other o LEFT JOIN p.typed t ON o.id = t.id WHERE t.id > 200");
+  EXPECT_EQ(left, std::vector<std::string>{"250|250|"});
+  EXPECT_EQ(files, 2);  // files 2 and 3
+  // IS NULL under an outer join also keeps the rows without a match: not a filter on t's files.
+  const auto [unmatched, all] =
+      Run("SELECT o.id FROM p.other o LEFT JOIN p.typed t ON o.id = t.id WHERE t.id IS NULL");
+  EXPECT_EQ(unmatched, std::vector<std::string>{"999|"});
+  EXPECT_EQ(all, 5);
+  // Unqualified columns in a join may be either table's: no pruning from them.
+  EXPECT_EQ(Run("SELECT count(*) FROM p.typed a, (SELECT 1 AS one) o WHERE id = 5 AND one = 1").second, 5);
+  // An ASOF join's match would change: nothing pruned.
+  const std::string asof = "SELECT o.id, t.id FROM p.other o ASOF JOIN p.typed t ON o.id >= t.id WHERE t.id < 100";
+  const auto [nearest, asof_files] = Run(asof);
+  EXPECT_EQ(nearest, std::vector<std::string>{"5|5|"});
+  EXPECT_EQ(asof_files, 5);
+}
+
 }  // namespace
 }  // namespace skippr::lake
