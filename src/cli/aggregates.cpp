@@ -5,15 +5,21 @@
 
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
 
 namespace {
+
+// Groups read and decoded at a time from the store (aggregates show and verify).
+constexpr int64_t kGroupsPerChunk = 65536;
 
 struct AggregatesFlags {
   std::string pipeline;
@@ -22,8 +28,6 @@ struct AggregatesFlags {
   std::string output = "table";
 };
 
-using KeyTuple = std::vector<std::optional<std::string>>;
-using MeasureTuple = std::vector<std::optional<std::string>>;
 
 std::string Render(const query::QueryResult& result, const std::string& output) {
   if (output == "csv") return query::FormatCsv(result);
@@ -125,16 +129,18 @@ int RunList(const GlobalOptions& global, const AggregatesFlags& flags) {
       if (!read) {
         row.insert(row.end(), {"0", "no state yet (run sync)", std::nullopt, std::nullopt});
       } else {
-        Result<transform::AggregateSnapshot> snapshot = transform::ReadAggregate(*read, *aggregate);
+        // Counted from the keys: no group is decoded.
+        Result<transform::AggregateGroupChunks> groups =
+            transform::AggregateGroupChunks::Open(*read, *aggregate, kGroupsPerChunk);
         Result<transform::AggregateLag> lag = transform::ReadLag(*read, *aggregate);
-        if (!snapshot.ok() || !lag.ok()) {
+        if (!groups.ok() || !lag.ok()) {
           fmt::print(stderr, "aggregates list failed: pipeline={} aggregate={}: {}\n",
                      pipeline->name, aggregate->id,
-                     (snapshot.ok() ? lag.status() : snapshot.status()).message());
+                     (groups.ok() ? lag.status() : groups.status()).message());
           return kExitFailure;
         }
-        row.push_back(std::to_string(snapshot->groups.size()));
-        row.push_back(snapshot->is_current ? "current" : "rebuilds at the next sync");
+        row.push_back(std::to_string(groups->group_count()));
+        row.push_back(groups->is_current() ? "current" : "rebuilds at the next sync");
         row.push_back(std::to_string(lag->segments));
         row.push_back(std::to_string(lag->rows));
       }
@@ -145,28 +151,55 @@ int RunList(const GlobalOptions& global, const AggregatesFlags& flags) {
   return kExitSuccess;
 }
 
-// One aggregate's groups as a table: key fields, then measures.
-query::QueryResult GroupsTable(const config::AggregateConfig& aggregate,
-                               const transform::AggregateSnapshot& snapshot,
-                               const std::vector<std::pair<std::string, std::string>>& filters) {
-  query::QueryResult table;
+// Rows of text handed to a format writer.
+class TextRows final : public query::ResultRows {
+ public:
+  explicit TextRows(std::vector<std::vector<std::optional<std::string>>> rows)
+      : rows_(std::move(rows)) {}
+  size_t size() const override { return rows_.size(); }
+  std::optional<std::string_view> Value(size_t row, size_t column) const override {
+    const std::optional<std::string>& value = rows_[row][column];
+    return value ? std::optional<std::string_view>(*value) : std::nullopt;
+  }
+
+ private:
+  std::vector<std::vector<std::optional<std::string>>> rows_;
+};
+
+// One aggregate's groups (those matching `filters`) to standard output in `output`'s format:
+// key fields, then measures, a chunk of groups at a time, as query streams a result.
+Status WriteGroups(const config::AggregateConfig& aggregate,
+                   const transform::AggregateGroupChunks& chunks,
+                   const std::vector<std::pair<std::string, std::string>>& filters,
+                   const std::string& output) {
+  std::vector<std::string> header;
+  std::vector<std::string> column_types;
   for (const std::string& key : aggregate.key_fields) {
-    table.header.push_back(key);
-    table.column_types.push_back("VARCHAR");
+    header.push_back(key);
+    column_types.push_back("VARCHAR");
   }
   for (const config::AggregateMeasure& measure : aggregate.measures) {
-    table.header.push_back(measure.name);
+    header.push_back(measure.name);
     // Exact sums stay text in JSON (they may exceed 64 bits); counts are numbers.
-    table.column_types.push_back(measure.kind == config::MeasureKind::kCount ? "BIGINT"
-                                                                             : "VARCHAR");
+    column_types.push_back(measure.kind == config::MeasureKind::kCount ? "BIGINT" : "VARCHAR");
   }
-  for (const transform::AggregateGroup& group : snapshot.groups) {
-    if (!MatchesFilters(aggregate, group, filters)) continue;
-    std::vector<std::optional<std::string>> row = group.keys;
-    row.insert(row.end(), group.measures.begin(), group.measures.end());
-    table.rows.push_back(std::move(row));
+  const query::OutputFormat format = output == "csv"    ? query::OutputFormat::kCsv
+                                     : output == "json" ? query::OutputFormat::kJson
+                                                        : query::OutputFormat::kTable;
+  std::unique_ptr<query::ResultWriter> writer = query::MakeFormatWriter(format, WriteToStdout);
+  SKIPPR_RETURN_IF_ERROR(writer->Begin(header, column_types));
+  for (size_t chunk = 0; chunk < chunks.chunk_sizes().size(); ++chunk) {
+    SKIPPR_ASSIGN_OR_RETURN(std::vector<transform::AggregateGroup> groups, chunks.Read(chunk));
+    std::vector<std::vector<std::optional<std::string>>> rows;
+    for (transform::AggregateGroup& group : groups) {
+      if (!MatchesFilters(aggregate, group, filters)) continue;
+      std::vector<std::optional<std::string>> row = std::move(group.keys);
+      row.insert(row.end(), group.measures.begin(), group.measures.end());
+      rows.push_back(std::move(row));
+    }
+    SKIPPR_RETURN_IF_ERROR(writer->Write(TextRows(std::move(rows))));
   }
-  return table;
+  return writer->End();
 }
 
 int RunShow(const GlobalOptions& global, const AggregatesFlags& flags) {
@@ -197,16 +230,19 @@ int RunShow(const GlobalOptions& global, const AggregatesFlags& flags) {
         SelectAggregates(*pipeline, flags.id);
     for (const config::AggregateConfig* aggregate : aggregates) {
       found = true;
-      Result<transform::AggregateSnapshot> snapshot = transform::ReadAggregate(*read, *aggregate);
-      if (!snapshot.ok()) {
-        fmt::print(stderr, "aggregates show failed: pipeline={} aggregate={}: {}\n", pipeline->name,
-                   aggregate->id, snapshot.status().message());
-        return kExitFailure;
-      }
       if (flags.output == "table" && (aggregates.size() > 1 || pipelines->size() > 1)) {
         fmt::print("{}.{}\n", pipeline->name, aggregate->id);
       }
-      Print(Render(GroupsTable(*aggregate, *snapshot, *filters), flags.output));
+      Result<transform::AggregateGroupChunks> chunks =
+          transform::AggregateGroupChunks::Open(*read, *aggregate, kGroupsPerChunk);
+      const Status written =
+          chunks.ok() ? WriteGroups(*aggregate, *chunks, *filters, flags.output) : chunks.status();
+      if (!written.ok()) {
+        std::fflush(stdout);
+        fmt::print(stderr, "aggregates show failed: pipeline={} aggregate={}: {}\n", pipeline->name,
+                   aggregate->id, written.message());
+        return kExitFailure;
+      }
     }
   }
   if (!found) {
@@ -246,7 +282,8 @@ Result<std::vector<std::pair<std::string, std::vector<std::string>>>> Aggregated
   return tables;
 }
 
-// SELECT <keys as text>, <measures as text> FROM (the tables, unioned by name) GROUP BY <keys>.
+// SELECT <keys as text> AS k_<i>, <measures> AS m_<j> FROM (the tables, unioned by name) GROUP BY
+// <keys>; no rows (and untyped measures) when no table holds the keys.
 std::string RecomputeSql(
     const config::AggregateConfig& aggregate,
     const std::vector<std::pair<std::string, std::vector<std::string>>>& tables) {
@@ -258,31 +295,111 @@ std::string RecomputeSql(
   }
   std::vector<std::string> keys;
   std::vector<std::string> outputs;
-  for (const std::string& key : aggregate.key_fields) {
-    keys.push_back(query::QuoteIdentifier(key));
-    outputs.push_back(fmt::format("CAST({} AS VARCHAR)", query::QuoteIdentifier(key)));
+  for (size_t i = 0; i < aggregate.key_fields.size(); ++i) {
+    const std::string key = query::QuoteIdentifier(aggregate.key_fields[i]);
+    keys.push_back(key);
+    outputs.push_back(tables.empty() ? fmt::format("CAST(NULL AS VARCHAR) AS k_{}", i)
+                                     : fmt::format("CAST({} AS VARCHAR) AS k_{}", key, i));
   }
-  for (const config::AggregateMeasure& measure : aggregate.measures) {
+  for (size_t j = 0; j < aggregate.measures.size(); ++j) {
+    const config::AggregateMeasure& measure = aggregate.measures[j];
     const std::string field =
         columns.contains(measure.field) ? query::QuoteIdentifier(measure.field) : "NULL";
-    if (measure.kind == config::MeasureKind::kCount) {
-      outputs.push_back(measure.field == "*" ? "count(*)" : fmt::format("count({})", field));
-    } else {
-      outputs.push_back(fmt::format("sum({})", field));
-    }
+    std::string value = measure.kind == config::MeasureKind::kSum ? fmt::format("sum({})", field)
+                        : measure.field == "*"                    ? std::string("count(*)")
+                                                                  : fmt::format("count({})", field);
+    outputs.push_back(fmt::format("{} AS m_{}", tables.empty() ? "NULL" : value, j));
   }
+  if (tables.empty()) return fmt::format("SELECT {} WHERE false", fmt::join(outputs, ", "));
   return fmt::format("SELECT {} FROM ({}) GROUP BY {}", fmt::join(outputs, ", "),
                      fmt::join(selects, " UNION ALL BY NAME "), fmt::join(keys, ", "));
 }
 
-bool MeasuresEqual(const std::optional<std::string>& stored,
-                   const std::optional<std::string>& computed, const std::string& computed_type) {
-  if (!stored || !computed) return stored.has_value() == computed.has_value();
-  if (computed_type != "DOUBLE" && computed_type != "FLOAT") return *stored == *computed;
-  // Double sums: the running total subtracts as well as adds, so it may drift in the last bits.
-  const double a = std::strtod(stored->c_str(), nullptr);
-  const double b = std::strtod(computed->c_str(), nullptr);
-  return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)});
+// The stored groups as the query table _skippr."<aggregate id>" (`_skippr` is a reserved pipeline
+// name, so no pipeline's tables are there): key_<i> and measure_<j> as text, a chunk of groups read
+// from the pinned snapshot each time DuckDB's scan reaches it. Read only while the verify runs.
+constexpr std::string_view kStoredGroupsSchema = "_skippr";
+
+Status RegisterStoredGroups(query::Engine& engine, const config::AggregateConfig& aggregate,
+                            std::shared_ptr<const transform::AggregateGroupChunks> chunks) {
+  std::vector<Field> fields;
+  int32_t id = 1;
+  for (size_t i = 0; i < aggregate.key_fields.size(); ++i) {
+    fields.push_back({id++, fmt::format("key_{}", i), LogicalType::String(), true});
+  }
+  for (size_t j = 0; j < aggregate.measures.size(); ++j) {
+    fields.push_back({id++, fmt::format("measure_{}", j), LogicalType::String(), true});
+  }
+  query::BatchList list;
+  list.row_counts = chunks->chunk_sizes();
+  auto mutex = std::make_shared<std::mutex>();  // the read transaction serves one thread at a time
+  list.read = [chunks, fields, mutex](size_t index,
+                                      const FieldSelection&) -> Result<std::shared_ptr<const Batch>> {
+    std::unique_lock lock(*mutex);
+    SKIPPR_ASSIGN_OR_RETURN(std::vector<transform::AggregateGroup> groups, chunks->Read(index));
+    lock.unlock();
+    auto batch = std::make_shared<Batch>();
+    batch->fields = fields;
+    for (const Field& field : fields) batch->columns.emplace_back(field.type);
+    const auto text = [](const std::optional<std::string>& value) {
+      return value ? Value::String(*value) : Value::Null();
+    };
+    for (const transform::AggregateGroup& group : groups) {
+      size_t column = 0;
+      for (const auto& key : group.keys) batch->columns[column++].Append(text(key));
+      for (const auto& measure : group.measures) batch->columns[column++].Append(text(measure));
+    }
+    batch->num_rows = static_cast<int64_t>(groups.size());
+    return std::shared_ptr<const Batch>(std::move(batch));
+  };
+  return engine.RegisterTable(
+      {std::string(kStoredGroupsSchema), aggregate.id, std::move(fields), std::move(list)});
+}
+
+// Whether measure j differs, in SQL over r (the recompute) and s (the stored groups): as text, or
+// for a double sum within a relative 1e-9 (the running total subtracts as well as adds, so its last
+// bits may drift; equal infinities and NaNs are equal).
+std::string MeasureDiffers(size_t j, const std::string& computed_type) {
+  if (computed_type != "DOUBLE" && computed_type != "FLOAT") {
+    return fmt::format("CAST(r.m_{0} AS VARCHAR) IS DISTINCT FROM s.measure_{0}", j);
+  }
+  const std::string a = fmt::format("CAST(r.m_{} AS DOUBLE)", j);
+  const std::string b = fmt::format("TRY_CAST(s.measure_{} AS DOUBLE)", j);
+  return fmt::format(
+      "CASE WHEN r.m_{0} IS NULL OR s.measure_{0} IS NULL THEN (r.m_{0} IS NULL) <> (s.measure_{0} "
+      "IS NULL) ELSE NOT coalesce({1} = {2} OR abs({1} - {2}) <= 1e-9 * greatest(1.0, abs({1}), "
+      "abs({2})), false) END",
+      j, a, b);
+}
+
+// Every group the recompute and the store disagree on, ordered by key: key_<i>, in_sql, in_store,
+// then per measure sql_<j>, stored_<j>, differs_<j>.
+std::string DifferencesSql(const config::AggregateConfig& aggregate, const std::string& recompute,
+                           const std::vector<std::string>& measure_types) {
+  std::vector<std::string> outputs;
+  std::vector<std::string> join;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < aggregate.key_fields.size(); ++i) {
+    outputs.push_back(fmt::format("coalesce(r.k_{0}, s.key_{0}) AS key_{0}", i));
+    join.push_back(fmt::format("r.k_{0} IS NOT DISTINCT FROM s.key_{0}", i));
+    order.push_back(fmt::format("key_{}", i));
+  }
+  outputs.push_back("r.present IS NOT NULL AS in_sql");
+  outputs.push_back("s.present IS NOT NULL AS in_store");
+  std::vector<std::string> differences = {"r.present IS NULL", "s.present IS NULL"};
+  for (size_t j = 0; j < aggregate.measures.size(); ++j) {
+    const std::string differs = MeasureDiffers(j, measure_types.at(j));
+    outputs.push_back(fmt::format("CAST(r.m_{0} AS VARCHAR) AS sql_{0}", j));
+    outputs.push_back(fmt::format("s.measure_{0} AS stored_{0}", j));
+    outputs.push_back(fmt::format("{} AS differs_{}", differs, j));
+    differences.push_back(differs);
+  }
+  return fmt::format(
+      "SELECT {} FROM (SELECT *, true AS present FROM ({})) r FULL OUTER JOIN (SELECT *, true AS "
+      "present FROM {}.{}) s ON {} WHERE {} ORDER BY {}",
+      fmt::join(outputs, ", "), recompute, query::QuoteIdentifier(kStoredGroupsSchema),
+      query::QuoteIdentifier(aggregate.id), fmt::join(join, " AND "),
+      fmt::join(differences, " OR "), fmt::join(order, ", "));
 }
 
 std::string TupleText(const std::vector<std::optional<std::string>>& values) {
@@ -291,63 +408,93 @@ std::string TupleText(const std::vector<std::optional<std::string>>& values) {
   return fmt::format("({})", fmt::join(texts, ", "));
 }
 
-// Prints each difference (at most a few dozen) and returns how many there are.
+// Reads the rows of DifferencesSql as they stream: prints the first few differences, counts all.
+class DifferenceReport final : public query::ResultWriter {
+ public:
+  DifferenceReport(std::string name, const config::AggregateConfig& aggregate)
+      : name_(std::move(name)), aggregate_(aggregate) {}
+
+  void Add(const std::string& text) {
+    if (++differences_ <= kShown) fmt::print("  {}: {}\n", name_, text);
+  }
+  size_t differences() const { return differences_; }
+
+  Status Begin(const std::vector<std::string>&, const std::vector<std::string>&) override {
+    return Status::OK();
+  }
+  Status Write(const query::ResultRows& rows) override {
+    const size_t keys = aggregate_.key_fields.size();
+    const auto text = [&](size_t row, size_t column) -> std::optional<std::string> {
+      std::optional<std::string_view> value = rows.Value(row, column);
+      return value ? std::optional<std::string>(*value) : std::nullopt;
+    };
+    for (size_t row = 0; row < rows.size(); ++row) {
+      std::vector<std::optional<std::string>> key;
+      for (size_t i = 0; i < keys; ++i) key.push_back(text(row, i));
+      const bool in_sql = text(row, keys) == "true";
+      const bool in_store = text(row, keys + 1) == "true";
+      std::vector<std::optional<std::string>> computed;
+      for (size_t j = 0; j < aggregate_.measures.size(); ++j) computed.push_back(text(row, keys + 2 + 3 * j));
+      if (!in_store) {
+        Add(fmt::format("group {} is missing (SQL: {})", TupleText(key), TupleText(computed)));
+        continue;
+      }
+      if (!in_sql) {
+        Add(fmt::format("group {} is stored but SQL has no rows for it", TupleText(key)));
+        continue;
+      }
+      for (size_t j = 0; j < aggregate_.measures.size(); ++j) {
+        if (text(row, keys + 4 + 3 * j) != "true") continue;
+        Add(fmt::format("group {} measure {}: stored {}, SQL {}", TupleText(key),
+                        aggregate_.measures[j].name, text(row, keys + 3 + 3 * j).value_or("NULL"),
+                        computed[j].value_or("NULL")));
+      }
+    }
+    return Status::OK();
+  }
+  Status End() override { return Status::OK(); }
+
+ private:
+  static constexpr size_t kShown = 20;
+  std::string name_;
+  const config::AggregateConfig& aggregate_;
+  size_t differences_ = 0;
+};
+
+// Prints each difference (at most a few dozen) and returns how many there are. The recompute and
+// the stored groups meet in one DuckDB join that streams its differing rows: memory is bounded by
+// DuckDB's, not by the number of groups.
 Result<size_t> VerifyAggregate(query::Engine& engine, const store::ReadTransaction& read,
                                const config::PipelineConfig& pipeline,
                                const config::AggregateConfig& aggregate) {
-  SKIPPR_ASSIGN_OR_RETURN(transform::AggregateSnapshot snapshot,
-                          transform::ReadAggregate(read, aggregate));
+  SKIPPR_ASSIGN_OR_RETURN(transform::AggregateGroupChunks opened,
+                          transform::AggregateGroupChunks::Open(read, aggregate, kGroupsPerChunk));
+  auto chunks = std::make_shared<const transform::AggregateGroupChunks>(std::move(opened));
   SKIPPR_ASSIGN_OR_RETURN(transform::AggregateLag lag, transform::ReadLag(read, aggregate));
   SKIPPR_ASSIGN_OR_RETURN(auto tables, AggregatedTables(engine, pipeline, aggregate));
-  std::map<KeyTuple, MeasureTuple> computed;
-  std::vector<std::string> types;
-  if (!tables.empty()) {
-    SKIPPR_ASSIGN_OR_RETURN(query::QueryResult result, engine.Run(RecomputeSql(aggregate, tables)));
-    const size_t key_count = aggregate.key_fields.size();
-    types.assign(result.column_types.begin() + static_cast<long>(key_count),
-                 result.column_types.end());
-    for (auto& row : result.rows) {
-      computed[KeyTuple(row.begin(), row.begin() + static_cast<long>(key_count))] =
-          MeasureTuple(row.begin() + static_cast<long>(key_count), row.end());
-    }
-  }
-  const std::string name = fmt::format("{}.{}", pipeline.name, aggregate.id);
-  size_t differences = 0;
-  const auto report = [&](const std::string& text) {
-    if (++differences <= 20) fmt::print("  {}: {}\n", name, text);
-  };
-  if (!snapshot.is_current)
-    report("the stored state is of another config; the next sync rebuilds it");
+  const std::string recompute = RecomputeSql(aggregate, tables);
+  SKIPPR_ASSIGN_OR_RETURN(query::QueryResult shape,
+                          engine.Run(fmt::format("SELECT * FROM ({}) LIMIT 0", recompute)));
+  const std::vector<std::string> measure_types(
+      shape.column_types.begin() + static_cast<long>(aggregate.key_fields.size()),
+      shape.column_types.end());
+  SKIPPR_RETURN_IF_ERROR(RegisterStoredGroups(engine, aggregate, chunks));
+
+  DifferenceReport report(fmt::format("{}.{}", pipeline.name, aggregate.id), aggregate);
+  if (!chunks->is_current()) report.Add("the stored state is of another config; the next sync rebuilds it");
   if (lag.segments > 0) {
-    report(
+    report.Add(
         fmt::format("the processor is {} rows ({} segment(s)) behind the WAL; run sync to catch up",
                     lag.rows, lag.segments));
   }
-  std::map<KeyTuple, MeasureTuple> stored;
-  for (transform::AggregateGroup& group : snapshot.groups) stored[group.keys] = group.measures;
-  for (const auto& [keys, measures] : computed) {
-    auto found = stored.find(keys);
-    if (found == stored.end()) {
-      report(fmt::format("group {} is missing (SQL: {})", TupleText(keys), TupleText(measures)));
-      continue;
-    }
-    for (size_t i = 0; i < measures.size(); ++i) {
-      if (MeasuresEqual(found->second[i], measures[i], types[i])) continue;
-      report(fmt::format("group {} measure {}: stored {}, SQL {}", TupleText(keys),
-                         aggregate.measures[i].name, found->second[i].value_or("NULL"),
-                         measures[i].value_or("NULL")));
-    }
-  }
-  for (const auto& [keys, measures] : stored) {
-    if (!computed.contains(keys))
-      report(fmt::format("group {} is stored but SQL has no rows for it", TupleText(keys)));
-  }
-  if (differences == 0) {
-    fmt::print("{}: {} group(s), every measure equals the SQL recompute\n", name, stored.size());
+  SKIPPR_RETURN_IF_ERROR(engine.Stream(DifferencesSql(aggregate, recompute, measure_types), report));
+  if (report.differences() == 0) {
+    fmt::print("{}.{}: {} group(s), every measure equals the SQL recompute\n", pipeline.name,
+               aggregate.id, chunks->group_count());
   } else {
-    fmt::print("{}: {} difference(s)\n", name, differences);
+    fmt::print("{}.{}: {} difference(s)\n", pipeline.name, aggregate.id, report.differences());
   }
-  return differences;
+  return report.differences();
 }
 
 int RunVerify(const GlobalOptions& global, const AggregatesFlags& flags) {

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -14,6 +17,14 @@ OutputMode ParseOutputMode(const std::string& text) {
   if (text == "json") return OutputMode::kJson;
   if (text == "text") return OutputMode::kText;
   return OutputMode::kProgress;
+}
+
+Status WriteToStdout(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    return Status::IOError(
+        fmt::format("writing the result to standard output failed: {}", std::strerror(errno)));
+  }
+  return Status::OK();
 }
 
 std::string UtcTimestampNow() {

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+
+#include "core/status.hpp"
 
 namespace skippr::cli {
 
@@ -36,6 +39,10 @@ class RunOutput {
 };
 
 std::string UtcTimestampNow();  // "2026-11-30T05:12:00.123Z"
+
+// A result's text to standard output as it streams (query::TextOutput); a write that fails (a
+// full disk, a closed pipe when SIGPIPE is ignored) is an IOError that stops the result.
+Status WriteToStdout(std::string_view text);
 
 // One JSON document on one line. Text that is not UTF-8 (a file name, a key read from input) is
 // written with U+FFFD in place of its bad bytes: nlohmann's dump would throw on it.

@@ -11,6 +11,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace skippr::cli {
@@ -29,16 +30,6 @@ query::OutputFormat FormatOf(const QueryFlags& flags) {
   if (flags.output == "csv") return query::OutputFormat::kCsv;
   if (flags.output == "json") return query::OutputFormat::kJson;
   return query::OutputFormat::kTable;
-}
-
-// The result goes to standard output as it streams; a write that fails (a full disk, a closed
-// pipe when SIGPIPE is ignored) stops the statement.
-Status WriteToStdout(std::string_view text) {
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-    return Status::IOError(
-        fmt::format("writing the result to standard output failed: {}", std::strerror(errno)));
-  }
-  return Status::OK();
 }
 
 // Passes the result on, and while it runs shows the rows written so far on standard error, once a

@@ -812,6 +812,7 @@ Status Engine::ReadOnlyNeededLandedFiles(const std::vector<detail::TableReferenc
 // The indexes of the table's landed data files that `references` can need; nullopt: all of them.
 std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
     const TableSource& table, const std::vector<const detail::TableReference*>& references) {
+  if (table.landed.data_files.empty()) return std::nullopt;
   detail::PruningOptions options;
   const std::optional<std::string> collation = QueryOneText("SELECT current_setting('default_collation')", nullptr);
   options.compares_text_bytewise = collation && (collation->empty() || Lower(*collation) == "binary");

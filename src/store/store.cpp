@@ -127,7 +127,9 @@ class Environment {
   Status CheckKey(Family family, std::string_view key, std::string_view operation) const;
 
   Result<std::optional<std::string>> Get(MDB_txn* txn, Family family, std::string_view key) const;
-  Status Scan(MDB_txn* txn, Family family, std::string_view prefix, const ScanVisitor& visit) const;
+  // Keys starting with `prefix`, from the first one at or after `start` (empty: from the prefix).
+  Status Scan(MDB_txn* txn, Family family, std::string_view prefix, const ScanVisitor& visit,
+              std::string_view start = {}) const;
 
   // The in-process half of "one writer at a time": LMDB's writer mutex is not recursive, so a
   // thread that begins a second write transaction would deadlock on itself.
@@ -478,16 +480,18 @@ Result<std::optional<std::string>> Environment::Get(MDB_txn* txn, Family family,
 }
 
 Status Environment::Scan(MDB_txn* txn, Family family, std::string_view prefix,
-                         const ScanVisitor& visit) const {
+                         const ScanVisitor& visit, std::string_view start) const {
   if (prefix.size() > max_key_bytes_) return Status::OK();  // no key can be that long
+  const std::string_view seek = start > prefix ? start : prefix;
+  if (seek.size() > max_key_bytes_) return Status::OK();
   MDB_cursor* cursor = nullptr;
   int rc = mdb_cursor_open(txn, dbi(family), &cursor);
   if (rc != 0) return Error(rc, "open a scan cursor", family);
   CursorGuard guard(cursor);
-  MDB_val key = Val(prefix);
+  MDB_val key = Val(seek);
   MDB_val value{};
   // LMDB refuses an empty key for MDB_SET_RANGE, and an empty prefix means "from the first key".
-  rc = mdb_cursor_get(cursor, &key, &value, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE);
+  rc = mdb_cursor_get(cursor, &key, &value, seek.empty() ? MDB_FIRST : MDB_SET_RANGE);
   while (rc == 0) {
     const std::string_view key_view = View(key);
     if (!key_view.starts_with(prefix)) return Status::OK();
@@ -552,6 +556,12 @@ Status ReadTransaction::Scan(Family family, std::string_view prefix,
                              const ScanVisitor& visit) const {
   SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
   return env_->Scan(txn_, family, prefix, visit);
+}
+
+Status ReadTransaction::ScanFrom(Family family, std::string_view prefix, std::string_view start,
+                                 const ScanVisitor& visit) const {
+  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
+  return env_->Scan(txn_, family, prefix, visit, start);
 }
 
 // ----- WriteTransaction

@@ -90,6 +90,9 @@ class ReadTransaction {
   Result<std::optional<std::string>> Get(Family family, std::string_view key) const;
   // Visits keys starting with `prefix` in byte order; `visit` returns false to stop early.
   Status Scan(Family family, std::string_view prefix, const ScanVisitor& visit) const;
+  // Scan, from the first key at or after `start` (a scan resumed where an earlier one stopped).
+  Status ScanFrom(Family family, std::string_view prefix, std::string_view start,
+                  const ScanVisitor& visit) const;
 
  private:
   friend class Store;

@@ -810,6 +810,25 @@ Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
   return lag;
 }
 
+namespace {
+
+// One stored group as AggregateGroup: keys and measures as text.
+Result<AggregateGroup> DecodeStoredGroup(std::string_view key_suffix, std::string_view value,
+                                         const config::AggregateConfig& aggregate) {
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> keys,
+                          DecodeGroupKey(key_suffix, aggregate.key_fields.size()));
+  SKIPPR_ASSIGN_OR_RETURN(GroupState group, DecodeGroup(value, aggregate));
+  AggregateGroup row;
+  row.keys = std::move(keys);
+  row.rows = group.rows;
+  for (size_t i = 0; i < aggregate.measures.size(); ++i) {
+    row.measures.push_back(MeasureText(aggregate.measures[i], group.measures[i]));
+  }
+  return row;
+}
+
+}  // namespace
+
 Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
                                         const config::AggregateConfig& aggregate) {
   AggregateSnapshot snapshot;
@@ -823,24 +842,62 @@ Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
   Status failure;
   SKIPPR_RETURN_IF_ERROR(read.Scan(
       store::Family::kStreamState, prefix, [&](std::string_view key, std::string_view value) {
-        Result<std::vector<std::optional<std::string>>> keys =
-            DecodeGroupKey(key.substr(prefix.size()), aggregate.key_fields.size());
-        Result<GroupState> group = DecodeGroup(value, aggregate);
-        if (!keys.ok() || !group.ok()) {
-          failure = keys.ok() ? group.status() : keys.status();
+        Result<AggregateGroup> group = DecodeStoredGroup(key.substr(prefix.size()), value, aggregate);
+        if (!group.ok()) {
+          failure = group.status();
           return false;
         }
-        AggregateGroup row;
-        row.keys = std::move(keys).value();
-        row.rows = group->rows;
-        for (size_t i = 0; i < aggregate.measures.size(); ++i) {
-          row.measures.push_back(MeasureText(aggregate.measures[i], group->measures[i]));
-        }
-        snapshot.groups.push_back(std::move(row));
+        snapshot.groups.push_back(std::move(group).value());
         return true;
       }));
   SKIPPR_RETURN_IF_ERROR(failure);
   return snapshot;
+}
+
+Result<AggregateGroupChunks> AggregateGroupChunks::Open(const store::ReadTransaction& read,
+                                                        const config::AggregateConfig& aggregate,
+                                                        int64_t groups_per_chunk) {
+  SKIPPR_CHECK(groups_per_chunk > 0);
+  AggregateGroupChunks chunks(read, aggregate);
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> hash,
+                          read.Get(store::Family::kStreamState, HashKey(aggregate.id)));
+  chunks.is_current_ = hash && *hash == aggregate.ConfigHash();
+  if (!chunks.is_current_) return chunks;  // state of another config: no groups of this one
+  chunks.prefix_ = GroupPrefix(aggregate.id);
+  SKIPPR_RETURN_IF_ERROR(read.Scan(store::Family::kStreamState, chunks.prefix_,
+                                   [&](std::string_view key, std::string_view) {
+                                     if (chunks.group_count_ % groups_per_chunk == 0) {
+                                       chunks.chunk_starts_.emplace_back(key);
+                                       chunks.chunk_sizes_.push_back(0);
+                                     }
+                                     ++chunks.chunk_sizes_.back();
+                                     ++chunks.group_count_;
+                                     return true;
+                                   }));
+  return chunks;
+}
+
+Result<std::vector<AggregateGroup>> AggregateGroupChunks::Read(size_t index) const {
+  SKIPPR_CHECK(index < chunk_starts_.size());
+  std::vector<AggregateGroup> groups;
+  const int64_t wanted = chunk_sizes_[index];
+  Status failure;
+  SKIPPR_RETURN_IF_ERROR(read_->ScanFrom(
+      store::Family::kStreamState, prefix_, chunk_starts_[index],
+      [&](std::string_view key, std::string_view value) {
+        Result<AggregateGroup> group = DecodeStoredGroup(key.substr(prefix_.size()), value, *aggregate_);
+        if (!group.ok()) {
+          failure = group.status();
+          return false;
+        }
+        groups.push_back(std::move(group).value());
+        return static_cast<int64_t>(groups.size()) < wanted;
+      }));
+  SKIPPR_RETURN_IF_ERROR(failure);
+  // The snapshot is pinned: the keys counted at Open are all still there.
+  SKIPPR_CHECK_MSG(static_cast<int64_t>(groups.size()) == wanted,
+                   "an aggregate's groups changed under a pinned snapshot");
+  return groups;
 }
 
 Result<std::unique_ptr<AggregateProcessor>> AggregateProcessor::Open(

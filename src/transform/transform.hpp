@@ -152,6 +152,35 @@ struct AggregateSnapshot {
 Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
                                         const config::AggregateConfig& aggregate);
 
+// An aggregate's groups in key order, read a chunk at a time from one snapshot: what `aggregates
+// verify` scans as a table, holding one chunk and the first key of each, never the aggregate.
+class AggregateGroupChunks {
+ public:
+  // One pass over the group keys (values not decoded) counts them and notes where each chunk of
+  // `groups_per_chunk` starts. `read` must outlive the result.
+  static Result<AggregateGroupChunks> Open(const store::ReadTransaction& read,
+                                           const config::AggregateConfig& aggregate,
+                                           int64_t groups_per_chunk);
+
+  bool is_current() const { return is_current_; }  // the stored config hash is the configured one
+  int64_t group_count() const { return group_count_; }
+  const std::vector<int64_t>& chunk_sizes() const { return chunk_sizes_; }
+  // The groups of chunk `index`. Uses the read transaction: one thread at a time.
+  Result<std::vector<AggregateGroup>> Read(size_t index) const;
+
+ private:
+  AggregateGroupChunks(const store::ReadTransaction& read, const config::AggregateConfig& aggregate)
+      : read_(&read), aggregate_(&aggregate) {}
+
+  const store::ReadTransaction* read_;
+  const config::AggregateConfig* aggregate_;
+  bool is_current_ = false;
+  std::string prefix_;
+  int64_t group_count_ = 0;
+  std::vector<std::string> chunk_starts_;
+  std::vector<int64_t> chunk_sizes_;
+};
+
 // Where an aggregate rebuilt after the WAL was reclaimed starts (DESIGN.md §8): the rows of the
 // landed tables, as inserts, and the live slices those tables already hold (the replay skips
 // them) — both from one store snapshot. The pipeline supplies it; it reads the lake.

@@ -113,6 +113,47 @@ TEST(AggregatesE2e, InvoicesFromAFileEqualAGroupByOverQuery) {
   EXPECT_THAT(list.out, HasSubstr("customer_invoice_totals"));
 }
 
+// verify tells every group the stored aggregate and the data disagree on. The landed files are
+// rewritten behind the aggregate's back: customer 3 becomes 99 (a stored group without rows, and
+// a group the store lacks), and each of customer 5's amounts grows by 1 (a measure that differs).
+TEST(AggregatesE2e, VerifyReportsEveryGroupTheStoreAndTheDataDisagreeOn) {
+  TempDir dir;
+  WriteInvoices(dir, 2'000);
+  dir.Write("skippr.yml", Config(dir, fmt::format("\n    File:\n      path: {}/input", dir.path()),
+                                 "invoices", kInvoiceAggregate));
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "invoices", "--once"}).exit_code, 0);
+  const nlohmann::json before = QueryPlain(
+      dir, "SELECT CAST(count(*) AS VARCHAR), CAST(sum(amount) + count(*) AS VARCHAR) FROM "
+           "invoices.invoices WHERE customer_id = 5");
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.Sub("warehouse/landed/invoices/data"))) {
+    const std::string file = entry.path().string();
+    ProcessResult rewrite = Skipprd(
+        dir, {"query", "--allow-file-access", "--sql",
+              fmt::format("COPY (SELECT invoice_id, CASE customer_id WHEN 3 THEN 99 ELSE "
+                          "customer_id END AS customer_id, amount + CASE customer_id WHEN 5 THEN 1 "
+                          "ELSE 0 END AS amount FROM read_parquet('{0}')) TO '{0}.new' (FORMAT "
+                          "parquet)",
+                          file)});
+    ASSERT_EQ(rewrite.exit_code, 0) << rewrite.err;
+    fs::rename(file + ".new", file);
+    ++files;
+  }
+  ASSERT_GT(files, 0);
+
+  ProcessResult verify = Skipprd(dir, {"aggregates", "verify", "-p", "invoices"});
+  EXPECT_EQ(verify.exit_code, 1) << verify.out << verify.err;
+  EXPECT_THAT(verify.out, HasSubstr("invoices.customer_invoice_totals: group (3) is stored but SQL "
+                                    "has no rows for it"));
+  EXPECT_THAT(verify.out, HasSubstr("invoices.customer_invoice_totals: group (99) is missing (SQL: "));
+  EXPECT_THAT(verify.out,
+              HasSubstr(fmt::format("group (5) measure invoice_total: stored {}, SQL {}",
+                                    std::stoll(before[0][1].get<std::string>()) -
+                                        std::stoll(before[0][0].get<std::string>()),
+                                    before[0][1].get<std::string>())));
+  EXPECT_THAT(verify.out, HasSubstr("invoices.customer_invoice_totals: 3 difference(s)"));
+}
+
 TEST(AggregatesE2e, SampleRidesEqualAGroupByOverQuery) {
   TempDir dir;
   dir.Write("skippr.yml", Config(dir, "\n    Sample:\n      rows: 30000", "bikehire",
