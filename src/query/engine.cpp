@@ -352,6 +352,9 @@ std::string StripStatementEnd(std::string sql) {
 
 // ----- the view of a table ---------------------------------------------------------------------
 
+// The schema of the engine's own tables (a reserved pipeline name: no pipeline's tables are there).
+constexpr std::string_view kInternalSchema = "_skippr";
+
 // Helper columns the view adds inside itself; a table field may not be named like them.
 constexpr std::string_view kReservedPrefix = "__skippr_";
 constexpr std::string_view kSequenceColumn = "__skippr_sequence";
@@ -497,8 +500,11 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   SKIPPR_RETURN_IF_ERROR(detail::RegisterWalScan(
       engine->handles_->connection,
       [raw](const std::string& pipeline, const std::string& namespace_name) -> std::shared_ptr<const TableSource> {
-        auto it = raw->tables_.find({pipeline, namespace_name});
-        return it == raw->tables_.end() ? nullptr : it->second;
+        if (auto it = raw->tables_.find({pipeline, namespace_name}); it != raw->tables_.end()) {
+          return it->second;
+        }
+        auto internal = raw->internal_tables_.find({pipeline, namespace_name});
+        return internal == raw->internal_tables_.end() ? nullptr : internal->second;
       },
       &engine->handles_->scan_counters));
   // Timestamps with a zone print in UTC, whatever the machine's zone (needs ICU; ignored without).
@@ -819,10 +825,22 @@ std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
   const detail::ConstantRenderer render = [this](const nlohmann::json& constant) {
     return RenderConstant(constant.dump());
   };
-  const std::optional<std::string> sql = detail::PruningQuery(table, references, render, options);
-  if (!sql) return std::nullopt;
+  std::optional<detail::FilePruning> pruning =
+      detail::PlanFilePruning(table, references, render, options);
+  if (!pruning) return std::nullopt;
+  // The statistics are a table of the engine's own, which no statement can name.
+  const TableKey statistics{std::string(kInternalSchema), "landed_file_statistics"};
+  const std::vector<Field> fields = pruning->statistics.fields;
+  internal_tables_[statistics] = std::make_shared<const TableSource>(TableSource{
+      statistics.first, statistics.second, fields,
+      BatchList::InMemory({std::make_shared<const Batch>(std::move(pruning->statistics))})});
+  const std::string sql = fmt::format(
+      "SELECT f FROM wal_scan({}, {}) WHERE {} ORDER BY f", QuoteLiteral(statistics.first),
+      QuoteLiteral(statistics.second), pruning->where);
   duckdb_result result;
-  if (duckdb_query(handles_->connection, sql->c_str(), &result) != DuckDBSuccess) {
+  const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
+  internal_tables_.erase(statistics);
+  if (!ok) {
     // A constant the column's type cannot hold, say: DuckDB will say so when the statement runs.
     spdlog::debug("query: {}.{}: landed files not pruned: {}", table.pipeline,
                   table.namespace_name, duckdb_result_error(&result));

@@ -240,40 +240,6 @@ bool HasOrderedBounds(const LogicalType& type) {
   }
 }
 
-std::string DuckTypeName(const LogicalType& type) {
-  switch (type.id()) {
-    case TypeId::kBoolean: return "BOOLEAN";
-    case TypeId::kInt: return "INTEGER";
-    case TypeId::kLong: return "BIGINT";
-    case TypeId::kFloat: return "FLOAT";
-    case TypeId::kDouble: return "DOUBLE";
-    case TypeId::kDecimal:
-      return fmt::format("DECIMAL({}, {})", type.decimal_precision(), type.decimal_scale());
-    case TypeId::kDate: return "DATE";
-    case TypeId::kTimestamp: return "TIMESTAMP";
-    case TypeId::kTimestampTz: return "TIMESTAMPTZ";
-    default: return "VARCHAR";
-  }
-}
-
-std::string DecimalText(__int128 unscaled, int scale) {
-  const bool is_negative = unscaled < 0;
-  unsigned __int128 magnitude =
-      is_negative ? static_cast<unsigned __int128>(-(unscaled + 1)) + 1 : static_cast<unsigned __int128>(unscaled);
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(magnitude % 10)));
-    magnitude /= 10;
-  } while (magnitude != 0);
-  if (scale > 0) {
-    if (digits.size() <= static_cast<size_t>(scale)) {
-      digits.insert(0, static_cast<size_t>(scale) - digits.size() + 1, '0');
-    }
-    digits.insert(digits.size() - static_cast<size_t>(scale), ".");
-  }
-  return (is_negative ? "-" : "") + digits;
-}
-
 bool IsValidUtf8(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
@@ -289,42 +255,16 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
-// A bound as a SQL value of the column's DuckDB type; "NULL" when unknown or not expressible.
-std::string BoundSql(const Value& bound, const LogicalType& type) {
-  const std::string duck_type = DuckTypeName(type);
-  switch (bound.kind()) {
-    case Value::Kind::kBool:
-      return bound.as_bool() ? "true" : "false";
-    case Value::Kind::kInt:
-      return fmt::format("CAST({} AS {})", bound.as_int(), duck_type);
-    case Value::Kind::kDouble: {
-      const double value = bound.as_double();
-      if (std::isnan(value)) return "NULL";
-      if (std::isinf(value)) return fmt::format("CAST('{}inf' AS {})", value < 0 ? "-" : "", duck_type);
-      char text[64];
-      std::snprintf(text, sizeof(text), "%.17g", value);
-      return fmt::format("CAST('{}' AS {})", text, duck_type);
-    }
-    case Value::Kind::kDecimal:
-      return fmt::format("CAST('{}' AS {})", DecimalText(bound.decimal_unscaled(), bound.decimal_scale()),
-                         duck_type);
-    case Value::Kind::kDate:
-      return fmt::format("CAST(DATE '1970-01-01' + {} AS DATE)", bound.as_int());
-    case Value::Kind::kTimestamp:
-      return fmt::format("make_timestamp(CAST({} AS BIGINT))", bound.as_int());
-    case Value::Kind::kTimestampTz:
-      return fmt::format("(TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds(CAST({} AS BIGINT)))",
-                         bound.as_int());
-    case Value::Kind::kString:
-      if (!IsValidUtf8(bound.as_string())) return "NULL";
-      return QuoteLiteral(bound.as_string());
-    default:
-      return "NULL";
-  }
+// A bound as a value of the column's type; Null when it is not one (text that is not UTF-8, NaN).
+Value UsableBound(const Value& bound, const LogicalType& type) {
+  if (bound.kind() == Value::Kind::kString && !IsValidUtf8(bound.as_string())) return Value::Null();
+  if (bound.kind() == Value::Kind::kDouble && std::isnan(bound.as_double())) return Value::Null();
+  if (!ValueFitsColumn(bound, type)) return Value::Null();
+  return bound;
 }
 
-std::string CountSql(const std::optional<int64_t>& count) {
-  return count ? std::to_string(*count) : "NULL";
+Value CountValue(const std::optional<int64_t>& count) {
+  return count ? Value::Int(*count) : Value::Null();
 }
 
 const Field* FieldNamed(const std::vector<Field>& fields, const std::string& name) {
@@ -406,6 +346,9 @@ class FilterTranslator {
   }
 
   std::optional<std::vector<std::string>> Constants(const FileFilter& atom, const Field& field) {
+    // Each constant is rendered by a query of its own: a long IN list is left to DuckDB.
+    constexpr size_t kMostConstants = 256;
+    if (atom.constants.size() > kMostConstants) return std::nullopt;
     std::vector<std::string> texts;
     for (const json& constant : atom.constants) {
       if (!FitsColumn(constant, field)) return std::nullopt;
@@ -503,10 +446,10 @@ std::optional<std::vector<TableReference>> ParseTableReferences(const json& tree
   return references;
 }
 
-std::optional<std::string> PruningQuery(const TableSource& table,
-                                        const std::vector<const TableReference*>& references,
-                                        const ConstantRenderer& render,
-                                        const PruningOptions& options) {
+std::optional<FilePruning> PlanFilePruning(const TableSource& table,
+                                           const std::vector<const TableReference*>& references,
+                                           const ConstantRenderer& render,
+                                           const PruningOptions& options) {
   const std::vector<LandedFile>& files = table.landed.data_files;
   if (files.empty() || references.empty()) return std::nullopt;
   FilterTranslator translator(table, render, options);
@@ -516,31 +459,37 @@ std::optional<std::string> PruningQuery(const TableSource& table,
     if (!predicate) return std::nullopt;
     needs.push_back("(" + *predicate + ")");
   }
-  const std::vector<const Field*>& fields = translator.used_fields();
-  std::vector<std::string> names = {"f"};
-  for (size_t i = 0; i < fields.size(); ++i) {
-    for (const char* prefix : {"lo", "hi", "vc", "nc", "xc"}) names.push_back(fmt::format("{}_{}", prefix, i));
-  }
-  std::vector<std::string> rows;
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::vector<std::string> values = {std::to_string(f)};
-    for (const Field* field : fields) {
-      auto found = files[f].column_statistics.find(field->id);
-      const ColumnStatistics unknown;
-      const ColumnStatistics& stats = found == files[f].column_statistics.end() ? unknown : found->second;
-      // Typed even when unknown, so that every row of a column has the column's type.
-      values.push_back(stats.lower.is_null() ? fmt::format("CAST(NULL AS {})", DuckTypeName(field->type))
-                                             : BoundSql(stats.lower, field->type));
-      values.push_back(stats.upper.is_null() ? fmt::format("CAST(NULL AS {})", DuckTypeName(field->type))
-                                             : BoundSql(stats.upper, field->type));
-      values.push_back(CountSql(stats.value_count));
-      values.push_back(CountSql(stats.null_count));
-      values.push_back(CountSql(stats.nan_count));
+  FilePruning pruning;
+  pruning.where = fmt::format("{}", fmt::join(needs, " OR "));
+  Batch& statistics = pruning.statistics;
+  int32_t id = 1;
+  statistics.fields.push_back({id++, "f", LogicalType::Long(), false});
+  const std::vector<const Field*>& used = translator.used_fields();
+  for (size_t i = 0; i < used.size(); ++i) {
+    statistics.fields.push_back({id++, fmt::format("lo_{}", i), used[i]->type, true});
+    statistics.fields.push_back({id++, fmt::format("hi_{}", i), used[i]->type, true});
+    for (const char* count : {"vc", "nc", "xc"}) {
+      statistics.fields.push_back({id++, fmt::format("{}_{}", count, i), LogicalType::Long(), true});
     }
-    rows.push_back(fmt::format("({})", fmt::join(values, ", ")));
   }
-  return fmt::format("SELECT f FROM (VALUES {}) AS s({}) WHERE {} ORDER BY f", fmt::join(rows, ", "),
-                     fmt::join(names, ", "), fmt::join(needs, " OR "));
+  for (const Field& field : statistics.fields) statistics.columns.emplace_back(field.type);
+  const ColumnStatistics unknown;
+  for (size_t f = 0; f < files.size(); ++f) {
+    size_t column = 0;
+    statistics.columns[column++].Append(Value::Int(static_cast<int64_t>(f)));
+    for (const Field* field : used) {
+      auto found = files[f].column_statistics.find(field->id);
+      const ColumnStatistics& stats =
+          found == files[f].column_statistics.end() ? unknown : found->second;
+      statistics.columns[column++].Append(UsableBound(stats.lower, field->type));
+      statistics.columns[column++].Append(UsableBound(stats.upper, field->type));
+      statistics.columns[column++].Append(CountValue(stats.value_count));
+      statistics.columns[column++].Append(CountValue(stats.null_count));
+      statistics.columns[column++].Append(CountValue(stats.nan_count));
+    }
+  }
+  statistics.num_rows = static_cast<int64_t>(files.size());
+  return pruning;
 }
 
 }  // namespace skippr::query::detail

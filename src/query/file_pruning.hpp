@@ -60,12 +60,19 @@ struct PruningOptions {
   bool compares_text_bytewise = true;
 };
 
-// A query over the statistics of `table.landed.data_files` returning (column "f") the index of
-// every data file that `references` (all the statement's references to this table) can need; nullopt
-// when one of them may need every file (no filter that the statistics can decide).
-std::optional<std::string> PruningQuery(const TableSource& table,
-                                        const std::vector<const TableReference*>& references,
-                                        const ConstantRenderer& render,
-                                        const PruningOptions& options);
+// How to tell the data files a statement needs: `statistics` holds a row per data file of the
+// table (column f: its index; per column the filters use, lo_<i> and hi_<i> of the column's type,
+// vc_<i>, nc_<i>, xc_<i>: value, null and NaN counts; NULL where not known), and `where`, over
+// those columns, is true for the files some reference may need.
+struct FilePruning {
+  Batch statistics;
+  std::string where;
+};
+
+// nullopt when one of `references` (all the statement's references to `table`) may need every file.
+std::optional<FilePruning> PlanFilePruning(const TableSource& table,
+                                           const std::vector<const TableReference*>& references,
+                                           const ConstantRenderer& render,
+                                           const PruningOptions& options);
 
 }  // namespace skippr::query::detail

@@ -258,6 +258,8 @@ class Engine {
   std::unique_ptr<Handles> handles_;
   bool allows_file_access_ = true;
   std::map<TableKey, std::shared_ptr<const TableSource>> tables_;
+  // Tables wal_scan reads for the engine itself (landed file statistics): no view, never bound.
+  std::map<TableKey, std::shared_ptr<const TableSource>> internal_tables_;
   // The landed data files each view reads, where a statement's filter left some out (absent: all).
   std::map<TableKey, std::vector<size_t>> pruned_views_;
   std::optional<std::string> select_template_;  // json_serialize_sql('SELECT 1'), to render constants

@@ -367,20 +367,22 @@ struct TypedRow {
   std::optional<int32_t> day;
   std::optional<int64_t> amount_cents;  // decimal(10, 2)
   std::optional<bool> flag;
+  std::optional<int64_t> at_utc_micros;  // timestamptz
 };
 
 schema::NamespaceSchema TypedSchema() {
   schema::NamespaceSchema typed;
   typed.name = "typed";
   typed.schema_id = 1;
-  typed.last_field_id = 7;
+  typed.last_field_id = 8;
   typed.fields = {Field{1, "id", LogicalType::Long(), true},
                   Field{2, "score", LogicalType::Double(), true},
                   Field{3, "name", LogicalType::String(), true},
                   Field{4, "at", LogicalType::Timestamp(), true},
                   Field{5, "day", LogicalType::Date(), true},
                   Field{6, "amount", *LogicalType::Decimal(10, 2), true},
-                  Field{7, "flag", LogicalType::Boolean(), true}};
+                  Field{7, "flag", LogicalType::Boolean(), true},
+                  Field{8, "at_utc", LogicalType::TimestampTz(), true}};
   return typed;
 }
 
@@ -399,6 +401,7 @@ std::shared_ptr<const Batch> TypedBatch(const std::vector<TypedRow>& rows) {
     batch->columns[4].Append(or_null(row.day, Value::Date));
     batch->columns[5].Append(or_null(row.amount_cents, [](int64_t cents) { return Value::Decimal(cents, 10, 2); }));
     batch->columns[6].Append(or_null(row.flag, Value::Bool));
+    batch->columns[7].Append(or_null(row.at_utc_micros, Value::TimestampTz));
   }
   batch->num_rows = static_cast<int64_t>(rows.size());
   std::string reason;
@@ -416,7 +419,7 @@ std::vector<TypedRow> TypedRows(int64_t first, int64_t last) {
   for (int64_t id = first; id <= last; ++id) {
     rows.push_back({id, static_cast<double>(id) / 2, fmt::format("{:05}-row-with-a-long-name", id),
                     kJan2024Micros + id * 3600LL * 1000000, kJan2024Days + static_cast<int32_t>(id / 10),
-                    id * 125, id % 2 == 0});
+                    id * 125, id % 2 == 0, kJan2024Micros + id * 3600LL * 1000000});
   }
   return rows;
 }
@@ -443,7 +446,7 @@ class LakePruning : public ::testing::Test {
       row.amount_cents = std::nullopt;
     }
     std::vector<TypedRow> null_ids = TypedRows(301, 310);
-    null_ids.push_back({std::nullopt, 1.0, "no-id", kJan2024Micros, kJan2024Days, 1, true});
+    null_ids.push_back({std::nullopt, 1.0, "no-id", kJan2024Micros, kJan2024Days, 1, true, kJan2024Micros});
     const std::vector<std::vector<TypedRow>> files = {TypedRows(1, 100), nan_file, null_file,
                                                        null_ids, TypedRows(50, 60)};
     for (uint64_t segment = 1; segment <= files.size(); ++segment) {
@@ -486,7 +489,7 @@ class LakePruning : public ::testing::Test {
   // The rows of `SELECT * FROM p.typed` passing `where`, read with and without pruning (a
   // subquery hides the filter from it): the same rows; returns the files the pruned run read.
   int64_t ExpectSameRows(const std::string& where) {
-    const std::string columns = R"(id, score, name, "at", "day", amount, flag)";
+    const std::string columns = R"(id, score, name, "at", "day", amount, flag, at_utc)";
     const auto [pruned, files_read] =
         Run(fmt::format("SELECT {} FROM p.typed WHERE {}", columns, where));
     const auto [whole, all_files] =
@@ -517,6 +520,7 @@ TEST_F(LakePruning, AFilterReadsOnlyTheFilesWhoseStatisticsItCannotRuleOut) {
   EXPECT_EQ(ExpectSameRows("name > '00305-row-with-a-long-name'"), 1);  // file 3 ('no-id' too)
   EXPECT_EQ(ExpectSameRows("\"at\" >= TIMESTAMP '2024-01-13 00:00:00'"), 2);  // ids >= 288
   EXPECT_EQ(ExpectSameRows("\"day\" = DATE '2024-01-01'"), 2);  // ids < 10, and file 3's 'no-id'
+  EXPECT_EQ(ExpectSameRows("at_utc >= TIMESTAMPTZ '2024-01-13 00:00:00+00'"), 2);
   EXPECT_EQ(ExpectSameRows("amount > 375.00"), 1);  // ids > 300 (file 2's amounts are NULL)
   EXPECT_EQ(ExpectSameRows("flag = false AND id < 100"), 2);
   // The NaN in file 1 keeps it for any comparison of score; file 2's scores are all NULL.
@@ -540,7 +544,9 @@ TEST_F(LakePruning, ConstantsOfOtherTypesCompareAsDuckDbCastsThem) {
         "amount >= 300", "name < '00002-row-with-a-long-name'", "name >= 's'", "flag", "flag = 'true'",
         "\"day\" BETWEEN '2024-01-05' AND '2024-01-06'", "name IN ('no-id', 'x')",
         "\"at\" BETWEEN '2024-01-05' AND '2024-01-06'", "id BETWEEN 300 AND 200", "id = NULL",
-        "id IN (NULL, 3)", "score = -0.0", "score > 'inf'::DOUBLE", "score < '-inf'::DOUBLE"}) {
+        "id IN (NULL, 3)", "score = -0.0", "score > 'inf'::DOUBLE", "score < '-inf'::DOUBLE",
+        "at_utc > '2024-01-12'", "at_utc < TIMESTAMP '2024-01-02 00:00:00'",
+        "at_utc BETWEEN TIMESTAMPTZ '2024-01-05 01:00:00+01' AND '2024-01-06'"}) {
     ExpectSameRows(where);
   }
 }
