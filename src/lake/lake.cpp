@@ -62,26 +62,6 @@ std::string FieldIdsClause(const std::vector<Field>& fields) {
 
 // ----- column statistics ---------------------------------------------------------------------
 
-// Whether a field of `type` gets lower/upper bounds (binary, uuid, time and nested types get
-// counts only).
-bool HasBounds(const LogicalType& type) {
-  switch (type.id()) {
-    case TypeId::kBoolean:
-    case TypeId::kInt:
-    case TypeId::kLong:
-    case TypeId::kFloat:
-    case TypeId::kDouble:
-    case TypeId::kDecimal:
-    case TypeId::kDate:
-    case TypeId::kTimestamp:
-    case TypeId::kTimestampTz:
-    case TypeId::kString:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // -0.0 before 0.0, so a bound is never the wrong zero.
 bool DoubleBefore(double a, double b) {
   return a < b || (a == b && std::signbit(a) && !std::signbit(b));
@@ -107,7 +87,7 @@ struct FieldStatistics {
       ++nulls;
       return;
     }
-    if (!HasBounds(type)) return;
+    if (!query::HasColumnBounds(type)) return;
     switch (PhysicalKindOf(type.id())) {
       case PhysicalKind::kBool:
       case PhysicalKind::kInt64: {

@@ -541,6 +541,24 @@ Status Engine::ApplyFileAccess(const EngineOptions& options) {
   return Status::OK();
 }
 
+bool HasColumnBounds(const LogicalType& type) {
+  switch (type.id()) {
+    case TypeId::kBoolean:
+    case TypeId::kInt:
+    case TypeId::kLong:
+    case TypeId::kFloat:
+    case TypeId::kDouble:
+    case TypeId::kDecimal:
+    case TypeId::kDate:
+    case TypeId::kTimestamp:
+    case TypeId::kTimestampTz:
+    case TypeId::kString:
+      return true;
+    default:
+      return false;
+  }
+}
+
 BatchList BatchList::InMemory(std::vector<std::shared_ptr<const Batch>> batches) {
   BatchList list;
   for (const std::shared_ptr<const Batch>& batch : batches) {

@@ -221,25 +221,6 @@ TableReference ReferenceOf(const json& table, const std::map<const json*, Assign
 
 // ----- deciding a filter over file statistics -----------------------------------------------------
 
-// Column statistics a comparison can use: values ordered as DuckDB orders them.
-bool HasOrderedBounds(const LogicalType& type) {
-  switch (type.id()) {
-    case TypeId::kBoolean:
-    case TypeId::kInt:
-    case TypeId::kLong:
-    case TypeId::kFloat:
-    case TypeId::kDouble:
-    case TypeId::kDecimal:
-    case TypeId::kDate:
-    case TypeId::kTimestamp:
-    case TypeId::kTimestampTz:
-    case TypeId::kString:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IsValidUtf8(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
@@ -325,7 +306,7 @@ class FilterTranslator {
         field = FieldNamed(fields, path[2]);
       }
     }
-    if (field == nullptr || !HasOrderedBounds(field->type)) return nullptr;
+    if (field == nullptr || !HasColumnBounds(field->type)) return nullptr;
     if (field->type.id() == TypeId::kString && !options_.compares_text_bytewise) return nullptr;
     return field;
   }

@@ -44,6 +44,11 @@ struct ColumnStatistics {
   std::optional<int64_t> nan_count;
 };
 
+// The column types whose landed files' statistics carry lower and upper bounds a filter can use:
+// primitives whose Iceberg bounds order their values as DuckDB compares them (binary, uuid and
+// time get counts only).
+bool HasColumnBounds(const LogicalType& type);
+
 // A Parquet file of a landed Iceberg snapshot, with its data sequence number and, for data files,
 // the column statistics of its manifest entry by field id (what lets a statement skip the file).
 struct LandedFile {
