@@ -6,8 +6,8 @@
 // Tables are bound on demand (query::TableBinder): opening the engine only lists each pipeline's
 // namespaces; a statement's tables are bound before it runs (the pipeline's catalog pinned at its
 // first bind, the landed snapshot's files listed, the segment files holding its live slices opened
-// and verified), and each slice is decoded when a scan reaches it. A table that cannot be bound
-// fails only the statements that read it.
+// and their tails and indexes checked), and each slice is decoded and checked when a scan reaches
+// it. A table that cannot be bound fails only the statements that read it.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -25,9 +25,9 @@ constexpr int kSnapshotAttempts = 10;
 
 const std::string kDeadletters(schema::kDeadlettersNamespace);
 
-// One table's live WAL slices as a query::BatchList: each slice is decoded when a scan's thread
-// reaches it, from segment files opened (and verified) at the bind and kept open, so reclaim
-// cannot take a slice away from a scan that listed it.
+// One table's live WAL slices as a query::BatchList: each slice is decoded (and its header and the
+// frames read checked) when a scan's thread reaches it, from segment files opened at the bind and
+// kept open, so reclaim cannot take a slice away from a scan that listed it.
 class LiveSlices {
  public:
   struct Slice {
@@ -36,37 +36,32 @@ class LiveSlices {
     int64_t rows = 0;
   };
 
-  static query::BatchList List(std::string table, std::vector<Slice> slices) {
+  static query::BatchList List(std::vector<Slice> slices) {
     query::BatchList list;
     for (const Slice& slice : slices) list.row_counts.push_back(slice.rows);
-    auto shared = std::make_shared<const LiveSlices>(std::move(table), std::move(slices));
+    auto shared = std::make_shared<const LiveSlices>(std::move(slices));
     list.read = [shared](size_t index, const FieldSelection& fields) {
       return shared->Read(index, fields);
     };
     return list;
   }
 
-  LiveSlices(std::string table, std::vector<Slice> slices)
-      : table_(std::move(table)), slices_(std::move(slices)) {}
+  explicit LiveSlices(std::vector<Slice> slices) : slices_(std::move(slices)) {}
 
  private:
+  // (The scan puts the table's name in front of an error.)
   Result<std::shared_ptr<const Batch>> Read(size_t index, const FieldSelection& fields) const {
     const Slice& slice = slices_.at(index);
-    Result<Batch> batch = slice.segment->ReadSlice(slice.ordinal, fields);
-    if (!batch.ok()) {
-      return Status(batch.status().code(),
-                    fmt::format("table {}: {}", table_, batch.status().message()));
-    }
-    return std::make_shared<const Batch>(std::move(batch).value());
+    SKIPPR_ASSIGN_OR_RETURN(Batch batch, slice.segment->ReadSlice(slice.ordinal, fields));
+    return std::make_shared<const Batch>(std::move(batch));
   }
 
-  const std::string table_;
   const std::vector<Slice> slices_;
 };
 
 // One pipeline's catalog as one read transaction saw it: the landed snapshots and landed slices
 // are one cut with the live segments, so a slice is read from the lake or from the WAL, never both
-// or neither. Segment files are opened (and verified) once, for every table that needs them.
+// or neither. Segment files are opened once (tail and index checked), for every table that needs them.
 struct PinnedCatalog {
   std::vector<wal::SegmentEntry> segments;
   internal::LandingState landing;
@@ -160,8 +155,9 @@ class PipelineTables {
   Result<std::shared_ptr<const wal::SegmentReader>> SegmentFile(const wal::SegmentEntry& entry) {
     auto it = pin_->segment_files.find(entry.segment_id);
     if (it == pin_->segment_files.end()) {
-      Result<wal::SegmentReader> reader =
-          wal::OpenSegment(state_->wal_directory(), entry, &state_->env());
+      // A statement may read a few columns of a few slices: each read checks what it reads.
+      Result<wal::SegmentReader> reader = wal::OpenSegment(
+          state_->wal_directory(), entry, &state_->env(), wal::SegmentVerification::kEachRead);
       Result<std::shared_ptr<const wal::SegmentReader>> shared =
           reader.ok() ? Result<std::shared_ptr<const wal::SegmentReader>>(
                             std::make_shared<const wal::SegmentReader>(std::move(reader).value()))
@@ -171,7 +167,7 @@ class PipelineTables {
     return it->second;
   }
 
-  // The live slices of `ns_name` in the pinned catalog, their segment files read and verified.
+  // The live slices of `ns_name` in the pinned catalog, their segment files opened.
   Result<std::vector<LiveSlices::Slice>> LiveSlicesOf(const std::string& ns_name) {
     std::vector<LiveSlices::Slice> slices;
     for (const wal::SegmentEntry& entry : pin_->segments) {
@@ -232,7 +228,7 @@ class PipelineTables {
     if (!is_deadletters && lake::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
       table.key_columns = policy_.key_columns;
     }
-    table.batches = LiveSlices::List(name_ + "." + ns_name, std::move(slices));
+    table.batches = LiveSlices::List(std::move(slices));
     return table;
   }
 

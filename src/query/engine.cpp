@@ -879,6 +879,9 @@ std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
 // A DuckDB error as the user should read it: a missing table that could not be bound says why; a
 // blocked file, network or settings access says what is blocked and which flag lifts it.
 Status Engine::ExplainFailure(const std::string& message) const {
+  // A batch wal_scan could not read: its own status (a damaged slice is Corruption), not DuckDB's
+  // text of it.
+  if (std::optional<Status> scan = handles_->scan_counters.failure.Take()) return *scan;
   if (std::optional<std::string> table = MissingTableName(message)) {
     for (const auto& [name, status] : unbindable_) {
       if (Lower(name.namespace_name) == Lower(*table) || Lower(name.ToString()) == Lower(*table)) {
@@ -902,6 +905,7 @@ Result<QueryResult> Engine::Run(const std::string& sql) {
 
 Status Engine::Stream(const std::string& sql, ResultWriter& writer) {
   duckdb_connection connection = handles_->connection;
+  handles_->scan_counters.failure.Take();  // a failure of an earlier statement is not this one's
   SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
 
   duckdb_extracted_statements extracted = nullptr;

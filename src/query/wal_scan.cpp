@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.hpp"
 #include "query/query.hpp"
 #include "query/scan_counters.hpp"
 
@@ -307,11 +308,22 @@ bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t
     case TypeId::kString:
     case TypeId::kBinary: {
       const char* bytes = src.bytes.data();
+      auto* data = DataOf<duckdb_string_t>(out) + offset;
       for (idx_t i = 0; i < count; ++i) {
         const int64_t r = row + static_cast<int64_t>(i);
         if (!src.IsValid(r)) continue;
-        duckdb_vector_assign_string_element_len(out, offset + i, bytes + src.offsets[r],
-                                                static_cast<idx_t>(src.offsets[r + 1] - src.offsets[r]));
+        const std::string_view value(bytes + src.offsets[r],
+                                     static_cast<size_t>(src.offsets[r + 1] - src.offsets[r]));
+        // A short ASCII value is written inline in the vector (DuckDB's own layout of a string of
+        // at most 12 bytes); others go through DuckDB, which copies them to the vector's heap
+        // and checks that text is UTF-8.
+        if (value.size() <= sizeof(data[i].value.inlined.inlined) && IsAscii(value)) {
+          data[i] = {};
+          data[i].value.inlined.length = static_cast<uint32_t>(value.size());
+          std::memcpy(data[i].value.inlined.inlined, value.data(), value.size());
+        } else {
+          duckdb_vector_assign_string_element_len(out, offset + i, value.data(), value.size());
+        }
       }
       break;
     }
@@ -532,7 +544,7 @@ Result<bool> ClaimBatch(const BindData& bind, ScanState& state, ThreadState& thr
     const int64_t expected_rows = source.batches.row_counts[index];
     if (expected_rows == 0) continue;
     const auto failed = [&](std::string_view why) {
-      return fmt::format("reading {}.{}: {}", source.pipeline, source.namespace_name, why);
+      return fmt::format("table {}.{} cannot be read: {}", source.pipeline, source.namespace_name, why);
     };
     Result<std::shared_ptr<const Batch>> read = source.batches.read(index, state.fields);
     if (!read.ok()) return Status(read.status().code(), failed(read.status().message()));
@@ -598,7 +610,10 @@ void Scan(duckdb_function_info info, duckdb_data_chunk output) {
   };
   if (thread->exhausted()) {
     Result<bool> claimed = ClaimBatch(*bind, *state, *thread);
-    if (!claimed.ok()) return fail(std::string(claimed.status().message()));
+    if (!claimed.ok()) {
+      bind->counters->failure.Record(claimed.status());
+      return fail(std::string(claimed.status().message()));
+    }
     if (!*claimed) {
       duckdb_data_chunk_set_size(output, 0);
       return;

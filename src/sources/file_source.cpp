@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/text.hpp"
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/input_stream.hpp"
@@ -26,21 +27,6 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxRecordBytes = 16 << 20;           // a larger record is a deadletter
 constexpr uint64_t kRecordsReservedPerBatch = 4096;      // sync reads batches of at most this many
-
-// Most cells are ASCII; checking that eight bytes at a time is cheaper than a UTF-8 validator call.
-bool IsAscii(std::string_view text) {
-  constexpr uint64_t kHighBits = 0x8080808080808080ull;
-  size_t at = 0;
-  for (; at + 8 <= text.size(); at += 8) {
-    uint64_t word;
-    std::memcpy(&word, text.data() + at, 8);
-    if (word & kHighBits) return false;
-  }
-  for (; at < text.size(); ++at) {
-    if (static_cast<unsigned char>(text[at]) >= 0x80) return false;
-  }
-  return true;
-}
 
 // kWideText: UTF-16 or UTF-32 text, which the text readers would read as NUL-laden garbage.
 enum class FileFormat { kJsonLines, kJsonArray, kCsv, kParquet, kBinary, kWideText };

@@ -784,18 +784,19 @@ Result<uint32_t> ReadVersion(const RandomAccessFile& file, const std::string& pa
 
 }  // namespace
 
-Result<SegmentReader> SegmentReader::Open(const std::string& path, Env* env) {
+Result<SegmentReader> SegmentReader::Open(const std::string& path, Env* env,
+                                          SegmentVerification verification) {
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenSegmentFile(*env, path));
   SegmentReader reader;
   reader.display_name_ = path;
   reader.file_ = std::move(file);
-  SKIPPR_RETURN_IF_ERROR(reader.VerifyFile());
+  SKIPPR_RETURN_IF_ERROR(reader.VerifyFile(verification));
   return reader;
 }
 
-// Verify for an open file: the checksum streamed through a small buffer, then the layout read
-// piece by piece.
-Status SegmentReader::VerifyFile() {
+// Verify for an open file: the checksum streamed through a small buffer (kWholeFile), then the
+// layout read piece by piece.
+Status SegmentReader::VerifyFile(SegmentVerification verification) {
   const RandomAccessFile& file = *file_;
   const std::string& path = display_name_;
   SKIPPR_ASSIGN_OR_RETURN(file_bytes_, SegmentFileSize(file));
@@ -810,20 +811,23 @@ Status SegmentReader::VerifyFile() {
   SKIPPR_RETURN_IF_ERROR(
       CheckEnd(path, std::string_view(last28, sizeof(last28)), file_bytes_, version, &footer_offset));
 
-  const uint64_t checksum_offset = file_bytes_ - kTailBytes;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                  &XXH3_freeState);
-  SKIPPR_CHECK(state != nullptr && XXH3_64bits_reset(state.get()) == XXH_OK);
-  std::string buffer(std::min<uint64_t>(kVerifyBufferBytes, checksum_offset), '\0');
-  for (uint64_t offset = 0; offset < checksum_offset;) {
-    const uint64_t length = std::min<uint64_t>(buffer.size(), checksum_offset - offset);
-    SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, offset, buffer.data(), length));
-    SKIPPR_CHECK(XXH3_64bits_update(state.get(), buffer.data(), length) == XXH_OK);
-    offset += length;
+  const uint64_t stored_checksum = LoadAt<uint64_t>(std::string_view(last28, sizeof(last28)), 8);
+  if (verification == SegmentVerification::kEachRead) {
+    checksum_ = stored_checksum;
+  } else {
+    const uint64_t checksum_offset = file_bytes_ - kTailBytes;
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                    &XXH3_freeState);
+    SKIPPR_CHECK(state != nullptr && XXH3_64bits_reset(state.get()) == XXH_OK);
+    std::string buffer(std::min<uint64_t>(kVerifyBufferBytes, checksum_offset), '\0');
+    for (uint64_t offset = 0; offset < checksum_offset;) {
+      const uint64_t length = std::min<uint64_t>(buffer.size(), checksum_offset - offset);
+      SKIPPR_RETURN_IF_ERROR(ReadFully(file, path, offset, buffer.data(), length));
+      SKIPPR_CHECK(XXH3_64bits_update(state.get(), buffer.data(), length) == XXH_OK);
+      offset += length;
+    }
+    SKIPPR_RETURN_IF_ERROR(CheckChecksum(stored_checksum, XXH3_64bits_digest(state.get())));
   }
-  SKIPPR_RETURN_IF_ERROR(
-      CheckChecksum(LoadAt<uint64_t>(std::string_view(last28, sizeof(last28)), 8),
-                    XXH3_64bits_digest(state.get())));
   return ParseLayout(
       [&file, &path](uint64_t offset, uint64_t length) -> Result<std::string> {
         std::string bytes(length, '\0');

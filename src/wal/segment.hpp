@@ -79,6 +79,19 @@ struct SliceInfo {  // from the footer index, without decoding payloads
 // a bug upstream, and writing it would commit data no reader could decode).
 SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>& batches);
 
+// How much of a segment file SegmentReader::Open checks before it returns.
+enum class SegmentVerification {
+  // Every byte, streaming the footer checksum through the whole file (and then each read checks
+  // what it reads again): what landing and the aggregates, which read every slice, use.
+  kWholeFile,
+  // The magic, version, tail, header and index layout; the footer checksum is not recomputed.
+  // Each read still checks the slice header's checksum, its agreement with the index and the
+  // checksum of every frame it decodes (the trailing slice checksum before version 3), so no byte
+  // a reader uses goes unchecked: what `query`, which may read a few columns of a few slices,
+  // uses. A damaged byte no read needs (a source position in the segment header) goes unseen.
+  kEachRead,
+};
+
 class SegmentReader {
  public:
   // Opens the file and verifies it (magic, version, footer checksum over every byte before it,
@@ -89,7 +102,9 @@ class SegmentReader {
   // offsets) and saying it was committed data: restore DATA_DIR or re-read the source. A file
   // from a newer format version is NotSupported. A missing file is NotFound, an unreadable one
   // IOError.
-  static Result<SegmentReader> Open(const std::string& path, Env* env = Env::Default());
+  // With kEachRead, the footer checksum is read, not recomputed (see SegmentVerification).
+  static Result<SegmentReader> Open(const std::string& path, Env* env = Env::Default(),
+                                    SegmentVerification verification = SegmentVerification::kWholeFile);
   static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
   // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
   // the bytes): for the writer's own check before a segment is written. ReadSlice is unavailable.
@@ -120,7 +135,7 @@ class SegmentReader {
   using ReadRange = std::function<Result<std::string>(uint64_t offset, uint64_t length)>;
   SegmentReader() = default;
   Status Verify(std::string_view bytes);
-  Status VerifyFile();
+  Status VerifyFile(SegmentVerification verification);
   Status CheckChecksum(uint64_t stored, uint64_t computed);
   Status ParseLayout(const ReadRange& read, uint32_t version, uint64_t footer_offset);
 

@@ -516,9 +516,9 @@ Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry
 }
 
 Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry,
-                                  Env* env) {
+                                  Env* env, SegmentVerification verification) {
   const std::string path = directory + "/" + entry.file_name;
-  SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path, env));
+  SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path, env, verification));
   if (reader.checksum() != entry.checksum || reader.header().segment_id != entry.segment_id) {
     return Status::Corruption(fmt::format(
         "WAL segment file '{}' is not the segment the catalog committed (checksum {:016x}, catalog "
