@@ -114,9 +114,11 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
         "pipeline '{}' has no state in {} yet; run `skipprd discover --pipeline {}` first",
         pipeline.name, state.directory_, pipeline.name));
   }
+  // A reader makes nothing durable: no fsync of the store's directory.
   SKIPPR_ASSIGN_OR_RETURN(state.store_,
                           store::Store::Open({.directory = StoreDirectory(state.directory_),
-                                              .env = env}));
+                                              .env = env,
+                                              .syncs_directory = false}));
   return state;
 }
 

@@ -163,9 +163,24 @@ void FillNull(duckdb_vector out, const LogicalType& type, idx_t offset, idx_t co
 }
 
 // Copies validity of source rows [row, row + count) to out rows [offset, offset + count).
+// Whether rows [row, row + count) of `src` are all valid: whole bytes of the bitmap at a time.
+bool AllValid(const Column& src, int64_t row, idx_t count) {
+  int64_t at = row;
+  const int64_t end = row + static_cast<int64_t>(count);
+  for (; at < end && (at & 7) != 0; ++at) {
+    if (!src.IsValid(at)) return false;
+  }
+  for (; at + 8 <= end; at += 8) {
+    if (src.validity[static_cast<size_t>(at >> 3)] != 0xff) return false;
+  }
+  for (; at < end; ++at) {
+    if (!src.IsValid(at)) return false;
+  }
+  return true;
+}
+
 void FillValidity(duckdb_vector out, const Column& src, int64_t row, idx_t offset, idx_t count) {
-  bool any_null = false;
-  for (idx_t i = 0; i < count && !any_null; ++i) any_null = !src.IsValid(row + static_cast<int64_t>(i));
+  const bool any_null = !AllValid(src, row, count);
   uint64_t* validity = duckdb_vector_get_validity(out);
   if (!any_null && validity == nullptr) return;  // no mask: every row valid
   duckdb_vector_ensure_validity_writable(out);

@@ -138,6 +138,17 @@ class Environment {
   void ClearWriterThread();
 
   void MarkRegistered() { is_registered_ = true; }
+  // The store directory's fsync, once per environment, by the first opener that asks for it
+  // (under the registry's mutex).
+  Status SyncDirectoryOnce(Env& file_env) {
+    if (is_directory_synced_) return Status::OK();
+    if (Status synced = file_env.SyncDirectory(directory_); !synced.ok()) {
+      return Status(synced.code(), fmt::format("store {}: {}; check the disk", directory_,
+                                               synced.message()));
+    }
+    is_directory_synced_ = true;
+    return Status::OK();
+  }
 
  private:
   Environment(MDB_env* env, std::string directory, uint64_t map_size_bytes)
@@ -162,6 +173,7 @@ class Environment {
   std::array<MDB_dbi, kFamilyCount> family_dbis_{};
   StoreIdentity identity_;
   bool is_registered_ = false;
+  bool is_directory_synced_ = false;
 
   mutable std::mutex writer_mutex_;
   std::optional<std::thread::id> writer_thread_;  // set while a write transaction is open
@@ -751,6 +763,8 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
     auto entry = registry.entries.find(directory);
     if (entry == registry.entries.end()) break;
     if (std::shared_ptr<internal::Environment> shared = entry->second.weak.lock()) {
+      // A reader may have opened it first, without the fsync a writer needs.
+      if (options.syncs_directory) SKIPPR_RETURN_IF_ERROR(shared->SyncDirectoryOnce(*options.env));
       return std::unique_ptr<Store>(new Store(std::move(shared)));
     }
     registry.closed.wait(lock);  // its last user is closing it right now
@@ -759,10 +773,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
                           internal::Environment::Open(directory, options.map_size_bytes));
   // LMDB creates data.mdb and lock.mdb without syncing the directory; a power cut could otherwise
   // lose the files of a store whose commits were all synced.
-  if (Status synced = options.env->SyncDirectory(directory); !synced.ok()) {
-    return Status(synced.code(), fmt::format("store {}: {}; check the disk", directory,
-                                             synced.message()));
-  }
+  if (options.syncs_directory) SKIPPR_RETURN_IF_ERROR(env->SyncDirectoryOnce(*options.env));
   env->MarkRegistered();
   registry.entries[directory] = Registry::Entry{env.get(), env};
   return std::unique_ptr<Store>(new Store(std::move(env)));

@@ -484,6 +484,65 @@ TEST(Store, SecondOpenOfTheSameDirectorySharesTheEnvironment) {
   EXPECT_EQ(GetOrDie(ValueOrDie(second->BeginRead()), Family::kCatalog, "k"), "from second");
 }
 
+// The file system, counting the directory fsyncs asked of it.
+class SyncCountingEnv final : public Env {
+ public:
+  int directory_syncs = 0;
+  Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
+                                                     const WritableFileOptions& options) override {
+    return base_->OpenWritable(path, options);
+  }
+  Result<std::unique_ptr<SequentialFile>> OpenSequential(const std::string& path) override {
+    return base_->OpenSequential(path);
+  }
+  Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override {
+    return base_->OpenRandomAccess(path);
+  }
+  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
+  Result<bool> FileExists(const std::string& path) override { return base_->FileExists(path); }
+  Result<std::vector<std::string>> ListDirectory(const std::string& directory) override {
+    return base_->ListDirectory(directory);
+  }
+  Result<bool> CreateDirectory(const std::string& path, uint32_t permissions) override {
+    return base_->CreateDirectory(path, permissions);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  Status RenameFileNoReplace(const std::string& from, const std::string& to) override {
+    return base_->RenameFileNoReplace(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Status SyncDirectory(const std::string& directory) override {
+    ++directory_syncs;
+    return base_->SyncDirectory(directory);
+  }
+  Status SyncFile(const std::string& path) override { return base_->SyncFile(path); }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, uint32_t permissions) override {
+    return base_->LockFile(path, permissions);
+  }
+
+ private:
+  Env* base_ = Env::Default();
+};
+
+// A reader makes nothing durable and skips the directory fsync; a writer opening the environment
+// a reader opened first in the process still gets it, once.
+TEST(Store, OnlyAWritersOpenSyncsTheDirectory) {
+  TempDir dir;
+  SyncCountingEnv env;
+  auto created = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env}));
+  EXPECT_EQ(env.directory_syncs, 1);
+  created.reset();
+  env.directory_syncs = 0;
+  auto reader = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env, .syncs_directory = false}));
+  EXPECT_EQ(env.directory_syncs, 0);
+  auto writer = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env}));
+  EXPECT_EQ(env.directory_syncs, 1);
+  auto second_writer = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env}));
+  EXPECT_EQ(env.directory_syncs, 1);
+}
+
 TEST(Store, TransactionsOutliveTheirStore) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
