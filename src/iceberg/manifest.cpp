@@ -23,35 +23,35 @@ using internal::ContainerReader;
 using internal::ContainerWriter;
 using internal::RecordReader;
 using internal::RecordWriter;
-using Json = nlohmann::ordered_json;  // keeps the schema's keys in the order the spec shows them
+using ManifestJson = nlohmann::ordered_json;  // keeps the schema's keys in the order the spec shows them
 
 constexpr std::string_view kFormatVersion = "2";
 
 // ----- Avro schemas (Iceberg spec: "Manifests", "Manifest Lists", appendix A "Avro") -------------
 
-Json Required(const std::string& name, Json type, int32_t field_id) {
-  return Json{{"name", name}, {"type", std::move(type)}, {"field-id", field_id}};
+ManifestJson Required(const std::string& name, ManifestJson type, int32_t field_id) {
+  return ManifestJson{{"name", name}, {"type", std::move(type)}, {"field-id", field_id}};
 }
 
 // Optional: a union with null first, defaulting to null.
-Json Optional(const std::string& name, Json type, int32_t field_id) {
-  return Json{{"name", name},
-              {"type", Json::array({"null", std::move(type)})},
+ManifestJson Optional(const std::string& name, ManifestJson type, int32_t field_id) {
+  return ManifestJson{{"name", name},
+              {"type", ManifestJson::array({"null", std::move(type)})},
               {"default", nullptr},
               {"field-id", field_id}};
 }
 
-Json Record(const std::string& name, std::vector<Json> fields) {
-  return Json{{"type", "record"}, {"name", name}, {"fields", std::move(fields)}};
+ManifestJson Record(const std::string& name, std::vector<ManifestJson> fields) {
+  return ManifestJson{{"type", "record"}, {"name", name}, {"fields", std::move(fields)}};
 }
 
-Json List(Json element_type, int32_t element_id) {
-  return Json{{"type", "array"}, {"items", std::move(element_type)}, {"element-id", element_id}};
+ManifestJson List(ManifestJson element_type, int32_t element_id) {
+  return ManifestJson{{"type", "array"}, {"items", std::move(element_type)}, {"element-id", element_id}};
 }
 
 // Avro maps need string keys, so Iceberg writes int-keyed maps as arrays of key/value records.
-Json IntKeyedMap(int32_t key_id, int32_t value_id, Json value_type) {
-  return Json{{"type", "array"},
+ManifestJson IntKeyedMap(int32_t key_id, int32_t value_id, ManifestJson value_type) {
+  return ManifestJson{{"type", "array"},
               {"logicalType", "map"},
               {"items", Record(fmt::format("k{}_v{}", key_id, value_id),
                                {Required("key", "int", key_id),
@@ -60,7 +60,7 @@ Json IntKeyedMap(int32_t key_id, int32_t value_id, Json value_type) {
 
 // The `partition` struct (field 102). Unpartitioned tables have no fields; a partitioned spec would
 // add one optional field per partition field, named and numbered like it.
-Json PartitionRecord() { return Record("r102", {}); }
+ManifestJson PartitionRecord() { return Record("r102", {}); }
 
 // One field per line, in the order and with the ids of the spec's tables.
 // clang-format off
@@ -127,9 +127,9 @@ const std::string& ManifestFileSchemaJson() {
 // ----- header keys -------------------------------------------------------------------------------
 
 std::string PartitionFieldsJson(const PartitionSpec& spec) {
-  Json fields = Json::array();
+  ManifestJson fields = ManifestJson::array();
   for (const PartitionField& field : spec.fields) {
-    fields.push_back(Json{{"name", field.name},
+    fields.push_back(ManifestJson{{"name", field.name},
                           {"transform", field.transform},
                           {"source-id", field.source_id},
                           {"field-id", field.field_id}});
@@ -193,9 +193,9 @@ class HeaderKeys {
     return value;
   }
 
-  Result<Json> JsonValue(const std::string& key) const {
+  Result<ManifestJson> JsonValue(const std::string& key) const {
     SKIPPR_ASSIGN_OR_RETURN(const std::string text, Text(key));
-    Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ManifestJson parsed = ManifestJson::parse(text, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return Corrupt(key, "is not JSON");
     return parsed;
   }
@@ -214,9 +214,9 @@ class HeaderKeys {
 Result<PartitionSpec> ReadPartitionSpec(const HeaderKeys& keys) {
   PartitionSpec spec;
   SKIPPR_ASSIGN_OR_RETURN(spec.spec_id, keys.Number<int32_t>("partition-spec-id"));
-  SKIPPR_ASSIGN_OR_RETURN(const Json fields, keys.JsonValue("partition-spec"));
+  SKIPPR_ASSIGN_OR_RETURN(const ManifestJson fields, keys.JsonValue("partition-spec"));
   if (!fields.is_array()) return keys.Corrupt("partition-spec", "is not a JSON array");
-  for (const Json& field : fields) {
+  for (const ManifestJson& field : fields) {
     const auto text = [&](const char* name) {
       return field.is_object() && field.contains(name) && field[name].is_string();
     };
@@ -238,7 +238,7 @@ Result<ManifestHeader> ReadManifestHeader(const ContainerReader& reader) {
   const HeaderKeys keys(reader);
   SKIPPR_RETURN_IF_ERROR(keys.CheckFormatVersion());
   ManifestHeader header;
-  SKIPPR_ASSIGN_OR_RETURN(const Json schema, keys.JsonValue("schema"));
+  SKIPPR_ASSIGN_OR_RETURN(const ManifestJson schema, keys.JsonValue("schema"));
   if (!schema.is_object()) return keys.Corrupt("schema", "is not a JSON object");
   SKIPPR_ASSIGN_OR_RETURN(header.table_schema_json, keys.Text("schema"));
   SKIPPR_ASSIGN_OR_RETURN(header.schema_id, keys.Number<int32_t>("schema-id"));
@@ -364,7 +364,7 @@ std::string FindManifestListProblem(const ManifestList& list) {
 }
 
 Status CheckTableSchemaJson(const ManifestHeader& header) {
-  const Json schema = Json::parse(header.table_schema_json, nullptr, /*allow_exceptions=*/false);
+  const ManifestJson schema = ManifestJson::parse(header.table_schema_json, nullptr, /*allow_exceptions=*/false);
   if (!schema.is_object() || schema.value("type", "") != "struct") {
     return Status::InvalidArgument(
         "the manifest's table schema must be an Iceberg schema JSON object "
