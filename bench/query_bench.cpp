@@ -3,9 +3,9 @@
 // never asserted.
 //
 // For each row count (1M and 10M; --quick: 100k and 1M) two pipelines read the Sample source: one
-// WAL-only ("walonly"), one landed in a SkipprLake sink ("landed"). Then each statement runs as the real
-// `skipprd query` (a child process: start-up, binding, scans and output included; its peak RSS is
-// the child's ru_maxrss) and as DuckDB in-process over read_parquet of the landed data files, to
+// WAL-only ("walonly"), one landed in a SkipprLake sink ("landed"). Then each statement runs as the
+// real `skipprd query` (a child process: start-up, binding, scans and output included; its peak RSS
+// is the child's ru_maxrss) and as DuckDB in-process over read_parquet of the landed data files, to
 // which the start-up of a trivial `skipprd query` is added so both sides pay for a process:
 //   count(*)      SELECT count(*)
 //   GROUP BY      SELECT rider_type, count(*), sum(amount), avg(duration_seconds) ... GROUP BY 1
@@ -166,7 +166,9 @@ void CountLandedFiles(const std::string& log, SkipprdRun& run) {
   for (size_t at = log.find(kMarker); at != std::string::npos; at = log.find(kMarker, at + 1)) {
     unsigned long long read = 0;
     unsigned long long total = 0;
-    if (std::sscanf(log.c_str() + at, " reads %llu of its %llu landed data files", &read, &total) == 2) {
+    const int matched =
+        std::sscanf(log.c_str() + at, " reads %llu of its %llu landed data files", &read, &total);
+    if (matched == 2) {
       run.files_read += read;
       run.files_total += total;
     }

@@ -28,7 +28,6 @@ struct AggregatesFlags {
   std::string output = "table";
 };
 
-
 std::string Render(const query::QueryResult& result, const std::string& output) {
   if (output == "csv") return query::FormatCsv(result);
   if (output == "json") return query::FormatJson(result);
@@ -333,8 +332,8 @@ Status RegisterStoredGroups(query::Engine& engine, const config::AggregateConfig
   query::BatchList list;
   list.row_counts = chunks->chunk_sizes();
   auto mutex = std::make_shared<std::mutex>();  // the read transaction serves one thread at a time
-  list.read = [chunks, fields, mutex](size_t index,
-                                      const FieldSelection&) -> Result<std::shared_ptr<const Batch>> {
+  list.read = [chunks, fields, mutex](
+                  size_t index, const FieldSelection&) -> Result<std::shared_ptr<const Batch>> {
     std::unique_lock lock(*mutex);
     SKIPPR_ASSIGN_OR_RETURN(std::vector<transform::AggregateGroup> groups, chunks->Read(index));
     lock.unlock();
@@ -434,7 +433,9 @@ class DifferenceReport final : public query::ResultWriter {
       const bool in_sql = text(row, keys) == "true";
       const bool in_store = text(row, keys + 1) == "true";
       std::vector<std::optional<std::string>> computed;
-      for (size_t j = 0; j < aggregate_.measures.size(); ++j) computed.push_back(text(row, keys + 2 + 3 * j));
+      for (size_t j = 0; j < aggregate_.measures.size(); ++j) {
+        computed.push_back(text(row, keys + 2 + 3 * j));
+      }
       if (!in_store) {
         Add(fmt::format("group {} is missing (SQL: {})", TupleText(key), TupleText(computed)));
         continue;
@@ -481,13 +482,16 @@ Result<size_t> VerifyAggregate(query::Engine& engine, const store::ReadTransacti
   SKIPPR_RETURN_IF_ERROR(RegisterStoredGroups(engine, aggregate, chunks));
 
   DifferenceReport report(fmt::format("{}.{}", pipeline.name, aggregate.id), aggregate);
-  if (!chunks->is_current()) report.Add("the stored state is of another config; the next sync rebuilds it");
+  if (!chunks->is_current()) {
+    report.Add("the stored state is of another config; the next sync rebuilds it");
+  }
   if (lag.segments > 0) {
     report.Add(
         fmt::format("the processor is {} rows ({} segment(s)) behind the WAL; run sync to catch up",
                     lag.rows, lag.segments));
   }
-  SKIPPR_RETURN_IF_ERROR(engine.Stream(DifferencesSql(aggregate, recompute, measure_types), report));
+  SKIPPR_RETURN_IF_ERROR(
+      engine.Stream(DifferencesSql(aggregate, recompute, measure_types), report));
   if (report.differences() == 0) {
     fmt::print("{}.{}: {} group(s), every measure equals the SQL recompute\n", pipeline.name,
                aggregate.id, chunks->group_count());

@@ -23,7 +23,8 @@ using internal::ContainerReader;
 using internal::ContainerWriter;
 using internal::RecordReader;
 using internal::RecordWriter;
-using ManifestJson = nlohmann::ordered_json;  // keeps the schema's keys in the order the spec shows them
+// Keeps the schema's keys in the order the spec shows them.
+using ManifestJson = nlohmann::ordered_json;
 
 constexpr std::string_view kFormatVersion = "2";
 
@@ -36,9 +37,9 @@ ManifestJson Required(const std::string& name, ManifestJson type, int32_t field_
 // Optional: a union with null first, defaulting to null.
 ManifestJson Optional(const std::string& name, ManifestJson type, int32_t field_id) {
   return ManifestJson{{"name", name},
-              {"type", ManifestJson::array({"null", std::move(type)})},
-              {"default", nullptr},
-              {"field-id", field_id}};
+                      {"type", ManifestJson::array({"null", std::move(type)})},
+                      {"default", nullptr},
+                      {"field-id", field_id}};
 }
 
 ManifestJson Record(const std::string& name, std::vector<ManifestJson> fields) {
@@ -46,16 +47,17 @@ ManifestJson Record(const std::string& name, std::vector<ManifestJson> fields) {
 }
 
 ManifestJson List(ManifestJson element_type, int32_t element_id) {
-  return ManifestJson{{"type", "array"}, {"items", std::move(element_type)}, {"element-id", element_id}};
+  return ManifestJson{
+      {"type", "array"}, {"items", std::move(element_type)}, {"element-id", element_id}};
 }
 
 // Avro maps need string keys, so Iceberg writes int-keyed maps as arrays of key/value records.
 ManifestJson IntKeyedMap(int32_t key_id, int32_t value_id, ManifestJson value_type) {
   return ManifestJson{{"type", "array"},
-              {"logicalType", "map"},
-              {"items", Record(fmt::format("k{}_v{}", key_id, value_id),
-                               {Required("key", "int", key_id),
-                                Required("value", std::move(value_type), value_id)})}};
+                      {"logicalType", "map"},
+                      {"items", Record(fmt::format("k{}_v{}", key_id, value_id),
+                                       {Required("key", "int", key_id),
+                                        Required("value", std::move(value_type), value_id)})}};
 }
 
 // The `partition` struct (field 102). Unpartitioned tables have no fields; a partitioned spec would
@@ -130,9 +132,9 @@ std::string PartitionFieldsJson(const PartitionSpec& spec) {
   ManifestJson fields = ManifestJson::array();
   for (const PartitionField& field : spec.fields) {
     fields.push_back(ManifestJson{{"name", field.name},
-                          {"transform", field.transform},
-                          {"source-id", field.source_id},
-                          {"field-id", field.field_id}});
+                                  {"transform", field.transform},
+                                  {"source-id", field.source_id},
+                                  {"field-id", field.field_id}});
   }
   return fields.dump();
 }
@@ -364,7 +366,8 @@ std::string FindManifestListProblem(const ManifestList& list) {
 }
 
 Status CheckTableSchemaJson(const ManifestHeader& header) {
-  const ManifestJson schema = ManifestJson::parse(header.table_schema_json, nullptr, /*allow_exceptions=*/false);
+  const ManifestJson schema =
+      ManifestJson::parse(header.table_schema_json, nullptr, /*allow_exceptions=*/false);
   if (!schema.is_object() || schema.value("type", "") != "struct") {
     return Status::InvalidArgument(
         "the manifest's table schema must be an Iceberg schema JSON object "

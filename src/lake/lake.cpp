@@ -74,7 +74,8 @@ struct FieldStatistics {
   int64_t nans = 0;
   std::optional<int64_t> min_int, max_int;     // boolean, int, long, date, timestamps
   std::optional<double> min_double, max_double;  // float, double (NaN excluded)
-  std::optional<__int128> min_decimal, max_decimal;  // decimal: unscaled (a widened precision keeps the scale)
+  std::optional<__int128> min_decimal,
+      max_decimal;  // decimal: unscaled (a widened precision keeps the scale)
   std::optional<std::string_view> min_bytes, max_bytes;  // string
 
   void AddNulls(int64_t count) {
@@ -946,11 +947,17 @@ Value BoundValue(const LogicalType& type, const std::string& bytes) {
           return Value::Bool(value);
         } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
           switch (type.id()) {
-            case TypeId::kInt: case TypeId::kLong: return Value::Int(value);
-            case TypeId::kDate: return Value::Date(static_cast<int32_t>(value));
-            case TypeId::kTimestamp: return Value::Timestamp(value);
-            case TypeId::kTimestampTz: return Value::TimestampTz(value);
-            default: return Value::Null();  // time
+            case TypeId::kInt:
+            case TypeId::kLong:
+              return Value::Int(value);
+            case TypeId::kDate:
+              return Value::Date(static_cast<int32_t>(value));
+            case TypeId::kTimestamp:
+              return Value::Timestamp(value);
+            case TypeId::kTimestampTz:
+              return Value::TimestampTz(value);
+            default:
+              return Value::Null();  // time
           }
         } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
           return Value::Double(static_cast<double>(value));
@@ -970,7 +977,8 @@ Value BoundValue(const LogicalType& type, const std::string& bytes) {
 // by field id: what lets query leave the file out of a statement whose filter it rules out.
 std::map<int32_t, query::ColumnStatistics> ColumnStatisticsOf(const iceberg::DataFile& file,
                                                               const iceberg::TableSchema& schema) {
-  const auto count = [](const std::map<int32_t, int64_t>& counts, int32_t id) -> std::optional<int64_t> {
+  const auto count = [](const std::map<int32_t, int64_t>& counts,
+                        int32_t id) -> std::optional<int64_t> {
     auto it = counts.find(id);
     return it == counts.end() ? std::nullopt : std::optional<int64_t>(it->second);
   };

@@ -115,10 +115,10 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
         pipeline.name, state.directory_, pipeline.name));
   }
   // A reader makes nothing durable: no fsync of the store's directory.
-  SKIPPR_ASSIGN_OR_RETURN(state.store_,
-                          store::Store::Open({.directory = StoreDirectory(state.directory_),
-                                              .env = env,
-                                              .syncs_directory = false}));
+  SKIPPR_ASSIGN_OR_RETURN(
+      state.store_,
+      store::Store::Open(
+          {.directory = StoreDirectory(state.directory_), .env = env, .syncs_directory = false}));
   return state;
 }
 

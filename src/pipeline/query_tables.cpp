@@ -61,7 +61,8 @@ class LiveSlices {
 
 // One pipeline's catalog as one read transaction saw it: the landed snapshots and landed slices
 // are one cut with the live segments, so a slice is read from the lake or from the WAL, never both
-// or neither. Segment files are opened once (tail and index checked), for every table that needs them.
+// or neither. Segment files are opened once (tail and index checked), for every table that needs
+// them.
 struct PinnedCatalog {
   std::vector<wal::SegmentEntry> segments;
   internal::LandingState landing;

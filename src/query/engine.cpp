@@ -2,13 +2,13 @@
 // SQL runs whose results come back as text.
 #include <duckdb.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <spdlog/spdlog.h>
 
 #include "core/check.hpp"
 #include "query/file_pruning.hpp"
@@ -414,18 +414,22 @@ std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
   };
   // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
   if (delete_files.empty()) {
-    return fmt::format("SELECT * FROM read_parquet({}, union_by_name = true)", paths_of(data_files));
+    return fmt::format("SELECT * FROM read_parquet({}, union_by_name = true)",
+                       paths_of(data_files));
   }
   std::map<int64_t, std::vector<const LandedFile*>> data_by_sequence;
   for (const LandedFile* file : data_files) data_by_sequence[file->sequence_number].push_back(file);
   std::vector<std::string> groups;
   for (const auto& [sequence_number, files] : data_by_sequence) {
-    groups.push_back(fmt::format("SELECT *, CAST({} AS BIGINT) AS {} FROM read_parquet({}, union_by_name = true)",
-                                 sequence_number, kSequenceColumn, paths_of(files)));
+    groups.push_back(fmt::format(
+        "SELECT *, CAST({} AS BIGINT) AS {} FROM read_parquet({}, union_by_name = true)",
+        sequence_number, kSequenceColumn, paths_of(files)));
   }
   std::string rows = fmt::format("{}", fmt::join(groups, " UNION ALL BY NAME "));
   std::map<std::vector<std::string>, std::vector<const EqualityDeleteFile*>> deletes_by_keys;
-  for (const EqualityDeleteFile& file : delete_files) deletes_by_keys[file.key_columns].push_back(&file);
+  for (const EqualityDeleteFile& file : delete_files) {
+    deletes_by_keys[file.key_columns].push_back(&file);
+  }
   for (const auto& [keys, files] : deletes_by_keys) {
     std::vector<std::string> deletes;
     for (const EqualityDeleteFile* file : files) {
@@ -499,7 +503,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   Engine* raw = engine.get();
   SKIPPR_RETURN_IF_ERROR(detail::RegisterWalScan(
       engine->handles_->connection,
-      [raw](const std::string& pipeline, const std::string& namespace_name) -> std::shared_ptr<const TableSource> {
+      [raw](const std::string& pipeline,
+            const std::string& namespace_name) -> std::shared_ptr<const TableSource> {
         if (auto it = raw->tables_.find({pipeline, namespace_name}); it != raw->tables_.end()) {
           return it->second;
         }
@@ -605,18 +610,19 @@ Status Engine::RegisterTable(TableSource table) {
     } else {
       tables_.erase(key);
     }
-    return Status::InvalidArgument(fmt::format("table {}.{} cannot be read: DuckDB refuses its view: {}",
-                                               key.first, key.second, created.message()));
+    return Status::InvalidArgument(
+        fmt::format("table {}.{} cannot be read: DuckDB refuses its view: {}", key.first,
+                    key.second, created.message()));
   }
   return Status::OK();
 }
 
 // (Re)creates the view of a registered table over `landed_files` of its data files (nullptr: all).
 Status Engine::CreateView(const TableKey& key, const std::vector<size_t>* landed_files) {
-  const std::string sql = fmt::format(
-      "CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
-      QuoteIdentifier(key.first), QuoteIdentifier(key.second),
-      ViewQuery(*tables_.at(key), landed_files));
+  const std::string sql =
+      fmt::format("CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
+                  QuoteIdentifier(key.first), QuoteIdentifier(key.second),
+                  ViewQuery(*tables_.at(key), landed_files));
   duckdb_result result;
   const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
   const std::string error = ok ? "" : duckdb_result_error(&result);
@@ -650,13 +656,16 @@ Status Engine::UnknownTable(const std::string& name) const {
 
 // A query's single text value (its first column of its first row), with `parameter` bound to $1
 // when given; nullopt on an error or no row.
-std::optional<std::string> Engine::QueryOneText(const std::string& sql, const std::string* parameter) {
+std::optional<std::string> Engine::QueryOneText(const std::string& sql,
+                                                const std::string* parameter) {
   duckdb_prepared_statement statement = nullptr;
   if (duckdb_prepare(handles_->connection, sql.c_str(), &statement) != DuckDBSuccess) {
     duckdb_destroy_prepare(&statement);
     return std::nullopt;
   }
-  if (parameter != nullptr) duckdb_bind_varchar_length(statement, 1, parameter->data(), parameter->size());
+  if (parameter != nullptr) {
+    duckdb_bind_varchar_length(statement, 1, parameter->data(), parameter->size());
+  }
   duckdb_result result;
   std::optional<std::string> text;
   if (duckdb_execute_prepared(statement, &result) == DuckDBSuccess) {
@@ -679,7 +688,8 @@ std::optional<std::string> Engine::QueryOneText(const std::string& sql, const st
 // The tables a statement names (CTE names left out), each with the filter its SELECT puts on it,
 // from DuckDB's own parse tree; nullopt when json_serialize_sql cannot serialize the statement
 // (only SELECTs serialize).
-std::optional<std::vector<detail::TableReference>> Engine::ReferencedTables(const std::string& sql) {
+std::optional<std::vector<detail::TableReference>> Engine::ReferencedTables(
+    const std::string& sql) {
   // No json extension: DuckDB's catalog errors still apply.
   const std::optional<std::string> serialized =
       QueryOneText("SELECT json_serialize_sql($1::VARCHAR)", &sql);
@@ -705,7 +715,8 @@ std::optional<std::string> Engine::RenderConstant(const std::string& constant_js
   if (!node.is_object() || !node.contains("select_list")) return std::nullopt;
   node["select_list"] = nlohmann::json::array({constant});
   const std::string rendered = tree.dump();
-  std::optional<std::string> sql = QueryOneText("SELECT json_deserialize_sql($1::VARCHAR)", &rendered);
+  std::optional<std::string> sql =
+      QueryOneText("SELECT json_deserialize_sql($1::VARCHAR)", &rendered);
   constexpr std::string_view kSelect = "SELECT ";
   if (!sql || !sql->starts_with(kSelect)) return std::nullopt;
   return sql->substr(kSelect.size());
@@ -780,7 +791,9 @@ Status Engine::BindReferencedTables(const std::string& sql) {
       for (const std::string* part : {&ref.catalog, &ref.schema, &ref.table}) {
         if (!part->empty()) name += (name.empty() ? "" : ".") + *part;
       }
-      if (binder_ && !ref.schema.empty()) SKIPPR_RETURN_IF_ERROR(binder_->SchemaProblem(ref.schema));
+      if (binder_ && !ref.schema.empty()) {
+        SKIPPR_RETURN_IF_ERROR(binder_->SchemaProblem(ref.schema));
+      }
       return UnknownTable(name);
     }
     read.push_back(*known);
@@ -825,9 +838,9 @@ Status Engine::ReadOnlyNeededLandedFiles(const std::vector<detail::TableReferenc
     handles_->scan_counters.landed_files += total;
     handles_->scan_counters.landed_files_read += read;
     if (total > 0) {
-      spdlog::debug("query: {}.{} reads {} of its {} landed data files{}", key.first, key.second,
-                    read, total,
-                    read < total ? " (the others' column statistics rule out the statement's filter)" : "");
+      spdlog::debug(
+          "query: {}.{} reads {} of its {} landed data files{}", key.first, key.second, read, total,
+          read < total ? " (the others' column statistics rule out the statement's filter)" : "");
     }
   }
   return Status::OK();
@@ -838,8 +851,10 @@ std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
     const TableSource& table, const std::vector<const detail::TableReference*>& references) {
   if (table.landed.data_files.empty()) return std::nullopt;
   detail::PruningOptions options;
-  const std::optional<std::string> collation = QueryOneText("SELECT current_setting('default_collation')", nullptr);
-  options.compares_text_bytewise = collation && (collation->empty() || Lower(*collation) == "binary");
+  const std::optional<std::string> collation =
+      QueryOneText("SELECT current_setting('default_collation')", nullptr);
+  options.compares_text_bytewise =
+      collation && (collation->empty() || Lower(*collation) == "binary");
   const detail::ConstantRenderer render = [this](const nlohmann::json& constant) {
     return RenderConstant(constant.dump());
   };
@@ -852,16 +867,16 @@ std::optional<std::vector<size_t>> Engine::NeededLandedFiles(
   internal_tables_[statistics] = std::make_shared<const TableSource>(TableSource{
       statistics.first, statistics.second, fields,
       BatchList::InMemory({std::make_shared<const Batch>(std::move(pruning->statistics))})});
-  const std::string sql = fmt::format(
-      "SELECT f FROM wal_scan({}, {}) WHERE {} ORDER BY f", QuoteLiteral(statistics.first),
-      QuoteLiteral(statistics.second), pruning->where);
+  const std::string sql =
+      fmt::format("SELECT f FROM wal_scan({}, {}) WHERE {} ORDER BY f",
+                  QuoteLiteral(statistics.first), QuoteLiteral(statistics.second), pruning->where);
   duckdb_result result;
   const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
   internal_tables_.erase(statistics);
   if (!ok) {
     // A constant the column's type cannot hold, say: DuckDB will say so when the statement runs.
-    spdlog::debug("query: {}.{}: landed files not pruned: {}", table.pipeline,
-                  table.namespace_name, duckdb_result_error(&result));
+    spdlog::debug("query: {}.{}: landed files not pruned: {}", table.pipeline, table.namespace_name,
+                  duckdb_result_error(&result));
     duckdb_destroy_result(&result);
     return std::nullopt;
   }

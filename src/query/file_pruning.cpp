@@ -33,7 +33,7 @@ bool IsNullOrAbsent(const json& node, const char* key) {
   return it == node.end() || it->is_null();
 }
 
-// ----- the filters of a WHERE clause ---------------------------------------------------------------
+// ----- the filters of a WHERE clause ----------------------------------------------------------
 
 // A literal, or a cast of one (`DATE '2024-01-01'` parses as CAST('2024-01-01' AS DATE)).
 bool IsConstant(const json& node) {
@@ -140,7 +140,8 @@ std::optional<FileFilter> FilterOf(const json& node) {
   }
   if (node_class == "COMPARISON") return ComparisonFilter(node);
   if (node_class == "BETWEEN") {
-    std::optional<ColumnPath> column = node.contains("input") ? ColumnOf(node["input"]) : std::nullopt;
+    std::optional<ColumnPath> column =
+        node.contains("input") ? ColumnOf(node["input"]) : std::nullopt;
     if (!column || !node.contains("lower") || !node.contains("upper") ||
         !IsConstant(node["lower"]) || !IsConstant(node["upper"])) {
       return std::nullopt;
@@ -158,7 +159,8 @@ std::optional<FileFilter> FilterOf(const json& node) {
 // lateral joins.
 bool PassesFilters(const json& join) {
   static const std::set<std::string> kRefTypes = {"REGULAR", "CROSS", "NATURAL"};
-  static const std::set<std::string> kJoinTypes = {"INNER", "LEFT", "RIGHT", "OUTER", "SEMI", "ANTI"};
+  static const std::set<std::string> kJoinTypes = {"INNER", "LEFT", "RIGHT",
+                                                   "OUTER", "SEMI", "ANTI"};
   return kRefTypes.contains(Text(join, "ref_type")) && kJoinTypes.contains(Text(join, "join_type"));
 }
 
@@ -219,14 +221,17 @@ TableReference ReferenceOf(const json& table, const std::map<const json*, Assign
   return reference;
 }
 
-// ----- deciding a filter over file statistics -----------------------------------------------------
+// ----- deciding a filter over file statistics -------------------------------------------------
 
 bool IsValidUtf8(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3
-                                              : (byte >> 3) == 0x1e ? 4 : 0;
+    const size_t length = byte < 0x80           ? 1
+                          : (byte >> 5) == 0x6  ? 2
+                          : (byte >> 4) == 0xe  ? 3
+                          : (byte >> 3) == 0x1e ? 4
+                                                : 0;
     if (length == 0 || i + length > text.size()) return false;
     for (size_t k = 1; k < length; ++k) {
       if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return false;
@@ -256,7 +261,8 @@ const Field* FieldNamed(const std::vector<Field>& fields, const std::string& nam
 }
 
 // Turns the filters of one table's references into SQL over its files' statistics: column
-// `lo_<i>`, `hi_<i>`, `vc_<i>` (values), `nc_<i>` (nulls), `xc_<i>` (NaNs) for the i-th column used.
+// `lo_<i>`, `hi_<i>`, `vc_<i>` (values), `nc_<i>` (nulls), `xc_<i>` (NaNs) for the i-th column
+// used.
 class FilterTranslator {
  public:
   FilterTranslator(const TableSource& table, const ConstantRenderer& render,
@@ -285,7 +291,8 @@ class FilterTranslator {
         }
       }
       if (parts.empty()) return std::nullopt;
-      return fmt::format("{}", fmt::join(parts, filter.kind == FileFilter::Kind::kAnd ? " AND " : " OR "));
+      return fmt::format(
+          "{}", fmt::join(parts, filter.kind == FileFilter::Kind::kAnd ? " AND " : " OR "));
     }
     return AtomPredicate(filter);
   }
@@ -302,7 +309,8 @@ class FilterTranslator {
       if (path.size() == 2 && Lower(path[0]) == Lower(reference.binding)) {
         field = FieldNamed(fields, path[1]);
       } else if (path.size() == 3 && !reference.has_alias &&
-                 Lower(path[0]) == Lower(reference.schema) && Lower(path[1]) == Lower(reference.table)) {
+                 Lower(path[0]) == Lower(reference.schema) &&
+                 Lower(path[1]) == Lower(reference.table)) {
         field = FieldNamed(fields, path[2]);
       }
     }
@@ -368,7 +376,9 @@ class FilterTranslator {
       bounds = fmt::format("{} >= {} AND {} <= {}", hi, (*constants)[0], lo, (*constants)[1]);
     } else {
       std::vector<std::string> any;
-      for (const std::string& c : *constants) any.push_back(fmt::format("({0} <= {2} AND {1} >= {2})", lo, hi, c));
+      for (const std::string& c : *constants) {
+        any.push_back(fmt::format("({0} <= {2} AND {1} >= {2})", lo, hi, c));
+      }
       bounds = fmt::format("{}", fmt::join(any, " OR "));
     }
     if (bounds.empty()) return std::nullopt;
@@ -450,7 +460,8 @@ std::optional<FilePruning> PlanFilePruning(const TableSource& table,
     statistics.fields.push_back({id++, fmt::format("lo_{}", i), used[i]->type, true});
     statistics.fields.push_back({id++, fmt::format("hi_{}", i), used[i]->type, true});
     for (const char* count : {"vc", "nc", "xc"}) {
-      statistics.fields.push_back({id++, fmt::format("{}_{}", count, i), LogicalType::Long(), true});
+      statistics.fields.push_back(
+          {id++, fmt::format("{}_{}", count, i), LogicalType::Long(), true});
     }
   }
   for (const Field& field : statistics.fields) statistics.columns.emplace_back(field.type);

@@ -26,10 +26,10 @@ using ColumnPath = std::vector<std::string>;
 struct FileFilter {
   enum class Kind { kAnd, kOr, kCompare, kBetween, kIn, kIsNull, kIsNotNull };
   Kind kind = Kind::kAnd;
-  std::vector<FileFilter> children;        // kAnd, kOr
-  ColumnPath column;                       // the atoms
-  std::string comparison;                  // kCompare: "=", "<", "<=", ">" or ">=" (column first)
-  std::vector<nlohmann::json> constants;   // DuckDB parse-tree nodes: kCompare 1, kBetween 2, kIn n
+  std::vector<FileFilter> children;       // kAnd, kOr
+  ColumnPath column;                      // the atoms
+  std::string comparison;                 // kCompare: "=", "<", "<=", ">" or ">=" (column first)
+  std::vector<nlohmann::json> constants;  // DuckDB parse-tree nodes: kCompare 1, kBetween 2, kIn n
 };
 
 // One place a statement reads a table.

@@ -267,7 +267,8 @@ class Engine {
   std::map<TableKey, std::shared_ptr<const TableSource>> internal_tables_;
   // The landed data files each view reads, where a statement's filter left some out (absent: all).
   std::map<TableKey, std::vector<size_t>> pruned_views_;
-  std::optional<std::string> select_template_;  // json_serialize_sql('SELECT 1'), to render constants
+  std::optional<std::string>
+      select_template_;  // json_serialize_sql('SELECT 1'), to render constants
   std::unique_ptr<TableBinder> binder_;
   std::map<TableName, Status> unbindable_;  // binder tables that failed to bind, and why
 };

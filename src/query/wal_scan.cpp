@@ -559,7 +559,8 @@ Result<bool> ClaimBatch(const BindData& bind, ScanState& state, ThreadState& thr
     const int64_t expected_rows = source.batches.row_counts[index];
     if (expected_rows == 0) continue;
     const auto failed = [&](std::string_view why) {
-      return fmt::format("table {}.{} cannot be read: {}", source.pipeline, source.namespace_name, why);
+      return fmt::format("table {}.{} cannot be read: {}", source.pipeline, source.namespace_name,
+                         why);
     };
     Result<std::shared_ptr<const Batch>> read = source.batches.read(index, state.fields);
     if (!read.ok()) return Status(read.status().code(), failed(read.status().message()));

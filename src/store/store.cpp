@@ -143,8 +143,8 @@ class Environment {
   Status SyncDirectoryOnce(Env& file_env) {
     if (is_directory_synced_) return Status::OK();
     if (Status synced = file_env.SyncDirectory(directory_); !synced.ok()) {
-      return Status(synced.code(), fmt::format("store {}: {}; check the disk", directory_,
-                                               synced.message()));
+      return Status(synced.code(),
+                    fmt::format("store {}: {}; check the disk", directory_, synced.message()));
     }
     is_directory_synced_ = true;
     return Status::OK();

@@ -842,7 +842,8 @@ Result<AggregateSnapshot> ReadAggregate(const store::ReadTransaction& read,
   Status failure;
   SKIPPR_RETURN_IF_ERROR(read.Scan(
       store::Family::kStreamState, prefix, [&](std::string_view key, std::string_view value) {
-        Result<AggregateGroup> group = DecodeStoredGroup(key.substr(prefix.size()), value, aggregate);
+        Result<AggregateGroup> group =
+            DecodeStoredGroup(key.substr(prefix.size()), value, aggregate);
         if (!group.ok()) {
           failure = group.status();
           return false;
@@ -882,17 +883,17 @@ Result<std::vector<AggregateGroup>> AggregateGroupChunks::Read(size_t index) con
   std::vector<AggregateGroup> groups;
   const int64_t wanted = chunk_sizes_[index];
   Status failure;
-  SKIPPR_RETURN_IF_ERROR(read_->ScanFrom(
-      store::Family::kStreamState, prefix_, chunk_starts_[index],
-      [&](std::string_view key, std::string_view value) {
-        Result<AggregateGroup> group = DecodeStoredGroup(key.substr(prefix_.size()), value, *aggregate_);
-        if (!group.ok()) {
-          failure = group.status();
-          return false;
-        }
-        groups.push_back(std::move(group).value());
-        return static_cast<int64_t>(groups.size()) < wanted;
-      }));
+  SKIPPR_RETURN_IF_ERROR(read_->ScanFrom(store::Family::kStreamState, prefix_, chunk_starts_[index],
+                                         [&](std::string_view key, std::string_view value) {
+                                           Result<AggregateGroup> group = DecodeStoredGroup(
+                                               key.substr(prefix_.size()), value, *aggregate_);
+                                           if (!group.ok()) {
+                                             failure = group.status();
+                                             return false;
+                                           }
+                                           groups.push_back(std::move(group).value());
+                                           return static_cast<int64_t>(groups.size()) < wanted;
+                                         }));
   SKIPPR_RETURN_IF_ERROR(failure);
   // The snapshot is pinned: the keys counted at Open are all still there.
   SKIPPR_CHECK_MSG(static_cast<int64_t>(groups.size()) == wanted,

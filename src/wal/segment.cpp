@@ -817,7 +817,7 @@ Status SegmentReader::VerifyFile(SegmentVerification verification) {
   } else {
     const uint64_t checksum_offset = file_bytes_ - kTailBytes;
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                    &XXH3_freeState);
+                                                                   &XXH3_freeState);
     SKIPPR_CHECK(state != nullptr && XXH3_64bits_reset(state.get()) == XXH_OK);
     std::string buffer(std::min<uint64_t>(kVerifyBufferBytes, checksum_offset), '\0');
     for (uint64_t offset = 0; offset < checksum_offset;) {

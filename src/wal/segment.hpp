@@ -103,8 +103,9 @@ class SegmentReader {
   // from a newer format version is NotSupported. A missing file is NotFound, an unreadable one
   // IOError.
   // With kEachRead, the footer checksum is read, not recomputed (see SegmentVerification).
-  static Result<SegmentReader> Open(const std::string& path, Env* env = Env::Default(),
-                                    SegmentVerification verification = SegmentVerification::kWholeFile);
+  static Result<SegmentReader> Open(
+      const std::string& path, Env* env = Env::Default(),
+      SegmentVerification verification = SegmentVerification::kWholeFile);
   static Result<SegmentReader> FromBytes(std::string bytes, std::string display_name);
   // Verifies `bytes` as FromBytes does but keeps only the header, index and checksum (no copy of
   // the bytes): for the writer's own check before a segment is written. ReadSlice is unavailable.

@@ -515,8 +515,8 @@ Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry
                 fmt::format("cannot delete reclaimed WAL segment: {}", removed.message()));
 }
 
-Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry,
-                                  Env* env, SegmentVerification verification) {
+Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry, Env* env,
+                                  SegmentVerification verification) {
   const std::string path = directory + "/" + entry.file_name;
   SKIPPR_ASSIGN_OR_RETURN(SegmentReader reader, SegmentReader::Open(path, env, verification));
   if (reader.checksum() != entry.checksum || reader.header().segment_id != entry.segment_id) {

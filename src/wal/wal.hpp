@@ -127,9 +127,9 @@ class Wal {
 Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& transaction);
 // Opens a live segment's file and checks it is the one the catalog committed (its footer
 // checksum and segment id), verifying as `verification` says.
-Result<SegmentReader> OpenSegment(const std::string& directory, const SegmentEntry& entry,
-                                  Env* env = Env::Default(),
-                                  SegmentVerification verification = SegmentVerification::kWholeFile);
+Result<SegmentReader> OpenSegment(
+    const std::string& directory, const SegmentEntry& entry, Env* env = Env::Default(),
+    SegmentVerification verification = SegmentVerification::kWholeFile);
 
 // Reclaim (DESIGN.md §6), in two steps: the catalog entry goes in the caller's transaction (after
 // its commit no reader's new snapshot sees the segment), then the file. A crash between the two

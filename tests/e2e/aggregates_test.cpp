@@ -122,9 +122,10 @@ TEST(AggregatesE2e, VerifyReportsEveryGroupTheStoreAndTheDataDisagreeOn) {
   dir.Write("skippr.yml", Config(dir, fmt::format("\n    File:\n      path: {}/input", dir.path()),
                                  "invoices", kInvoiceAggregate));
   ASSERT_EQ(Skipprd(dir, {"sync", "-p", "invoices", "--once"}).exit_code, 0);
-  const nlohmann::json before = QueryPlain(
-      dir, "SELECT CAST(count(*) AS VARCHAR), CAST(sum(amount) + count(*) AS VARCHAR) FROM "
-           "invoices.invoices WHERE customer_id = 5");
+  const nlohmann::json before =
+      QueryPlain(dir,
+                 "SELECT CAST(count(*) AS VARCHAR), CAST(sum(amount) + count(*) AS VARCHAR) FROM "
+                 "invoices.invoices WHERE customer_id = 5");
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir.Sub("warehouse/landed/invoices/data"))) {
     const std::string file = entry.path().string();
@@ -145,7 +146,8 @@ TEST(AggregatesE2e, VerifyReportsEveryGroupTheStoreAndTheDataDisagreeOn) {
   EXPECT_EQ(verify.exit_code, 1) << verify.out << verify.err;
   EXPECT_THAT(verify.out, HasSubstr("invoices.customer_invoice_totals: group (3) is stored but SQL "
                                     "has no rows for it"));
-  EXPECT_THAT(verify.out, HasSubstr("invoices.customer_invoice_totals: group (99) is missing (SQL: "));
+  EXPECT_THAT(verify.out,
+              HasSubstr("invoices.customer_invoice_totals: group (99) is missing (SQL: "));
   EXPECT_THAT(verify.out,
               HasSubstr(fmt::format("group (5) measure invoice_total: stored {}, SQL {}",
                                     std::stoll(before[0][1].get<std::string>()) -

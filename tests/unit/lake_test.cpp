@@ -392,14 +392,17 @@ std::shared_ptr<const Batch> TypedBatch(const std::vector<TypedRow>& rows) {
   batch->schema_id = 1;
   batch->fields = TypedSchema().fields;
   for (const Field& field : batch->fields) batch->columns.emplace_back(field.type);
-  const auto or_null = [](const auto& value, auto make) { return value ? make(*value) : Value::Null(); };
+  const auto or_null = [](const auto& value, auto make) {
+    return value ? make(*value) : Value::Null();
+  };
   for (const TypedRow& row : rows) {
     batch->columns[0].Append(or_null(row.id, Value::Int));
     batch->columns[1].Append(or_null(row.score, Value::Double));
     batch->columns[2].Append(or_null(row.name, Value::String));
     batch->columns[3].Append(or_null(row.at_micros, Value::Timestamp));
     batch->columns[4].Append(or_null(row.day, Value::Date));
-    batch->columns[5].Append(or_null(row.amount_cents, [](int64_t cents) { return Value::Decimal(cents, 10, 2); }));
+    batch->columns[5].Append(
+        or_null(row.amount_cents, [](int64_t cents) { return Value::Decimal(cents, 10, 2); }));
     batch->columns[6].Append(or_null(row.flag, Value::Bool));
     batch->columns[7].Append(or_null(row.at_utc_micros, Value::TimestampTz));
   }
@@ -418,8 +421,9 @@ std::vector<TypedRow> TypedRows(int64_t first, int64_t last) {
   std::vector<TypedRow> rows;
   for (int64_t id = first; id <= last; ++id) {
     rows.push_back({id, static_cast<double>(id) / 2, fmt::format("{:05}-row-with-a-long-name", id),
-                    kJan2024Micros + id * 3600LL * 1000000, kJan2024Days + static_cast<int32_t>(id / 10),
-                    id * 125, id % 2 == 0, kJan2024Micros + id * 3600LL * 1000000});
+                    kJan2024Micros + id * 3600LL * 1000000,
+                    kJan2024Days + static_cast<int32_t>(id / 10), id * 125, id % 2 == 0,
+                    kJan2024Micros + id * 3600LL * 1000000});
   }
   return rows;
 }
@@ -446,9 +450,10 @@ class LakePruning : public ::testing::Test {
       row.amount_cents = std::nullopt;
     }
     std::vector<TypedRow> null_ids = TypedRows(301, 310);
-    null_ids.push_back({std::nullopt, 1.0, "no-id", kJan2024Micros, kJan2024Days, 1, true, kJan2024Micros});
+    null_ids.push_back(
+        {std::nullopt, 1.0, "no-id", kJan2024Micros, kJan2024Days, 1, true, kJan2024Micros});
     const std::vector<std::vector<TypedRow>> files = {TypedRows(1, 100), nan_file, null_file,
-                                                       null_ids, TypedRows(50, 60)};
+                                                      null_ids, TypedRows(50, 60)};
     for (uint64_t segment = 1; segment <= files.size(); ++segment) {
       const Landing landing = PlanLanding("p", kInstance, "typed", {{segment, 0}});
       Result<LandingOutcome> outcome =
@@ -510,7 +515,7 @@ TEST_F(LakePruning, AFilterReadsOnlyTheFilesWhoseStatisticsItCannotRuleOut) {
   EXPECT_EQ(ExpectSameRows("id = 5 OR id = 250"), 2);
   EXPECT_EQ(ExpectSameRows("id IN (7, 305, 999)"), 2);
   EXPECT_EQ(ExpectSameRows("id > 300"), 1);
-  EXPECT_EQ(ExpectSameRows("id >= 1000"), 0);  // only the live rows
+  EXPECT_EQ(ExpectSameRows("id >= 1000"), 0);                   // only the live rows
   EXPECT_EQ(ExpectSameRows("id < 2 AND name LIKE 'row%'"), 1);  // LIKE decides nothing, id does
   EXPECT_EQ(ExpectSameRows("id IS NULL"), 1);
   EXPECT_EQ(ExpectSameRows("name IS NULL"), 1);
@@ -531,7 +536,8 @@ TEST_F(LakePruning, AFilterReadsOnlyTheFilesWhoseStatisticsItCannotRuleOut) {
 TEST_F(LakePruning, WhatCannotBeDecidedReadsEveryFile) {
   for (const std::string where :
        {"id + 0 = 5", "NOT id = 5", "id = 5 OR score + 1 > 2", "coalesce(id, 0) = 0",
-        "id::VARCHAR = '5'", "score > length(name)", "id = (SELECT 5)", "name = 'a' COLLATE nocase"}) {
+        "id::VARCHAR = '5'", "score > length(name)", "id = (SELECT 5)",
+        "name = 'a' COLLATE nocase"}) {
     EXPECT_EQ(ExpectSameRows(where), 5) << where;
   }
 }
@@ -539,13 +545,30 @@ TEST_F(LakePruning, WhatCannotBeDecidedReadsEveryFile) {
 // Columns compared with constants of other types, as DuckDB casts them: the same rows.
 TEST_F(LakePruning, ConstantsOfOtherTypesCompareAsDuckDbCastsThem) {
   for (const std::string where :
-       {"id = '150'", "id > 150.5", "id < 1.5e2", "score = 75", "score <= 50.25",
-        "\"at\" > DATE '2024-01-12'", "\"day\" >= TIMESTAMP '2024-01-10 12:00:00'", "amount = 187.5",
-        "amount >= 300", "name < '00002-row-with-a-long-name'", "name >= 's'", "flag", "flag = 'true'",
-        "\"day\" BETWEEN '2024-01-05' AND '2024-01-06'", "name IN ('no-id', 'x')",
-        "\"at\" BETWEEN '2024-01-05' AND '2024-01-06'", "id BETWEEN 300 AND 200", "id = NULL",
-        "id IN (NULL, 3)", "score = -0.0", "score > 'inf'::DOUBLE", "score < '-inf'::DOUBLE",
-        "at_utc > '2024-01-12'", "at_utc < TIMESTAMP '2024-01-02 00:00:00'",
+       {"id = '150'",
+        "id > 150.5",
+        "id < 1.5e2",
+        "score = 75",
+        "score <= 50.25",
+        "\"at\" > DATE '2024-01-12'",
+        "\"day\" >= TIMESTAMP '2024-01-10 12:00:00'",
+        "amount = 187.5",
+        "amount >= 300",
+        "name < '00002-row-with-a-long-name'",
+        "name >= 's'",
+        "flag",
+        "flag = 'true'",
+        "\"day\" BETWEEN '2024-01-05' AND '2024-01-06'",
+        "name IN ('no-id', 'x')",
+        "\"at\" BETWEEN '2024-01-05' AND '2024-01-06'",
+        "id BETWEEN 300 AND 200",
+        "id = NULL",
+        "id IN (NULL, 3)",
+        "score = -0.0",
+        "score > 'inf'::DOUBLE",
+        "score < '-inf'::DOUBLE",
+        "at_utc > '2024-01-12'",
+        "at_utc < TIMESTAMP '2024-01-02 00:00:00'",
         "at_utc BETWEEN TIMESTAMPTZ '2024-01-05 01:00:00+01' AND '2024-01-06'"}) {
     ExpectSameRows(where);
   }
@@ -553,18 +576,20 @@ TEST_F(LakePruning, ConstantsOfOtherTypesCompareAsDuckDbCastsThem) {
 
 TEST_F(LakePruning, EveryReferenceOfTheStatementIsServed) {
   // Two references with their own filters: the view reads what either needs.
-  const auto [self_join, files] = Run(
-      "SELECT a.id, b.id FROM p.typed a JOIN p.typed b ON a.id + 100 = b.id "
-      "WHERE a.id = 5 AND b.id = 105");
+  const auto [self_join, files] =
+      Run("SELECT a.id, b.id FROM p.typed a JOIN p.typed b ON a.id + 100 = b.id "
+          "WHERE a.id = 5 AND b.id = 105");
   EXPECT_EQ(self_join, std::vector<std::string>{"5|105|"});
   EXPECT_EQ(files, 2);
   // One reference without a filter: every file.
   const auto [union_all, all] =
-      Run("SELECT count(*) FROM (SELECT id FROM p.typed WHERE id = 5 UNION ALL SELECT id FROM p.typed)");
+      Run("SELECT count(*) FROM (SELECT id FROM p.typed WHERE id = 5 UNION ALL SELECT id FROM "
+          "p.typed)");
   EXPECT_EQ(union_all, std::vector<std::string>{"328|"});
   EXPECT_EQ(all, 5);
   // A filter in a CTE, and the next statement reads every file again.
-  EXPECT_EQ(Run("WITH f AS (SELECT * FROM p.typed WHERE id > 300) SELECT count(*) FROM f").second, 1);
+  EXPECT_EQ(Run("WITH f AS (SELECT * FROM p.typed WHERE id > 300) SELECT count(*) FROM f").second,
+            1);
   EXPECT_EQ(Run("SELECT count(*) FROM p.typed").first, std::vector<std::string>{"327|"});
 }
 
@@ -576,7 +601,9 @@ TEST_F(LakePruning, JoinsPruneOnlyWhereTheFilterRemovesTheSameRows) {
   other->columns.emplace_back(LogicalType::Long());
   for (int64_t id : {5, 250, 999}) other->columns[0].Append(Value::Int(id));
   other->num_rows = 3;
-  ASSERT_TRUE(engine_->RegisterTable({"p", "other", other->fields, query::BatchList::InMemory({other})}).ok());
+  ASSERT_TRUE(
+      engine_->RegisterTable({"p", "other", other->fields, query::BatchList::InMemory({other})})
+          .ok());
   // A null-rejecting filter on the outer side of a LEFT JOIN prunes it: only matched rows pass.
   const auto [left, files] =
       Run("SELECT o.id, t.id FROM p.other o LEFT JOIN p.typed t ON o.id = t.id WHERE t.id > 200");
@@ -588,9 +615,12 @@ TEST_F(LakePruning, JoinsPruneOnlyWhereTheFilterRemovesTheSameRows) {
   EXPECT_EQ(unmatched, std::vector<std::string>{"999|"});
   EXPECT_EQ(all, 5);
   // Unqualified columns in a join may be either table's: no pruning from them.
-  EXPECT_EQ(Run("SELECT count(*) FROM p.typed a, (SELECT 1 AS one) o WHERE id = 5 AND one = 1").second, 5);
+  EXPECT_EQ(
+      Run("SELECT count(*) FROM p.typed a, (SELECT 1 AS one) o WHERE id = 5 AND one = 1").second,
+      5);
   // An ASOF join's match would change: nothing pruned.
-  const std::string asof = "SELECT o.id, t.id FROM p.other o ASOF JOIN p.typed t ON o.id >= t.id WHERE t.id < 100";
+  const std::string asof =
+      "SELECT o.id, t.id FROM p.other o ASOF JOIN p.typed t ON o.id >= t.id WHERE t.id < 100";
   const auto [nearest, asof_files] = Run(asof);
   EXPECT_EQ(nearest, std::vector<std::string>{"5|5|"});
   EXPECT_EQ(asof_files, 5);

@@ -650,7 +650,8 @@ TEST(SegmentDamage, OpenedForEachReadNoFlipEverReadsAsOtherData) {
       std::string damaged = original;
       damaged[offset] = static_cast<char>(damaged[offset] ^ mask);
       WriteFile(path, damaged);
-      Result<SegmentReader> reader = SegmentReader::Open(path, Env::Default(), SegmentVerification::kEachRead);
+      Result<SegmentReader> reader =
+          SegmentReader::Open(path, Env::Default(), SegmentVerification::kEachRead);
       if (!reader.ok()) {
         ASSERT_TRUE(reader.status().code() == StatusCode::kCorruption ||
                     reader.status().code() == StatusCode::kNotSupported)
@@ -667,7 +668,8 @@ TEST(SegmentDamage, OpenedForEachReadNoFlipEverReadsAsOtherData) {
           ++caught_at_read;
           continue;
         }
-        SCOPED_TRACE(fmt::format("flip {:#x} at offset {} read as slice {}", mask, offset, ordinal));
+        SCOPED_TRACE(
+            fmt::format("flip {:#x} at offset {} read as slice {}", mask, offset, ordinal));
         ExpectSameBatch(*read, written[ordinal]);
       }
     }

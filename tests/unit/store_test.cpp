@@ -518,7 +518,8 @@ class SyncCountingEnv final : public Env {
     return base_->SyncDirectory(directory);
   }
   Status SyncFile(const std::string& path) override { return base_->SyncFile(path); }
-  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, uint32_t permissions) override {
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                             uint32_t permissions) override {
     return base_->LockFile(path, permissions);
   }
 
@@ -535,7 +536,8 @@ TEST(Store, OnlyAWritersOpenSyncsTheDirectory) {
   EXPECT_EQ(env.directory_syncs, 1);
   created.reset();
   env.directory_syncs = 0;
-  auto reader = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env, .syncs_directory = false}));
+  auto reader =
+      ValueOrDie(Store::Open({.directory = dir.path(), .env = &env, .syncs_directory = false}));
   EXPECT_EQ(env.directory_syncs, 0);
   auto writer = ValueOrDie(Store::Open({.directory = dir.path(), .env = &env}));
   EXPECT_EQ(env.directory_syncs, 1);
