@@ -89,7 +89,10 @@ const std::vector<ConnectorSpec>& Registry() {
         OneOf("cdc_mode", {"snapshot", "snapshot_then_cdc", "cdc_only"}, "snapshot"),
         Text("replication_slot_name", "skippr_slot"),
         Text("publication_name", "skippr_publication"),
-        Number("cdc_idle_timeout_seconds", std::nullopt), Number("batch_size_rows", 10000, 1)}},
+        Number("cdc_idle_timeout_seconds", std::nullopt), Number("batch_size_rows", 10000, 1),
+        // Beyond the reference: TLS, and the connections a snapshot reads with.
+        OneOf("sslmode", {"disable", "prefer", "require", "verify-ca", "verify-full"}, "prefer"),
+        Text("sslrootcert"), Number("snapshot_parallelism", 1, 1, 64)}},
       {"S3",
        ConnectorRole::kSource,
        {RequiredText("s3_bucket"), RequiredText("s3_prefix"), Text("region"), Text("endpoint_url"),

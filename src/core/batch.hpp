@@ -67,12 +67,28 @@ bool ValueFitsColumn(const Value& value, const LogicalType& type);
 
 enum class Mutation : uint8_t { kSnapshot = 0, kInsert = 1, kUpdate = 2, kDelete = 3 };
 
+// One row's change-data-capture metadata, as a CDC source hands it over with the row.
+struct RowChange {
+  Mutation mutation = Mutation::kInsert;
+  std::string event_id;      // equality identity of the source event
+  std::string order_token;   // bytes, lexicographically ordered within the source
+  std::string business_key;  // encoded entity key (empty: none)
+};
+
 // Per-row change-data-capture metadata, present on batches from CDC sources.
 struct CdcSidecar {
   std::vector<Mutation> mutations;
   std::vector<std::string> event_ids;     // equality identity of the source event
   std::vector<std::string> order_tokens;  // bytes, lexicographically ordered within the source
   std::vector<std::string> business_keys; // encoded entity key (empty: none)
+
+  void Append(RowChange change) {
+    mutations.push_back(change.mutation);
+    event_ids.push_back(std::move(change.event_id));
+    order_tokens.push_back(std::move(change.order_token));
+    business_keys.push_back(std::move(change.business_key));
+  }
+  size_t size() const { return mutations.size(); }
 };
 
 // Which top-level fields a reader of stored batches decodes: all of them, or only those listed by

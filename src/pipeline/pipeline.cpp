@@ -39,7 +39,8 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
   for (sources::SourceRecord& record : batch.records) {
     origin.line = record.line;
     origin.row = record.row;
-    if (auto deadletter = shaper.Absorb(std::move(record.value), origin, batch.context)) {
+    RowChange* change = record.change ? &*record.change : nullptr;
+    if (auto deadletter = shaper.Absorb(std::move(record.value), origin, batch.context, change)) {
       batch.deadletters.push_back(std::move(*deadletter));
     }
   }
@@ -175,7 +176,7 @@ Result<DiscoverResult> Discover(const config::Config& config,
     SKIPPR_ASSIGN_OR_RETURN(ops, internal::OpenOps(config, pipeline, read));
   }
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector));
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector, pipeline.data_source));
   sources::ReadOptions options;
   options.max_records_per_partition = sample_records_per_partition;
   SKIPPR_RETURN_IF_ERROR(source->Open({}, options));

@@ -402,7 +402,7 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
 
   const config::ConnectorConfig& connector = config.data_sources.at(pipeline.data_source).connector;
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> inner_source,
-                          sources::MakeSource(connector));
+                          sources::MakeSource(connector, pipeline.data_source));
   // Reading and parsing overlap shaping and committing: a second core works while this one does.
   std::unique_ptr<sources::Source> source =
       sources::ReadAhead(std::move(inner_source), kSourceBatchesAhead);

@@ -221,8 +221,9 @@ class Shaper {
   // (not an object, duplicate keys, nesting deeper than 64, a list mixing objects and values, a
   // missing namespace field, a primary key field missing, null or of another type); the schema is
   // then unchanged.
+  // `change` (CDC sources) rides with the row into its batch's CDC sidecar.
   std::optional<Deadletter> Absorb(Value record, const RecordOrigin& origin,
-                                   const RecordContext& context);
+                                   const RecordContext& context, RowChange* change = nullptr);
 
   // Ends a unit of work (a discover run, a batch about to be committed): fields seen only as null
   // are created as strings, every changed namespace gets the next schema id and a history entry,

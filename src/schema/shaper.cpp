@@ -423,6 +423,19 @@ struct Shaper::NamespaceState {
   uint64_t columns_conformed_at_edit = 0;
   int64_t previous_batch_rows = 0;  // a guess at how much to reserve
   std::vector<RecordOrigin> origins;  // of each row in `columns` (ShaperOptions::keep_origins)
+  // The rows' CDC metadata, once a row of this batch brought some (rows before it, and rows
+  // without any, count as inserts).
+  std::optional<CdcSidecar> cdc;
+
+  void AppendChange(RowChange* change) {
+    if (change == nullptr && !cdc) return;
+    if (!cdc) {
+      cdc.emplace();
+      for (int64_t row = 0; row + 1 < column_rows; ++row) cdc->Append({});
+    }
+    cdc->Append(change != nullptr ? std::move(*change) : RowChange{});
+    SKIPPR_DCHECK(cdc->size() == static_cast<size_t>(column_rows));
+  }
 
   int32_t NextFieldId() { return ++schema->last_field_id; }
   void Changed(std::string what) {
@@ -1073,7 +1086,7 @@ std::optional<std::string> Shaper::RouteRecord(const Value& record, const Record
 }
 
 std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origin,
-                                         const RecordContext& context) {
+                                         const RecordContext& context, RowChange* change) {
   std::string namespace_name;  // decided by RouteRecord (unless the state is known already)
   const auto deadletter = [&](FailureCode code, std::string reason) {
     Deadletter rejected = MakeDeadletter(origin, code, std::move(reason), record.ToJson());
@@ -1124,6 +1137,7 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   if (options_.build_columns) {
     state->AppendRow(record.as_object());
     if (options_.keep_origins) state->origins.push_back(origin);
+    state->AppendChange(change);
   }
   ++records_absorbed_;
   return std::nullopt;
@@ -1158,6 +1172,8 @@ std::vector<Batch> Shaper::TakeBatches(std::vector<std::vector<RecordOrigin>>* o
     batch.num_rows = state->column_rows;
     for (Column& column : state->columns) column.PadNullsTo(batch.num_rows);
     batch.columns = std::move(state->columns);
+    batch.cdc = std::move(state->cdc);
+    state->cdc.reset();
     std::string reason;
     SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
     state->previous_batch_rows = batch.num_rows;

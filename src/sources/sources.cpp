@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/check.hpp"
+#include "sources/postgres_source.hpp"
 #include "sources/source_kinds.hpp"
 
 namespace skippr::sources {
@@ -77,6 +78,7 @@ PartitionPosition PositionFromJson(const nlohmann::json& json) {
   position.resume = ResumeFromJson(json.at("resume"));
   position.skipped_bytes_hash = FromHex64(json.at("skipped_bytes_hash"));
   position.ends_at_line_end = json.at("ends_at_line_end").get<bool>();
+  position.cursor = json.value("cursor", std::string());
   return position;
 }
 
@@ -96,6 +98,7 @@ nlohmann::json PositionToJson(const PartitionPosition& position) {
                          {"skipped_bytes_hash", Hex64(position.skipped_bytes_hash)},
                          {"ends_at_line_end", position.ends_at_line_end}};
   if (!position.version_reason.empty()) json["version_reason"] = position.version_reason;
+  if (!position.cursor.empty()) json["cursor"] = position.cursor;
   return json;
 }
 
@@ -153,11 +156,14 @@ Status SavePositions(store::WriteTransaction& transaction, const SourcePositions
   return Status::OK();
 }
 
-Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector) {
+Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
+                                           const std::string& source_name) {
   if (connector.kind == "Sample") return internal::MakeSampleSource(connector);
   if (connector.kind == "File") return internal::MakeFileSource(connector);
+  if (connector.kind == "Postgres") return postgres::MakePostgresSource(connector, source_name);
   return Status::NotSupported(fmt::format(
-      "the {} source is not available in this build yet; sources available: File, Sample",
+      "the {} source is not available in this build yet; sources available: File, Postgres, "
+      "Sample",
       connector.kind));
 }
 

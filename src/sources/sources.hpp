@@ -58,6 +58,9 @@ struct PartitionPosition {
   // or replaced), the file is read again from its start as a new version (docs/config.md).
   uint64_t version = 1;
   std::string version_reason;  // why the current version is new; empty for version 1
+  // Where a source that is not a file goes on, in its own terms (a PostgreSQL snapshot range:
+  // the last ctid read). Empty for files.
+  std::string cursor;
   ResumePoint resume;
   // XXH3-64 of the stream bytes [resume.byte_offset, byte_offset): the records a re-read skips
   // (compressed files) are proven unchanged by it before they are skipped.
@@ -79,6 +82,7 @@ struct SourceRecord {
   Value value;
   uint64_t line = 0;  // 1-based line in a text file; 0 where lines mean nothing
   uint64_t row = 0;   // 1-based record number in the partition
+  std::optional<RowChange> change;  // CDC sources: the mutation and its order
 };
 
 // Records of one partition, read in order.
@@ -113,7 +117,9 @@ class Source {
   virtual Result<std::optional<SourceBatch>> Next() = 0;
 };
 
-Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector);
+// `source_name` (the data_sources entry) names the source in its messages.
+Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
+                                           const std::string& source_name = "source");
 
 // `inner`, read on a thread of its own up to `max_batches_ahead` batches ahead of the caller, so
 // reading and parsing overlap what the caller does with each batch (sync: shaping, encoding,

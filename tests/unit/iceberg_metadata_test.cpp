@@ -22,6 +22,7 @@
 
 #include "iceberg/catalog.hpp"
 #include "iceberg/table_metadata.hpp"
+#include "support/postgres_server.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 
@@ -29,6 +30,8 @@ namespace skippr::iceberg {
 namespace {
 
 namespace fs = std::filesystem;
+using skippr::testing::PostgresServer;
+using skippr::testing::RunShell;
 using skippr::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -683,16 +686,6 @@ CatalogOptions SqliteOptions(const TempDir& dir, const std::string& catalog_name
 }
 
 // Runs a shell command; returns its exit status and stdout + stderr.
-std::pair<int, std::string> RunShell(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  return {pclose(pipe), output};
-}
-
 bool HasProgram(const std::string& name) { return RunShell("command -v " + name).first == 0; }
 
 TEST(SqliteCatalog, TablesAreCreatedLoadedListedAndSwapped) {
@@ -1002,103 +995,15 @@ TEST(TableCommit, ASwapLostToAnotherToolRemovesOurFile) {
 
 // ----- Catalog: PostgreSQL -----------------------------------------------------------------------
 
-// A throwaway PostgreSQL server from the Debian packages, on a free port, run as the `postgres`
-// user when the tests run as root (PostgreSQL refuses root).
-class PostgresServer {
- public:
-  static std::unique_ptr<PostgresServer> Start(std::string* why_not) {
-    const std::string bin = FindBinDirectory();
-    if (bin.empty()) {
-      *why_not = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb)";
-      return nullptr;
-    }
-    auto server = std::unique_ptr<PostgresServer>(new PostgresServer(bin));
-    if (!server->Init(why_not)) return nullptr;
-    return server;
-  }
-  ~PostgresServer() {
-    if (is_running_) RunShell(As() + bin_ + "/pg_ctl -D " + data_ + " -m immediate -w stop");
-  }
-  std::string uri() const {
-    return fmt::format("postgresql://skippr@127.0.0.1:{}/postgres", port_);
-  }
-
- private:
-  explicit PostgresServer(std::string bin) : bin_(std::move(bin)), data_(dir_.Sub("data")) {}
-
-  static std::string FindBinDirectory() {
-    std::string best;
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", error)) {
-      const std::string bin = entry.path().string() + "/bin";
-      if (fs::exists(bin + "/initdb") && bin > best) best = bin;
-    }
-    return best;
-  }
-
-  static int FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    close(fd);
-    return ntohs(address.sin_port);
-  }
-
-  std::string As() const { return run_as_postgres_ ? "runuser -u postgres -- " : ""; }
-
-  bool Init(std::string* why_not) {
-    if (geteuid() == 0) {
-      const passwd* postgres = getpwnam("postgres");
-      if (postgres == nullptr) {
-        *why_not = "running as root and there is no postgres user to run PostgreSQL as";
-        return false;
-      }
-      if (chown(dir_.path().c_str(), postgres->pw_uid, postgres->pw_gid) != 0) {
-        *why_not = "cannot hand the test directory to the postgres user";
-        return false;
-      }
-      run_as_postgres_ = true;
-    }
-    auto [init_status, init_output] =
-        RunShell(As() + bin_ + "/initdb -D " + data_ + " -U skippr -A trust -E UTF8 --no-sync");
-    if (init_status != 0) {
-      *why_not = "initdb failed: " + init_output;
-      return false;
-    }
-    port_ = FreePort();
-    auto [start_status, start_output] = RunShell(fmt::format(
-        "{}{}/pg_ctl -D {} -l {}/server.log -w -t 60 -o '-p {} -k {} -c listen_addresses=127.0.0.1 "
-        "-c fsync=off' start",
-        As(), bin_, data_, dir_.path(), port_, dir_.path()));
-    if (start_status != 0) {
-      *why_not = "pg_ctl start failed: " + start_output + ReadFile(dir_.Sub("server.log"));
-      return false;
-    }
-    is_running_ = true;
-    return true;
-  }
-
-  TempDir dir_;
-  std::string bin_;
-  std::string data_;
-  int port_ = 0;
-  bool run_as_postgres_ = false;
-  bool is_running_ = false;
-};
-
 class PostgresCatalog : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = PostgresServer::Start(&why_not_).release(); }
+  static void SetUpTestSuite() { server_ = PostgresServer::Start({}, &why_not_).release(); }
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
   }
   void SetUp() override {
-    if (server_ == nullptr) GTEST_SKIP() << why_not_;
+    if (server_ == nullptr) FAIL() << why_not_;
   }
 
   // Each test its own catalog_name: the tests share one database.

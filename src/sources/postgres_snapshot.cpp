@@ -1,0 +1,458 @@
+// The PostgreSQL source's snapshot: every table read under one exported snapshot, a heap table in
+// ctid block ranges by `snapshot_parallelism` connections, each range a partition of the source's
+// positions so that an interrupted snapshot resumes after the last row committed
+// (docs/sources/postgres.md, "Snapshot").
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "core/check.hpp"
+#include "sources/postgres_catalog.hpp"
+#include "sources/postgres_source.hpp"
+
+namespace skippr::sources::postgres {
+
+namespace {
+
+constexpr uint64_t kOpenEnd = std::numeric_limits<uint64_t>::max();
+// Rows of one batch are also bounded by their text: wide rows make smaller batches.
+constexpr size_t kMaxBatchTextBytes = 8 << 20;
+// A range holds at most this many 8 KiB blocks (1 GiB), and at least 128 unless the table is
+// smaller: enough ranges for every connection to stay busy, few enough that each COPY is long.
+constexpr uint64_t kMaxRangeBlocks = 131'072;
+constexpr uint64_t kMinRangeBlocks = 128;
+
+struct Ctid {
+  uint64_t block = 0;
+  uint64_t offset = 0;
+};
+
+std::optional<Ctid> ParseCtid(std::string_view text) {
+  Ctid ctid;
+  if (text.size() < 5 || text.front() != '(' || text.back() != ')') return std::nullopt;
+  const size_t comma = text.find(',');
+  if (comma == std::string_view::npos) return std::nullopt;
+  const auto block = std::from_chars(text.data() + 1, text.data() + comma, ctid.block);
+  const auto offset =
+      std::from_chars(text.data() + comma + 1, text.data() + text.size() - 1, ctid.offset);
+  if (block.ec != std::errc() || offset.ec != std::errc()) return std::nullopt;
+  return ctid;
+}
+
+// One ctid block range of one storage relation: [first_block, end_block), end_block kOpenEnd for
+// the last (rows the table gains beyond its size at planning are in it), or the whole relation.
+struct RangeBounds {
+  uint64_t first_block = 0;
+  uint64_t end_block = kOpenEnd;
+};
+
+std::string RangePartition(const PgStorage& storage, const RangeBounds& bounds) {
+  if (!storage.is_heap) return fmt::format("postgres snapshot {} all", storage.qualified_name);
+  return fmt::format("postgres snapshot {} blocks {}-{}", storage.qualified_name,
+                     bounds.first_block,
+                     bounds.end_block == kOpenEnd ? std::string() : std::to_string(bounds.end_block));
+}
+
+// The bounds a partition id names, when it is a range of `storage`.
+std::optional<RangeBounds> ParseRangePartition(const PgStorage& storage,
+                                               std::string_view partition) {
+  const std::string prefix = fmt::format("postgres snapshot {} ", storage.qualified_name);
+  if (partition.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view rest = partition.substr(prefix.size());
+  if (rest == "all") return RangeBounds{};
+  constexpr std::string_view kBlocks = "blocks ";
+  if (rest.substr(0, kBlocks.size()) != kBlocks) return std::nullopt;
+  rest.remove_prefix(kBlocks.size());
+  const size_t dash = rest.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  RangeBounds bounds;
+  if (std::from_chars(rest.data(), rest.data() + dash, bounds.first_block).ec != std::errc()) {
+    return std::nullopt;
+  }
+  if (dash + 1 < rest.size() &&
+      std::from_chars(rest.data() + dash + 1, rest.data() + rest.size(), bounds.end_block).ec !=
+          std::errc()) {
+    return std::nullopt;
+  }
+  return bounds;
+}
+
+// "16/B374D848" → the 64-bit LSN.
+uint64_t ParseLsn(std::string_view text) {
+  const size_t slash = text.find('/');
+  uint64_t high = 0;
+  uint64_t low = 0;
+  if (slash != std::string_view::npos) {
+    std::from_chars(text.data(), text.data() + slash, high, 16);
+    std::from_chars(text.data() + slash + 1, text.data() + text.size(), low, 16);
+  }
+  return high << 32 | low;
+}
+
+// [first, end) split into ranges of about `range_blocks`; the last one open-ended when `open`.
+std::vector<RangeBounds> SplitBlocks(uint64_t first, uint64_t end, uint64_t range_blocks,
+                                     bool open) {
+  std::vector<RangeBounds> ranges;
+  for (uint64_t start = first; start < end || (ranges.empty() && open); start += range_blocks) {
+    ranges.push_back({start, std::min(end, start + range_blocks)});
+    if (start + range_blocks >= end) break;
+  }
+  if (open) {
+    if (ranges.empty()) ranges.push_back({first, kOpenEnd});
+    ranges.back().end_block = kOpenEnd;
+  }
+  return ranges;
+}
+
+}  // namespace
+
+std::string OrderToken(uint64_t lsn, uint64_t ordinal) {
+  std::string token(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    token[static_cast<size_t>(i)] = static_cast<char>(lsn >> (56 - 8 * i));
+    token[static_cast<size_t>(8 + i)] = static_cast<char>(ordinal >> (56 - 8 * i));
+  }
+  return token;
+}
+
+std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_columns) {
+  if (key_columns.empty()) return {};
+  std::string key = "[";
+  for (size_t i = 0; i < key_columns.size(); ++i) {
+    if (i > 0) key += ',';
+    key += row[key_columns[i]].second.ToJson();
+  }
+  key += ']';
+  return key;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct SnapshotSource::Range {
+  const TableReader* table = nullptr;
+  const PgStorage* storage = nullptr;
+  RangeBounds bounds;
+  std::string partition;
+  PartitionPosition start;  // committed so far (records, the last ctid in `cursor`)
+};
+
+// A table's columns as the records need them: decoders, declared types, the key's columns.
+struct SnapshotSource::TableReader {
+  PgTable table;
+  std::vector<PgColumnDecoder> decoders;
+  std::map<std::string, LogicalType> declared_types;
+  std::vector<size_t> key_columns;  // indices into table.columns
+  std::string select_list;          // "a", "b", ...
+};
+
+SnapshotSource::SnapshotSource(PostgresSettings settings) : settings_(std::move(settings)) {}
+
+SnapshotSource::~SnapshotSource() { StopReaders(); }
+
+void SnapshotSource::StopReaders() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& reader : readers_) {
+    if (reader.joinable()) reader.join();
+  }
+  readers_.clear();
+}
+
+Status SnapshotSource::Open(const SourcePositions& committed, const ReadOptions& options) {
+  max_records_per_partition_ = options.max_records_per_partition;
+  SKIPPR_ASSIGN_OR_RETURN(control_, PgConnection::Connect(settings_));
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<PgTable> tables, ListTables(*control_, settings_));
+  for (PgTable& table : tables) tables_.push_back(MakeTableReader(std::move(table)));
+  PlanRanges(committed);
+  if (pending_.empty()) return Status::OK();
+  // One snapshot for every table: exported by the control connection, whose transaction stays
+  // open until the readers have taken it.
+  SKIPPR_RETURN_IF_ERROR(control_->Execute(
+      "starting the snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  SKIPPR_ASSIGN_OR_RETURN(
+      PgResult exported,
+      control_->Query("exporting the snapshot",
+                      "SELECT pg_export_snapshot(), CASE WHEN pg_is_in_recovery() THEN "
+                      "pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END"));
+  snapshot_name_ = std::string(exported.Text(0, 0));
+  snapshot_lsn_ = ParseLsn(exported.Text(0, 1));
+  spdlog::info("postgres {}: snapshot {} at LSN {:X}/{:X}: {} range(s) of {} table(s) to read",
+               settings_.Describe(), snapshot_name_, snapshot_lsn_ >> 32,
+               snapshot_lsn_ & 0xffffffff, pending_.size(), tables_.size());
+  const size_t readers =
+      std::clamp<size_t>(static_cast<size_t>(settings_.snapshot_parallelism), 1, pending_.size());
+  max_batches_ready_ = readers * 2;
+  running_readers_ = readers;
+  for (size_t i = 0; i < readers; ++i) readers_.emplace_back([this] { ReadRanges(); });
+  return Status::OK();
+}
+
+std::unique_ptr<SnapshotSource::TableReader> SnapshotSource::MakeTableReader(PgTable table) {
+  auto reader = std::make_unique<TableReader>();
+  for (size_t i = 0; i < table.columns.size(); ++i) {
+    const PgColumn& column = table.columns[i];
+    reader->decoders.emplace_back(column.type);
+    reader->declared_types.emplace(column.name, reader->decoders.back().logical_type());
+    if (i > 0) reader->select_list += ", ";
+    reader->select_list += control_->QuoteIdentifier(column.name);
+    if (std::find(table.primary_key.begin(), table.primary_key.end(), column.name) !=
+        table.primary_key.end()) {
+      reader->key_columns.push_back(i);
+    }
+  }
+  // In key order, not column order.
+  std::sort(reader->key_columns.begin(), reader->key_columns.end(), [&](size_t a, size_t b) {
+    const auto position = [&](size_t column) {
+      return std::find(table.primary_key.begin(), table.primary_key.end(),
+                       table.columns[column].name) -
+             table.primary_key.begin();
+    };
+    return position(a) < position(b);
+  });
+  reader->table = std::move(table);
+  return reader;
+}
+
+void SnapshotSource::PlanRanges(const SourcePositions& committed) {
+  for (const std::unique_ptr<TableReader>& reader : tables_) {
+    for (const PgStorage& storage : reader->table.storage) {
+      PlanStorageRanges(*reader, storage, committed);
+    }
+  }
+}
+
+void SnapshotSource::PlanStorageRanges(const TableReader& reader, const PgStorage& storage,
+                                       const SourcePositions& committed) {
+  // Ranges an earlier pass planned and committed rows of: go on with the unfinished ones, and
+  // plan the blocks none of them covers (it may have stopped before starting every range).
+  std::vector<RangeBounds> known;
+  for (const auto& [partition, position] : committed) {
+    const std::optional<RangeBounds> bounds = ParseRangePartition(storage, partition);
+    if (!bounds) continue;
+    known.push_back(*bounds);
+    if (!position.is_closed) {
+      pending_.push_back({&reader, &storage, *bounds, partition, position});
+    }
+  }
+  if (!storage.is_heap) {
+    if (known.empty()) pending_.push_back({&reader, &storage, {}, RangePartition(storage, {}), {}});
+    return;
+  }
+  std::sort(known.begin(), known.end(),
+            [](const RangeBounds& a, const RangeBounds& b) { return a.first_block < b.first_block; });
+  const uint64_t blocks = RelationBlocks(storage);
+  const uint64_t range_blocks =
+      std::clamp<uint64_t>(blocks / (static_cast<uint64_t>(settings_.snapshot_parallelism) * 4),
+                           kMinRangeBlocks, kMaxRangeBlocks);
+  std::vector<RangeBounds> planned;
+  uint64_t next = 0;
+  for (const RangeBounds& range : known) {
+    if (range.first_block > next) {
+      for (const RangeBounds& gap : SplitBlocks(next, range.first_block, range_blocks, false)) {
+        planned.push_back(gap);
+      }
+    }
+    next = std::max(next, range.end_block);
+  }
+  if (next != kOpenEnd) {
+    for (const RangeBounds& tail : SplitBlocks(next, std::max(next, blocks), range_blocks, true)) {
+      planned.push_back(tail);
+    }
+  }
+  for (const RangeBounds& bounds : planned) {
+    pending_.push_back({&reader, &storage, bounds, RangePartition(storage, bounds), {}});
+  }
+}
+
+uint64_t SnapshotSource::RelationBlocks(const PgStorage& storage) {
+  Result<PgResult> result = control_->Query(
+      "reading a table's size",
+      "SELECT pg_relation_size($1::oid) / current_setting('block_size')::bigint",
+      {std::to_string(storage.oid)});
+  // Only a plan: a size we cannot read makes one open range, read whole.
+  if (!result.ok() || result->rows() != 1) return 0;
+  return static_cast<uint64_t>(result->Integer(0, 0));
+}
+
+// ----- reader threads ------------------------------------------------------------------------
+
+void SnapshotSource::ReadRanges() {
+  Status status = ReadRangesOnOwnConnection();
+  std::lock_guard lock(mutex_);
+  if (!status.ok() && failure_.ok()) failure_ = std::move(status);
+  --running_readers_;
+  changed_.notify_all();
+}
+
+Status SnapshotSource::ReadRangesOnOwnConnection() {
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> connection,
+                          PgConnection::Connect(settings_));
+  SKIPPR_RETURN_IF_ERROR(connection->Execute("starting a snapshot reader",
+                                             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  SKIPPR_RETURN_IF_ERROR(connection->Execute(
+      "taking the exported snapshot",
+      "SET TRANSACTION SNAPSHOT " + connection->QuoteLiteral(snapshot_name_)));
+  while (true) {
+    Range range;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ || next_range_ >= pending_.size() || !failure_.ok()) return Status::OK();
+      range = pending_[next_range_++];
+    }
+    SKIPPR_RETURN_IF_ERROR(ReadRange(*connection, range));
+  }
+}
+
+Status SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
+  const TableReader& reader = *range.table;
+  std::string where;
+  std::string columns = reader.select_list;
+  if (range.storage->is_heap) {
+    columns = columns.empty() ? "ctid" : "ctid, " + columns;
+    const std::optional<Ctid> after = ParseCtid(range.start.cursor);
+    where = after ? fmt::format(" WHERE ctid > '({},{})'::tid", after->block, after->offset)
+                  : fmt::format(" WHERE ctid >= '({},0)'::tid", range.bounds.first_block);
+    if (range.bounds.end_block != kOpenEnd) {
+      where += fmt::format(" AND ctid < '({},0)'::tid", range.bounds.end_block);
+    }
+  }
+  const std::string sql = fmt::format("COPY (SELECT {} FROM {}{}) TO STDOUT", columns,
+                                      range.storage->qualified_name, where);
+  PartitionPosition position = range.start;
+  SourceBatch batch = NewBatch(range);
+  size_t batch_text_bytes = 0;
+  Status failure;
+  const Status copied = connection.CopyOut(
+      fmt::format("reading {}", range.partition), sql, [&](std::string_view line) {
+        if (Status row = AddRow(reader, range, line, batch, position); !row.ok()) {
+          failure = std::move(row);
+          return false;
+        }
+        batch_text_bytes += line.size();
+        if (batch.records.size() >= settings_.batch_size_rows ||
+            batch_text_bytes >= kMaxBatchTextBytes) {
+          batch.position = position;
+          batch.bytes_read = batch_text_bytes;
+          if (!Hand(std::move(batch))) return false;
+          batch = NewBatch(range);
+          batch_text_bytes = 0;
+        }
+        return max_records_per_partition_ == 0 ||
+               position.records_consumed < max_records_per_partition_;
+      });
+  SKIPPR_RETURN_IF_ERROR(failure);
+  SKIPPR_RETURN_IF_ERROR(copied);
+  position.is_closed = max_records_per_partition_ == 0 ||
+                       position.records_consumed < max_records_per_partition_;
+  batch.position = position;
+  batch.bytes_read = batch_text_bytes;
+  Hand(std::move(batch));
+  return Status::OK();
+}
+
+SourceBatch SnapshotSource::NewBatch(const Range& range) const {
+  SourceBatch batch;
+  batch.partition = range.partition;
+  batch.context.infer_epoch_timestamps = false;
+  batch.context.declared_types = &range.table->declared_types;
+  batch.context.source_namespace = range.table->table.namespace_name;
+  batch.context.keys_may_repeat = false;
+  batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, 4096));
+  return batch;
+}
+
+Status SnapshotSource::AddRow(const TableReader& reader, const Range& range, std::string_view line,
+                              SourceBatch& batch, PartitionPosition& position) const {
+  ValueObject row;
+  row.reserve(reader.decoders.size());
+  size_t at = 0;
+  std::string_view ctid_text;  // heap relations: the first field
+  const size_t first_column = range.storage->is_heap ? 1 : 0;
+  const size_t fields = reader.decoders.size() + first_column;
+  for (size_t field = 0; field < fields; ++field) {
+    const size_t tab = line.find('\t', at);
+    const bool is_last = field + 1 == fields;
+    if ((tab == std::string_view::npos) != is_last) {
+      return Status::Corruption(fmt::format(
+          "{}: a COPY row after row {} has {} fields where {} were expected", range.partition,
+          position.records_consumed, std::count(line.begin(), line.end(), '\t') + 1, fields));
+    }
+    const std::string_view text = line.substr(at, is_last ? std::string_view::npos : tab - at);
+    at = tab + 1;
+    if (field < first_column) {
+      ctid_text = text;
+      continue;
+    }
+    const size_t column = field - first_column;
+    const std::string& name = reader.table.columns[column].name;
+    if (text == "\\N") {
+      row.emplace_back(name, Value::Null());
+    } else if (text.find('\\') == std::string_view::npos) {
+      row.emplace_back(name, reader.decoders[column].Decode(text));
+    } else {
+      row.emplace_back(name, reader.decoders[column].Decode(UnescapeCopyField(text)));
+    }
+  }
+  if (range.storage->is_heap) position.cursor = std::string(ctid_text);
+  position.records_consumed += 1;
+  SourceRecord record;
+  record.row = position.records_consumed;
+  RowChange change;
+  change.mutation = Mutation::kSnapshot;
+  change.order_token = OrderToken(snapshot_lsn_, 0);
+  change.event_id = fmt::format("snapshot {:X} {} {}", snapshot_lsn_, range.storage->oid,
+                                range.storage->is_heap ? ctid_text
+                                                       : std::to_string(position.records_consumed));
+  change.business_key = BusinessKey(row, reader.key_columns);
+  record.change = std::move(change);
+  record.value = Value::Object(std::move(row));
+  batch.records.push_back(std::move(record));
+  return Status::OK();
+}
+
+bool SnapshotSource::Hand(SourceBatch batch) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return ready_.size() < max_batches_ready_ || stopping_; });
+  if (stopping_) return false;
+  ready_.push_back(std::move(batch));
+  lock.unlock();
+  changed_.notify_all();
+  return true;
+}
+
+Result<std::optional<SourceBatch>> SnapshotSource::Next() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return !ready_.empty() || running_readers_ == 0 || !failure_.ok(); });
+  if (!failure_.ok()) return failure_;
+  if (ready_.empty()) return std::optional<SourceBatch>();
+  SourceBatch batch = std::move(ready_.front());
+  ready_.pop_front();
+  lock.unlock();
+  changed_.notify_all();
+  return std::optional<SourceBatch>(std::move(batch));
+}
+
+Result<std::unique_ptr<Source>> MakePostgresSource(const config::ConnectorConfig& connector,
+                                                   const std::string& source_name) {
+  SKIPPR_ASSIGN_OR_RETURN(PostgresSettings settings, PostgresSettings::FromConnector(connector));
+  settings.source_name = source_name;
+  if (settings.cdc_mode != CdcMode::kSnapshot) {
+    return Status::NotSupported(fmt::format(
+        "data_sources.{}.cdc_mode: change data capture is not available in this build yet; "
+        "set cdc_mode: snapshot",
+        source_name));
+  }
+  return std::unique_ptr<Source>(std::make_unique<SnapshotSource>(std::move(settings)));
+}
+
+}  // namespace skippr::sources::postgres

@@ -1,0 +1,417 @@
+#include "sources/postgres_types.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "schema/text_values.hpp"
+
+namespace skippr::sources::postgres {
+
+namespace {
+
+// Built-in type oids (pg_type.dat; fixed across PostgreSQL versions).
+enum Oid : uint32_t {
+  kBoolOid = 16,
+  kByteaOid = 17,
+  kInt8Oid = 20,
+  kInt2Oid = 21,
+  kInt4Oid = 23,
+  kOidOid = 26,
+  kFloat4Oid = 700,
+  kFloat8Oid = 701,
+  kDateOid = 1082,
+  kTimeOid = 1083,
+  kTimestampOid = 1114,
+  kTimestampTzOid = 1184,
+  kNumericOid = 1700,
+  kUuidOid = 2950,
+};
+
+// A numeric column without a usable precision (unconstrained, over 38 digits, or a scale outside
+// [0, precision]) is decimal(38, 10): 28 integer and 10 fractional digits. A value needing more
+// goes to the sibling string column, exactly as PostgreSQL wrote it.
+constexpr int kUnconstrainedNumericScale = 10;
+constexpr int kMaxDecimalPrecision = 38;
+constexpr int64_t kMicrosPerDay = 86'400'000'000LL;
+
+bool ReadNumber(std::string_view text, size_t& at, size_t min_digits, int64_t* out) {
+  const size_t start = at;
+  int64_t value = 0;
+  while (at < text.size() && text[at] >= '0' && text[at] <= '9' && at - start < 18) {
+    value = value * 10 + (text[at] - '0');
+    ++at;
+  }
+  *out = value;
+  return at - start >= min_digits;
+}
+
+bool Expect(std::string_view text, size_t& at, char c) {
+  if (at >= text.size() || text[at] != c) return false;
+  ++at;
+  return true;
+}
+
+// " BC" at the end of a date or timestamp: the year counts backwards from 1 BC = year 0.
+bool TakeEra(std::string_view& text) {
+  constexpr std::string_view kBc = " BC";
+  if (text.size() > kBc.size() && text.substr(text.size() - kBc.size()) == kBc) {
+    text.remove_suffix(kBc.size());
+    return true;
+  }
+  return false;
+}
+
+// "YYYY-MM-DD" (four or more year digits) at `at`, in days since 1970-01-01.
+std::optional<int64_t> ReadDate(std::string_view text, size_t& at, bool is_bc) {
+  int64_t year = 0;
+  int64_t month = 0;
+  int64_t day = 0;
+  if (!ReadNumber(text, at, 4, &year) || !Expect(text, at, '-') ||
+      !ReadNumber(text, at, 2, &month) || !Expect(text, at, '-') ||
+      !ReadNumber(text, at, 2, &day) || month < 1 || month > 12 || day < 1 || day > 31) {
+    return std::nullopt;
+  }
+  if (is_bc) year = 1 - year;
+  return schema::internal::DaysFromCivil(year, static_cast<unsigned>(month),
+                                         static_cast<unsigned>(day));
+}
+
+// "HH:MM:SS[.ffffff]" at `at` in microseconds since midnight (24:00:00 is PostgreSQL's end of day).
+std::optional<int64_t> ReadClock(std::string_view text, size_t& at) {
+  int64_t hour = 0;
+  int64_t minute = 0;
+  int64_t second = 0;
+  if (!ReadNumber(text, at, 2, &hour) || !Expect(text, at, ':') ||
+      !ReadNumber(text, at, 2, &minute) || !Expect(text, at, ':') ||
+      !ReadNumber(text, at, 2, &second) || hour > 24 || minute > 59 || second > 60) {
+    return std::nullopt;
+  }
+  int64_t micros = ((hour * 60 + minute) * 60 + second) * 1'000'000;
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    int64_t scale = 100'000;
+    const size_t start = at;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+      micros += (text[at] - '0') * scale;
+      scale /= 10;
+      ++at;
+    }
+    if (at == start || at - start > 6) return std::nullopt;
+  }
+  return micros;
+}
+
+// "+HH[:MM[:SS]]" or "-..." at `at`, in microseconds east of UTC.
+std::optional<int64_t> ReadOffset(std::string_view text, size_t& at) {
+  if (at >= text.size() || (text[at] != '+' && text[at] != '-')) return std::nullopt;
+  const int64_t sign = text[at] == '+' ? 1 : -1;
+  ++at;
+  int64_t parts[3] = {0, 0, 0};
+  for (int part = 0; part < 3; ++part) {
+    if (part > 0 && !Expect(text, at, ':')) {
+      break;
+    }
+    if (!ReadNumber(text, at, 2, &parts[part])) return std::nullopt;
+  }
+  return sign * ((parts[0] * 60 + parts[1]) * 60 + parts[2]) * 1'000'000;
+}
+
+std::optional<int64_t> ParseTimestampText(std::string_view text, bool with_zone) {
+  const bool is_bc = TakeEra(text);
+  size_t at = 0;
+  const std::optional<int64_t> days = ReadDate(text, at, is_bc);
+  if (!days || !Expect(text, at, ' ')) return std::nullopt;
+  const std::optional<int64_t> clock = ReadClock(text, at);
+  if (!clock) return std::nullopt;
+  int64_t offset = 0;
+  if (with_zone) {
+    const std::optional<int64_t> parsed = ReadOffset(text, at);
+    if (!parsed) return std::nullopt;
+    offset = *parsed;
+  }
+  if (at != text.size()) return std::nullopt;
+  // PostgreSQL's range (4713 BC to 294276 AD) fits int64 microseconds with room to spare.
+  return *days * kMicrosPerDay + *clock - offset;
+}
+
+std::optional<std::string> DecodeHex(std::string_view hex) {
+  const auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string bytes(hex.size() / 2, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const int high = nibble(hex[2 * i]);
+    const int low = nibble(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    bytes[i] = static_cast<char>(high << 4 | low);
+  }
+  return bytes;
+}
+
+std::optional<std::string> DecodeUuid(std::string_view text) {
+  std::string hex;
+  hex.reserve(32);
+  for (char c : text) {
+    if (c != '-') hex.push_back(c);
+  }
+  if (hex.size() != 32) return std::nullopt;
+  return DecodeHex(hex);
+}
+
+template <typename Integer>
+std::optional<Integer> ParseInteger(std::string_view text) {
+  Integer value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<double> ParseFloat(std::string_view text) {
+  if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "Infinity") return std::numeric_limits<double>::infinity();
+  if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+PgColumnDecoder::Form PgColumnDecoder::FormOf(uint32_t oid, int32_t modifier, LogicalType* type) {
+  switch (oid) {
+    case kBoolOid: *type = LogicalType::Boolean(); return Form::kBool;
+    case kInt2Oid:
+    case kInt4Oid: *type = LogicalType::Int(); return Form::kInt;
+    case kInt8Oid:
+    case kOidOid: *type = LogicalType::Long(); return Form::kLong;
+    case kFloat4Oid: *type = LogicalType::Float(); return Form::kFloat;
+    case kFloat8Oid: *type = LogicalType::Double(); return Form::kDouble;
+    case kByteaOid: *type = LogicalType::Binary(); return Form::kBytea;
+    case kUuidOid: *type = LogicalType::Uuid(); return Form::kUuid;
+    case kDateOid: *type = LogicalType::Date(); return Form::kDate;
+    case kTimeOid: *type = LogicalType::Time(); return Form::kTime;
+    case kTimestampOid: *type = LogicalType::Timestamp(); return Form::kTimestamp;
+    case kTimestampTzOid: *type = LogicalType::TimestampTz(); return Form::kTimestampTz;
+    case kNumericOid: {
+      int precision = kMaxDecimalPrecision;
+      int scale = kUnconstrainedNumericScale;
+      if (modifier >= 4) {
+        const int32_t packed = modifier - 4;
+        const int declared_precision = (packed >> 16) & 0xffff;
+        const int declared_scale = ((packed & 0x7ff) ^ 1024) - 1024;  // 11-bit signed (PG 15)
+        if (declared_precision >= 1 && declared_precision <= kMaxDecimalPrecision &&
+            declared_scale >= 0 && declared_scale <= declared_precision) {
+          precision = declared_precision;
+          scale = declared_scale;
+        }
+      }
+      *type = *LogicalType::Decimal(precision, scale);
+      return Form::kDecimal;
+    }
+    default:
+      // text, varchar, char, name, citext, enums, json, jsonb, interval (ISO 8601), timetz,
+      // inet, cidr, macaddr, money, xml, ranges, ...: their text output, as PostgreSQL writes it.
+      *type = LogicalType::String();
+      return Form::kText;
+  }
+}
+
+PgColumnDecoder::PgColumnDecoder(const PgType& type) {
+  if (type.category == 'A' && type.element_oid != 0) {
+    form_ = Form::kArray;
+    element_form_ = FormOf(type.element_oid, type.modifier, &element_type_);
+    logical_type_ = LogicalType::List(Field{0, "element", element_type_, true});
+    return;
+  }
+  form_ = FormOf(type.oid, type.modifier, &logical_type_);
+}
+
+Value PgColumnDecoder::Decode(std::string_view text) const {
+  if (form_ == Form::kArray) return DecodeArray(text);
+  return DecodeScalar(form_, text);
+}
+
+Value PgColumnDecoder::DecodeScalar(Form form, std::string_view text) const {
+  const auto as_text = [&] { return Value::String(std::string(text)); };
+  switch (form) {
+    case Form::kBool:
+      if (text == "t") return Value::Bool(true);
+      if (text == "f") return Value::Bool(false);
+      return as_text();
+    case Form::kInt:
+    case Form::kLong: {
+      const std::optional<int64_t> value = ParseInteger<int64_t>(text);
+      return value ? Value::Int(*value) : as_text();
+    }
+    case Form::kFloat:
+    case Form::kDouble: {
+      const std::optional<double> value = ParseFloat(text);
+      return value ? Value::Double(*value) : as_text();
+    }
+    case Form::kDecimal: {
+      const LogicalType& type = form_ == Form::kArray ? element_type_ : logical_type_;
+      const std::optional<__int128> unscaled =
+          schema::internal::ParseDecimal(text, type.decimal_scale());
+      if (!unscaled || !schema::internal::FitsDecimalPrecision(*unscaled,
+                                                               type.decimal_precision())) {
+        return as_text();  // NaN, ±Infinity, or more digits than the decimal holds
+      }
+      return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
+                            static_cast<uint8_t>(type.decimal_scale()));
+    }
+    case Form::kBytea: {
+      std::optional<std::string> bytes;
+      if (text.size() >= 2 && text[0] == '\\' && text[1] == 'x') bytes = DecodeHex(text.substr(2));
+      return bytes ? Value::Binary(std::move(*bytes)) : as_text();
+    }
+    case Form::kUuid: {
+      std::optional<std::string> bytes = DecodeUuid(text);
+      return bytes ? Value::Binary(std::move(*bytes)) : as_text();
+    }
+    case Form::kDate: {
+      std::string_view date = text;
+      const bool is_bc = TakeEra(date);
+      size_t at = 0;
+      const std::optional<int64_t> days = ReadDate(date, at, is_bc);
+      if (!days || at != date.size() || *days < std::numeric_limits<int32_t>::min() ||
+          *days > std::numeric_limits<int32_t>::max()) {
+        return as_text();  // infinity, -infinity
+      }
+      return Value::Date(static_cast<int32_t>(*days));
+    }
+    case Form::kTime: {
+      size_t at = 0;
+      const std::optional<int64_t> micros = ReadClock(text, at);
+      return micros && at == text.size() ? Value::Int(*micros) : as_text();
+    }
+    case Form::kTimestamp:
+    case Form::kTimestampTz: {
+      const bool with_zone = form == Form::kTimestampTz;
+      const std::optional<int64_t> micros = ParseTimestampText(text, with_zone);
+      if (!micros) return as_text();  // infinity, -infinity
+      return with_zone ? Value::TimestampTz(*micros) : Value::Timestamp(*micros);
+    }
+    case Form::kText:
+    case Form::kArray:
+      break;
+  }
+  return as_text();
+}
+
+Value PgColumnDecoder::DecodeArray(std::string_view text) const {
+  std::optional<std::vector<std::optional<std::string>>> elements = SplitArrayLiteral(text);
+  if (!elements) return Value::String(std::string(text));  // more than one dimension
+  ValueList items;
+  items.reserve(elements->size());
+  for (const std::optional<std::string>& element : *elements) {
+    if (!element) {
+      items.push_back(Value::Null());
+      continue;
+    }
+    Value item = DecodeScalar(element_form_, *element);
+    // An element the list's type cannot hold sends the whole array to the sibling column.
+    if (element_form_ != Form::kText && item.kind() == Value::Kind::kString) {
+      return Value::String(std::string(text));
+    }
+    items.push_back(std::move(item));
+  }
+  return Value::List(std::move(items));
+}
+
+std::optional<std::vector<std::optional<std::string>>> SplitArrayLiteral(std::string_view text) {
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return std::nullopt;
+  std::vector<std::optional<std::string>> elements;
+  const std::string_view body = text.substr(1, text.size() - 2);
+  if (body.empty()) return elements;
+  size_t at = 0;
+  while (true) {
+    std::string element;
+    bool quoted = false;
+    bool escaped_any = false;
+    if (at < body.size() && body[at] == '"') {
+      quoted = true;
+      ++at;
+      while (at < body.size() && body[at] != '"') {
+        if (body[at] == '\\' && at + 1 < body.size()) ++at;
+        element.push_back(body[at++]);
+      }
+      if (!Expect(body, at, '"')) return std::nullopt;
+    } else {
+      while (at < body.size() && body[at] != ',') {
+        if (body[at] == '{' || body[at] == '}' || body[at] == '"') return std::nullopt;
+        if (body[at] == '\\' && at + 1 < body.size()) {
+          ++at;
+          escaped_any = true;
+        }
+        element.push_back(body[at++]);
+      }
+    }
+    const bool is_null = !quoted && !escaped_any && element.size() == 4 &&
+                         (element == "NULL" || element == "null" || element == "Null");
+    if (is_null) {
+      elements.emplace_back(std::nullopt);
+    } else {
+      elements.emplace_back(std::move(element));
+    }
+    if (at == body.size()) break;
+    if (!Expect(body, at, ',')) return std::nullopt;
+  }
+  return elements;
+}
+
+std::string UnescapeCopyField(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t at = 0; at < field.size(); ++at) {
+    const char c = field[at];
+    if (c != '\\' || at + 1 == field.size()) {
+      out.push_back(c);
+      continue;
+    }
+    const char next = field[++at];
+    switch (next) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'v': out.push_back('\v'); break;
+      case 'x': {
+        int value = 0;
+        int digits = 0;
+        while (digits < 2 && at + 1 < field.size() && std::isxdigit(static_cast<unsigned char>(field[at + 1]))) {
+          const char h = field[++at];
+          value = value * 16 + (h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+          ++digits;
+        }
+        if (digits == 0) {
+          out.push_back('x');
+        } else {
+          out.push_back(static_cast<char>(value));
+        }
+        break;
+      }
+      default:
+        if (next >= '0' && next <= '7') {
+          int value = next - '0';
+          for (int digits = 1; digits < 3 && at + 1 < field.size() && field[at + 1] >= '0' &&
+                               field[at + 1] <= '7';
+               ++digits) {
+            value = value * 8 + (field[++at] - '0');
+          }
+          out.push_back(static_cast<char>(value));
+        } else {
+          out.push_back(next);
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace skippr::sources::postgres

@@ -1,0 +1,162 @@
+#include "support/postgres_server.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace skippr::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string FindBinDirectory() {
+  std::string best;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", error)) {
+    const std::string bin = entry.path().string() + "/bin";
+    if (fs::exists(bin + "/initdb") && bin > best) best = bin;
+  }
+  return best;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Single quotes for sh.
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+}  // namespace
+
+std::pair<int, std::string> RunShell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  return {pclose(pipe), output};
+}
+
+std::unique_ptr<PostgresServer> PostgresServer::Start(const PostgresServerOptions& options,
+                                                      std::string* why_not) {
+  const std::string bin = FindBinDirectory();
+  if (bin.empty()) {
+    *why_not = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb): run scripts/setup.sh";
+    return nullptr;
+  }
+  auto server = std::unique_ptr<PostgresServer>(new PostgresServer(bin, options));
+  if (!server->Init(why_not)) return nullptr;
+  return server;
+}
+
+PostgresServer::PostgresServer(std::string bin, PostgresServerOptions options)
+    : bin_(std::move(bin)), data_(dir_.Sub("data")), options_(std::move(options)) {}
+
+PostgresServer::~PostgresServer() {
+  if (is_running_) RunShell(As() + bin_ + "/pg_ctl -D " + data_ + " -m immediate -w stop");
+}
+
+std::string PostgresServer::As() const { return run_as_postgres_ ? "runuser -u postgres -- " : ""; }
+
+std::string PostgresServer::uri(const std::string& database) const {
+  const std::string credentials =
+      options_.password.empty() ? "skippr" : "skippr:" + options_.password;
+  return fmt::format("postgresql://{}@127.0.0.1:{}/{}", credentials, port_, database);
+}
+
+std::pair<int, std::string> PostgresServer::Psql(const std::string& sql,
+                                                 const std::string& database) const {
+  // Over the Unix socket in the test directory, where the superuser is trusted.
+  return RunShell(fmt::format("{}psql -X -q -v ON_ERROR_STOP=1 -A -t -h {} -p {} -U skippr -d {} -c {}",
+                              As(), dir_.path(), port_, database, ShellQuote(sql)));
+}
+
+std::string PostgresServer::PsqlOrFail(const std::string& sql, const std::string& database) const {
+  auto [status, output] = Psql(sql, database);
+  if (status != 0) ADD_FAILURE() << "psql failed (" << status << "): " << output << "\nSQL: " << sql;
+  return output;
+}
+
+bool PostgresServer::Init(std::string* why_not) {
+  if (geteuid() == 0) {
+    const passwd* postgres = getpwnam("postgres");
+    if (postgres == nullptr) {
+      *why_not = "running as root and there is no postgres user to run PostgreSQL as";
+      return false;
+    }
+    if (chown(dir_.path().c_str(), postgres->pw_uid, postgres->pw_gid) != 0) {
+      *why_not = "cannot hand the test directory to the postgres user";
+      return false;
+    }
+    run_as_postgres_ = true;
+  }
+  std::string auth = "-A trust";
+  if (!options_.password.empty()) {
+    const std::string password_file = dir_.Sub("password");
+    std::ofstream(password_file) << options_.password << "\n";
+    if (run_as_postgres_) {
+      const passwd* postgres = getpwnam("postgres");
+      if (chown(password_file.c_str(), postgres->pw_uid, postgres->pw_gid) != 0) {
+        *why_not = "cannot hand the password file to the postgres user";
+        return false;
+      }
+    }
+    auth = "--auth-local=trust --auth-host=scram-sha-256 --pwfile=" + password_file;
+  }
+  auto [init_status, init_output] = RunShell(
+      As() + bin_ + "/initdb -D " + data_ + " -U skippr " + auth + " -E UTF8 --no-sync");
+  if (init_status != 0) {
+    *why_not = "initdb failed: " + init_output;
+    return false;
+  }
+  port_ = FreePort();
+  std::string settings = "-c fsync=off";
+  if (options_.logical_replication) {
+    settings += " -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10";
+  }
+  auto [start_status, start_output] = RunShell(fmt::format(
+      "{}{}/pg_ctl -D {} -l {}/server.log -w -t 60 -o '-p {} -k {} -c listen_addresses=127.0.0.1 "
+      "{}' start",
+      As(), bin_, data_, dir_.path(), port_, dir_.path(), settings));
+  if (start_status != 0) {
+    *why_not = "pg_ctl start failed: " + start_output + ReadWholeFile(dir_.Sub("server.log"));
+    return false;
+  }
+  is_running_ = true;
+  return true;
+}
+
+}  // namespace skippr::testing

@@ -1,0 +1,58 @@
+// A throwaway PostgreSQL server from Debian's packages (initdb in a temporary directory, a free
+// loopback port), run as the `postgres` user when the tests run as root (PostgreSQL refuses
+// root), stopped when destroyed. Tests that need PostgreSQL fail, not skip, when it cannot start:
+// scripts/setup.sh installs it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "support/temp_dir.hpp"
+
+namespace skippr::testing {
+
+struct PostgresServerOptions {
+  // wal_level=logical with room for replication slots and senders (CDC tests).
+  bool logical_replication = false;
+  // Empty: trust on loopback. Otherwise scram-sha-256 password authentication on loopback for
+  // every user, the superuser `skippr` having this password.
+  std::string password;
+};
+
+class PostgresServer {
+ public:
+  // nullptr and `why_not` when the server cannot be started.
+  static std::unique_ptr<PostgresServer> Start(const PostgresServerOptions& options,
+                                               std::string* why_not);
+  ~PostgresServer();
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+
+  int port() const { return port_; }
+  const std::string& password() const { return options_.password; }
+  // postgresql://skippr[:password]@127.0.0.1:<port>/<database>
+  std::string uri(const std::string& database = "postgres") const;
+  // Runs SQL through psql as the superuser; the exit status and everything it printed.
+  std::pair<int, std::string> Psql(const std::string& sql,
+                                   const std::string& database = "postgres") const;
+  // As Psql, failing the calling test (ADD_FAILURE) when psql fails; returns its output.
+  std::string PsqlOrFail(const std::string& sql, const std::string& database = "postgres") const;
+
+ private:
+  explicit PostgresServer(std::string bin, PostgresServerOptions options);
+  bool Init(std::string* why_not);
+  std::string As() const;
+
+  TempDir dir_;
+  std::string bin_;
+  std::string data_;
+  PostgresServerOptions options_;
+  int port_ = 0;
+  bool run_as_postgres_ = false;
+  bool is_running_ = false;
+};
+
+// Runs `command` with sh; its exit status and its output (stdout and stderr).
+std::pair<int, std::string> RunShell(const std::string& command);
+
+}  // namespace skippr::testing

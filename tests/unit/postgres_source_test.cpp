@@ -1,0 +1,371 @@
+// The PostgreSQL source: its text decoder alone, then its snapshot against a real server.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "sources/postgres_types.hpp"
+#include "sources/sources.hpp"
+#include "support/postgres_server.hpp"
+#include "support/status_matchers.hpp"
+
+namespace skippr::sources {
+namespace {
+
+using postgres::PgColumnDecoder;
+using postgres::PgType;
+using skippr::testing::ExpectOk;
+using skippr::testing::PostgresServer;
+using ::testing::HasSubstr;
+
+// ----- the decoder -----------------------------------------------------------------------------
+
+PgType Type(uint32_t oid, int32_t modifier = -1) {
+  PgType type;
+  type.oid = oid;
+  type.modifier = modifier;
+  return type;
+}
+PgType ArrayOf(uint32_t element_oid, int32_t modifier = -1) {
+  PgType type;
+  type.oid = 1;
+  type.category = 'A';
+  type.element_oid = element_oid;
+  type.modifier = modifier;
+  return type;
+}
+int32_t NumericModifier(int precision, int scale) { return ((precision << 16) | scale) + 4; }
+Value Decode(const PgType& type, std::string_view text) {
+  return PgColumnDecoder(type).Decode(text);
+}
+constexpr int64_t kMicrosPerDay = 86'400'000'000LL;
+
+TEST(PostgresDecoder, ScalarsKeepEveryDigitAndBit) {
+  EXPECT_EQ(Decode(Type(16), "t"), Value::Bool(true));
+  EXPECT_EQ(Decode(Type(16), "f"), Value::Bool(false));
+  EXPECT_EQ(Decode(Type(21), "-32768"), Value::Int(-32768));
+  EXPECT_EQ(Decode(Type(23), "2147483647"), Value::Int(2147483647));
+  EXPECT_EQ(Decode(Type(20), "9223372036854775807"), Value::Int(INT64_MAX));
+  EXPECT_EQ(Decode(Type(20), "-9223372036854775808"), Value::Int(INT64_MIN));
+  EXPECT_EQ(Decode(Type(701), "0.30000000000000004"), Value::Double(0.30000000000000004));
+  EXPECT_EQ(Decode(Type(700), "1.17549435e-38"), Value::Double(1.17549435e-38));
+  EXPECT_TRUE(std::isnan(Decode(Type(701), "NaN").as_double()));
+  EXPECT_EQ(Decode(Type(701), "Infinity"), Value::Double(INFINITY));
+  EXPECT_EQ(Decode(Type(700), "-Infinity"), Value::Double(-INFINITY));
+  EXPECT_EQ(PgColumnDecoder(Type(700)).logical_type(), LogicalType::Float());
+  EXPECT_EQ(Decode(Type(25), "héllo\tthere"), Value::String("héllo\tthere"));
+  EXPECT_EQ(Decode(Type(17), "\\x00ff10"), Value::Binary(std::string("\x00\xff\x10", 3)));
+  EXPECT_EQ(Decode(Type(17), "\\x"), Value::Binary(""));
+  EXPECT_EQ(Decode(Type(2950), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"),
+            Value::Binary(std::string("\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11",
+                                      16)));
+  EXPECT_EQ(PgColumnDecoder(Type(2950)).logical_type(), LogicalType::Uuid());
+}
+
+TEST(PostgresDecoder, NumericIsAnExactDecimalAndWhatItCannotHoldStaysText) {
+  const PgType money = Type(1700, NumericModifier(10, 2));
+  EXPECT_EQ(PgColumnDecoder(money).logical_type(), *LogicalType::Decimal(10, 2));
+  EXPECT_EQ(Decode(money, "-12345678.90"), Value::Decimal(-1234567890, 10, 2));
+  EXPECT_EQ(Decode(money, "NaN"), Value::String("NaN"));
+  EXPECT_EQ(Decode(money, "Infinity"), Value::String("Infinity"));
+  // Unconstrained: decimal(38, 10); more digits than that go to the sibling string, exactly.
+  const PgType any = Type(1700);
+  EXPECT_EQ(PgColumnDecoder(any).logical_type(), *LogicalType::Decimal(38, 10));
+  EXPECT_EQ(Decode(any, "1.5"), Value::Decimal(15'000'000'000, 38, 10));
+  EXPECT_EQ(Decode(any, "0.12345678901"), Value::String("0.12345678901"));
+  EXPECT_EQ(Decode(any, "1" + std::string(28, '0')), Value::String("1" + std::string(28, '0')));
+  // numeric(40, 2) and a negative scale are beyond the decimal: the unconstrained rule.
+  EXPECT_EQ(PgColumnDecoder(Type(1700, NumericModifier(40, 2))).logical_type(),
+            *LogicalType::Decimal(38, 10));
+  EXPECT_EQ(PgColumnDecoder(Type(1700, ((5 << 16) | (0x7ff & -2)) + 4)).logical_type(),
+            *LogicalType::Decimal(38, 10));
+}
+
+TEST(PostgresDecoder, DatesAndTimesIncludingBcAndInfinity) {
+  EXPECT_EQ(Decode(Type(1082), "1970-01-02"), Value::Date(1));
+  EXPECT_EQ(Decode(Type(1082), "0001-01-01 BC"), Value::Date(-719528)) << "1 BC is year 0";
+  EXPECT_EQ(Decode(Type(1082), "10000-01-01"), Value::Date(2932897));
+  EXPECT_EQ(Decode(Type(1082), "infinity"), Value::String("infinity"));
+  EXPECT_EQ(Decode(Type(1083), "23:59:59.999999"), Value::Int(kMicrosPerDay - 1));
+  EXPECT_EQ(Decode(Type(1083), "24:00:00"), Value::Int(kMicrosPerDay));
+  EXPECT_EQ(Decode(Type(1114), "1970-01-01 00:00:01.5"), Value::Timestamp(1'500'000));
+  EXPECT_EQ(Decode(Type(1114), "0044-03-15 12:00:00 BC"),
+            Value::Timestamp(Decode(Type(1082), "0044-03-15 BC").as_int() * kMicrosPerDay +
+                             12 * 3'600'000'000LL));
+  EXPECT_EQ(Decode(Type(1184), "1970-01-01 02:00:00+02"), Value::TimestampTz(0));
+  EXPECT_EQ(Decode(Type(1184), "1970-01-01 00:00:00-00:30"), Value::TimestampTz(1'800'000'000));
+  EXPECT_EQ(Decode(Type(1184), "-infinity"), Value::String("-infinity"));
+  // Text-shaped types keep PostgreSQL's own text.
+  EXPECT_EQ(Decode(Type(1186), "P1Y2M3DT4H5M6S"), Value::String("P1Y2M3DT4H5M6S"));
+  EXPECT_EQ(Decode(Type(1266), "10:00:00+02"), Value::String("10:00:00+02"));
+}
+
+TEST(PostgresDecoder, OneDimensionalArraysAreListsOthersStayText) {
+  const PgType ints = ArrayOf(23);
+  EXPECT_EQ(PgColumnDecoder(ints).logical_type().id(), TypeId::kList);
+  EXPECT_EQ(Decode(ints, "{1,NULL,-3}"),
+            Value::List({Value::Int(1), Value::Null(), Value::Int(-3)}));
+  EXPECT_EQ(Decode(ints, "{}"), Value::List({}));
+  EXPECT_EQ(Decode(ints, "{{1,2},{3,4}}"), Value::String("{{1,2},{3,4}}"));
+  EXPECT_EQ(Decode(ints, "[0:1]={1,2}"), Value::String("[0:1]={1,2}"));
+  EXPECT_EQ(Decode(ArrayOf(25), R"({plain,"with space","quote\"and\\slash",NULL,"NULL"})"),
+            Value::List({Value::String("plain"), Value::String("with space"),
+                         Value::String("quote\"and\\slash"), Value::Null(),
+                         Value::String("NULL")}));
+  // An element the list cannot hold sends the whole array to the sibling, as text.
+  EXPECT_EQ(Decode(ArrayOf(1700, NumericModifier(5, 1)), "{1.5,NaN}"),
+            Value::String("{1.5,NaN}"));
+}
+
+TEST(PostgresDecoder, CopyEscapesAreUndone) {
+  EXPECT_EQ(postgres::UnescapeCopyField(R"(a\tb\nc\\d\101\x41\q)"), "a\tb\nc\\dAAq");
+}
+
+// ----- against a server ------------------------------------------------------------------------
+
+class PostgresSnapshot : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = PostgresServer::Start({.logical_replication = false, .password = "s3cret pw"},
+                                    &why_not_)
+                  .release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (server_ == nullptr) FAIL() << why_not_;
+    database_ = fmt::format("t_{}", ::testing::UnitTest::GetInstance()->random_seed() ^
+                                        reinterpret_cast<uintptr_t>(this) % 100000);
+    server_->PsqlOrFail("CREATE DATABASE " + database_);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Psql("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
+  }
+
+  std::string Sql(const std::string& sql) { return server_->PsqlOrFail(sql, database_); }
+
+  config::ConnectorConfig Connector(std::vector<std::string> tables = {}, int parallelism = 1) {
+    config::ConnectorConfig connector;
+    connector.kind = "Postgres";
+    connector.settings["host"] = std::string("127.0.0.1");
+    connector.settings["port"] = static_cast<int64_t>(server_->port());
+    connector.settings["user"] = std::string("skippr");
+    connector.settings["password"] = server_->password();
+    connector.settings["database"] = database_;
+    connector.settings["sslmode"] = std::string("disable");
+    connector.settings["batch_size_rows"] = static_cast<int64_t>(1000);
+    connector.settings["snapshot_parallelism"] = static_cast<int64_t>(parallelism);
+    if (!tables.empty()) connector.settings["tables"] = tables;
+    return connector;
+  }
+
+  // Every batch a source hands over, read to the end.
+  static std::vector<SourceBatch> ReadAll(Source& source) {
+    std::vector<SourceBatch> batches;
+    while (true) {
+      Result<std::optional<SourceBatch>> batch = source.Next();
+      EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+      if (!batch.ok() || !batch->has_value()) return batches;
+      batches.push_back(std::move(**batch));
+    }
+  }
+
+  std::vector<SourceBatch> Snapshot(const config::ConnectorConfig& connector,
+                                    const SourcePositions& committed = {}) {
+    Result<std::unique_ptr<Source>> source = MakeSource(connector, "pg");
+    EXPECT_TRUE(source.ok()) << source.status().ToString();
+    if (!source.ok()) return {};
+    ExpectOk((*source)->Open(committed, {}));
+    return ReadAll(**source);
+  }
+
+  static PostgresServer* server_;
+  static std::string why_not_;
+  std::string database_;
+};
+PostgresServer* PostgresSnapshot::server_ = nullptr;
+std::string PostgresSnapshot::why_not_;
+
+TEST_F(PostgresSnapshot, EveryTypeArrivesTypedWithItsKeyAndSnapshotMetadata) {
+  Sql(R"sql(
+    CREATE EXTENSION citext;
+    CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+    CREATE DOMAIN price AS numeric(12, 3);
+    CREATE TABLE everything (
+      id bigint PRIMARY KEY, small smallint, i integer, r real, d double precision,
+      n numeric(10, 2), nn numeric, p price, b boolean, t text, vc varchar(20), ch char(4),
+      ci citext, by bytea, u uuid, dt date, tm time, tz timetz, ts timestamp,
+      tstz timestamptz, iv interval, j json, jb jsonb, m mood, ia integer[], ta text[],
+      ip inet, cidr_col cidr, mac macaddr);
+    INSERT INTO everything VALUES
+      (1, -32768, 2147483647, 'NaN', '-Infinity', 12345678.90, 'NaN', 1.5, true,
+       E'tab\there\nnewline \\ back', 'varchar', 'ab', 'MiXeD', '\x00ff', 
+       'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '0044-03-15 BC', '24:00:00', '10:00:00+02',
+       '2024-01-15 10:20:30.123456', '2024-01-15 10:20:30.5+02', '1 year 2 months 3 days 04:05:06',
+       '{"a": [1, 2]}', '{"b": null}', 'happy', '{1,NULL,3}', '{"x y",NULL,"\""}',
+       '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03'),
+      (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  )sql");
+  const std::vector<SourceBatch> batches = Snapshot(Connector());
+  std::vector<SourceRecord> records;
+  for (const SourceBatch& batch : batches) {
+    EXPECT_EQ(batch.context.source_namespace, "postgres_everything");
+    ASSERT_NE(batch.context.declared_types, nullptr);
+    const auto& declared = *batch.context.declared_types;
+    EXPECT_EQ(declared.at("id"), LogicalType::Long());
+    EXPECT_EQ(declared.at("small"), LogicalType::Int());
+    EXPECT_EQ(declared.at("r"), LogicalType::Float());
+    EXPECT_EQ(declared.at("n"), *LogicalType::Decimal(10, 2));
+    EXPECT_EQ(declared.at("nn"), *LogicalType::Decimal(38, 10));
+    EXPECT_EQ(declared.at("p"), *LogicalType::Decimal(12, 3)) << "a domain reads as its base";
+    EXPECT_EQ(declared.at("u"), LogicalType::Uuid());
+    EXPECT_EQ(declared.at("tm"), LogicalType::Time());
+    EXPECT_EQ(declared.at("tstz"), LogicalType::TimestampTz());
+    EXPECT_EQ(declared.at("ia").id(), TypeId::kList);
+    EXPECT_EQ(declared.at("m"), LogicalType::String());
+    for (const SourceRecord& record : batch.records) records.push_back(record);
+  }
+  ASSERT_EQ(records.size(), 2u);
+  std::sort(records.begin(), records.end(), [](const SourceRecord& a, const SourceRecord& b) {
+    return a.value.Find("id")->as_int() < b.value.Find("id")->as_int();
+  });
+  const Value& row = records[0].value;
+  EXPECT_EQ(*row.Find("small"), Value::Int(-32768));
+  EXPECT_TRUE(std::isnan(row.Find("r")->as_double()));
+  EXPECT_EQ(*row.Find("d"), Value::Double(-INFINITY));
+  EXPECT_EQ(*row.Find("n"), Value::Decimal(1234567890, 10, 2));
+  EXPECT_EQ(*row.Find("nn"), Value::String("NaN"));
+  EXPECT_EQ(*row.Find("p"), Value::Decimal(1500, 12, 3));
+  EXPECT_EQ(*row.Find("t"), Value::String("tab\there\nnewline \\ back"));
+  EXPECT_EQ(*row.Find("ch"), Value::String("ab  ")) << "char(n) keeps its padding";
+  EXPECT_EQ(*row.Find("ci"), Value::String("MiXeD"));
+  EXPECT_EQ(*row.Find("by"), Value::Binary(std::string("\x00\xff", 2)));
+  EXPECT_EQ(row.Find("u")->as_string().size(), 16u);
+  EXPECT_EQ(*row.Find("tm"), Value::Int(kMicrosPerDay));
+  EXPECT_EQ(*row.Find("tz"), Value::String("10:00:00+02"));
+  EXPECT_EQ(*row.Find("ts"), Value::Timestamp(1705314030123456));
+  EXPECT_EQ(*row.Find("tstz"), Value::TimestampTz(1705306830500000));
+  EXPECT_EQ(*row.Find("iv"), Value::String("P1Y2M3DT4H5M6S"));
+  EXPECT_EQ(*row.Find("j"), Value::String(R"({"a": [1, 2]})"));
+  EXPECT_EQ(*row.Find("jb"), Value::String(R"({"b": null})"));
+  EXPECT_EQ(*row.Find("m"), Value::String("happy"));
+  EXPECT_EQ(*row.Find("ia"), Value::List({Value::Int(1), Value::Null(), Value::Int(3)}));
+  EXPECT_EQ(*row.Find("ta"),
+            Value::List({Value::String("x y"), Value::Null(), Value::String("\"")}));
+  EXPECT_EQ(*row.Find("ip"), Value::String("192.168.0.1/24"));
+  EXPECT_EQ(*row.Find("mac"), Value::String("08:00:2b:01:02:03"));
+  for (const auto& [name, value] : records[1].value.as_object()) {
+    if (name != "id") EXPECT_TRUE(value.is_null()) << name;
+  }
+  // Snapshot rows: their mutation, the snapshot's LSN as order token, the key as entity.
+  ASSERT_TRUE(records[0].change.has_value());
+  EXPECT_EQ(records[0].change->mutation, Mutation::kSnapshot);
+  EXPECT_EQ(records[0].change->business_key, "[1]");
+  EXPECT_EQ(records[0].change->order_token.size(), 16u);
+  EXPECT_EQ(records[0].change->order_token, records[1].change->order_token);
+  EXPECT_NE(records[0].change->event_id, records[1].change->event_id);
+}
+
+TEST_F(PostgresSnapshot, EveryPublicTableByDefaultNamedTablesOtherwise) {
+  Sql("CREATE SCHEMA sales; CREATE TABLE a (x int); CREATE TABLE b (x int); "
+      "CREATE TABLE sales.orders (x int); INSERT INTO a VALUES (1); INSERT INTO b VALUES (2); "
+      "INSERT INTO sales.orders VALUES (3); CREATE VIEW v AS SELECT x * 10 AS x FROM a;");
+  std::set<std::string> namespaces;
+  for (const SourceBatch& batch : Snapshot(Connector())) {
+    namespaces.insert(batch.context.source_namespace);
+  }
+  EXPECT_EQ(namespaces, (std::set<std::string>{"postgres_a", "postgres_b"}));
+
+  std::map<std::string, int64_t> rows;
+  for (const SourceBatch& batch : Snapshot(Connector({"sales.orders", "v"}))) {
+    for (const SourceRecord& record : batch.records) {
+      rows[batch.context.source_namespace] = record.value.Find("x")->as_int();
+    }
+  }
+  EXPECT_EQ(rows, (std::map<std::string, int64_t>{{"postgres_sales_orders", 3}, {"postgres_v", 10}}));
+
+  Result<std::unique_ptr<Source>> source = MakeSource(Connector({"a", "nope"}), "pg");
+  ASSERT_TRUE(source.ok());
+  const Status missing = (*source)->Open({}, {});
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidConfig);
+  EXPECT_THAT(missing.message(), HasSubstr("data_sources.pg.tables[1]: no table or view 'nope'"));
+}
+
+TEST_F(PostgresSnapshot, AWrongPasswordNamesTheServerNotThePassword) {
+  config::ConnectorConfig connector = Connector();
+  connector.settings["password"] = std::string("wrong secret");
+  Result<std::unique_ptr<Source>> source = MakeSource(connector, "pg");
+  ASSERT_TRUE(source.ok());
+  const Status status = (*source)->Open({}, {});
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("data_sources.pg: cannot connect to PostgreSQL skippr@127.0.0.1:"));
+  EXPECT_THAT(status.message(), HasSubstr("password authentication failed"));
+  EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("wrong secret")));
+}
+
+// Ids of every record, with the positions of the partitions as the batches left them.
+struct ReadOutcome {
+  std::multiset<int64_t> ids;
+  SourcePositions positions;
+};
+ReadOutcome Collect(const std::vector<SourceBatch>& batches, size_t take_batches = SIZE_MAX) {
+  ReadOutcome outcome;
+  for (size_t i = 0; i < batches.size() && i < take_batches; ++i) {
+    for (const SourceRecord& record : batches[i].records) {
+      outcome.ids.insert(record.value.Find("id")->as_int());
+    }
+    outcome.positions[batches[i].partition] = batches[i].position;
+  }
+  return outcome;
+}
+
+TEST_F(PostgresSnapshot, ParallelRangesReadEveryRowOnceAndResumeAfterTheLastCommittedRow) {
+  // ~45 MB: about 5,700 blocks, so three connections share many ranges.
+  Sql("CREATE TABLE wide (id bigint PRIMARY KEY, pad text); INSERT INTO wide SELECT g, "
+      "repeat('x', 200) FROM generate_series(1, 200000) g;");
+  const std::vector<SourceBatch> all = Snapshot(Connector({}, 3));
+  const ReadOutcome whole = Collect(all);
+  ASSERT_EQ(whole.ids.size(), 200000u);
+  EXPECT_EQ(std::set<int64_t>(whole.ids.begin(), whole.ids.end()).size(), 200000u);
+  EXPECT_GT(whole.positions.size(), 3u) << "the table is split into ranges";
+  for (const auto& [partition, position] : whole.positions) {
+    EXPECT_TRUE(position.is_closed) << partition;
+    EXPECT_THAT(partition, HasSubstr("postgres snapshot \"public\".\"wide\" blocks "));
+  }
+
+  // A pass that committed only its first batches: the next one reads every other row once,
+  // under its own snapshot, and skips the ranges that were finished.
+  for (size_t committed_batches : {size_t{1}, size_t{7}, all.size() - 1}) {
+    const ReadOutcome first = Collect(all, committed_batches);
+    const ReadOutcome second = Collect(Snapshot(Connector({}, 2), first.positions));
+    std::multiset<int64_t> ids = first.ids;
+    ids.insert(second.ids.begin(), second.ids.end());
+    EXPECT_EQ(ids, whole.ids) << "after " << committed_batches << " committed batch(es)";
+  }
+  // A finished snapshot reads nothing again.
+  EXPECT_TRUE(Collect(Snapshot(Connector({}, 2), whole.positions)).ids.empty());
+}
+
+TEST_F(PostgresSnapshot, APartitionedTableIsReadThroughItsLeavesIntoOneNamespace) {
+  Sql("CREATE TABLE events (id int, region text) PARTITION BY LIST (region); "
+      "CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu'); "
+      "CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us'); "
+      "INSERT INTO events SELECT g, CASE WHEN g % 2 = 0 THEN 'eu' ELSE 'us' END "
+      "FROM generate_series(1, 100) g;");
+  std::multiset<int64_t> ids;
+  for (const SourceBatch& batch : Snapshot(Connector())) {
+    EXPECT_EQ(batch.context.source_namespace, "postgres_events");
+    for (const SourceRecord& record : batch.records) ids.insert(record.value.Find("id")->as_int());
+  }
+  EXPECT_EQ(ids.size(), 100u);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 100u);
+}
+
+}  // namespace
+}  // namespace skippr::sources
