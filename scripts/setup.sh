@@ -21,6 +21,8 @@ debian_packages=(
   pybind11-dev python3-dev python3-pandas python3-pytest python3-avro
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql
+  # The PostgreSQL TLS tests generate their CA and certificates with the openssl command.
+  openssl
   # The sanitizer and fuzzing builds (make sanitize / tsan / fuzz): clang, and compiler-rt's
   # runtimes (libclang_rt.asan, .ubsan, .tsan, .fuzzer), which Debian 12 ships apart from clang in
   # libclang-rt-dev; llvm brings llvm-symbolizer, which turns the reports' addresses into

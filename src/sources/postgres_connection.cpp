@@ -170,19 +170,37 @@ Status PgConnection::CopyOut(std::string_view what, const std::string& copy_sql,
     char* buffer = nullptr;
     const int length = PQgetCopyData(connection_, &buffer, 0);
     if (length == -1) break;  // done: the final result follows
-    if (length < 0) return ServerError(what, nullptr);
+    if (length < 0) {
+      if (stopped) break;  // the cancel below ended the COPY
+      return ServerError(what, nullptr);
+    }
     std::string_view line(buffer, static_cast<size_t>(length));
     if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
     const bool go_on = stopped || on_row(line);
     PQfreemem(buffer);
-    if (!go_on) stopped = true;  // drain: libpq has no way to abandon a COPY mid-stream
+    if (!go_on && !stopped) {
+      // libpq cannot abandon a COPY mid-stream: ask the server to cancel it, then drain what it
+      // sent before the cancel arrived.
+      stopped = true;
+      CancelRunningStatement();
+    }
   }
   Status failure;
   while (pg_result* raw = PQgetResult(connection_)) {
     PgResult owned(raw);
-    if (PQresultStatus(raw) != PGRES_COMMAND_OK && failure.ok()) failure = ServerError(what, raw);
+    if (PQresultStatus(raw) != PGRES_COMMAND_OK && failure.ok() && !stopped) {
+      failure = ServerError(what, raw);
+    }
   }
   return failure;
+}
+
+void PgConnection::CancelRunningStatement() {
+  PGcancel* cancel = PQgetCancel(connection_);
+  if (cancel == nullptr) return;
+  char error[256];
+  PQcancel(cancel, error, sizeof(error));  // best effort: draining ends the COPY either way
+  PQfreeCancel(cancel);
 }
 
 std::string PgConnection::QuoteIdentifier(std::string_view identifier) const {

@@ -81,7 +81,8 @@ class PgConnection {
     return Query(what, sql).status();
   }
   // COPY ... TO STDOUT: `on_row` gets each row's line (without its newline) as the server sends
-  // it; returning false stops early (the connection is then unusable for more statements).
+  // it; returning false cancels the COPY on the server and returns OK (a transaction the
+  // connection is in is then aborted).
   Status CopyOut(std::string_view what, const std::string& copy_sql,
                  const std::function<bool(std::string_view line)>& on_row);
 
@@ -95,6 +96,7 @@ class PgConnection {
   PgConnection(pg_conn* connection, std::string description)
       : connection_(connection), description_(std::move(description)) {}
   Status ServerError(std::string_view what, const pg_result* result) const;
+  void CancelRunningStatement();
 
   pg_conn* connection_;
   std::string description_;

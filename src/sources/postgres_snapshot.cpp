@@ -297,11 +297,7 @@ void SnapshotSource::ReadRanges() {
 Status SnapshotSource::ReadRangesOnOwnConnection() {
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> connection,
                           PgConnection::Connect(settings_));
-  SKIPPR_RETURN_IF_ERROR(connection->Execute("starting a snapshot reader",
-                                             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
-  SKIPPR_RETURN_IF_ERROR(connection->Execute(
-      "taking the exported snapshot",
-      "SET TRANSACTION SNAPSHOT " + connection->QuoteLiteral(snapshot_name_)));
+  SKIPPR_RETURN_IF_ERROR(TakeSnapshot(*connection));
   while (true) {
     Range range;
     {
@@ -309,11 +305,24 @@ Status SnapshotSource::ReadRangesOnOwnConnection() {
       if (stopping_ || next_range_ >= pending_.size() || !failure_.ok()) return Status::OK();
       range = pending_[next_range_++];
     }
-    SKIPPR_RETURN_IF_ERROR(ReadRange(*connection, range));
+    SKIPPR_ASSIGN_OR_RETURN(const bool stopped_early, ReadRange(*connection, range));
+    if (stopped_early) {
+      // The COPY was cancelled, which aborted the transaction: take the snapshot again (the
+      // control connection still holds it).
+      SKIPPR_RETURN_IF_ERROR(connection->Execute("ending a cancelled read", "ROLLBACK"));
+      SKIPPR_RETURN_IF_ERROR(TakeSnapshot(*connection));
+    }
   }
 }
 
-Status SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
+Status SnapshotSource::TakeSnapshot(PgConnection& connection) const {
+  SKIPPR_RETURN_IF_ERROR(connection.Execute("starting a snapshot reader",
+                                            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  return connection.Execute("taking the exported snapshot",
+                            "SET TRANSACTION SNAPSHOT " + connection.QuoteLiteral(snapshot_name_));
+}
+
+Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
   const TableReader& reader = *range.table;
   std::string where;
   std::string columns = reader.select_list;
@@ -331,6 +340,7 @@ Status SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
   PartitionPosition position = range.start;
   SourceBatch batch = NewBatch(range);
   size_t batch_text_bytes = 0;
+  bool stopping_now = false;  // the source is being destroyed
   Status failure;
   const Status copied = connection.CopyOut(
       fmt::format("reading {}", range.partition), sql, [&](std::string_view line) {
@@ -343,7 +353,10 @@ Status SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
             batch_text_bytes >= kMaxBatchTextBytes) {
           batch.position = position;
           batch.bytes_read = batch_text_bytes;
-          if (!Hand(std::move(batch))) return false;
+          if (!Hand(std::move(batch))) {
+            stopping_now = true;
+            return false;
+          }
           batch = NewBatch(range);
           batch_text_bytes = 0;
         }
@@ -352,12 +365,13 @@ Status SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
       });
   SKIPPR_RETURN_IF_ERROR(failure);
   SKIPPR_RETURN_IF_ERROR(copied);
+  if (stopping_now) return true;
   position.is_closed = max_records_per_partition_ == 0 ||
                        position.records_consumed < max_records_per_partition_;
   batch.position = position;
   batch.bytes_read = batch_text_bytes;
-  Hand(std::move(batch));
-  return Status::OK();
+  if (!Hand(std::move(batch))) return true;
+  return !position.is_closed;
 }
 
 SourceBatch SnapshotSource::NewBatch(const Range& range) const {

@@ -47,7 +47,9 @@ class SnapshotSource final : public Source {
   // Reader threads: each takes ranges off `pending_` until none is left.
   void ReadRanges();
   Status ReadRangesOnOwnConnection();
-  Status ReadRange(PgConnection& connection, const Range& range);
+  Status TakeSnapshot(PgConnection& connection) const;
+  // True when the range's COPY was stopped before its end (a sampling limit, the source stopping).
+  Result<bool> ReadRange(PgConnection& connection, const Range& range);
   SourceBatch NewBatch(const Range& range) const;
   Status AddRow(const TableReader& reader, const Range& range, std::string_view line,
                 SourceBatch& batch, PartitionPosition& position) const;

@@ -144,6 +144,17 @@ bool PostgresServer::Init(std::string* why_not) {
   }
   port_ = FreePort();
   std::string settings = "-c fsync=off";
+  if (options_.tls_only) {
+    if (!MakeCertificates(why_not)) return false;
+    settings += fmt::format(" -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                            dir_.Sub("server.crt"), dir_.Sub("server.key"));
+    auto [hba_status, hba_output] =
+        RunShell(As() + "sed -i 's/^host /hostssl /' " + data_ + "/pg_hba.conf");
+    if (hba_status != 0) {
+      *why_not = "cannot make pg_hba.conf TLS-only: " + hba_output;
+      return false;
+    }
+  }
   if (options_.logical_replication) {
     settings += " -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10";
   }
@@ -157,6 +168,38 @@ bool PostgresServer::Init(std::string* why_not) {
   }
   is_running_ = true;
   return true;
+}
+
+bool PostgresServer::GiveToPostgres(const std::string& path, std::string* why_not) {
+  if (!run_as_postgres_) return true;
+  const passwd* postgres = getpwnam("postgres");
+  if (postgres == nullptr || chown(path.c_str(), postgres->pw_uid, postgres->pw_gid) != 0) {
+    *why_not = "cannot hand " + path + " to the postgres user";
+    return false;
+  }
+  return true;
+}
+
+bool PostgresServer::MakeCertificates(std::string* why_not) {
+  const std::string at = dir_.path();
+  const std::string commands = fmt::format(
+      "cd {0} && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 "
+      "-subj '/CN=skippr test CA' && "
+      "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+      "-subj '/CN=localhost' && "
+      "printf 'subjectAltName=DNS:localhost' > san.ext && "
+      "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt "
+      "-days 2 -extfile san.ext && "
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout other_ca.key -out other_ca.crt -days 2 "
+      "-subj '/CN=another CA' && chmod 600 server.key",
+      at);
+  auto [status, output] = RunShell(commands);
+  if (status != 0) {
+    *why_not = "generating the test certificates failed (openssl): " + output;
+    return false;
+  }
+  return GiveToPostgres(dir_.Sub("server.key"), why_not) &&
+         GiveToPostgres(dir_.Sub("server.crt"), why_not);
 }
 
 }  // namespace skippr::testing

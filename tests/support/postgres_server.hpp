@@ -17,6 +17,9 @@ struct PostgresServerOptions {
   // Empty: trust on loopback. Otherwise scram-sha-256 password authentication on loopback for
   // every user, the superuser `skippr` having this password.
   std::string password;
+  // TLS only: a CA and a server certificate for the name localhost are generated (openssl),
+  // and every loopback connection must use TLS (pg_hba.conf `hostssl`).
+  bool tls_only = false;
 };
 
 class PostgresServer {
@@ -30,6 +33,9 @@ class PostgresServer {
 
   int port() const { return port_; }
   const std::string& password() const { return options_.password; }
+  // With tls_only: the CA that signed the server's certificate, and one that did not.
+  std::string ca_file() const { return dir_.Sub("ca.crt"); }
+  std::string other_ca_file() const { return dir_.Sub("other_ca.crt"); }
   // postgresql://skippr[:password]@127.0.0.1:<port>/<database>
   std::string uri(const std::string& database = "postgres") const;
   // Runs SQL through psql as the superuser; the exit status and everything it printed.
@@ -41,6 +47,8 @@ class PostgresServer {
  private:
   explicit PostgresServer(std::string bin, PostgresServerOptions options);
   bool Init(std::string* why_not);
+  bool MakeCertificates(std::string* why_not);
+  bool GiveToPostgres(const std::string& path, std::string* why_not);
   std::string As() const;
 
   TempDir dir_;

@@ -350,6 +350,22 @@ TEST_F(PostgresSnapshot, ParallelRangesReadEveryRowOnceAndResumeAfterTheLastComm
   }
   // A finished snapshot reads nothing again.
   EXPECT_TRUE(Collect(Snapshot(Connector({}, 2), whole.positions)).ids.empty());
+
+  // Sampling (discover): each range stops at the limit, its COPY cancelled on the server, and the
+  // connection goes on to the next range.
+  Result<std::unique_ptr<Source>> sampler = MakeSource(Connector({}, 1), "pg");
+  ASSERT_TRUE(sampler.ok());
+  ExpectOk((*sampler)->Open({}, {.max_records_per_partition = 100}));
+  const ReadOutcome sampled = Collect(ReadAll(**sampler));
+  EXPECT_GT(sampled.positions.size(), 1u);
+  uint64_t sampled_rows = 0;
+  for (const auto& [partition, position] : sampled.positions) {
+    // 100, or fewer in a range that ended first (the last one holds the table's few last rows).
+    EXPECT_TRUE(position.records_consumed == 100 || position.is_closed) << partition;
+    sampled_rows += position.records_consumed;
+  }
+  EXPECT_EQ(sampled.ids.size(), sampled_rows);
+  EXPECT_GE(sampled_rows, 100 * (sampled.positions.size() - 1));
 }
 
 TEST_F(PostgresSnapshot, APartitionedTableIsReadThroughItsLeavesIntoOneNamespace) {
@@ -365,6 +381,88 @@ TEST_F(PostgresSnapshot, APartitionedTableIsReadThroughItsLeavesIntoOneNamespace
   }
   EXPECT_EQ(ids.size(), 100u);
   EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 100u);
+}
+
+// ----- TLS ---------------------------------------------------------------------------------------
+
+class PostgresTls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = PostgresServer::Start({.password = "tls pw", .tls_only = true}, &why_not_).release();
+    if (server_ != nullptr) {
+      server_->PsqlOrFail("CREATE TABLE secret_rows (id int PRIMARY KEY); "
+                          "INSERT INTO secret_rows SELECT generate_series(1, 10)");
+    }
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (server_ == nullptr) FAIL() << why_not_;
+  }
+
+  static config::ConnectorConfig Connector(const std::string& host, const std::string& sslmode,
+                                           const std::string& root_certificate) {
+    config::ConnectorConfig connector;
+    connector.kind = "Postgres";
+    connector.settings["host"] = host;
+    connector.settings["port"] = static_cast<int64_t>(server_->port());
+    connector.settings["user"] = std::string("skippr");
+    connector.settings["password"] = server_->password();
+    connector.settings["database"] = std::string("postgres");
+    connector.settings["sslmode"] = sslmode;
+    if (!root_certificate.empty()) connector.settings["sslrootcert"] = root_certificate;
+    connector.settings["tables"] = std::vector<std::string>{"secret_rows"};
+    return connector;
+  }
+
+  // The rows a snapshot reads, or the status of the failed open.
+  static Result<size_t> Read(const config::ConnectorConfig& connector) {
+    SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, MakeSource(connector, "pg"));
+    SKIPPR_RETURN_IF_ERROR(source->Open({}, {}));
+    size_t rows = 0;
+    while (true) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> batch, source->Next());
+      if (!batch) return rows;
+      rows += batch->records.size();
+    }
+  }
+
+  static PostgresServer* server_;
+  static std::string why_not_;
+};
+PostgresServer* PostgresTls::server_ = nullptr;
+std::string PostgresTls::why_not_;
+
+TEST_F(PostgresTls, VerifyFullReadsOverTlsWithTheServersCa) {
+  Result<size_t> rows = Read(Connector("localhost", "verify-full", server_->ca_file()));
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(*rows, 10u);
+  // verify-ca and require too; prefer negotiates TLS.
+  for (const char* mode : {"verify-ca", "require", "prefer"}) {
+    rows = Read(Connector("127.0.0.1", mode, server_->ca_file()));
+    ASSERT_TRUE(rows.ok()) << mode << ": " << rows.status().ToString();
+    EXPECT_EQ(*rows, 10u) << mode;
+  }
+}
+
+TEST_F(PostgresTls, EveryWayTlsCanFailIsAClearErrorNamingTheServer) {
+  // The server refuses connections without TLS.
+  Result<size_t> plain = Read(Connector("127.0.0.1", "disable", ""));
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(plain.status().message(), HasSubstr("cannot connect to PostgreSQL skippr@127.0.0.1:"));
+  EXPECT_THAT(plain.status().message(), HasSubstr("no encryption"));
+  // A certificate another CA signed.
+  Result<size_t> other = Read(Connector("localhost", "verify-full", server_->other_ca_file()));
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.status().message(), HasSubstr("certificate verify failed"));
+  // A name the certificate does not carry (it is for localhost).
+  Result<size_t> wrong_name = Read(Connector("127.0.0.1", "verify-full", server_->ca_file()));
+  ASSERT_FALSE(wrong_name.ok());
+  EXPECT_THAT(wrong_name.status().message(), HasSubstr("does not match host name"));
+  EXPECT_THAT(wrong_name.status().message(), ::testing::Not(HasSubstr("tls pw")));
 }
 
 }  // namespace
