@@ -229,6 +229,11 @@ class PipelineTables {
     if (!is_deadletters && lake::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
       table.key_columns = policy_.key_columns;
     }
+    // A source's own key (a PostgreSQL table's): its changes converge to the latest row per key.
+    if (!is_deadletters && table.key_columns.empty() && !ns->second.key_fields.empty() &&
+        lake::CheckKeyColumns(ns->second.key_fields, table.fields).ok()) {
+      table.key_columns = ns->second.key_fields;
+    }
     table.batches = LiveSlices::List(std::move(slices));
     return table;
   }

@@ -434,6 +434,8 @@ Result<SyncResult> RunPass(const config::Config& config, const config::PipelineC
   std::atomic<uint64_t> rows_committed{0};
   std::atomic<uint64_t> segments_committed{0};
   const auto on_committed = [&](SealedCommit& commit, const wal::CommitInfo& info) -> Status {
+    // Only now may a change stream let its server forget what this commit holds.
+    source->Acknowledge(commit.positions);
     for (const Batch& batch : commit.batches) {
       if (batch.namespace_name == schema::kDeadlettersNamespace) continue;
       result.rows_by_namespace[batch.namespace_name] += batch.num_rows;

@@ -462,11 +462,14 @@ std::string ViewQuery(const TableSource& table, const std::vector<size_t>* lande
     const std::string live = fmt::format("SELECT * FROM wal_scan({})", scan_arguments);
     return landed.empty() ? live : fmt::format("{} UNION ALL BY NAME {}", live, landed);
   }
-  // The batches are in WAL order, which wal_scan numbers (DuckDB's own order is not guaranteed).
+  // Per key the change with the greatest order token, then the last in WAL order (which wal_scan
+  // numbers; DuckDB's own order is not guaranteed): a source re-read after a crash may commit an
+  // older change after a newer one (a snapshot range resumed under a newer snapshot).
   const std::string live = fmt::format(
-      "SELECT * EXCLUDE ({0}, {1}) FROM wal_scan({2}, with_change_columns := true) QUALIFY "
-      "row_number() OVER (PARTITION BY {3} ORDER BY {0} DESC) = 1 AND NOT {1}",
-      kOrdinalColumn, kDeletedColumn, scan_arguments, QuotedList(table.key_columns));
+      "SELECT * EXCLUDE ({0}, {1}, {4}) FROM wal_scan({2}, with_change_columns := true) QUALIFY "
+      "row_number() OVER (PARTITION BY {3} ORDER BY {4} DESC, {0} DESC) = 1 AND NOT {1}",
+      kOrdinalColumn, kDeletedColumn, scan_arguments, QuotedList(table.key_columns),
+      kOrderTokenColumn);
   if (landed.empty()) return live;
   return fmt::format(
       "{} UNION ALL BY NAME SELECT l.* FROM ({}) l ANTI JOIN (SELECT {} FROM wal_scan({})) x ON {}",

@@ -1,9 +1,10 @@
 // The query engine of `skipprd query` (DESIGN.md §7): DuckDB in-process, one view per namespace
 // named "<pipeline>"."<namespace>" over the `wal_scan` table function, which fills DuckDB vectors
 // straight from columnar Batches (no per-row text conversion), and the output formats of the
-// command. `wal_scan(pipeline, namespace, with_change_columns := true)` adds two columns after the
-// table's: `__skippr_ordinal` BIGINT (the row's position in the batches, from 0 — their order,
-// which DuckDB may not keep) and `__skippr_deleted` BOOLEAN (the row is a CDC delete).
+// command. `wal_scan(pipeline, namespace, with_change_columns := true)` adds three columns after
+// the table's: `__skippr_ordinal` BIGINT (the row's position in the batches, from 0 — their order,
+// which DuckDB may not keep), `__skippr_deleted` BOOLEAN (the row is a CDC delete) and
+// `__skippr_order_token` BLOB (the CDC order token; empty without one).
 #pragma once
 
 #include <functional>
@@ -33,6 +34,7 @@ struct TableReference;  // file_pruning.hpp
 // wal_scan's change columns (with_change_columns := true).
 inline constexpr std::string_view kOrdinalColumn = "__skippr_ordinal";
 inline constexpr std::string_view kDeletedColumn = "__skippr_deleted";
+inline constexpr std::string_view kOrderTokenColumn = "__skippr_order_token";
 
 // What a landed file's manifest says of one of its columns (Iceberg's column statistics): bounds
 // of its non-null, non-NaN values (Null: not known), and counts (nullopt: not known).

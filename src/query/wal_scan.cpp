@@ -421,7 +421,7 @@ struct ThreadState {
 };
 
 // The change columns follow the table's fields: their indexes after the last field.
-enum ChangeColumn : idx_t { kOrdinal = 0, kDeleted = 1, kChangeColumns = 2 };
+enum ChangeColumn : idx_t { kOrdinal = 0, kDeleted = 1, kOrderToken = 2, kChangeColumns = 3 };
 
 bool GetBoolNamedParameter(duckdb_bind_info info, const char* name) {
   duckdb_value value = duckdb_bind_get_named_parameter(info, name);
@@ -438,6 +438,16 @@ void FillChangeColumn(duckdb_vector out, idx_t column, const Batch& batch, int64
   if (column == kOrdinal) {
     int64_t* data = DataOf<int64_t>(out);
     for (idx_t i = 0; i < count; ++i) data[i] = ordinal + static_cast<int64_t>(i);
+    return;
+  }
+  if (column == kOrderToken) {
+    // Batches without a CDC sidecar have none: an empty token, ordered by the ordinal alone.
+    for (idx_t i = 0; i < count; ++i) {
+      const std::string empty;
+      const std::string& token =
+          batch.cdc.has_value() ? batch.cdc->order_tokens[static_cast<size_t>(row) + i] : empty;
+      duckdb_vector_assign_string_element_len(out, i, token.data(), token.size());
+    }
     return;
   }
   bool* data = DataOf<bool>(out);
@@ -488,6 +498,8 @@ void Bind(duckdb_bind_info info) {
     duckdb_bind_add_result_column(info, std::string(kOrdinalColumn).c_str(), ordinal.type);
     LogicalTypeHandle deleted(duckdb_create_logical_type(DUCKDB_TYPE_BOOLEAN));
     duckdb_bind_add_result_column(info, std::string(kDeletedColumn).c_str(), deleted.type);
+    LogicalTypeHandle token(duckdb_create_logical_type(DUCKDB_TYPE_BLOB));
+    duckdb_bind_add_result_column(info, std::string(kOrderTokenColumn).c_str(), token.type);
   }
   duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns, context->counters},
                             [](void* data) { delete static_cast<BindData*>(data); });

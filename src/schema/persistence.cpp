@@ -7,9 +7,10 @@
 namespace skippr::schema {
 
 namespace {
-// Version 2 adds `source_names` (fields the name rules renamed); a namespace without renames is
-// still written as version 1, which every skipprd reads.
-constexpr int kNamespaceFormatVersion = 2;
+// Version 2 adds `source_names` (fields the name rules renamed); version 3 `key_fields` (the
+// source's key of the namespace). A namespace is written in the oldest version that holds it, so
+// one without renames or key is still version 1, which every skipprd reads.
+constexpr int kNamespaceFormatVersion = 3;
 constexpr int kOldestNamespaceFormatVersion = 1;
 
 // "namespace": the schema readers see. "input_namespace": what the shaper evolves when
@@ -46,6 +47,7 @@ Result<NamespaceSchema> ParseNamespace(std::string_view prefix, std::string_view
         ns.source_names[entry.at("field_id").get<int32_t>()] = entry.at("name").get<std::string>();
       }
     }
+    if (version >= 3) ns.key_fields = json.at("key_fields").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& error) {
     return Status::Corruption(fmt::format("schema entry for a namespace is unreadable ({}); the "
                                           "store is damaged: run `skipprd discover` into a new "
@@ -83,15 +85,18 @@ Status SaveUnder(store::WriteTransaction& transaction, std::string_view prefix,
   for (const SchemaVersion& version : ns.history) {
     history.push_back({{"schema_id", version.schema_id}, {"changes", version.changes}});
   }
+  const int version = !ns.key_fields.empty()     ? 3
+                      : !ns.source_names.empty() ? 2
+                                                 : kOldestNamespaceFormatVersion;
   nlohmann::json json = {
-      {"format_version", ns.source_names.empty() ? kOldestNamespaceFormatVersion
-                                                 : kNamespaceFormatVersion},
+      {"format_version", version},
       {"name", ns.name},
       {"schema_id", ns.schema_id},
       {"last_field_id", ns.last_field_id},
       {"schema", FieldsToIcebergJson(ns.fields, ns.schema_id)},
       {"history", std::move(history)}};
-  if (!ns.source_names.empty()) {
+  if (version >= 3) json["key_fields"] = ns.key_fields;
+  if (version >= 2) {
     nlohmann::json source_names = nlohmann::json::array();
     for (const auto& [field_id, name] : ns.source_names) {
       source_names.push_back({{"field_id", field_id}, {"name", name}});

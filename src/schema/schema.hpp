@@ -42,6 +42,9 @@ struct NamespaceSchema {
   // rules renamed it: `V` → `V_2` beside `v`). Kept with the schema so the rename is the same in
   // every batch and run.
   std::map<int32_t, std::string> source_names;
+  // The source's own key of the namespace's rows (a PostgreSQL table's primary key), in key order;
+  // empty when the source has none. Query and the CDC apply keep the latest row per key.
+  std::vector<std::string> key_fields;
 
   const Field* FindField(std::string_view field_name) const;
   // Number of fields including nested ones (struct children, list elements, map keys/values).
@@ -195,6 +198,8 @@ struct RecordContext {
   const std::map<std::string, LogicalType>* declared_types = nullptr;
   // The source's own namespace for the record (a table name), used without namespace_fields.
   std::string source_namespace;
+  // The source's key of that namespace (NamespaceSchema::key_fields); null when it has none.
+  const std::vector<std::string>* key_fields = nullptr;
   // False when the format cannot repeat a key within one object (CSV headers are made unique, typed
   // sources build their objects): the duplicate-key check is skipped.
   bool keys_may_repeat = true;

@@ -1130,6 +1130,10 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
     state = &StateFor(namespace_name);
     if (options_.namespace_fields.empty()) last_state_ = state;
   }
+  if (context.key_fields != nullptr && state->schema->key_fields != *context.key_fields) {
+    state->schema->key_fields = *context.key_fields;
+    state->Changed(fmt::format("key ({})", fmt::join(state->schema->key_fields, ", ")));
+  }
   state->context = &context;
   std::vector<std::string> path;
   state->AbsorbObject(state->schema->fields, record.mutable_object(), path);

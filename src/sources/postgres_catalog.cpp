@@ -116,6 +116,38 @@ Result<std::vector<PgStorage>> ReadStorage(PgConnection& connection, const PgTab
 
 }  // namespace
 
+Result<PgType> ResolveType(PgConnection& connection, uint32_t oid, int32_t modifier) {
+  static const std::string kType = R"sql(
+    WITH RECURSIVE resolved(type_oid, typmod, depth) AS (
+      SELECT $1::oid, $2::int, 0
+      UNION ALL
+      SELECT t.typbasetype, t.typtypmod, r.depth + 1
+        FROM resolved r JOIN pg_type t ON t.oid = r.type_oid
+       WHERE t.typtype = 'd')
+    SELECT r.type_oid, CASE WHEN r.depth = 0 THEN $2::int ELSE r.typmod END, t.typcategory,
+           t.typelem, COALESCE(e.typcategory, 'U'), format_type($1::oid, $2::int)
+      FROM resolved r
+      JOIN pg_type t ON t.oid = r.type_oid
+      LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+     ORDER BY r.depth DESC LIMIT 1)sql";
+  SKIPPR_ASSIGN_OR_RETURN(PgResult result,
+                          connection.Query("resolving a column type", kType,
+                                           {std::to_string(oid), std::to_string(modifier)}));
+  PgType type;
+  if (result.rows() != 1) {
+    type.oid = oid;
+    type.modifier = modifier;
+    return type;  // an unknown type reads as text
+  }
+  type.oid = ToOid(result.Text(0, 0));
+  type.modifier = static_cast<int32_t>(result.Integer(0, 1));
+  type.category = result.Text(0, 2).empty() ? 'U' : result.Text(0, 2)[0];
+  type.element_oid = ToOid(result.Text(0, 3));
+  type.element_category = result.Text(0, 4).empty() ? 'U' : result.Text(0, 4)[0];
+  type.name = std::string(result.Text(0, 5));
+  return type;
+}
+
 std::string NamespaceOfTable(const std::string& schema, const std::string& table) {
   return schema == "public" ? "postgres_" + table : "postgres_" + schema + "_" + table;
 }

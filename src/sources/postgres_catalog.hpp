@@ -46,4 +46,8 @@ std::string NamespaceOfTable(const std::string& schema, const std::string& table
 Result<std::vector<PgTable>> ListTables(PgConnection& connection,
                                         const PostgresSettings& settings);
 
+// A type as a change stream's Relation message names it (its oid and the column's typmod), resolved
+// as ListTables resolves a column's: through domains, with an array's element type.
+Result<PgType> ResolveType(PgConnection& connection, uint32_t oid, int32_t modifier);
+
 }  // namespace skippr::sources::postgres

@@ -150,8 +150,11 @@ Result<PgResult> PgConnection::Query(std::string_view what, const std::string& s
   std::vector<const char*> values;
   values.reserve(parameters.size());
   for (const std::string& parameter : parameters) values.push_back(parameter.c_str());
-  pg_result* raw = PQexecParams(connection_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                values.data(), nullptr, nullptr, 0);
+  // Without parameters, the simple query protocol: a replication connection knows no other.
+  pg_result* raw = values.empty()
+                       ? PQexec(connection_, sql.c_str())
+                       : PQexecParams(connection_, sql.c_str(), static_cast<int>(values.size()),
+                                      nullptr, values.data(), nullptr, nullptr, 0);
   PgResult owned(raw);
   const ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return ServerError(what, raw);

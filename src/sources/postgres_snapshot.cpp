@@ -84,6 +84,8 @@ std::optional<RangeBounds> ParseRangePartition(const PgStorage& storage,
   return bounds;
 }
 
+}  // namespace
+
 // "16/B374D848" → the 64-bit LSN.
 uint64_t ParseLsn(std::string_view text) {
   const size_t slash = text.find('/');
@@ -95,6 +97,10 @@ uint64_t ParseLsn(std::string_view text) {
   }
   return high << 32 | low;
 }
+
+std::string FormatLsn(uint64_t lsn) { return fmt::format("{:X}/{:X}", lsn >> 32, lsn & 0xffffffff); }
+
+namespace {
 
 // [first, end) split into ranges of about `range_blocks`; the last one open-ended when `open`.
 std::vector<RangeBounds> SplitBlocks(uint64_t first, uint64_t end, uint64_t range_blocks,
@@ -152,7 +158,8 @@ struct SnapshotSource::TableReader {
   std::string select_list;          // "a", "b", ...
 };
 
-SnapshotSource::SnapshotSource(PostgresSettings settings) : settings_(std::move(settings)) {}
+SnapshotSource::SnapshotSource(PostgresSettings settings, std::optional<ExportedSnapshot> exported)
+    : settings_(std::move(settings)), exported_(std::move(exported)) {}
 
 SnapshotSource::~SnapshotSource() { StopReaders(); }
 
@@ -175,20 +182,25 @@ Status SnapshotSource::Open(const SourcePositions& committed, const ReadOptions&
   for (PgTable& table : tables) tables_.push_back(MakeTableReader(std::move(table)));
   PlanRanges(committed);
   if (pending_.empty()) return Status::OK();
-  // One snapshot for every table: exported by the control connection, whose transaction stays
-  // open until the readers have taken it.
-  SKIPPR_RETURN_IF_ERROR(control_->Execute(
-      "starting the snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
-  SKIPPR_ASSIGN_OR_RETURN(
-      PgResult exported,
-      control_->Query("exporting the snapshot",
-                      "SELECT pg_export_snapshot(), CASE WHEN pg_is_in_recovery() THEN "
-                      "pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END"));
-  snapshot_name_ = std::string(exported.Text(0, 0));
-  snapshot_lsn_ = ParseLsn(exported.Text(0, 1));
-  spdlog::info("postgres {}: snapshot {} at LSN {:X}/{:X}: {} range(s) of {} table(s) to read",
-               settings_.Describe(), snapshot_name_, snapshot_lsn_ >> 32,
-               snapshot_lsn_ & 0xffffffff, pending_.size(), tables_.size());
+  if (exported_) {
+    snapshot_name_ = exported_->name;
+    snapshot_lsn_ = exported_->lsn;
+  } else {
+    // One snapshot for every table: exported by the control connection, whose transaction stays
+    // open until the readers have taken it.
+    SKIPPR_RETURN_IF_ERROR(control_->Execute(
+        "starting the snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    SKIPPR_ASSIGN_OR_RETURN(
+        PgResult exported,
+        control_->Query("exporting the snapshot",
+                        "SELECT pg_export_snapshot(), CASE WHEN pg_is_in_recovery() THEN "
+                        "pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END"));
+    snapshot_name_ = std::string(exported.Text(0, 0));
+    snapshot_lsn_ = ParseLsn(exported.Text(0, 1));
+  }
+  spdlog::info("postgres {}: snapshot {} at LSN {}: {} range(s) of {} table(s) to read",
+               settings_.Describe(), snapshot_name_, FormatLsn(snapshot_lsn_), pending_.size(),
+               tables_.size());
   const size_t readers =
       std::clamp<size_t>(static_cast<size_t>(settings_.snapshot_parallelism), 1, pending_.size());
   max_batches_ready_ = readers * 2;
@@ -380,6 +392,9 @@ SourceBatch SnapshotSource::NewBatch(const Range& range) const {
   batch.context.infer_epoch_timestamps = false;
   batch.context.declared_types = &range.table->declared_types;
   batch.context.source_namespace = range.table->table.namespace_name;
+  if (!range.table->table.primary_key.empty()) {
+    batch.context.key_fields = &range.table->table.primary_key;
+  }
   batch.context.keys_may_repeat = false;
   batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, 4096));
   return batch;
@@ -461,10 +476,7 @@ Result<std::unique_ptr<Source>> MakePostgresSource(const config::ConnectorConfig
   SKIPPR_ASSIGN_OR_RETURN(PostgresSettings settings, PostgresSettings::FromConnector(connector));
   settings.source_name = source_name;
   if (settings.cdc_mode != CdcMode::kSnapshot) {
-    return Status::NotSupported(fmt::format(
-        "data_sources.{}.cdc_mode: change data capture is not available in this build yet; "
-        "set cdc_mode: snapshot",
-        source_name));
+    return std::unique_ptr<Source>(std::make_unique<ChangeStreamSource>(std::move(settings)));
   }
   return std::unique_ptr<Source>(std::make_unique<SnapshotSource>(std::move(settings)));
 }

@@ -1,15 +1,21 @@
 // Internal to sources/: the `Postgres` data source.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "sources/postgres_catalog.hpp"
+#include "sources/postgres_replication.hpp"
 #include "sources/postgres_connection.hpp"
 #include "sources/sources.hpp"
 
@@ -18,6 +24,9 @@ namespace skippr::sources::postgres {
 // Order tokens compare as bytes: the commit LSN, then the change's ordinal within its
 // transaction, both 8 bytes big-endian. Snapshot rows carry the snapshot's LSN and ordinal 0.
 std::string OrderToken(uint64_t lsn, uint64_t ordinal);
+// "16/B374D848" ↔ the 64-bit LSN.
+uint64_t ParseLsn(std::string_view text);
+std::string FormatLsn(uint64_t lsn);
 // A row's primary-key values as one string ("[7,\"eu\"]"): the entity a change applies to.
 std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_columns);
 
@@ -26,9 +35,17 @@ std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_c
 // the last ctid committed: a later pass goes on after it (under its own, newer snapshot) and
 // skips the ranges that were finished. Rows carry a CDC sidecar: mutation snapshot, the
 // snapshot's LSN as order token, the primary key as business key.
+// A snapshot another connection exported and keeps valid (a replication slot's, at creation).
+struct ExportedSnapshot {
+  std::string name;
+  uint64_t lsn = 0;
+};
+
 class SnapshotSource final : public Source {
  public:
-  explicit SnapshotSource(PostgresSettings settings);
+  // Without `exported`, the source exports its own snapshot (at the server's current LSN).
+  explicit SnapshotSource(PostgresSettings settings,
+                          std::optional<ExportedSnapshot> exported = std::nullopt);
   ~SnapshotSource() override;
 
   Status Open(const SourcePositions& committed, const ReadOptions& options) override;
@@ -57,6 +74,7 @@ class SnapshotSource final : public Source {
   void StopReaders();
 
   const PostgresSettings settings_;
+  const std::optional<ExportedSnapshot> exported_;
   uint64_t max_records_per_partition_ = 0;
   std::unique_ptr<PgConnection> control_;  // exports the snapshot; its transaction stays open
   std::vector<std::unique_ptr<TableReader>> tables_;
@@ -73,6 +91,80 @@ class SnapshotSource final : public Source {
   Status failure_;
   bool stopping_ = false;
   std::vector<std::thread> readers_;
+};
+
+struct StreamCursor;  // postgres_cdc.cpp
+
+// cdc_mode snapshot_then_cdc / cdc_only: a pgoutput slot (created with an exported snapshot when
+// absent), the snapshot read under it first (snapshot_then_cdc), then the change stream. Each
+// change carries its mutation, the order token (commit LSN, ordinal) and the row's key; the
+// stream's position is one partition whose cursor is the last change committed, so a change the
+// server sends again after a crash is skipped. The slot is confirmed only to what the WAL holds
+// (Acknowledge). A pass ends when it has caught up with the server's WAL position at its start,
+// or, with cdc_idle_timeout_seconds, once no change arrived for that long.
+class ChangeStreamSource final : public Source {
+ public:
+  explicit ChangeStreamSource(PostgresSettings settings);
+  ~ChangeStreamSource() override;
+
+  Status Open(const SourcePositions& committed, const ReadOptions& options) override;
+  Result<std::optional<SourceBatch>> Next() override;
+  void Acknowledge(const SourcePositions& committed) override;
+
+ private:
+  struct Relation;
+
+  Status CheckIdentities(const std::vector<PgTable>& tables) const;
+  Status EnsurePublication(const std::vector<PgTable>& tables);
+  Status EnsureSlot(std::optional<ExportedSnapshot>* exported);
+  Status StartStream();
+  Status ReadStream();
+  bool ShouldFinish(std::chrono::steady_clock::time_point now) const;
+  Status Apply(const PgOutputMessage& message);
+  Status AddRelation(const RelationMessage& message);
+  Status ApplyRowChange(const PgOutputMessage& message);
+  bool IsCommitted(uint64_t ordinal) const;
+  Result<Value> DecodeTuple(const Relation& relation, const Tuple& tuple,
+                            const Tuple* old_tuple) const;
+  void AppendChange(const Relation& relation, Value row, Mutation mutation, uint64_t ordinal);
+  void SetStreamCursor(const StreamCursor& cursor);
+  void ReleasePending();
+  void NoteHandedOut(const SourceBatch& batch);
+  uint64_t ConfirmableLsn() const;
+
+  const PostgresSettings settings_;
+  ReadOptions options_;
+  std::unique_ptr<PgConnection> control_;
+  std::unique_ptr<PgConnection> replication_;  // until the stream takes it
+  std::unique_ptr<SnapshotSource> snapshot_;   // while the snapshot is read
+  std::unique_ptr<ReplicationStream> stream_;
+  // The tables read, (schema, table) → primary key.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> read_tables_;
+  std::map<uint32_t, std::unique_ptr<Relation>> relations_;
+  std::vector<std::unique_ptr<Relation>> retired_relations_;
+
+  // The committed cursor (from the store): changes it covers are skipped.
+  bool has_committed_cursor_ = false;
+  uint64_t committed_commit_lsn_ = 0;
+  uint64_t committed_next_ordinal_ = 0;
+  uint64_t committed_end_lsn_ = 0;
+
+  PartitionPosition stream_position_;
+  bool in_transaction_ = false;
+  uint64_t transaction_lsn_ = 0;
+  uint64_t transaction_ordinal_ = 0;
+  std::optional<SourceBatch> pending_;  // being filled
+  std::optional<SourceBatch> ready_;    // to hand over
+  bool is_finished_ = false;
+
+  uint64_t target_lsn_ = 0;    // the server's WAL position when the stream started
+  uint64_t sent_lsn_ = 0;      // how far the server has sent (keepalives)
+  uint64_t received_lsn_ = 0;  // the end of the last data received
+  uint64_t last_end_lsn_ = 0;  // where the last transaction received ends
+  uint64_t handed_end_lsn_ = 0;
+  std::atomic<uint64_t> acked_end_lsn_{0};
+  std::chrono::steady_clock::time_point last_data_;
+  std::chrono::steady_clock::time_point last_status_;
 };
 
 Result<std::unique_ptr<Source>> MakePostgresSource(const config::ConnectorConfig& connector,

@@ -31,6 +31,8 @@ class ReadAheadSource final : public Source {
     return Status::OK();
   }
 
+  void Acknowledge(const SourcePositions& committed) override { inner_->Acknowledge(committed); }
+
   Result<std::optional<SourceBatch>> Next() override {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return !ready_.empty() || finished_; });

@@ -90,7 +90,8 @@ struct SourceBatch {
   std::string partition;  // e.g. the file's path
   std::vector<SourceRecord> records;
   std::vector<schema::Deadletter> deadletters;  // records that could not be read, in order
-  schema::RecordContext context;                // applies to every record of the batch
+  // Applies to every record of the batch; what it points to lives as long as the source.
+  schema::RecordContext context;
   PartitionPosition position;                   // the partition's position after this batch
   uint64_t bytes_read = 0;                      // input bytes consumed (as stored on disk)
 
@@ -115,6 +116,9 @@ class Source {
   virtual Status Open(const SourcePositions& committed, const ReadOptions& options) = 0;
   // The next batch, or nullopt when there is nothing more to read now.
   virtual Result<std::optional<SourceBatch>> Next() = 0;
+  // Called (from another thread than Next) after the WAL commit that holds positions the source
+  // handed over: a change stream may now let its server forget them (confirm a replication slot).
+  virtual void Acknowledge(const SourcePositions& committed) {}
 };
 
 // `source_name` (the data_sources entry) names the source in its messages.

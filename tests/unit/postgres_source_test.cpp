@@ -175,14 +175,17 @@ class PostgresSnapshot : public ::testing::Test {
     }
   }
 
+  // The batches' contexts point into their source: it is kept until the test ends.
   std::vector<SourceBatch> Snapshot(const config::ConnectorConfig& connector,
                                     const SourcePositions& committed = {}) {
     Result<std::unique_ptr<Source>> source = MakeSource(connector, "pg");
     EXPECT_TRUE(source.ok()) << source.status().ToString();
     if (!source.ok()) return {};
     ExpectOk((*source)->Open(committed, {}));
-    return ReadAll(**source);
+    sources_.push_back(std::move(*source));
+    return ReadAll(*sources_.back());
   }
+  std::vector<std::unique_ptr<Source>> sources_;
 
   static PostgresServer* server_;
   static std::string why_not_;

@@ -1,0 +1,555 @@
+// The PostgreSQL source's change data capture (cdc_mode snapshot_then_cdc and cdc_only): a
+// pgoutput replication slot, its snapshot read first, then the change stream, each change
+// committed to the WAL exactly once (docs/config.md, "The PostgreSQL source").
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "sources/postgres_catalog.hpp"
+#include "sources/postgres_replication.hpp"
+#include "sources/postgres_source.hpp"
+
+namespace skippr::sources::postgres {
+
+namespace {
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+constexpr auto kStatusInterval = std::chrono::seconds(1);
+}  // namespace
+
+namespace {
+std::string StreamPartitionId(const std::string& slot) { return "postgres cdc " + slot; }
+}  // namespace
+
+// Where the stream stands, kept as the stream partition's cursor: the transaction being read (its
+// commit LSN, and the ordinal of its next change), or the last one finished (and where the next
+// starts, which the slot may be confirmed to).
+struct StreamCursor {
+  uint64_t commit_lsn = 0;
+  uint64_t next_ordinal = 0;  // changes of commit_lsn's transaction before it are committed
+  uint64_t end_lsn = 0;       // set once the transaction is complete
+  bool complete() const { return end_lsn != 0; }
+
+  std::string Format() const {
+    if (complete()) return fmt::format("commit={} end={}", FormatLsn(commit_lsn), FormatLsn(end_lsn));
+    return fmt::format("commit={} next={}", FormatLsn(commit_lsn), next_ordinal);
+  }
+  static std::optional<StreamCursor> Parse(std::string_view text) {
+    StreamCursor cursor;
+    const auto field = [&](std::string_view name) -> std::optional<std::string_view> {
+      const size_t at = text.find(name);
+      if (at == std::string_view::npos) return std::nullopt;
+      std::string_view value = text.substr(at + name.size());
+      return value.substr(0, value.find(' '));
+    };
+    const std::optional<std::string_view> commit = field("commit=");
+    if (!commit) return std::nullopt;
+    cursor.commit_lsn = ParseLsn(*commit);
+    if (const auto end = field("end=")) {
+      cursor.end_lsn = ParseLsn(*end);
+    } else if (const auto next = field("next=")) {
+      std::from_chars(next->data(), next->data() + next->size(), cursor.next_ordinal);
+    } else {
+      return std::nullopt;
+    }
+    return cursor;
+  }
+  // Whether the change `ordinal` of the transaction committing at `commit_lsn` is committed.
+  bool Covers(uint64_t commit, uint64_t ordinal) const {
+    if (commit != commit_lsn) return commit < commit_lsn;
+    return complete() || ordinal < next_ordinal;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct ChangeStreamSource::Relation {
+  std::string schema;
+  std::string name;
+  std::string namespace_name;
+  std::vector<std::string> column_names;
+  std::vector<PgColumnDecoder> decoders;
+  std::map<std::string, LogicalType> declared_types;
+  std::vector<size_t> key_columns;
+  std::vector<std::string> key_names;
+  char replica_identity = 'd';
+  bool is_read = false;  // one of the tables the source reads
+};
+
+ChangeStreamSource::ChangeStreamSource(PostgresSettings settings)
+    : settings_(std::move(settings)) {}
+
+ChangeStreamSource::~ChangeStreamSource() {
+  snapshot_.reset();
+  if (stream_) {
+    // The last word: everything the WAL holds is confirmed, so the slot keeps no more than needed.
+    const Status sent = stream_->SendStatus(received_lsn_, ConfirmableLsn(), false);
+    if (!sent.ok()) spdlog::warn("{}", sent.message());
+  }
+}
+
+Status ChangeStreamSource::Open(const SourcePositions& committed, const ReadOptions& options) {
+  options_ = options;
+  SKIPPR_ASSIGN_OR_RETURN(control_, PgConnection::Connect(settings_));
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<PgTable> tables, ListTables(*control_, settings_));
+  SKIPPR_RETURN_IF_ERROR(CheckIdentities(tables));
+  for (const PgTable& table : tables) read_tables_[{table.schema, table.name}] = table.primary_key;
+  if (auto position = committed.find(StreamPartitionId(settings_.replication_slot_name));
+      position != committed.end()) {
+    stream_position_ = position->second;
+    if (std::optional<StreamCursor> cursor = StreamCursor::Parse(position->second.cursor)) {
+      committed_commit_lsn_ = cursor->commit_lsn;
+      committed_next_ordinal_ = cursor->next_ordinal;
+      committed_end_lsn_ = cursor->end_lsn;
+      has_committed_cursor_ = true;
+      acked_end_lsn_ = cursor->end_lsn;
+    }
+  }
+  SKIPPR_RETURN_IF_ERROR(EnsurePublication(tables));
+  std::optional<ExportedSnapshot> exported;
+  SKIPPR_RETURN_IF_ERROR(EnsureSlot(&exported));
+  if (settings_.cdc_mode == CdcMode::kSnapshotThenCdc) {
+    snapshot_ = std::make_unique<SnapshotSource>(settings_, exported);
+    SKIPPR_RETURN_IF_ERROR(snapshot_->Open(committed, options));
+  }
+  return Status::OK();
+}
+
+Status ChangeStreamSource::CheckIdentities(const std::vector<PgTable>& tables) const {
+  for (const PgTable& table : tables) {
+    if (table.kind != 'r' && table.kind != 'p') {
+      return Status::InvalidConfig(fmt::format(
+          "data_sources.{}: {}.{} is not a table (a view?): change data capture reads tables; "
+          "remove it from tables or use cdc_mode: snapshot",
+          settings_.source_name, table.schema, table.name));
+    }
+    if (table.primary_key.empty() && table.replica_identity != 'f') {
+      return Status::InvalidConfig(fmt::format(
+          "data_sources.{}: table {}.{} has no primary key and no REPLICA IDENTITY FULL, so its "
+          "updates and deletes cannot be told apart; add a primary key or run ALTER TABLE {}.{} "
+          "REPLICA IDENTITY FULL",
+          settings_.source_name, table.schema, table.name, table.schema, table.name));
+    }
+  }
+  return Status::OK();
+}
+
+Status ChangeStreamSource::EnsurePublication(const std::vector<PgTable>& tables) {
+  const std::string& publication = settings_.publication_name;
+  SKIPPR_ASSIGN_OR_RETURN(PgResult existing,
+                          control_->Query("reading the publication",
+                                          "SELECT 1 FROM pg_publication WHERE pubname = $1",
+                                          {publication}));
+  if (existing.rows() == 0) {
+    std::string list;
+    for (const PgTable& table : tables) {
+      if (!list.empty()) list += ", ";
+      list += control_->QuoteIdentifier(table.schema) + "." + control_->QuoteIdentifier(table.name);
+    }
+    if (list.empty()) {
+      return Status::InvalidConfig(fmt::format(
+          "data_sources.{}: no tables to capture changes of in database {}: create a table or "
+          "name tables",
+          settings_.source_name, control_->description()));
+    }
+    const Status created = control_->Execute(
+        fmt::format("creating Postgres publication {}", publication),
+        fmt::format("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)",
+                    control_->QuoteIdentifier(publication), list));
+    if (!created.ok()) {
+      return Status::InvalidConfig(created.message() +
+                                   "; the user needs to own the tables (or be superuser), or "
+                                   "create the publication beforehand");
+    }
+    spdlog::info("postgres {}: created publication {} for {}", settings_.Describe(), publication,
+                 list);
+    return Status::OK();
+  }
+  for (const PgTable& table : tables) {
+    SKIPPR_ASSIGN_OR_RETURN(
+        PgResult member,
+        control_->Query("reading the publication's tables",
+                        "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = "
+                        "$2 AND tablename = $3",
+                        {publication, table.schema, table.name}));
+    if (member.rows() == 0) {
+      return Status::InvalidConfig(fmt::format(
+          "data_sources.{}: publication {} does not include table {}.{}; run ALTER PUBLICATION "
+          "{} ADD TABLE {}.{}",
+          settings_.source_name, publication, table.schema, table.name, publication, table.schema,
+          table.name));
+    }
+  }
+  return Status::OK();
+}
+
+Status ChangeStreamSource::EnsureSlot(std::optional<ExportedSnapshot>* exported) {
+  const std::string& slot_name = settings_.replication_slot_name;
+  SKIPPR_ASSIGN_OR_RETURN(const SlotState slot, ReadSlot(*control_, slot_name));
+  if (slot.exists) {
+    if (!slot.is_logical_pgoutput) {
+      return Status::InvalidConfig(fmt::format(
+          "data_sources.{}.replication_slot_name: slot {} is not a logical pgoutput slot; name "
+          "another slot",
+          settings_.source_name, slot_name));
+    }
+    if (slot.wal_status == "lost") {
+      return Status::Corruption(fmt::format(
+          "data_sources.{}: replication slot {} was invalidated (wal_status lost: the server "
+          "removed WAL it still needed), so changes since LSN {} are gone; drop the slot and the "
+          "pipeline's state (DATA_DIR/<pipeline>) to read the tables again from a new snapshot",
+          settings_.source_name, slot_name, FormatLsn(slot.confirmed_flush_lsn)));
+    }
+    if (slot.is_active) {
+      return Status::Unavailable(fmt::format(
+          "replication slot \"{}\" is active: another process reads it; stop it, or give this "
+          "pipeline its own replication_slot_name",
+          slot_name));
+    }
+    return Status::OK();
+  }
+  if (has_committed_cursor_) {
+    return Status::Corruption(fmt::format(
+        "data_sources.{}: replication slot {} is gone but this pipeline read changes from it up "
+        "to LSN {}; the changes since are lost. Drop the pipeline's state (DATA_DIR/<pipeline>) "
+        "to read the tables again from a new snapshot",
+        settings_.source_name, slot_name, FormatLsn(committed_commit_lsn_)));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(replication_, PgConnection::Connect(settings_,
+                                                              PgConnection::Kind::kReplication));
+  const bool export_snapshot = settings_.cdc_mode == CdcMode::kSnapshotThenCdc;
+  Result<CreatedSlot> created = CreateSlot(*replication_, slot_name, export_snapshot);
+  if (!created.ok()) {
+    return Status::InvalidConfig(fmt::format(
+        "creating Postgres logical replication slot {} failed: {}; the server needs wal_level = "
+        "logical and the user the REPLICATION attribute",
+        slot_name, created.status().message()));
+  }
+  spdlog::info("postgres {}: created replication slot {} at LSN {}", settings_.Describe(),
+               slot_name, FormatLsn(created->consistent_lsn));
+  if (export_snapshot) *exported = ExportedSnapshot{created->snapshot_name, created->consistent_lsn};
+  return Status::OK();
+}
+
+// ----- reading --------------------------------------------------------------------------------
+
+Result<std::optional<SourceBatch>> ChangeStreamSource::Next() {
+  if (snapshot_) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> batch, snapshot_->Next());
+    if (batch) return batch;
+    snapshot_.reset();  // its readers are done: the exported snapshot may go
+  }
+  if (!stream_) SKIPPR_RETURN_IF_ERROR(StartStream());
+  while (true) {
+    if (ready_) {
+      std::optional<SourceBatch> batch = std::move(ready_);
+      ready_.reset();
+      NoteHandedOut(*batch);
+      return batch;
+    }
+    if (is_finished_) return std::optional<SourceBatch>();
+    SKIPPR_RETURN_IF_ERROR(ReadStream());
+  }
+}
+
+Status ChangeStreamSource::StartStream() {
+  if (!replication_) {
+    SKIPPR_ASSIGN_OR_RETURN(replication_,
+                            PgConnection::Connect(settings_, PgConnection::Kind::kReplication));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(PgResult lsn, control_->Query("reading the server's WAL position",
+                                                        "SELECT pg_current_wal_lsn()"));
+  target_lsn_ = ParseLsn(lsn.Text(0, 0));
+  SKIPPR_ASSIGN_OR_RETURN(stream_, ReplicationStream::Start(std::move(replication_),
+                                                            settings_.replication_slot_name,
+                                                            settings_.publication_name, 0));
+  last_data_ = std::chrono::steady_clock::now();
+  last_status_ = last_data_;
+  spdlog::info("postgres {}: streaming changes from slot {} (caught up at LSN {})",
+               settings_.Describe(), settings_.replication_slot_name, FormatLsn(target_lsn_));
+  return Status::OK();
+}
+
+// Reads what the server sent within one poll interval; moves a batch to `ready_` when one is due,
+// and marks the pass finished when it has caught up.
+Status ChangeStreamSource::ReadStream() {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamEvent> event, stream_->Read(kPollInterval));
+  const auto now = std::chrono::steady_clock::now();
+  bool reply_requested = false;
+  if (event) {
+    if (std::holds_alternative<StreamEnded>(*event)) {
+      return Status::IOError(fmt::format("PostgreSQL {}: the server ended the replication stream",
+                                         settings_.Describe()));
+    }
+    if (const auto* keepalive = std::get_if<Keepalive>(&*event)) {
+      sent_lsn_ = std::max(sent_lsn_, keepalive->wal_end);
+      reply_requested = keepalive->reply_requested;
+    } else {
+      const auto& data = std::get<XLogData>(*event);
+      received_lsn_ = std::max(received_lsn_, data.wal_end);
+      last_data_ = now;
+      SKIPPR_ASSIGN_OR_RETURN(PgOutputMessage message, ParsePgOutput(data.payload));
+      SKIPPR_RETURN_IF_ERROR(Apply(message));
+    }
+  } else if (!in_transaction_) {
+    // Idle: hand over what is pending, and ask the server how far it has sent.
+    ReleasePending();
+    reply_requested = false;
+    if (ShouldFinish(now)) {
+      is_finished_ = true;
+      return Status::OK();
+    }
+  }
+  if (reply_requested || now - last_status_ >= kStatusInterval || !event) {
+    SKIPPR_RETURN_IF_ERROR(stream_->SendStatus(received_lsn_, ConfirmableLsn(), !event));
+    last_status_ = now;
+  }
+  return Status::OK();
+}
+
+bool ChangeStreamSource::ShouldFinish(std::chrono::steady_clock::time_point now) const {
+  if (in_transaction_ || ready_ || (pending_ && !pending_->records.empty())) return false;
+  if (settings_.cdc_idle_timeout_seconds && *settings_.cdc_idle_timeout_seconds > 0) {
+    return now - last_data_ >= std::chrono::seconds(*settings_.cdc_idle_timeout_seconds);
+  }
+  return sent_lsn_ >= target_lsn_ || last_end_lsn_ >= target_lsn_;
+}
+
+Status ChangeStreamSource::Apply(const PgOutputMessage& message) {
+  if (const auto* begin = std::get_if<BeginMessage>(&message)) {
+    in_transaction_ = true;
+    transaction_lsn_ = begin->final_lsn;
+    transaction_ordinal_ = 0;
+    return Status::OK();
+  }
+  if (const auto* commit = std::get_if<CommitMessage>(&message)) {
+    in_transaction_ = false;
+    last_end_lsn_ = commit->end_lsn;
+    if (has_committed_cursor_ && commit->commit_lsn <= committed_commit_lsn_) {
+      return Status::OK();  // replayed: committed by an earlier pass
+    }
+    StreamCursor cursor{commit->commit_lsn, 0, commit->end_lsn};
+    SetStreamCursor(cursor);
+    return Status::OK();
+  }
+  if (const auto* relation = std::get_if<RelationMessage>(&message)) return AddRelation(*relation);
+  if (std::holds_alternative<OtherMessage>(message)) return Status::OK();
+  if (const auto* truncate = std::get_if<TruncateMessage>(&message)) {
+    for (uint32_t id : truncate->relation_ids) {
+      auto relation = relations_.find(id);
+      if (relation != relations_.end() && relation->second->is_read) {
+        return Status::NotSupported(fmt::format(
+            "data_sources.{}: table {}.{} was truncated (at LSN {}); this build cannot apply a "
+            "TRUNCATE yet, and ingesting on would keep rows the source no longer has",
+            settings_.source_name, relation->second->schema, relation->second->name,
+            FormatLsn(transaction_lsn_)));
+      }
+    }
+    ++transaction_ordinal_;
+    return Status::OK();
+  }
+  return ApplyRowChange(message);
+}
+
+Status ChangeStreamSource::AddRelation(const RelationMessage& message) {
+  Relation relation;
+  relation.schema = message.schema;
+  relation.name = message.name;
+  relation.namespace_name = NamespaceOfTable(message.schema, message.name);
+  relation.replica_identity = message.replica_identity;
+  const auto read = read_tables_.find({message.schema, message.name});
+  relation.is_read = read != read_tables_.end();
+  // The table's primary key; without one (REPLICA IDENTITY FULL) every column, as pgoutput flags.
+  const std::vector<std::string> primary_key =
+      relation.is_read ? read->second : std::vector<std::string>();
+  for (size_t i = 0; i < message.columns.size(); ++i) {
+    const RelationColumn& column = message.columns[i];
+    SKIPPR_ASSIGN_OR_RETURN(PgType type,
+                            ResolveType(*control_, column.type_oid, column.modifier));
+    relation.column_names.push_back(column.name);
+    relation.decoders.emplace_back(type);
+    relation.declared_types.emplace(column.name, relation.decoders.back().logical_type());
+    if (primary_key.empty() && column.is_key) {
+      relation.key_columns.push_back(i);
+      relation.key_names.push_back(column.name);
+    }
+  }
+  for (const std::string& key : primary_key) {
+    const auto column = std::find(relation.column_names.begin(), relation.column_names.end(), key);
+    if (column == relation.column_names.end()) continue;
+    relation.key_columns.push_back(static_cast<size_t>(column - relation.column_names.begin()));
+    relation.key_names.push_back(key);
+  }
+  // A relation message before a batch of another shape ends that batch: its context points here.
+  ReleasePending();
+  // Batches handed over point at a relation's declared types and key: one a newer message
+  // replaces is kept until the source goes.
+  std::unique_ptr<Relation>& current = relations_[message.relation_id];
+  if (current) retired_relations_.push_back(std::move(current));
+  current = std::make_unique<Relation>(std::move(relation));
+  return Status::OK();
+}
+
+Status ChangeStreamSource::ApplyRowChange(const PgOutputMessage& message) {
+  uint32_t relation_id = 0;
+  const Tuple* new_tuple = nullptr;
+  const Tuple* old_tuple = nullptr;
+  Mutation mutation = Mutation::kInsert;
+  if (const auto* insert = std::get_if<InsertMessage>(&message)) {
+    relation_id = insert->relation_id;
+    new_tuple = &insert->new_tuple;
+  } else if (const auto* update = std::get_if<UpdateMessage>(&message)) {
+    relation_id = update->relation_id;
+    new_tuple = &update->new_tuple;
+    old_tuple = update->old_tuple ? &*update->old_tuple : nullptr;
+    mutation = Mutation::kUpdate;
+  } else if (const auto* remove = std::get_if<DeleteMessage>(&message)) {
+    relation_id = remove->relation_id;
+    old_tuple = &remove->old_tuple;
+    mutation = Mutation::kDelete;
+  }
+  // Two ordinals per change: a key change is a delete (even) then an insert (odd).
+  const uint64_t ordinal = transaction_ordinal_++ * 2;
+  auto found = relations_.find(relation_id);
+  if (found == relations_.end()) {
+    return Status::Corruption(fmt::format(
+        "PostgreSQL {}: a change of relation {} arrived before its Relation message",
+        settings_.Describe(), relation_id));
+  }
+  const Relation& relation = *found->second;
+  if (!relation.is_read || IsCommitted(ordinal + 1)) return Status::OK();
+
+  if (mutation == Mutation::kDelete) {
+    SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *old_tuple, nullptr));
+    AppendChange(relation, std::move(row), Mutation::kDelete, ordinal + 1);
+    return Status::OK();
+  }
+  SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *new_tuple, old_tuple));
+  if (mutation == Mutation::kUpdate && old_tuple != nullptr) {
+    // A changed primary key: the old key is deleted, the new one inserted.
+    SKIPPR_ASSIGN_OR_RETURN(Value old_row, DecodeTuple(relation, *old_tuple, nullptr));
+    if (BusinessKey(old_row.as_object(), relation.key_columns) !=
+        BusinessKey(row.as_object(), relation.key_columns)) {
+      if (!IsCommitted(ordinal)) {
+        AppendChange(relation, std::move(old_row), Mutation::kDelete, ordinal);
+      }
+      mutation = Mutation::kInsert;
+    }
+  }
+  AppendChange(relation, std::move(row), mutation, ordinal + 1);
+  return Status::OK();
+}
+
+bool ChangeStreamSource::IsCommitted(uint64_t ordinal) const {
+  if (!has_committed_cursor_) return false;
+  StreamCursor committed{committed_commit_lsn_, committed_next_ordinal_, committed_end_lsn_};
+  return committed.Covers(transaction_lsn_, ordinal);
+}
+
+Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tuple& tuple,
+                                              const Tuple* old_tuple) const {
+  if (tuple.size() > relation.decoders.size()) {
+    return Status::Corruption(fmt::format(
+        "PostgreSQL {}: a change of {}.{} has {} columns, its relation {}", settings_.Describe(),
+        relation.schema, relation.name, tuple.size(), relation.decoders.size()));
+  }
+  ValueObject row;
+  row.reserve(tuple.size());
+  for (size_t i = 0; i < tuple.size(); ++i) {
+    const TupleValue* value = &tuple[i];
+    if (value->kind == TupleValue::Kind::kUnchangedToast && old_tuple != nullptr &&
+        i < old_tuple->size() && (*old_tuple)[i].kind == TupleValue::Kind::kText) {
+      value = &(*old_tuple)[i];  // REPLICA IDENTITY FULL: the old row holds it
+    }
+    switch (value->kind) {
+      case TupleValue::Kind::kNull:
+        row.emplace_back(relation.column_names[i], Value::Null());
+        break;
+      case TupleValue::Kind::kText:
+        row.emplace_back(relation.column_names[i], relation.decoders[i].Decode(value->text));
+        break;
+      case TupleValue::Kind::kUnchangedToast:
+        return Status::NotSupported(fmt::format(
+            "data_sources.{}: an UPDATE of {}.{} at LSN {} left the large (TOASTed) value of "
+            "column {} unchanged, and the change stream does not carry it; run ALTER TABLE "
+            "{}.{} REPLICA IDENTITY FULL so that it does, then sync again",
+            settings_.source_name, relation.schema, relation.name, FormatLsn(transaction_lsn_),
+            relation.column_names[i], relation.schema, relation.name));
+    }
+  }
+  return Value::Object(std::move(row));
+}
+
+void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutation mutation,
+                                      uint64_t ordinal) {
+  if (pending_ && pending_->context.source_namespace != relation.namespace_name) ReleasePending();
+  if (!pending_) {
+    pending_.emplace();
+    pending_->partition = StreamPartitionId(settings_.replication_slot_name);
+    pending_->context.infer_epoch_timestamps = false;
+    pending_->context.declared_types = &relation.declared_types;
+    pending_->context.source_namespace = relation.namespace_name;
+    if (!relation.key_names.empty()) pending_->context.key_fields = &relation.key_names;
+    pending_->context.keys_may_repeat = false;
+  }
+  SourceRecord record;
+  RowChange change;
+  change.mutation = mutation;
+  change.order_token = OrderToken(transaction_lsn_, ordinal);
+  change.event_id = fmt::format("{} {}", FormatLsn(transaction_lsn_), ordinal);
+  change.business_key = BusinessKey(row.as_object(), relation.key_columns);
+  record.change = std::move(change);
+  record.value = std::move(row);
+  stream_position_.records_consumed += 1;
+  record.row = stream_position_.records_consumed;
+  pending_->records.push_back(std::move(record));
+  SetStreamCursor({transaction_lsn_, ordinal + 1, 0});
+  if (pending_->records.size() >= settings_.batch_size_rows) ReleasePending();
+}
+
+void ChangeStreamSource::SetStreamCursor(const StreamCursor& cursor) {
+  stream_position_.cursor = cursor.Format();
+  stream_position_.is_closed = false;
+  if (!pending_) {
+    // A position with no rows (a commit, changes of tables not read): it still has to reach the
+    // store so that the slot can be confirmed past it.
+    pending_.emplace();
+    pending_->partition = StreamPartitionId(settings_.replication_slot_name);
+  }
+  pending_->position = stream_position_;
+}
+
+void ChangeStreamSource::ReleasePending() {
+  if (!pending_ || ready_) return;
+  ready_ = std::move(pending_);
+  pending_.reset();
+}
+
+void ChangeStreamSource::NoteHandedOut(const SourceBatch& batch) {
+  if (std::optional<StreamCursor> cursor = StreamCursor::Parse(batch.position.cursor)) {
+    if (cursor->complete()) handed_end_lsn_ = std::max(handed_end_lsn_, cursor->end_lsn);
+  }
+}
+
+void ChangeStreamSource::Acknowledge(const SourcePositions& committed) {
+  auto position = committed.find(StreamPartitionId(settings_.replication_slot_name));
+  if (position == committed.end()) return;
+  if (std::optional<StreamCursor> cursor = StreamCursor::Parse(position->second.cursor)) {
+    uint64_t acked = acked_end_lsn_.load();
+    while (cursor->end_lsn > acked && !acked_end_lsn_.compare_exchange_weak(acked, cursor->end_lsn)) {
+    }
+  }
+}
+
+uint64_t ChangeStreamSource::ConfirmableLsn() const {
+  const uint64_t acked = acked_end_lsn_.load();
+  // Nothing handed over is waiting for its commit, and nothing is held: the server's position
+  // (transactions with no change to the tables read, or none at all) may be confirmed too.
+  if (acked >= handed_end_lsn_ && !in_transaction_ && !ready_ && !pending_) {
+    return std::max(acked, sent_lsn_);
+  }
+  return acked;
+}
+
+}  // namespace skippr::sources::postgres
