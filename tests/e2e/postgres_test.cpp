@@ -361,6 +361,29 @@ TEST_F(PostgresCdcE2e, ChangesConvergeToTheSourceAcrossKillsAndTheSlotIsConfirme
             "t\n");
 }
 
+TEST_F(PostgresCdcE2e, ChangesKeepEveryTypeAndAnAddedColumnEvolvesTheNamespace) {
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "CREATE TABLE typed (id int PRIMARY KEY, f double precision, d date, ts timestamptz, "
+      "u uuid, b bytea, arr int[], big numeric);");
+  ASSERT_EQ(Sync().exit_code, 0);
+  Sql("INSERT INTO typed VALUES (1, 'NaN', '0044-03-15 BC', '2024-01-15 10:20:30.123456+02', "
+      "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\\x00ff', '{1,NULL,3}', 'Infinity'), "
+      "(2, -1.5e300, '2024-02-29', '-infinity', NULL, '\\x', '{}', 12345678901234567890.0123456789);"
+      "ALTER TABLE typed ADD COLUMN note text; "
+      "UPDATE typed SET note = 'added', f = 'Infinity' WHERE id = 2; DELETE FROM typed WHERE id = 1; "
+      "INSERT INTO typed (id, note) VALUES (3, 'third');");
+  const ProcessResult sync = Sync();
+  ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
+  const std::vector<std::vector<std::string>> rows = QueryRows(
+      dir_, "SELECT id, CAST(f AS VARCHAR), CAST(d AS VARCHAR), ts_string, CAST(u AS VARCHAR), "
+            "hex(b), CAST(arr AS VARCHAR), CAST(big AS VARCHAR), note FROM shop.postgres_typed "
+            "ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"2", "inf", "2024-02-29", "-infinity", "", "", "[]",
+                                               "12345678901234567890.0123456789", "added"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"3", "", "", "", "", "", "", "", "third"}));
+}
+
 TEST_F(PostgresCdcE2e, ATableWithoutKeyOrFullIdentityIsRefusedNamingIt) {
   Sql("CREATE TABLE logs (line text)");
   const ProcessResult sync = Sync();
