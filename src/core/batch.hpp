@@ -65,7 +65,9 @@ struct Column {
 // True when `value` can be appended as-is to a column of `type` (the kinds match exactly).
 bool ValueFitsColumn(const Value& value, const LogicalType& type);
 
-enum class Mutation : uint8_t { kSnapshot = 0, kInsert = 1, kUpdate = 2, kDelete = 3 };
+// kTruncate: the source emptied the table; its row carries no values, only its order — every row
+// of the namespace with an older order token is gone.
+enum class Mutation : uint8_t { kSnapshot = 0, kInsert = 1, kUpdate = 2, kDelete = 3, kTruncate = 4 };
 
 // One row's change-data-capture metadata, as a CDC source hands it over with the row.
 struct RowChange {

@@ -801,7 +801,18 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
                     landing.namespace_name, keys.message()));
   }
   int64_t rows = 0;
-  for (const auto& batch : batches) rows += batch->num_rows;
+  for (const auto& batch : batches) {
+    rows += batch->num_rows;
+    // A TRUNCATE replaces the whole table at its place in the stream, which a landing of these
+    // batches alone cannot do (CDC final-state landing).
+    if (batch->cdc && std::find(batch->cdc->mutations.begin(), batch->cdc->mutations.end(),
+                                Mutation::kTruncate) != batch->cdc->mutations.end()) {
+      return Status::NotSupported(fmt::format(
+          "namespace '{}' holds a TRUNCATE from its source, which SkipprLake cannot land yet; its "
+          "rows stay in the WAL (query shows them)",
+          landing.namespace_name));
+    }
+  }
   // The engine's view of the landing does the merge: per key the last row, CDC deletes dropped.
   query::TableSource source;
   source.pipeline = std::string(kLandingPipeline);

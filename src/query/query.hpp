@@ -1,10 +1,11 @@
 // The query engine of `skipprd query` (DESIGN.md §7): DuckDB in-process, one view per namespace
 // named "<pipeline>"."<namespace>" over the `wal_scan` table function, which fills DuckDB vectors
 // straight from columnar Batches (no per-row text conversion), and the output formats of the
-// command. `wal_scan(pipeline, namespace, with_change_columns := true)` adds three columns after
+// command. `wal_scan(pipeline, namespace, with_change_columns := true)` adds four columns after
 // the table's: `__skippr_ordinal` BIGINT (the row's position in the batches, from 0 — their order,
-// which DuckDB may not keep), `__skippr_deleted` BOOLEAN (the row is a CDC delete) and
-// `__skippr_order_token` BLOB (the CDC order token; empty without one).
+// which DuckDB may not keep), `__skippr_deleted` BOOLEAN (the row is a CDC delete or truncate, not
+// a row of the table), `__skippr_order_token` BLOB (the CDC order token; empty without one) and
+// `__skippr_truncate` BOOLEAN (the row is a CDC truncate: rows with older tokens are gone).
 #pragma once
 
 #include <functional>
@@ -35,6 +36,7 @@ struct TableReference;  // file_pruning.hpp
 inline constexpr std::string_view kOrdinalColumn = "__skippr_ordinal";
 inline constexpr std::string_view kDeletedColumn = "__skippr_deleted";
 inline constexpr std::string_view kOrderTokenColumn = "__skippr_order_token";
+inline constexpr std::string_view kTruncateColumn = "__skippr_truncate";
 
 // What a landed file's manifest says of one of its columns (Iceberg's column statistics): bounds
 // of its non-null, non-NaN values (Null: not known), and counts (nullopt: not known).

@@ -421,7 +421,13 @@ struct ThreadState {
 };
 
 // The change columns follow the table's fields: their indexes after the last field.
-enum ChangeColumn : idx_t { kOrdinal = 0, kDeleted = 1, kOrderToken = 2, kChangeColumns = 3 };
+enum ChangeColumn : idx_t {
+  kOrdinal = 0,
+  kDeleted = 1,
+  kOrderToken = 2,
+  kTruncate = 3,
+  kChangeColumns = 4
+};
 
 bool GetBoolNamedParameter(duckdb_bind_info info, const char* name) {
   duckdb_value value = duckdb_bind_get_named_parameter(info, name);
@@ -452,9 +458,13 @@ void FillChangeColumn(duckdb_vector out, idx_t column, const Batch& batch, int64
   }
   bool* data = DataOf<bool>(out);
   for (idx_t i = 0; i < count; ++i) {
-    // Batches without a CDC sidecar are inserts (upserts under a key).
-    data[i] = batch.cdc.has_value() &&
-              batch.cdc->mutations[static_cast<size_t>(row) + i] == Mutation::kDelete;
+    // Batches without a CDC sidecar are inserts (upserts under a key). A truncate row is no row
+    // of the table either.
+    const Mutation mutation = batch.cdc.has_value()
+                                  ? batch.cdc->mutations[static_cast<size_t>(row) + i]
+                                  : Mutation::kInsert;
+    data[i] = column == kTruncate ? mutation == Mutation::kTruncate
+                                  : mutation == Mutation::kDelete || mutation == Mutation::kTruncate;
   }
 }
 
@@ -500,6 +510,7 @@ void Bind(duckdb_bind_info info) {
     duckdb_bind_add_result_column(info, std::string(kDeletedColumn).c_str(), deleted.type);
     LogicalTypeHandle token(duckdb_create_logical_type(DUCKDB_TYPE_BLOB));
     duckdb_bind_add_result_column(info, std::string(kOrderTokenColumn).c_str(), token.type);
+    duckdb_bind_add_result_column(info, std::string(kTruncateColumn).c_str(), deleted.type);
   }
   duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns, context->counters},
                             [](void* data) { delete static_cast<BindData*>(data); });

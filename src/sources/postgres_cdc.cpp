@@ -81,7 +81,6 @@ ChangeStreamSource::ChangeStreamSource(PostgresSettings settings)
     : settings_(std::move(settings)) {}
 
 ChangeStreamSource::~ChangeStreamSource() {
-  snapshot_.reset();
   if (stream_) {
     // The last word: everything the WAL holds is confirmed, so the slot keeps no more than needed.
     const Status sent = stream_->SendStatus(received_lsn_, ConfirmableLsn(), false);
@@ -105,6 +104,13 @@ Status ChangeStreamSource::Open(const SourcePositions& committed, const ReadOpti
       has_committed_cursor_ = true;
       acked_end_lsn_ = cursor->end_lsn;
     }
+  }
+  if (options.max_records_per_partition > 0) {
+    // Sampling (discover): the tables' rows under a snapshot of their own; nothing on the server
+    // changes — no publication, no slot, no stream.
+    is_sampling_ = true;
+    snapshot_ = std::make_unique<SnapshotSource>(settings_);
+    return snapshot_->Open(committed, options);
   }
   SKIPPR_RETURN_IF_ERROR(EnsurePublication(tables));
   std::optional<ExportedSnapshot> exported;
@@ -235,11 +241,16 @@ Status ChangeStreamSource::EnsureSlot(std::optional<ExportedSnapshot>* exported)
 // ----- reading --------------------------------------------------------------------------------
 
 Result<std::optional<SourceBatch>> ChangeStreamSource::Next() {
-  if (snapshot_) {
+  if (snapshot_ && !is_snapshot_done_) {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> batch, snapshot_->Next());
     if (batch) return batch;
-    snapshot_.reset();  // its readers are done: the exported snapshot may go
+    // Its readers are done: the snapshot it exported may go. The source itself stays, since the
+    // batches it handed over point into it.
+    is_snapshot_done_ = true;
+    snapshot_->CloseConnections();
+    if (is_sampling_) return std::optional<SourceBatch>();
   }
+  if (is_sampling_) return std::optional<SourceBatch>();
   if (!stream_) SKIPPR_RETURN_IF_ERROR(StartStream());
   while (true) {
     if (ready_) {
@@ -336,17 +347,15 @@ Status ChangeStreamSource::Apply(const PgOutputMessage& message) {
   if (const auto* relation = std::get_if<RelationMessage>(&message)) return AddRelation(*relation);
   if (std::holds_alternative<OtherMessage>(message)) return Status::OK();
   if (const auto* truncate = std::get_if<TruncateMessage>(&message)) {
+    // One row per table, carrying only its order: the table's rows before it are gone.
     for (uint32_t id : truncate->relation_ids) {
+      const uint64_t ordinal = transaction_ordinal_++ * 2 + 1;
       auto relation = relations_.find(id);
-      if (relation != relations_.end() && relation->second->is_read) {
-        return Status::NotSupported(fmt::format(
-            "data_sources.{}: table {}.{} was truncated (at LSN {}); this build cannot apply a "
-            "TRUNCATE yet, and ingesting on would keep rows the source no longer has",
-            settings_.source_name, relation->second->schema, relation->second->name,
-            FormatLsn(transaction_lsn_)));
+      if (relation == relations_.end() || !relation->second->is_read || IsCommitted(ordinal)) {
+        continue;
       }
+      AppendChange(*relation->second, Value::Object({}), Mutation::kTruncate, ordinal);
     }
-    ++transaction_ordinal_;
     return Status::OK();
   }
   return ApplyRowChange(message);
@@ -498,7 +507,9 @@ void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutat
   change.mutation = mutation;
   change.order_token = OrderToken(transaction_lsn_, ordinal);
   change.event_id = fmt::format("{} {}", FormatLsn(transaction_lsn_), ordinal);
-  change.business_key = BusinessKey(row.as_object(), relation.key_columns);
+  if (mutation != Mutation::kTruncate) {
+    change.business_key = BusinessKey(row.as_object(), relation.key_columns);
+  }
   record.change = std::move(change);
   record.value = std::move(row);
   stream_position_.records_consumed += 1;

@@ -50,6 +50,9 @@ class SnapshotSource final : public Source {
 
   Status Open(const SourcePositions& committed, const ReadOptions& options) override;
   Result<std::optional<SourceBatch>> Next() override;
+  // Once Next has returned nullopt: ends the transaction that exported the snapshot, so the server
+  // no longer keeps rows for it. Batches handed over stay valid.
+  void CloseConnections() { control_.reset(); }
 
  private:
   struct TableReader;
@@ -156,6 +159,8 @@ class ChangeStreamSource final : public Source {
   std::optional<SourceBatch> pending_;  // being filled
   std::optional<SourceBatch> ready_;    // to hand over
   bool is_finished_ = false;
+  bool is_sampling_ = false;  // discover: the snapshot only
+  bool is_snapshot_done_ = false;
 
   uint64_t target_lsn_ = 0;    // the server's WAL position when the stream started
   uint64_t sent_lsn_ = 0;      // how far the server has sent (keepalives)

@@ -572,6 +572,12 @@ class Chunk {
 
   Status ApplyRow(const Batch& batch, const ResolvedSlice& slice, int64_t row) {
     const Mutation mutation = batch.cdc ? batch.cdc->mutations[row] : Mutation::kInsert;
+    if (mutation == Mutation::kTruncate) {
+      return Status::NotSupported(fmt::format(
+          "aggregate '{}': namespace '{}' was truncated at its source, which materialised views "
+          "cannot apply yet (the groups would keep the rows it removed)",
+          aggregate_.id, batch.namespace_name));
+    }
     const std::string_view entity_key =
         batch.cdc ? std::string_view(batch.cdc->business_keys[row]) : std::string_view();
     if (entity_key.empty()) {

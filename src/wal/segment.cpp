@@ -1357,8 +1357,10 @@ class SliceDecoder {
   Status FillCdc(PayloadDecompressor& payload, const Frame& frame, CdcSidecar& cdc,
                  const std::vector<uint64_t>& counts) {
     if (!payload.Read(cdc.mutations.data(), cdc.mutations.size())) return PayloadFailed(payload, frame);
+    // Version 4 adds truncate.
+    const Mutation last_code = version_ >= 4 ? Mutation::kTruncate : Mutation::kDelete;
     for (size_t row = 0; row < cdc.mutations.size(); ++row) {
-      if (static_cast<uint8_t>(cdc.mutations[row]) > static_cast<uint8_t>(Mutation::kDelete)) {
+      if (static_cast<uint8_t>(cdc.mutations[row]) > static_cast<uint8_t>(last_code)) {
         return Fail(fmt::format("row {} has mutation code {}", row,
                                 static_cast<uint8_t>(cdc.mutations[row])));
       }

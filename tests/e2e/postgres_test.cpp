@@ -306,6 +306,7 @@ std::string RandomTransactions(std::mt19937& random, int transactions, int64_t& 
           break;
         case 7:
           sql += fmt::format("DELETE FROM accounts WHERE id = {};", target);
+          if (target % 97 == 0) sql += "TRUNCATE accounts;";  // now and then, all of them
           break;
         default:
           // A key change: delete of the old key, insert of the new one.
@@ -382,6 +383,24 @@ TEST_F(PostgresCdcE2e, ChangesKeepEveryTypeAndAnAddedColumnEvolvesTheNamespace) 
   EXPECT_EQ(rows[0], (std::vector<std::string>{"2", "inf", "2024-02-29", "-infinity", "", "", "[]",
                                                "12345678901234567890.0123456789", "added"}));
   EXPECT_EQ(rows[1], (std::vector<std::string>{"3", "", "", "", "", "", "", "", "third"}));
+}
+
+TEST_F(PostgresCdcE2e, ATruncateLeavesOnlyTheRowsWrittenAfterIt) {
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "INSERT INTO accounts SELECT g, 'old', g FROM generate_series(1, 500) g;");
+  ASSERT_EQ(Sync().exit_code, 0);
+  Sql("INSERT INTO accounts VALUES (501, 'old', 1); UPDATE accounts SET v = 'older' WHERE id < 10;"
+      "BEGIN; INSERT INTO accounts VALUES (502, 'gone', 2); TRUNCATE accounts; "
+      "INSERT INTO accounts VALUES (7, 'after', 3); COMMIT;"
+      "INSERT INTO accounts VALUES (8, 'later', 4); UPDATE accounts SET n = 5 WHERE id = 7;");
+  const ProcessResult sync = Sync();
+  ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
+  EXPECT_EQ(QueriedRows(), SourceRows());
+  EXPECT_EQ(QueriedRows(), "7|after|5.00;8|later|4.00\n");
+  // And again, with the truncate already in the WAL.
+  Sql("TRUNCATE accounts; INSERT INTO accounts VALUES (1, 'fresh', 0);");
+  ASSERT_EQ(Sync().exit_code, 0);
+  EXPECT_EQ(QueriedRows(), "1|fresh|0.00\n");
 }
 
 TEST_F(PostgresCdcE2e, ATableWithoutKeyOrFullIdentityIsRefusedNamingIt) {

@@ -345,7 +345,7 @@ TEST(SegmentRoundTrip, EveryTypeSeveralNamespacesAndCdcDecodeToTheOriginalBatche
   const std::string bytes = Encode(header, batches);
 
   SegmentReader reader = ReaderOrDie(bytes);
-  EXPECT_EQ(reader.header().format_version, 3u);
+  EXPECT_EQ(reader.header().format_version, kSegmentFormatVersion);
   EXPECT_EQ(reader.header().instance_id, kInstanceId);
   EXPECT_EQ(reader.header().pipeline, header.pipeline);
   EXPECT_EQ(reader.header().segment_id, header.segment_id);
@@ -537,12 +537,12 @@ TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
   header.created_unix_micros = 0;
   header.source_positions = "{}";
   const unsigned char expected[] = {  // docs/formats/wal.md, "Example"
-      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x03, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
+      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x04, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
       0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
       0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
-      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x75,
-      0x52, 0x73, 0x88, 0xd9, 0x37, 0xcb, 0x08, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
+      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x73,
+      0x87, 0x94, 0xef, 0x48, 0xb5, 0x41, 0x1f, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
       0x41, 0x49, 0x4c};
   EXPECT_EQ(Encode(header, {}),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
@@ -587,7 +587,7 @@ TEST(SegmentFormat, ReadHeaderReadsTheHeaderAndRefusesATornOne) {
   WriteFile(path, bytes);
   Result<SegmentHeader> header = SegmentReader::ReadHeader(path);
   ASSERT_TRUE(header.ok()) << header.status().ToString();
-  EXPECT_EQ(header->format_version, 3u);
+  EXPECT_EQ(header->format_version, kSegmentFormatVersion);
   EXPECT_EQ(header->instance_id, kInstanceId);
   EXPECT_EQ(header->segment_id, 42u);
   EXPECT_EQ(header->pipeline, "rides-eu");
@@ -693,11 +693,30 @@ TEST(SegmentDamage, ChecksumFailureNamesStoredAndComputedValues) {
 
 TEST(SegmentDamage, ANewerFormatVersionIsNotSupported) {
   std::string newer = SmallSegment();
-  StoreAt<uint32_t>(newer, 8, 4);
+  StoreAt<uint32_t>(newer, 8, kSegmentFormatVersion + 1);
   Result<SegmentReader> reader = SegmentReader::FromBytes(newer, "newer.seg");
   ASSERT_EQ(reader.status().code(), StatusCode::kNotSupported);
-  EXPECT_THAT(reader.status().message(), HasSubstr("format version 4"));
+  EXPECT_THAT(reader.status().message(),
+              HasSubstr(fmt::format("format version {}", kSegmentFormatVersion + 1)));
   EXPECT_THAT(reader.status().message(), HasSubstr("newer.seg"));
+}
+
+// Version 4 adds truncate; in a version 3 file the same code is damage.
+TEST(SegmentFormat, TruncateIsAVersion4Mutation) {
+  Batch batch = CdcBatch(6);
+  batch.cdc->mutations[5] = Mutation::kTruncate;
+  std::string bytes = Encode(MakeHeader(), {batch});
+  SegmentReader reader = ReaderOrDie(bytes);
+  Result<Batch> read = reader.ReadSlice(0);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->cdc->mutations[5], Mutation::kTruncate);
+
+  StoreAt<uint32_t>(bytes, 8, 3);
+  ResealFooter(bytes);
+  SegmentReader old = ReaderOrDie(bytes);
+  const Status damaged = old.ReadSlice(0).status();
+  EXPECT_EQ(damaged.code(), StatusCode::kCorruption);
+  EXPECT_THAT(damaged.message(), HasSubstr("row 5 has mutation code 4"));
 }
 
 TEST(SegmentDamage, EveryTruncationIsDetectedByOpenAndCheckTail) {
