@@ -465,6 +465,7 @@ Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tu
   }
   ValueObject row;
   row.reserve(tuple.size());
+  std::vector<size_t> unchanged;  // large values the stream left out
   for (size_t i = 0; i < tuple.size(); ++i) {
     const TupleValue* value = &tuple[i];
     if (value->kind == TupleValue::Kind::kUnchangedToast && old_tuple != nullptr &&
@@ -479,15 +480,55 @@ Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tu
         row.emplace_back(relation.column_names[i], relation.decoders[i].Decode(value->text));
         break;
       case TupleValue::Kind::kUnchangedToast:
-        return Status::NotSupported(fmt::format(
-            "data_sources.{}: an UPDATE of {}.{} at LSN {} left the large (TOASTed) value of "
-            "column {} unchanged, and the change stream does not carry it; run ALTER TABLE "
-            "{}.{} REPLICA IDENTITY FULL so that it does, then sync again",
-            settings_.source_name, relation.schema, relation.name, FormatLsn(transaction_lsn_),
-            relation.column_names[i], relation.schema, relation.name));
+        unchanged.push_back(i);
+        row.emplace_back(relation.column_names[i], Value::Null());
+        break;
     }
   }
+  if (!unchanged.empty()) SKIPPR_RETURN_IF_ERROR(FillUnchangedValues(relation, tuple, unchanged, row));
   return Value::Object(std::move(row));
+}
+
+// An UPDATE that left a large (TOASTed) value unchanged does not carry it (unless the table has
+// REPLICA IDENTITY FULL). It is read from the table by the row's key: the value now, which is the
+// value of this change or, when a later change set it again, that later one's — the later change
+// arrives with it anyway, so the table converges to the source. A row deleted since reads NULL
+// until its delete, which follows.
+Status ChangeStreamSource::FillUnchangedValues(const Relation& relation, const Tuple& tuple,
+                                               const std::vector<size_t>& columns,
+                                               ValueObject& row) const {
+  std::string select;
+  for (size_t column : columns) {
+    select += (select.empty() ? "" : ", ") + control_->QuoteIdentifier(relation.column_names[column]);
+  }
+  std::string where;
+  std::vector<std::string> key_values;
+  for (size_t key : relation.key_columns) {
+    if (key >= tuple.size() || tuple[key].kind != TupleValue::Kind::kText) {
+      return Status::NotSupported(fmt::format(
+          "data_sources.{}: an UPDATE of {}.{} at LSN {} left a large (TOASTed) value unchanged "
+          "and its key is not in the change; run ALTER TABLE {}.{} REPLICA IDENTITY FULL",
+          settings_.source_name, relation.schema, relation.name, FormatLsn(transaction_lsn_),
+          relation.schema, relation.name));
+    }
+    key_values.push_back(tuple[key].text);
+    where += fmt::format("{}{} = ${}", where.empty() ? "" : " AND ",
+                         control_->QuoteIdentifier(relation.column_names[key]), key_values.size());
+  }
+  SKIPPR_ASSIGN_OR_RETURN(
+      PgResult current,
+      control_->Query(fmt::format("reading the unchanged large values of {}.{}", relation.schema,
+                                  relation.name),
+                      fmt::format("SELECT {} FROM {}.{} WHERE {}", select,
+                                  control_->QuoteIdentifier(relation.schema),
+                                  control_->QuoteIdentifier(relation.name), where),
+                      key_values));
+  if (current.rows() == 0) return Status::OK();  // deleted since: its delete follows
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (current.IsNull(0, static_cast<int>(i))) continue;
+    row[columns[i]].second = relation.decoders[columns[i]].Decode(current.Text(0, static_cast<int>(i)));
+  }
+  return Status::OK();
 }
 
 void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutation mutation,

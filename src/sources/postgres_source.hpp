@@ -129,6 +129,8 @@ class ChangeStreamSource final : public Source {
   bool IsCommitted(uint64_t ordinal) const;
   Result<Value> DecodeTuple(const Relation& relation, const Tuple& tuple,
                             const Tuple* old_tuple) const;
+  Status FillUnchangedValues(const Relation& relation, const Tuple& tuple,
+                             const std::vector<size_t>& columns, ValueObject& row) const;
   void AppendChange(const Relation& relation, Value row, Mutation mutation, uint64_t ordinal);
   void SetStreamCursor(const StreamCursor& cursor);
   void ReleasePending();
