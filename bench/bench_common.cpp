@@ -514,8 +514,9 @@ nlohmann::json SyncCompleteEvent(const std::string& stdout_text) {
 
 SyncRun RunSkipprdSync(Launcher& launcher, const fs::path& skipprd, const fs::path& config,
                        const std::string& pipeline, const fs::path& data_dir,
-                       const fs::path& stderr_path, uint64_t expected_rows) {
-  fs::remove_all(data_dir);
+                       const fs::path& stderr_path, uint64_t expected_rows,
+                       bool keeps_data_dir) {
+  if (!keeps_data_dir) fs::remove_all(data_dir);
   const ChildRun child = launcher.Run({{skipprd.string(), "--config", config.string(), "sync",
                                         "--pipeline", pipeline, "--once", "--output", "json"},
                                        ChildEnvironment({{"DATA_DIR", data_dir.string()}}),

@@ -252,11 +252,12 @@ struct SyncRun {
 };
 
 // One `skipprd --config <config> sync --pipeline <pipeline> --once --output json` with DATA_DIR
-// `data_dir` (emptied first, left afterwards), stderr to `stderr_path` (removed on success); fails
-// unless it exits 0 having committed `expected_rows`.
+// `data_dir` (emptied first unless `keeps_data_dir`, left afterwards), stderr to `stderr_path`
+// (removed on success); fails unless it exits 0 having committed `expected_rows`.
 SyncRun RunSkipprdSync(Launcher& launcher, const std::filesystem::path& skipprd,
                        const std::filesystem::path& config, const std::string& pipeline,
                        const std::filesystem::path& data_dir,
-                       const std::filesystem::path& stderr_path, uint64_t expected_rows);
+                       const std::filesystem::path& stderr_path, uint64_t expected_rows,
+                       bool keeps_data_dir = false);
 
 }  // namespace skippr::bench
