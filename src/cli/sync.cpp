@@ -37,7 +37,8 @@ std::string DeadletterDestination(const config::PipelineConfig& pipeline) {
 }
 
 // One pass of one pipeline, reported in the chosen output mode; true when it succeeded.
-bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pipeline, OutputMode mode) {
+bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pipeline, OutputMode mode,
+                  const pipeline::SyncOptions& options) {
   RunOutput output(mode, "sync");
   output.Text(fmt::format("Sync started: pipeline={}", pipeline.name));
   output.Event("sync_start", {{"pipeline", pipeline.name}});
@@ -69,7 +70,7 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
                                        {"uploads_in_flight", 0},
                                        {"elapsed_ms", output.elapsed_ms()}});
         }
-      });
+      }, options);
   output.EndProgress();
   if (!result.ok()) {
     output.Event("sync_error", {{"pipeline", pipeline.name}, {"error", result.status().message()}});
@@ -170,7 +171,10 @@ int RunSync(const GlobalOptions& global, const SyncFlags& flags) {
         continue;
       }
       last_run[pipeline->name] = std::chrono::steady_clock::now();
-      all_ok = SyncPipeline(*config, *pipeline, mode) && all_ok;
+      // One pipeline without --once follows a change stream; several take turns, each pass
+      // ending when its source has caught up.
+      const pipeline::SyncOptions options{.follows_changes = !flags.once && pipelines.size() == 1};
+      all_ok = SyncPipeline(*config, *pipeline, mode, options) && all_ok;
     }
     if (flags.once) return all_ok ? kExitSuccess : kExitFailure;
     std::this_thread::sleep_for(std::chrono::seconds(pipelines.size() == 1 ? 1 : 10));

@@ -137,11 +137,20 @@ struct SyncResult {
   int64_t rows_aggregated = 0;  // rows the transform.aggregates processor applied (all aggregates)
 };
 
+struct SyncOptions {
+  // A change stream (the Postgres source's CDC) follows the source instead of ending when caught
+  // up: committing each time it is, until cdc_idle_timeout_seconds of idleness (forever without).
+  // `sync` without --once sets it when it runs one pipeline.
+  bool follows_changes = false;
+};
+
 // One pass: recover the WAL, run discover when no schema exists, read the source from its committed
 // positions, commit batches to the WAL (with their positions and schema changes in the same store
-// transaction) whenever the buffer threshold is reached, until the source has nothing more.
+// transaction) whenever the buffer threshold is reached (or a change stream has caught up), until
+// the source has nothing more.
 Result<SyncResult> SyncOnce(const config::Config& config, const config::PipelineConfig& pipeline,
-                            const std::function<void(const SyncProgress&)>& on_progress);
+                            const std::function<void(const SyncProgress&)>& on_progress,
+                            const SyncOptions& options = {});
 
 // Replaces one namespace's top-level fields (`skipprd metadata apply`): fields keep their ids by
 // name, new names get new ids, the schema id advances.

@@ -101,10 +101,11 @@ void RecordLastRun(PipelineState& state, const Result<SyncResult>& result) {
 }  // namespace
 
 Result<SyncResult> SyncOnce(const config::Config& config, const config::PipelineConfig& pipeline,
-                            const std::function<void(const SyncProgress&)>& on_progress) {
+                            const std::function<void(const SyncProgress&)>& on_progress,
+                            const SyncOptions& options) {
   SKIPPR_ASSIGN_OR_RETURN(PipelineState state, PipelineState::OpenForWriting(pipeline));
   if (ChaosRequested(pipeline)) StartChaosMode();
-  Result<SyncResult> result = internal::RunSyncPass(config, pipeline, state, on_progress);
+  Result<SyncResult> result = internal::RunSyncPass(config, pipeline, state, on_progress, options);
   RecordLastRun(state, result);
   return result;
 }

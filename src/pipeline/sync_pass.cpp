@@ -199,8 +199,13 @@ Status ApplyOps(transform::OpsRunner& ops, SealedCommit& sealed,
 class SyncPass {
  public:
   SyncPass(const config::Config& config, const config::PipelineConfig& pipeline,
-           PipelineState& state, const std::function<void(const SyncProgress&)>& on_progress)
-      : config_(config), pipeline_(pipeline), state_(state), on_progress_(on_progress) {}
+           PipelineState& state, const std::function<void(const SyncProgress&)>& on_progress,
+           const SyncOptions& options)
+      : config_(config),
+        pipeline_(pipeline),
+        state_(state),
+        on_progress_(on_progress),
+        options_(options) {}
 
   Result<SyncResult> Run() {
     SKIPPR_RETURN_IF_ERROR(RecoverAndStartBackgroundWork());
@@ -278,6 +283,7 @@ class SyncPass {
     sources::ReadOptions options;
     options.max_bytes_per_batch = std::clamp<uint64_t>(thresholds_.bytes, 1, kSourceBatchBytes);
     options.max_records_per_batch = kSourceBatchRecords;
+    options.follows_changes = options_.follows_changes;
     SKIPPR_RETURN_IF_ERROR(source_->Open(positions_, options));
     committer_.emplace(*wal_, [this](SealedCommit& commit, const wal::CommitInfo& info) {
       return OnCommitted(commit, info);
@@ -300,7 +306,10 @@ class SyncPass {
       const double buffered_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - buffer_started_)
               .count();
-      if (buffered_bytes_ >= thresholds_.bytes || buffered_seconds >= thresholds_.seconds) {
+      // A change stream that has caught up commits what it sent: its changes become queryable
+      // now, not at the buffer threshold.
+      if (batch->is_caught_up || buffered_bytes_ >= thresholds_.bytes ||
+          buffered_seconds >= thresholds_.seconds) {
         SKIPPR_RETURN_IF_ERROR(SealAndSubmit());
       }
       progress_.rows_committed = rows_committed_;
@@ -427,6 +436,7 @@ class SyncPass {
   const config::PipelineConfig& pipeline_;
   PipelineState& state_;
   const std::function<void(const SyncProgress&)>& on_progress_;
+  const SyncOptions options_;
 
   SyncResult result_;
   SyncProgress progress_;
@@ -462,8 +472,9 @@ class SyncPass {
 
 Result<SyncResult> RunSyncPass(const config::Config& config,
                                const config::PipelineConfig& pipeline, PipelineState& state,
-                               const std::function<void(const SyncProgress&)>& on_progress) {
-  return SyncPass(config, pipeline, state, on_progress).Run();
+                               const std::function<void(const SyncProgress&)>& on_progress,
+                               const SyncOptions& options) {
+  return SyncPass(config, pipeline, state, on_progress, options).Run();
 }
 
 }  // namespace skippr::pipeline::internal

@@ -14,6 +14,7 @@ namespace skippr::pipeline::internal {
 // landing round.
 Result<SyncResult> RunSyncPass(const config::Config& config,
                                const config::PipelineConfig& pipeline, PipelineState& state,
-                               const std::function<void(const SyncProgress&)>& on_progress);
+                               const std::function<void(const SyncProgress&)>& on_progress,
+                               const SyncOptions& options);
 
 }  // namespace skippr::pipeline::internal

@@ -247,6 +247,7 @@ Result<std::optional<SourceBatch>> ChangeStreamSource::Next() {
     // Its readers are done: the snapshot it exported may go. The source itself stays, since the
     // batches it handed over point into it.
     is_snapshot_done_ = true;
+    has_unflushed_snapshot_ = true;
     snapshot_->CloseConnections();
     if (is_sampling_) return std::optional<SourceBatch>();
   }
@@ -304,8 +305,18 @@ Status ChangeStreamSource::ReadStream() {
       SKIPPR_RETURN_IF_ERROR(Apply(message));
     }
   } else if (!in_transaction_) {
-    // Idle: hand over what is pending, and ask the server how far it has sent.
+    // Idle: hand over what is pending, to be committed now, and ask the server how far it has sent.
     ReleasePending();
+    if (!ready_ && has_unflushed_snapshot_) {
+      // Only the snapshot's rows are buffered: a batch with no rows asks for their commit.
+      ready_.emplace();
+      ready_->partition = StreamPartitionId(settings_.replication_slot_name);
+      ready_->position = stream_position_;
+    }
+    if (ready_) {
+      ready_->is_caught_up = true;
+      has_unflushed_snapshot_ = false;
+    }
     reply_requested = false;
     if (ShouldFinish(now)) {
       is_finished_ = true;
@@ -324,6 +335,7 @@ bool ChangeStreamSource::ShouldFinish(std::chrono::steady_clock::time_point now)
   if (settings_.cdc_idle_timeout_seconds && *settings_.cdc_idle_timeout_seconds > 0) {
     return now - last_data_ >= std::chrono::seconds(*settings_.cdc_idle_timeout_seconds);
   }
+  if (options_.follows_changes) return false;  // until stopped
   return sent_lsn_ >= target_lsn_ || last_end_lsn_ >= target_lsn_;
 }
 

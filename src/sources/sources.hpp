@@ -94,6 +94,8 @@ struct SourceBatch {
   schema::RecordContext context;
   PartitionPosition position;                   // the partition's position after this batch
   uint64_t bytes_read = 0;                      // input bytes consumed (as stored on disk)
+  // A change stream has nothing more for now: what is buffered should be committed.
+  bool is_caught_up = false;
 
   schema::RecordOrigin OriginOf(const SourceRecord& record) const {
     return {partition, record.line, record.row};
@@ -104,6 +106,8 @@ struct ReadOptions {
   uint64_t max_records_per_batch = 100'000;
   uint64_t max_bytes_per_batch = 10 << 20;
   uint64_t max_records_per_partition = 0;  // 0: no limit (discover samples with a limit)
+  // A change stream follows its source rather than ending when caught up (SyncOptions).
+  bool follows_changes = false;
 };
 
 class Source {

@@ -5,11 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <random>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
@@ -431,6 +434,38 @@ TEST_F(PostgresCdcE2e, LargeValuesAnUpdateLeftUnchangedKeepTheirValue) {
     ASSERT_EQ(queried.size(), 1u);
     EXPECT_EQ(queried[0] + "\n", source) << table;
   }
+}
+
+// `sync` without --once follows the stream: each time it catches up it commits, so changes become
+// queryable while it runs; a kill then loses nothing.
+TEST_F(PostgresCdcE2e, WithoutOnceSyncFollowsTheStreamAndCommitsWhenCaughtUp) {
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "INSERT INTO accounts VALUES (1, 'first', 1)");
+  RunningProcess sync =
+      StartProcess(SKIPPRD_BINARY, {"sync", "-p", "shop", "--output", "text"}, OptionsFor(dir_));
+  const auto count = [&] {
+    const ProcessResult query = Skipprd(
+        dir_, {"query", "--plain", "--sql", "SELECT count(*) FROM shop.postgres_accounts"});
+    if (query.exit_code != 0) return std::string();
+    return nlohmann::json::parse(query.out)["rows"][0][0].get<std::string>();
+  };
+  // Waits for what the running sync commits (a bound on the wait, not on its speed).
+  const auto wait_for = [&](const std::string& expected) {
+    for (int attempt = 0; attempt < 600 && count() != expected; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return count();
+  };
+  EXPECT_EQ(wait_for("1"), "1");
+  Sql("INSERT INTO accounts SELECT g, 'more', g FROM generate_series(2, 500) g");
+  EXPECT_EQ(wait_for("500"), "500") << "changes are committed while sync runs";
+  Sql("DELETE FROM accounts WHERE id > 250");
+  EXPECT_EQ(wait_for("250"), "250");
+  sync.Kill(SIGKILL);
+  sync.Wait();
+  Sql("UPDATE accounts SET v = 'after the kill' WHERE id = 1");
+  ASSERT_EQ(Sync().exit_code, 0);
+  EXPECT_EQ(QueriedRows(), SourceRows());
 }
 
 TEST_F(PostgresCdcE2e, ATableWithoutKeyOrFullIdentityIsRefusedNamingIt) {
