@@ -7,10 +7,15 @@
 //   large      peak RSS of the sync that reads one transaction of many rows.
 // Ratios are baseline seconds / skipprd seconds: higher is better, 1.0 is parity.
 #include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "bench_common.hpp"
 #include "support/postgres_server.hpp"
@@ -80,6 +85,7 @@ class Bench {
     Snapshot();
     Changes();
     LargeTransaction();
+    Lag();
   }
 
  private:
@@ -181,6 +187,111 @@ pipelines:
                options_.large_transaction_rows,
                Throughput(run.seconds, options_.large_transaction_rows, 0),
                run.peak_rss_kib / kKibPerMib);
+  }
+
+  // Commit-to-queryable lag while `sync` (without --once) follows a stream of about 10k
+  // inserts/s: each row's insert time against the first `skipprd query` that sees it (polled
+  // back to back, so each figure is an upper bound by up to one query's time).
+  void Lag() {
+    // Row 0 first: a namespace appears with its table's first row.
+    Sql("CREATE TABLE events (id bigint PRIMARY KEY, written_at timestamptz NOT NULL); INSERT INTO "
+        "events VALUES (0, now())",
+        "bench");
+    const fs::path config = work_ / "lag.yml";
+    std::ofstream(config) << fmt::format(R"(data_sources:
+  pg:
+    Postgres:
+      host: 127.0.0.1
+      port: {}
+      user: skippr
+      database: bench
+      sslmode: disable
+      tables: [events]
+      cdc_mode: snapshot_then_cdc
+      replication_slot_name: lag_slot
+      publication_name: lag_publication
+pipelines:
+  lag:
+    data_source: data_sources.pg
+)",
+                                         server_->port());
+    const fs::path data_dir = work_ / "lag_data";
+    const std::string pid = launcher_.Run({{"/bin/sh", "-c",
+                                            fmt::format("DATA_DIR={} {} --config {} sync -p lag "
+                                                        "--output json > /dev/null 2>&1 & echo $!",
+                                                        data_dir.string(),
+                                                        options_.skipprd.string(),
+                                                        config.string())},
+                                           ChildEnvironment({}), work_ / "lag.err"})
+                                .stdout_text;
+    const auto max_id = [&]() -> std::optional<int64_t> {
+      const ChildRun query = launcher_.Run(
+          {{options_.skipprd.string(), "--config", config.string(), "query", "--plain", "--sql",
+            "SELECT coalesce(max(id), -1) AS m FROM lag.postgres_events"},
+           ChildEnvironment({{"DATA_DIR", data_dir.string()}}), work_ / "query.err"});
+      if (query.exit_code != 0) return std::nullopt;
+      // --plain: {"columns": [...], "rows": [["<max>"]], ...}
+      const size_t rows = query.stdout_text.find("\"rows\"");
+      const size_t digits = query.stdout_text.find_first_of("-0123456789", rows);
+      if (rows == std::string::npos || digits == std::string::npos) return std::nullopt;
+      return std::stoll(query.stdout_text.substr(digits));
+    };
+    while (!max_id()) {  // the first pass: slot, snapshot, the table queryable
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    constexpr int kRounds = 1000;  // 100 rows every 10 ms: about 10,000 rows/s for 10 s
+    const auto writer_start = Clock::now();
+    TimeShell(fmt::format(
+        "psql -X -q -h 127.0.0.1 -p {} -U skippr -d bench -c 'DO $$ BEGIN FOR r IN 0..{} LOOP "
+        "INSERT INTO events SELECT r * 100 + g, clock_timestamp() FROM generate_series(1, 100) g; "
+        "COMMIT; PERFORM pg_sleep(0.01); END LOOP; END $$;' > {} 2>&1 &",
+        server_->port(), kRounds - 1, (work_ / "writer.log").string()));
+    std::vector<std::pair<int64_t, int64_t>> visible_at;  // (max id seen, unix µs after the query)
+    const int64_t total = int64_t{kRounds} * 100;
+    auto last_progress = Clock::now();
+    for (int64_t seen = 0; seen < total;) {
+      const std::optional<int64_t> now_seen = max_id();
+      const int64_t at = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+      if (now_seen && *now_seen > seen) {
+        visible_at.push_back({*now_seen, at});
+        seen = *now_seen;
+        last_progress = Clock::now();
+      } else if (SecondsSince(last_progress) > 60) {
+        kill(static_cast<pid_t>(std::stol(pid)), SIGTERM);
+        Fail(fmt::format("no new row became queryable for 60 s (max id {} of {}); the writer "
+                         "said: {}",
+                         seen, total, FileText(work_ / "writer.log")));
+      }
+    }
+    const double writing_seconds = SecondsSince(writer_start);
+    kill(static_cast<pid_t>(std::stol(pid)), SIGTERM);
+    // Each row's lag: the first query that saw it, minus when it was written.
+    const std::string written = Sql(
+        "SELECT string_agg(id || ' ' || (extract(epoch FROM written_at) * 1e6)::bigint, ',' ORDER "
+        "BY id) FROM events",
+        "bench");
+    std::vector<double> lags_ms;
+    size_t poll = 0;
+    for (size_t at = 0; at < written.size();) {
+      const size_t comma = std::min(written.find(',', at), written.size());
+      const std::string pair = written.substr(at, comma - at);
+      const int64_t id = std::stoll(pair);
+      const int64_t written_micros = std::stoll(pair.substr(pair.find(' ') + 1));
+      while (poll < visible_at.size() && visible_at[poll].first < id) ++poll;
+      if (poll < visible_at.size()) {
+        lags_ms.push_back(static_cast<double>(visible_at[poll].second - written_micros) / 1000);
+      }
+      at = comma + 1;
+    }
+    std::sort(lags_ms.begin(), lags_ms.end());
+    const auto percentile = [&](double p) {
+      return lags_ms.empty() ? 0.0 : lags_ms[static_cast<size_t>(p * (lags_ms.size() - 1))];
+    };
+    fmt::print("lag         {} inserts at {:.0f}/s, commit to queryable: p50 {:.0f} ms, p99 {:.0f} ms "
+               "({} queries, each figure high by up to one query's time)\n",
+               total, total / writing_seconds, percentile(0.5), percentile(0.99), visible_at.size());
   }
 
   Options options_;

@@ -286,7 +286,14 @@ Status ChangeStreamSource::StartStream() {
 // Reads what the server sent within one poll interval; moves a batch to `ready_` when one is due,
 // and marks the pass finished when it has caught up.
 Status ChangeStreamSource::ReadStream() {
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamEvent> event, stream_->Read(kPollInterval));
+  // Right after a transaction's commit, only what has already arrived is read: when nothing has,
+  // the source has caught up, and what it holds is committed now (a stream under steady load would
+  // otherwise wait for the buffer threshold).
+  const bool is_quick_check = has_read_commit_;
+  has_read_commit_ = false;
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamEvent> event,
+                          stream_->Read(is_quick_check ? std::chrono::milliseconds(0)
+                                                       : kPollInterval));
   const auto now = std::chrono::steady_clock::now();
   bool reply_requested = false;
   if (event) {
@@ -303,6 +310,7 @@ Status ChangeStreamSource::ReadStream() {
       last_data_ = now;
       SKIPPR_ASSIGN_OR_RETURN(PgOutputMessage message, ParsePgOutput(data.payload));
       SKIPPR_RETURN_IF_ERROR(Apply(message));
+      has_read_commit_ = std::holds_alternative<CommitMessage>(message);
     }
   } else if (!in_transaction_) {
     // Idle: hand over what is pending, to be committed now, and ask the server how far it has sent.
@@ -323,8 +331,10 @@ Status ChangeStreamSource::ReadStream() {
       return Status::OK();
     }
   }
-  if (reply_requested || now - last_status_ >= kStatusInterval || !event) {
-    SKIPPR_RETURN_IF_ERROR(stream_->SendStatus(received_lsn_, ConfirmableLsn(), !event));
+  // A whole poll interval without data: ask the server how far it has sent.
+  const bool was_idle = !event && !is_quick_check;
+  if (reply_requested || now - last_status_ >= kStatusInterval || was_idle) {
+    SKIPPR_RETURN_IF_ERROR(stream_->SendStatus(received_lsn_, ConfirmableLsn(), was_idle));
     last_status_ = now;
   }
   return Status::OK();

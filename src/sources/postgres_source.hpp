@@ -163,7 +163,8 @@ class ChangeStreamSource final : public Source {
   bool is_finished_ = false;
   bool is_sampling_ = false;  // discover: the snapshot only
   bool is_snapshot_done_ = false;
-  bool has_unflushed_snapshot_ = false;  // snapshot rows handed over and no caught-up batch since
+  bool has_unflushed_snapshot_ = false;
+  bool has_read_commit_ = false;  // the last message read was a transaction's commit  // snapshot rows handed over and no caught-up batch since
 
   uint64_t target_lsn_ = 0;    // the server's WAL position when the stream started
   uint64_t sent_lsn_ = 0;      // how far the server has sent (keepalives)
