@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "pipeline/pipeline.hpp"
+#include "sources/sources.hpp"
 
 namespace skippr::cli {
 
@@ -120,6 +121,25 @@ nlohmann::ordered_json ToJson(const pipeline::PipelineStatus& status) {
   return json;
 }
 
+nlohmann::ordered_json ServerStateJson(const Result<std::optional<sources::ServerState>>& server) {
+  if (!server.ok()) return {{"error", server.status().message()}};
+  if (!server->has_value()) return nullptr;
+  nlohmann::ordered_json facts = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : (*server)->facts) facts[name] = value;
+  return {{"what", (*server)->what}, {"facts", std::move(facts)}};
+}
+
+void PrintServerState(const Result<std::optional<sources::ServerState>>& server) {
+  if (!server.ok()) {
+    fmt::print("  source server: cannot be read: {}\n", server.status().message());
+    return;
+  }
+  if (!server->has_value()) return;
+  std::vector<std::string> facts;
+  for (const auto& [name, value] : (*server)->facts) facts.push_back(name + " " + value);
+  fmt::print("  source server: {}: {}\n", (*server)->what, fmt::join(facts, ", "));
+}
+
 void PrintText(const pipeline::PipelineStatus& status) {
   fmt::print("Pipeline {}\n", status.pipeline);
   if (!status.has_state) {
@@ -189,10 +209,20 @@ int RunStatus(const GlobalOptions& global, const StatusFlags& flags) {
       fmt::print(stderr, "status failed: pipeline={}: {}\n", pipeline->name, status.status().message());
       return kExitFailure;
     }
+    // What the source's server keeps for the pipeline (a replication slot); a server that cannot
+    // be reached is reported, not a failure of `status`.
+    const auto source = config->data_sources.find(pipeline->data_source);
+    Result<std::optional<sources::ServerState>> server =
+        source != config->data_sources.end()
+            ? sources::ReadServerState(source->second.connector, pipeline->data_source)
+            : Result<std::optional<sources::ServerState>>(std::optional<sources::ServerState>());
     if (flags.output == "json") {
-      all.push_back(ToJson(*status));
+      nlohmann::ordered_json json = ToJson(*status);
+      json["source_server"] = ServerStateJson(server);
+      all.push_back(std::move(json));
     } else {
       PrintText(*status);
+      PrintServerState(server);
     }
   }
   if (flags.output == "json") fmt::print("{}\n", JsonText(nlohmann::ordered_json{{"pipelines", std::move(all)}}));

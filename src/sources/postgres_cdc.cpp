@@ -626,4 +626,35 @@ uint64_t ChangeStreamSource::ConfirmableLsn() const {
   return acked;
 }
 
+Result<std::optional<ServerState>> ReadSlotState(const config::ConnectorConfig& connector,
+                                                 const std::string& source_name) {
+  SKIPPR_ASSIGN_OR_RETURN(PostgresSettings settings, PostgresSettings::FromConnector(connector));
+  settings.source_name = source_name;
+  if (settings.cdc_mode == CdcMode::kSnapshot) return std::optional<ServerState>();
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> connection,
+                          PgConnection::Connect(settings));
+  SKIPPR_ASSIGN_OR_RETURN(
+      PgResult slot,
+      connection->Query(
+          "reading the replication slot",
+          "SELECT active, COALESCE(wal_status, ''), COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), "
+          "restart_lsn), 0)::bigint, COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), "
+          "confirmed_flush_lsn), 0)::bigint, COALESCE(confirmed_flush_lsn::text, '') FROM "
+          "pg_replication_slots WHERE slot_name = $1",
+          {settings.replication_slot_name}));
+  ServerState state;
+  state.what = "replication slot " + settings.replication_slot_name;
+  if (slot.rows() == 0) {
+    state.facts.push_back({"exists", "false"});
+    return std::optional<ServerState>(std::move(state));
+  }
+  state.facts = {{"exists", "true"},
+                 {"active", slot.Text(0, 0) == "t" ? "true" : "false"},
+                 {"wal_status", std::string(slot.Text(0, 1))},
+                 {"retained_wal_bytes", std::string(slot.Text(0, 2))},
+                 {"behind_server_bytes", std::string(slot.Text(0, 3))},
+                 {"confirmed_flush_lsn", std::string(slot.Text(0, 4))}};
+  return std::optional<ServerState>(std::move(state));
+}
+
 }  // namespace skippr::sources::postgres

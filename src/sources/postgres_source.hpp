@@ -176,6 +176,10 @@ class ChangeStreamSource final : public Source {
   std::chrono::steady_clock::time_point last_status_;
 };
 
+// The replication slot of a CDC source (sources::ReadServerState).
+Result<std::optional<ServerState>> ReadSlotState(const config::ConnectorConfig& connector,
+                                                 const std::string& source_name);
+
 Result<std::unique_ptr<Source>> MakePostgresSource(const config::ConnectorConfig& connector,
                                                    const std::string& source_name);
 

@@ -156,6 +156,12 @@ Status SavePositions(store::WriteTransaction& transaction, const SourcePositions
   return Status::OK();
 }
 
+Result<std::optional<ServerState>> ReadServerState(const config::ConnectorConfig& connector,
+                                                   const std::string& source_name) {
+  if (connector.kind == "Postgres") return postgres::ReadSlotState(connector, source_name);
+  return std::optional<ServerState>();
+}
+
 Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
                                            const std::string& source_name) {
   if (connector.kind == "Sample") return internal::MakeSampleSource(connector);

@@ -125,6 +125,16 @@ class Source {
   virtual void Acknowledge(const SourcePositions& committed) {}
 };
 
+// What a source's server keeps for the pipeline, for `status`: a replication slot's state, the WAL
+// it retains and how far the pipeline is behind. Facts are (name, value) in a fixed order.
+struct ServerState {
+  std::string what;  // "replication slot skippr_slot"
+  std::vector<std::pair<std::string, std::string>> facts;
+};
+// Nullopt for sources that keep nothing on a server (files, the sample, a Postgres snapshot).
+Result<std::optional<ServerState>> ReadServerState(const config::ConnectorConfig& connector,
+                                                   const std::string& source_name);
+
 // `source_name` (the data_sources entry) names the source in its messages.
 Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
                                            const std::string& source_name = "source");

@@ -363,6 +363,18 @@ TEST_F(PostgresCdcE2e, ChangesConvergeToTheSourceAcrossKillsAndTheSlotIsConfirme
                             "slot_name = 'slot_{}'",
                             lsn.substr(0, lsn.find('\n')), database_)),
             "t\n");
+  // `status` shows the slot: how much WAL it keeps on the server and how far behind it is.
+  const ProcessResult status = Skipprd(dir_, {"status", "--output", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const nlohmann::json server = nlohmann::json::parse(status.out)["pipelines"][0]["source_server"];
+  EXPECT_EQ(server["what"], "replication slot slot_" + database_);
+  EXPECT_EQ(server["facts"]["active"], "false");
+  EXPECT_EQ(server["facts"]["wal_status"], "reserved");
+  EXPECT_TRUE(server["facts"].contains("retained_wal_bytes"));
+  EXPECT_TRUE(server["facts"].contains("behind_server_bytes"));
+  const ProcessResult text = Skipprd(dir_, {"status"});
+  EXPECT_THAT(text.out, HasSubstr("source server: replication slot slot_" + database_ +
+                                  ": exists true, active false, wal_status reserved"));
 }
 
 TEST_F(PostgresCdcE2e, ChangesKeepEveryTypeAndAnAddedColumnEvolvesTheNamespace) {
