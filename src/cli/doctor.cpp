@@ -1,5 +1,6 @@
-// `skipprd doctor`: checks the configuration and the ground it will run on, without connecting to
-// any source or destination (reference §1.11). Exit 0 when every check passes, 1 otherwise.
+// `skipprd doctor`: checks the configuration and the ground it will run on (reference §1.11) — and,
+// for a source with a server (Postgres), that server: reachable with its TLS settings, tables
+// readable, what change data capture needs. Exit 0 when every check passes, 1 otherwise.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -20,6 +21,7 @@
 #include "core/disk.hpp"
 #include "core/redact.hpp"
 #include "pipeline/pipeline.hpp"
+#include "sources/sources.hpp"
 
 namespace skippr::cli {
 
@@ -133,6 +135,13 @@ std::vector<Check> RunChecks(const config::Config& config) {
     }
     checks.push_back({true, fmt::format("pipeline '{}': skipprd_el_storage_mode=local", name)});
   }
+  // Sources with a server (Postgres): reachable with their TLS settings, tables readable, and
+  // what change data capture needs.
+  for (const auto& [name, entry] : config.data_sources) {
+    for (const sources::SourceCheck& check : sources::CheckSource(entry.connector, name)) {
+      checks.push_back({check.ok, check.message});
+    }
+  }
   const std::vector<config::ConfigProblem> problems = config::CheckWholeConfig(config);
   for (const config::ConfigProblem& problem : problems) checks.push_back({false, problem.message});
   if (problems.empty()) checks.push_back({true, "no two sinks write one warehouse namespace"});
@@ -197,7 +206,7 @@ int RunDoctor(const GlobalOptions& global, const std::string& output) {
 
 void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto* command = app.add_subcommand(
-      "doctor", "Check skippr.yml and DATA_DIR without connecting to any source or destination");
+      "doctor", "Check skippr.yml, DATA_DIR and the sources' servers (Postgres: reachable, tables, CDC needs)");
   auto output = std::make_shared<std::string>("text");
   command->add_option("--output", *output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

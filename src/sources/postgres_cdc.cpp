@@ -657,4 +657,109 @@ Result<std::optional<ServerState>> ReadSlotState(const config::ConnectorConfig& 
   return std::optional<ServerState>(std::move(state));
 }
 
+namespace {
+
+// The server: wal_level and the role's REPLICATION attribute (what CDC needs).
+std::vector<SourceCheck> CheckReplicationSetup(PgConnection& connection,
+                                               const PostgresSettings& settings) {
+  std::vector<SourceCheck> checks;
+  Result<PgResult> server = connection.Query(
+      "reading the server's settings",
+      "SELECT current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE "
+      "rolname = current_user");
+  if (!server.ok() || server->rows() != 1) {
+    checks.push_back({false, fmt::format("data source '{}': {}", settings.source_name,
+                                         server.ok() ? "cannot read the role" : server.status().message())});
+    return checks;
+  }
+  const std::string wal_level(server->Text(0, 0));
+  checks.push_back({wal_level == "logical",
+                    wal_level == "logical"
+                        ? fmt::format("data source '{}': wal_level = logical", settings.source_name)
+                        : fmt::format("data source '{}': wal_level is {}, change data capture needs "
+                                      "logical: set wal_level = logical in postgresql.conf and "
+                                      "restart the server",
+                                      settings.source_name, wal_level)});
+  const bool can_replicate = server->Text(0, 1) == "t";
+  checks.push_back(
+      {can_replicate,
+       can_replicate
+           ? fmt::format("data source '{}': user {} may replicate", settings.source_name,
+                         settings.user)
+           : fmt::format("data source '{}': user {} lacks the REPLICATION attribute: ALTER ROLE {} "
+                         "REPLICATION (on RDS: GRANT rds_replication TO {})",
+                         settings.source_name, settings.user, settings.user, settings.user)});
+  return checks;
+}
+
+// Each table: readable, and (CDC) with a key or full replica identity.
+void CheckTables(PgConnection& connection, const PostgresSettings& settings,
+                 const std::vector<PgTable>& tables, std::vector<SourceCheck>& checks) {
+  const bool captures_changes = settings.cdc_mode != CdcMode::kSnapshot;
+  for (const PgTable& table : tables) {
+    Result<PgResult> readable = connection.Query(
+        "checking a table's privileges", "SELECT has_table_privilege($1::oid, 'SELECT')",
+        {std::to_string(table.oid)});
+    const bool can_read = readable.ok() && readable->rows() == 1 && readable->Text(0, 0) == "t";
+    std::string problem;
+    if (!can_read) {
+      problem = fmt::format("user {} may not read it: GRANT SELECT ON {}.{} TO {}", settings.user,
+                            table.schema, table.name, settings.user);
+    } else if (captures_changes && table.primary_key.empty() && table.replica_identity != 'f') {
+      problem = fmt::format("no primary key and no REPLICA IDENTITY FULL: ALTER TABLE {}.{} "
+                            "REPLICA IDENTITY FULL",
+                            table.schema, table.name);
+    }
+    checks.push_back(
+        {problem.empty(),
+         problem.empty()
+             ? fmt::format("data source '{}': table {}.{} → namespace {}{}", settings.source_name,
+                           table.schema, table.name, table.namespace_name,
+                           table.primary_key.empty()
+                               ? ""
+                               : fmt::format(", key ({})", fmt::join(table.primary_key, ", ")))
+             : fmt::format("data source '{}': table {}.{}: {}", settings.source_name, table.schema,
+                           table.name, problem)});
+  }
+}
+
+}  // namespace
+
+std::vector<SourceCheck> CheckPostgres(const config::ConnectorConfig& connector,
+                                       const std::string& source_name) {
+  Result<PostgresSettings> parsed = PostgresSettings::FromConnector(connector);
+  if (!parsed.ok()) return {{false, parsed.status().message()}};
+  PostgresSettings settings = std::move(*parsed);
+  settings.source_name = source_name;
+  Result<std::unique_ptr<PgConnection>> connection = PgConnection::Connect(settings);
+  if (!connection.ok()) return {{false, connection.status().message()}};
+  std::vector<SourceCheck> checks;
+  Result<PgResult> server = (*connection)->Query(
+      "reading the server version",
+      "SELECT current_setting('server_version'), COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid "
+      "= pg_backend_pid()), false)");
+  const bool uses_tls = server.ok() && server->Text(0, 1) == "t";
+  checks.push_back({true, fmt::format("data source '{}': connected to PostgreSQL {} at {} ({})",
+                                      source_name, server.ok() ? server->Text(0, 0) : "?",
+                                      settings.Describe(),
+                                      uses_tls ? "TLS" : "no TLS")});
+  if (settings.cdc_mode != CdcMode::kSnapshot) {
+    for (SourceCheck& check : CheckReplicationSetup(**connection, settings)) {
+      checks.push_back(std::move(check));
+    }
+  }
+  Result<std::vector<PgTable>> tables = ListTables(**connection, settings);
+  if (!tables.ok()) {
+    checks.push_back({false, tables.status().message()});
+    return checks;
+  }
+  if (tables->empty()) {
+    checks.push_back({false, fmt::format("data source '{}': no tables to read (none in schema "
+                                         "public): create one or name tables",
+                                         source_name)});
+  }
+  CheckTables(**connection, settings, *tables, checks);
+  return checks;
+}
+
 }  // namespace skippr::sources::postgres

@@ -176,6 +176,10 @@ class ChangeStreamSource final : public Source {
   std::chrono::steady_clock::time_point last_status_;
 };
 
+// doctor's checks of a Postgres source (sources::CheckSource).
+std::vector<SourceCheck> CheckPostgres(const config::ConnectorConfig& connector,
+                                       const std::string& source_name);
+
 // The replication slot of a CDC source (sources::ReadServerState).
 Result<std::optional<ServerState>> ReadSlotState(const config::ConnectorConfig& connector,
                                                  const std::string& source_name);

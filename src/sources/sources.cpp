@@ -156,6 +156,12 @@ Status SavePositions(store::WriteTransaction& transaction, const SourcePositions
   return Status::OK();
 }
 
+std::vector<SourceCheck> CheckSource(const config::ConnectorConfig& connector,
+                                     const std::string& source_name) {
+  if (connector.kind == "Postgres") return postgres::CheckPostgres(connector, source_name);
+  return {};
+}
+
 Result<std::optional<ServerState>> ReadServerState(const config::ConnectorConfig& connector,
                                                    const std::string& source_name) {
   if (connector.kind == "Postgres") return postgres::ReadSlotState(connector, source_name);

@@ -135,6 +135,15 @@ struct ServerState {
 Result<std::optional<ServerState>> ReadServerState(const config::ConnectorConfig& connector,
                                                    const std::string& source_name);
 
+// What `doctor` checks of a source that has a server: it can be reached (with its TLS settings),
+// the tables exist and can be read, and what change data capture needs. Empty for the others.
+struct SourceCheck {
+  bool ok = false;
+  std::string message;  // what holds, or what fails and what to do
+};
+std::vector<SourceCheck> CheckSource(const config::ConnectorConfig& connector,
+                                     const std::string& source_name);
+
 // `source_name` (the data_sources entry) names the source in its messages.
 Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
                                            const std::string& source_name = "source");

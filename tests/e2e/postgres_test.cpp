@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -478,6 +479,42 @@ TEST_F(PostgresCdcE2e, WithoutOnceSyncFollowsTheStreamAndCommitsWhenCaughtUp) {
   Sql("UPDATE accounts SET v = 'after the kill' WHERE id = 1");
   ASSERT_EQ(Sync().exit_code, 0);
   EXPECT_EQ(QueriedRows(), SourceRows());
+}
+
+TEST_F(PostgresCdcE2e, DoctorChecksTheServerTheTablesAndWhatCdcNeeds) {
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "CREATE TABLE logs (line text); CREATE ROLE reader LOGIN PASSWORD 'r' NOSUPERUSER; "
+      "GRANT SELECT ON accounts TO reader;");
+  ProcessResult doctor = Skipprd(dir_, {"doctor"});
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.out;
+  EXPECT_THAT(doctor.out, HasSubstr("[ok]   data source 'pg': connected to PostgreSQL 15"));
+  EXPECT_THAT(doctor.out, HasSubstr("(no TLS)"));
+  EXPECT_THAT(doctor.out, HasSubstr("[ok]   data source 'pg': wal_level = logical"));
+  EXPECT_THAT(doctor.out, HasSubstr("[ok]   data source 'pg': table public.accounts → namespace "
+                                    "postgres_accounts, key (id)"));
+  EXPECT_THAT(doctor.out, HasSubstr("[FAIL] data source 'pg': table public.logs: no primary key "
+                                    "and no REPLICA IDENTITY FULL: ALTER TABLE public.logs "
+                                    "REPLICA IDENTITY FULL"));
+  // Another user: no REPLICATION attribute, and a table it may not read.
+  dir_.Write(".env", "PG_PASSWORD=r\n");
+  std::ifstream file(dir_.Sub("skippr.yml"));
+  std::string config((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  config.replace(config.find("user: skippr"), 12, "user: reader");
+  dir_.Write("skippr.yml", config);
+  doctor = Skipprd(dir_, {"doctor"});
+  EXPECT_EQ(doctor.exit_code, 1);
+  EXPECT_THAT(doctor.out, HasSubstr("user reader lacks the REPLICATION attribute: ALTER ROLE "
+                                    "reader REPLICATION"));
+  EXPECT_THAT(doctor.out, HasSubstr("table public.logs: user reader may not read it: GRANT SELECT "
+                                    "ON public.logs TO reader"));
+  // A server that cannot be reached: the check fails naming it.
+  config.replace(config.find(fmt::format("port: {}", server_->port())),
+                 fmt::format("port: {}", server_->port()).size(), "port: 1");
+  dir_.Write("skippr.yml", config);
+  doctor = Skipprd(dir_, {"doctor"});
+  EXPECT_EQ(doctor.exit_code, 1);
+  EXPECT_THAT(doctor.out, HasSubstr("[FAIL] data_sources.pg: cannot connect to PostgreSQL "
+                                    "reader@127.0.0.1:1/"));
 }
 
 TEST_F(PostgresCdcE2e, ATableWithoutKeyOrFullIdentityIsRefusedNamingIt) {
