@@ -16,9 +16,7 @@ namespace skippr::sources::postgres {
 namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kStatusInterval = std::chrono::seconds(1);
-}  // namespace
 
-namespace {
 std::string StreamPartitionId(const std::string& slot) { return "postgres cdc " + slot; }
 }  // namespace
 
@@ -359,9 +357,9 @@ Status ChangeStreamSource::Apply(const PgOutputMessage& message) {
   if (const auto* commit = std::get_if<CommitMessage>(&message)) {
     in_transaction_ = false;
     last_end_lsn_ = commit->end_lsn;
-    if (has_committed_cursor_ && commit->commit_lsn <= committed_commit_lsn_) {
-      return Status::OK();  // replayed: committed by an earlier pass
-    }
+    // Replayed: an earlier pass committed the whole transaction. One it committed part of ends
+    // here, and its cursor becomes complete.
+    if (IsCommitted(commit->commit_lsn, UINT64_MAX)) return Status::OK();
     StreamCursor cursor{commit->commit_lsn, 0, commit->end_lsn};
     SetStreamCursor(cursor);
     return Status::OK();
@@ -373,7 +371,8 @@ Status ChangeStreamSource::Apply(const PgOutputMessage& message) {
     for (uint32_t id : truncate->relation_ids) {
       const uint64_t ordinal = transaction_ordinal_++ * 2 + 1;
       auto relation = relations_.find(id);
-      if (relation == relations_.end() || !relation->second->is_read || IsCommitted(ordinal)) {
+      if (relation == relations_.end() || !relation->second->is_read ||
+          IsCommitted(transaction_lsn_, ordinal)) {
         continue;
       }
       AppendChange(*relation->second, Value::Object({}), Mutation::kTruncate, ordinal);
@@ -449,7 +448,7 @@ Status ChangeStreamSource::ApplyRowChange(const PgOutputMessage& message) {
         settings_.Describe(), relation_id));
   }
   const Relation& relation = *found->second;
-  if (!relation.is_read || IsCommitted(ordinal + 1)) return Status::OK();
+  if (!relation.is_read || IsCommitted(transaction_lsn_, ordinal + 1)) return Status::OK();
 
   if (mutation == Mutation::kDelete) {
     SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *old_tuple, nullptr));
@@ -462,7 +461,7 @@ Status ChangeStreamSource::ApplyRowChange(const PgOutputMessage& message) {
     SKIPPR_ASSIGN_OR_RETURN(Value old_row, DecodeTuple(relation, *old_tuple, nullptr));
     if (BusinessKey(old_row.as_object(), relation.key_columns) !=
         BusinessKey(row.as_object(), relation.key_columns)) {
-      if (!IsCommitted(ordinal)) {
+      if (!IsCommitted(transaction_lsn_, ordinal)) {
         AppendChange(relation, std::move(old_row), Mutation::kDelete, ordinal);
       }
       mutation = Mutation::kInsert;
@@ -472,10 +471,10 @@ Status ChangeStreamSource::ApplyRowChange(const PgOutputMessage& message) {
   return Status::OK();
 }
 
-bool ChangeStreamSource::IsCommitted(uint64_t ordinal) const {
+bool ChangeStreamSource::IsCommitted(uint64_t commit_lsn, uint64_t ordinal) const {
   if (!has_committed_cursor_) return false;
   StreamCursor committed{committed_commit_lsn_, committed_next_ordinal_, committed_end_lsn_};
-  return committed.Covers(transaction_lsn_, ordinal);
+  return committed.Covers(commit_lsn, ordinal);
 }
 
 Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tuple& tuple,

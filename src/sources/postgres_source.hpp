@@ -126,7 +126,8 @@ class ChangeStreamSource final : public Source {
   Status Apply(const PgOutputMessage& message);
   Status AddRelation(const RelationMessage& message);
   Status ApplyRowChange(const PgOutputMessage& message);
-  bool IsCommitted(uint64_t ordinal) const;
+  // Whether change `ordinal` of the transaction committing at `commit_lsn` is in the WAL already.
+  bool IsCommitted(uint64_t commit_lsn, uint64_t ordinal) const;
   Result<Value> DecodeTuple(const Relation& relation, const Tuple& tuple,
                             const Tuple* old_tuple) const;
   Status FillUnchangedValues(const Relation& relation, const Tuple& tuple,
