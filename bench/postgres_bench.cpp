@@ -102,7 +102,10 @@ class Bench {
     return run.seconds;
   }
 
-  fs::path WriteConfig(const std::string& name, const std::string& mode, int parallelism) {
+  // skippr.yml of pipeline `name` reading `table` in `mode`; the slot and publication are named
+  // after the pipeline.
+  fs::path WriteConfig(const std::string& name, const std::string& table, const std::string& mode,
+                       int parallelism) {
     const fs::path config = work_ / (name + ".yml");
     std::ofstream(config) << fmt::format(R"(data_sources:
   pg:
@@ -112,15 +115,17 @@ class Bench {
       user: skippr
       database: bench
       sslmode: disable
-      tables: [rides]
+      tables: [{}]
       cdc_mode: {}
       snapshot_parallelism: {}
-      replication_slot_name: bench_slot
+      replication_slot_name: {}_slot
+      publication_name: {}_publication
 pipelines:
   {}:
     data_source: data_sources.pg
 )",
-                                         server_->port(), mode, parallelism, name);
+                                         server_->port(), table, mode, parallelism, name, name,
+                                         name);
     return config;
   }
 
@@ -140,7 +145,7 @@ pipelines:
     fmt::print("snapshot    psql COPY TO STDOUT > /dev/null   {}\n",
                Throughput(psql_seconds, options_.rows, table_bytes));
     for (int connections : {1, 2}) {
-      const fs::path config = WriteConfig("snap", "snapshot", connections);
+      const fs::path config = WriteConfig("snap", "rides", "snapshot", connections);
       uint64_t peak_kib = 0;
       const double seconds = BestOfSeconds([&] {
         const SyncRun run = Sync(config, "snap", options_.rows, false);
@@ -154,7 +159,7 @@ pipelines:
   }
 
   void Changes() {
-    const fs::path config = WriteConfig("cdc", "snapshot_then_cdc", 2);
+    const fs::path config = WriteConfig("cdc", "rides", "snapshot_then_cdc", 2);
     Sync(config, "cdc", options_.rows, false);  // the snapshot, and the slot
     Sql("SELECT pg_create_logical_replication_slot('baseline_slot', 'pgoutput')", "bench");
     // The same stream for both: updates in transactions of 1,000 rows.
@@ -165,7 +170,7 @@ pipelines:
     const std::string end_lsn = Sql("SELECT pg_current_wal_lsn()", "bench");
     const double recvlogical_seconds = TimeShell(fmt::format(
         "pg_recvlogical -h 127.0.0.1 -p {} -U skippr -d bench -S baseline_slot --start "
-        "--endpos={} -o proto_version=1 -o publication_names=skippr_publication -f /dev/null",
+        "--endpos={} -o proto_version=1 -o publication_names=cdc_publication -f /dev/null",
         server_->port(), end_lsn.substr(0, end_lsn.find('\n'))));
     const SyncRun run = Sync(config, "cdc", options_.changes, true);
     fmt::print("changes     pg_recvlogical (pgoutput) > /dev/null  {}\n",
@@ -177,7 +182,7 @@ pipelines:
   }
 
   void LargeTransaction() {
-    const fs::path config = WriteConfig("cdc", "snapshot_then_cdc", 2);
+    const fs::path config = WriteConfig("cdc", "rides", "snapshot_then_cdc", 2);
     Sql(fmt::format("INSERT INTO rides SELECT g, 1, 1, 'large', 'one transaction', true, now() "
                     "FROM generate_series({}, {}) g",
                     options_.rows + 1, options_.rows + options_.large_transaction_rows),
@@ -197,24 +202,7 @@ pipelines:
     Sql("CREATE TABLE events (id bigint PRIMARY KEY, written_at timestamptz NOT NULL); INSERT INTO "
         "events VALUES (0, now())",
         "bench");
-    const fs::path config = work_ / "lag.yml";
-    std::ofstream(config) << fmt::format(R"(data_sources:
-  pg:
-    Postgres:
-      host: 127.0.0.1
-      port: {}
-      user: skippr
-      database: bench
-      sslmode: disable
-      tables: [events]
-      cdc_mode: snapshot_then_cdc
-      replication_slot_name: lag_slot
-      publication_name: lag_publication
-pipelines:
-  lag:
-    data_source: data_sources.pg
-)",
-                                         server_->port());
+    const fs::path config = WriteConfig("lag", "events", "snapshot_then_cdc", 1);
     const fs::path data_dir = work_ / "lag_data";
     const std::string pid = launcher_.Run({{"/bin/sh", "-c",
                                             fmt::format("DATA_DIR={} {} --config {} sync -p lag "

@@ -26,19 +26,14 @@ using ::testing::HasSubstr;
 
 constexpr const char* kPassword = "pg pass'word";
 
-class PostgresE2e : public ::testing::Test {
+class PostgresE2e : public PostgresSuite<PostgresE2e> {
+ public:
+  static PostgresServerOptions ServerOptions() { return {.password = kPassword}; }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = PostgresServer::Start({.password = kPassword}, &why_not_).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    if (server_ == nullptr) FAIL() << why_not_;
-    database_ = fmt::format("e2e_{}", counter_++);
-    server_->PsqlOrFail("CREATE DATABASE " + database_);
+    PostgresSuite::SetUp();
+    if (HasFatalFailure()) return;
     // Every command resolves the password: sync, and query too.
     dir_.Write(".env", fmt::format("PG_PASSWORD=\"{}\"\n", kPassword));
     dir_.Write("skippr.yml", fmt::format(R"(data_sources:
@@ -58,24 +53,12 @@ pipelines:
 )",
                                          server_->port(), database_));
   }
-  void TearDown() override {
-    if (server_ != nullptr) server_->Psql("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
-  }
-
-  std::string Sql(const std::string& sql) { return server_->PsqlOrFail(sql, database_); }
   ProcessResult Sync() {
     return Skipprd(dir_, {"sync", "-p", "shop", "--once", "--output", "text"});
   }
 
-  static PostgresServer* server_;
-  static std::string why_not_;
-  static int counter_;
   TempDir dir_;
-  std::string database_;
 };
-PostgresServer* PostgresE2e::server_ = nullptr;
-std::string PostgresE2e::why_not_;
-int PostgresE2e::counter_ = 0;
 
 // Each column of the test table as PostgreSQL and as `skipprd query` (DuckDB) write it in one
 // canonical text form, so the two can be compared value by value.
@@ -213,30 +196,18 @@ TEST_F(PostgresE2e, KillsInTheMiddleOfSnapshotRangesLoseNothingAndDuplicateNothi
 
 // ----- change data capture -------------------------------------------------------------------
 
-class PostgresCdcE2e : public ::testing::Test {
+class PostgresCdcE2e : public PostgresSuite<PostgresCdcE2e> {
+ public:
+  static PostgresServerOptions ServerOptions() {
+    return {.logical_replication = true, .password = kPassword};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = PostgresServer::Start({.logical_replication = true, .password = kPassword},
-                                    &why_not_)
-                  .release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    if (server_ == nullptr) FAIL() << why_not_;
-    database_ = fmt::format("cdc_{}", counter_++);
-    server_->PsqlOrFail("CREATE DATABASE " + database_);
+    PostgresSuite::SetUp();
+    if (HasFatalFailure()) return;
     dir_.Write(".env", fmt::format("PG_PASSWORD=\"{}\"\n", kPassword));
     WriteConfig("");
-  }
-  void TearDown() override {
-    if (server_ == nullptr) return;
-    server_->Psql(fmt::format("SELECT pg_drop_replication_slot(slot_name) FROM "
-                              "pg_replication_slots WHERE database = '{}'",
-                              database_));
-    server_->Psql("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
   }
 
   void WriteConfig(const std::string& extra) {
@@ -258,7 +229,6 @@ class PostgresCdcE2e : public ::testing::Test {
 )",
                                          server_->port(), database_, database_, extra));
   }
-  std::string Sql(const std::string& sql) { return server_->PsqlOrFail(sql, database_); }
   ProcessResult Sync(std::map<std::string, std::string> env = {}) {
     return Skipprd(dir_, {"sync", "-p", "shop", "--once", "--output", "text"}, std::move(env));
   }
@@ -276,15 +246,8 @@ class PostgresCdcE2e : public ::testing::Test {
     return row.empty() ? "<query failed>" : row[0] + "\n";
   }
 
-  static PostgresServer* server_;
-  static std::string why_not_;
-  static int counter_;
   TempDir dir_;
-  std::string database_;
 };
-PostgresServer* PostgresCdcE2e::server_ = nullptr;
-std::string PostgresCdcE2e::why_not_;
-int PostgresCdcE2e::counter_ = 0;
 
 // Random transactions of inserts, updates (some changing the key), deletes, each several
 // statements long.

@@ -4,6 +4,8 @@
 // scripts/setup.sh installs it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
@@ -62,5 +64,38 @@ class PostgresServer {
 
 // Runs `command` with sh; its exit status and its output (stdout and stderr).
 std::pair<int, std::string> RunShell(const std::string& command);
+
+// A test suite's PostgreSQL: one server for the suite (started before its first test with
+// `Suite::ServerOptions()`, stopped after its last), one fresh database per test (dropped after it,
+// with the replication slots made in it). A suite derives as `class S : public PostgresSuite<S>`.
+template <typename Suite>
+class PostgresSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = PostgresServer::Start(Suite::ServerOptions(), &why_not_).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (server_ == nullptr) FAIL() << why_not_;
+    database_ = "test_" + std::to_string(counter_++);
+    server_->PsqlOrFail("CREATE DATABASE " + database_);
+  }
+  void TearDown() override {
+    if (server_ == nullptr) return;
+    server_->Psql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
+                  "database = '" + database_ + "'");
+    server_->Psql("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
+  }
+  // SQL in the test's database; a failure fails the test.
+  std::string Sql(const std::string& sql) { return server_->PsqlOrFail(sql, database_); }
+
+  static inline PostgresServer* server_ = nullptr;
+  static inline std::string why_not_;
+  static inline int counter_ = 0;
+  std::string database_;
+};
 
 }  // namespace skippr::testing

@@ -19,6 +19,8 @@ using postgres::PgColumnDecoder;
 using postgres::PgType;
 using skippr::testing::ExpectOk;
 using skippr::testing::PostgresServer;
+using skippr::testing::PostgresServerOptions;
+using skippr::testing::PostgresSuite;
 using ::testing::HasSubstr;
 
 // ----- the decoder -----------------------------------------------------------------------------
@@ -126,29 +128,11 @@ TEST(PostgresDecoder, CopyEscapesAreUndone) {
 
 // ----- against a server ------------------------------------------------------------------------
 
-class PostgresSnapshot : public ::testing::Test {
+class PostgresSnapshot : public PostgresSuite<PostgresSnapshot> {
+ public:
+  static PostgresServerOptions ServerOptions() { return {.password = "s3cret pw"}; }
+
  protected:
-  static void SetUpTestSuite() {
-    server_ = PostgresServer::Start({.logical_replication = false, .password = "s3cret pw"},
-                                    &why_not_)
-                  .release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (server_ == nullptr) FAIL() << why_not_;
-    database_ = fmt::format("t_{}", ::testing::UnitTest::GetInstance()->random_seed() ^
-                                        reinterpret_cast<uintptr_t>(this) % 100000);
-    server_->PsqlOrFail("CREATE DATABASE " + database_);
-  }
-  void TearDown() override {
-    if (server_ != nullptr) server_->Psql("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
-  }
-
-  std::string Sql(const std::string& sql) { return server_->PsqlOrFail(sql, database_); }
-
   config::ConnectorConfig Connector(std::vector<std::string> tables = {}, int parallelism = 1) {
     config::ConnectorConfig connector;
     connector.kind = "Postgres";
@@ -187,12 +171,7 @@ class PostgresSnapshot : public ::testing::Test {
   }
   std::vector<std::unique_ptr<Source>> sources_;
 
-  static PostgresServer* server_;
-  static std::string why_not_;
-  std::string database_;
 };
-PostgresServer* PostgresSnapshot::server_ = nullptr;
-std::string PostgresSnapshot::why_not_;
 
 TEST_F(PostgresSnapshot, EveryTypeArrivesTypedWithItsKeyAndSnapshotMetadata) {
   Sql(R"sql(
