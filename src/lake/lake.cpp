@@ -790,6 +790,35 @@ struct LakeWriter::LandingFiles {
   std::optional<iceberg::DataFile> delete_file;  // merge_by_key: every key the landing touches
 };
 
+namespace {
+
+// Which change rows a landing can apply. A TRUNCATE replaces the whole table at its place in the
+// stream, which a landing of these batches alone cannot do; updates and deletes need a key to
+// merge by — appended, a delete would land as a row and an update as a second version (CDC
+// final-state landing is still to come).
+Status CheckChangesLandable(const Landing& landing, const Batch& batch) {
+  if (!batch.cdc) return Status::OK();
+  for (const Mutation mutation : batch.cdc->mutations) {
+    if (mutation == Mutation::kTruncate) {
+      return Status::NotSupported(fmt::format(
+          "namespace '{}' holds a TRUNCATE from its source, which SkipprLake cannot land yet; its "
+          "rows stay in the WAL (query shows them)",
+          landing.namespace_name));
+    }
+    if (landing.key_columns.empty() &&
+        (mutation == Mutation::kUpdate || mutation == Mutation::kDelete)) {
+      return Status::NotSupported(fmt::format(
+          "namespace '{}' holds updates and deletes from its source, which SkipprLake cannot "
+          "apply yet (appended, a delete would land as a row); they stay in the WAL, where query "
+          "shows the source's current rows: sync this pipeline without a data_sink for now",
+          landing.namespace_name));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
     const Landing& landing, const schema::NamespaceSchema& namespace_schema,
     const std::vector<std::shared_ptr<const Batch>>& batches, const std::string& location,
@@ -803,15 +832,7 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   int64_t rows = 0;
   for (const auto& batch : batches) {
     rows += batch->num_rows;
-    // A TRUNCATE replaces the whole table at its place in the stream, which a landing of these
-    // batches alone cannot do (CDC final-state landing).
-    if (batch->cdc && std::find(batch->cdc->mutations.begin(), batch->cdc->mutations.end(),
-                                Mutation::kTruncate) != batch->cdc->mutations.end()) {
-      return Status::NotSupported(fmt::format(
-          "namespace '{}' holds a TRUNCATE from its source, which SkipprLake cannot land yet; its "
-          "rows stay in the WAL (query shows them)",
-          landing.namespace_name));
-    }
+    SKIPPR_RETURN_IF_ERROR(CheckChangesLandable(landing, *batch));
   }
   // The engine's view of the landing does the merge: per key the last row, CDC deletes dropped.
   query::TableSource source;

@@ -480,6 +480,32 @@ TEST_F(PostgresCdcE2e, DoctorChecksTheServerTheTablesAndWhatCdcNeeds) {
                                     "reader@127.0.0.1:1/"));
 }
 
+// SkipprLake cannot apply updates and deletes yet: landing them is refused, not done wrong, and
+// the WAL keeps them for query.
+TEST_F(PostgresCdcE2e, ALakeSinkRefusesUpdatesAndDeletesItCannotApplyYet) {
+  WriteConfig("");
+  std::ifstream file(dir_.Sub("skippr.yml"));
+  std::string config((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  config.insert(config.find("pipelines:"), "data_sinks:\n  lake:\n    SkipprLake:\n      warehouse: file://" +
+                                               dir_.Sub("warehouse") + "\n");
+  config += "    data_sink: data_sinks.lake\n";
+  dir_.Write("skippr.yml", config);
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "INSERT INTO accounts VALUES (1, 'a', 1), (2, 'b', 2)");
+  const ProcessResult snapshot = Sync();
+  ASSERT_EQ(snapshot.exit_code, 0) << snapshot.err << snapshot.out;  // snapshot rows land
+  Sql("INSERT INTO accounts VALUES (3, 'c', 3)");
+  const ProcessResult inserts = Sync();
+  ASSERT_EQ(inserts.exit_code, 0) << inserts.err << inserts.out;  // and inserts
+  Sql("UPDATE accounts SET v = 'changed' WHERE id = 1; DELETE FROM accounts WHERE id = 2");
+  const ProcessResult changes = Sync();
+  EXPECT_EQ(changes.exit_code, 1);
+  EXPECT_THAT(changes.err + changes.out,
+              HasSubstr("namespace 'postgres_accounts' holds updates and deletes from its source, "
+                        "which SkipprLake cannot apply yet"));
+  EXPECT_EQ(QueriedRows(), SourceRows()) << "the WAL holds the changes over the landed rows";
+}
+
 TEST_F(PostgresCdcE2e, ATableWithoutKeyOrFullIdentityIsRefusedNamingIt) {
   Sql("CREATE TABLE logs (line text)");
   const ProcessResult sync = Sync();
