@@ -150,6 +150,38 @@ TEST_F(PostgresE2e, ASnapshotLandsEveryRowAndQueryEqualsTheSourceColumnByColumn)
   EXPECT_EQ(QueryRow(dir_, "SELECT count(*) FROM shop.postgres_items")[0], "3000");
 }
 
+// Names PostgreSQL allows that a careless reader trips on: quotes, spaces, a dot, columns that
+// differ only by case, unicode; values with every COPY escape. The namespace name follows the name
+// rules (docs/schema.md): postgres_we_ird__tab_le.
+TEST_F(PostgresE2e, UglyNamesAndValuesArriveIntact) {
+  Sql(R"sql(CREATE TABLE "we""ird. tab le" (id int PRIMARY KEY, "V" text, "v" text,
+              "col with ""quotes"" and spaces" text, "é" int);
+            INSERT INTO "we""ird. tab le" VALUES
+              (1, E'back\\slash', E'tab\there', E'nl\nand\rcr', 7),
+              (2, '', NULL, E'\\N', -1),
+              (3, repeat('x', 100000), 'NULL', '"quoted"', NULL);)sql");
+  const ProcessResult sync = Sync();
+  ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
+  const std::string source = Sql(
+      R"sql(SELECT string_agg(id || '|' || coalesce(md5("V"), '~') || '|' || coalesce(md5("v"), '~')
+            || '|' || coalesce(md5("col with ""quotes"" and spaces"), '~') || '|' ||
+            coalesce("é"::text, '~'), ';' ORDER BY id) FROM "we""ird. tab le")sql");
+  const std::vector<std::vector<std::string>> columns = QueryRows(
+      dir_, "SELECT column_name FROM (DESCRIBE shop.postgres_we_ird__tab_le)");
+  std::vector<std::string> names;
+  for (const auto& row : columns) names.push_back(row.at(0));
+  ASSERT_EQ(names.size(), 5u);
+  const std::vector<std::string> row = QueryRow(
+      dir_, fmt::format("SELECT string_agg(CAST(id AS VARCHAR) || '|' || coalesce(md5(\"{}\"), "
+                        "'~') || '|' || coalesce(md5(\"{}\"), '~') || '|' || "
+                        "coalesce(md5(\"col with \"\"quotes\"\" and spaces\"), '~') || '|' || "
+                        "coalesce(CAST(\"é\" AS VARCHAR), '~'), ';' ORDER BY id) FROM "
+                        "shop.postgres_we_ird__tab_le",
+                        names[1], names[2]));
+  ASSERT_EQ(row.size(), 1u);
+  EXPECT_EQ(row[0] + "\n", source) << "columns: " << names[1] << ", " << names[2];
+}
+
 TEST_F(PostgresE2e, KillsInTheMiddleOfSnapshotRangesLoseNothingAndDuplicateNothing) {
   // Not scaled down under the sanitizers: the kills must find a snapshot in progress.
   const int64_t rows = 600000;
