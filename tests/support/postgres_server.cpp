@@ -89,7 +89,11 @@ PostgresServer::~PostgresServer() {
   if (is_running_) RunShell(As() + bin_ + "/pg_ctl -D " + data_ + " -m immediate -w stop");
 }
 
-std::string PostgresServer::As() const { return run_as_postgres_ ? "runuser -u postgres -- " : ""; }
+// Run from the server's directory: the postgres user may not enter the test's working directory
+// (a checkout under a private mktemp -d), and its programs complain on stderr when they cannot.
+std::string PostgresServer::As() const {
+  return "cd " + ShellQuote(dir_.path()) + " && " + (run_as_postgres_ ? "runuser -u postgres -- " : "");
+}
 
 std::string PostgresServer::uri(const std::string& database) const {
   const std::string credentials =
