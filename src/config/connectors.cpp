@@ -90,9 +90,11 @@ const std::vector<ConnectorSpec>& Registry() {
         Text("replication_slot_name", "skippr_slot"),
         Text("publication_name", "skippr_publication"),
         Number("cdc_idle_timeout_seconds", std::nullopt), Number("batch_size_rows", 10000, 1),
-        // Beyond the reference: TLS, and the connections a snapshot reads with.
+        // Beyond the reference: TLS, the connections a snapshot reads with, and heartbeats that
+        // let an idle slot be confirmed.
         OneOf("sslmode", {"disable", "prefer", "require", "verify-ca", "verify-full"}, "prefer"),
-        Text("sslrootcert"), Number("snapshot_parallelism", 1, 1, 64)}},
+        Text("sslrootcert"), Number("snapshot_parallelism", 1, 1, 64),
+        Number("heartbeat_interval_seconds", std::nullopt, 1, 86400)}},
       {"S3",
        ConnectorRole::kSource,
        {RequiredText("s3_bucket"), RequiredText("s3_prefix"), Text("region"), Text("endpoint_url"),

@@ -33,8 +33,9 @@ schema::ShaperOptions ShaperOptionsFor(const config::Config& config,
   return options;
 }
 
-void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
-                 std::vector<schema::Deadletter>& described) {
+Status AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
+                   std::vector<schema::Deadletter>& described) {
+  SKIPPR_RETURN_IF_ERROR(shaper.ApplyDeclaredTypes(batch.context));
   schema::RecordOrigin origin{batch.partition};
   for (sources::SourceRecord& record : batch.records) {
     origin.line = record.line;
@@ -44,7 +45,7 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
       batch.deadletters.push_back(std::move(*deadletter));
     }
   }
-  if (batch.deadletters.empty()) return;
+  if (batch.deadletters.empty()) return Status::OK();
   const std::string source_namespace = shaper.NamespaceOf(batch.context);
   for (schema::Deadletter& deadletter : batch.deadletters) {
     if (deadletter.namespace_name.empty()) deadletter.namespace_name = source_namespace;
@@ -57,6 +58,7 @@ void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& 
       deadletter.payload = std::move(payload);
     }
   }
+  return Status::OK();
 }
 
 bool HasOps(const config::PipelineConfig& pipeline) {
@@ -189,7 +191,8 @@ Result<DiscoverResult> Discover(const config::Config& config,
   while (true) {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
     if (!batch) break;
-    internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters);
+    SKIPPR_RETURN_IF_ERROR(
+        internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters));
     result.records += batch->records.size();
     result.bytes += batch->bytes_read;
     progress = {result.records, result.deadletter_count, result.bytes};

@@ -20,7 +20,7 @@
 
 namespace skippr::pipeline {
 
-// A pipeline's state on disk: <data_dir>/<pipeline>/ holds writer.lock and store/.
+// A pipeline's state on disk: <data_dir>/<pipeline>/ holds writer.lock, store/, wal/ and spill/.
 class PipelineState {
  public:
   // Takes the writer lease, then opens (creating) the store. A second writer gets
@@ -37,6 +37,8 @@ class PipelineState {
   Env& env() const { return *env_; }
   const std::string& directory() const { return directory_; }
   std::string wal_directory() const { return directory_ + "/wal"; }
+  // Where a source spills what it cannot commit yet; only this process's, emptied as it starts.
+  std::string scratch_directory() const { return directory_ + "/spill"; }
 
  private:
   std::string directory_;

@@ -20,9 +20,10 @@ schema::ShaperOptions ShaperOptionsFor(const config::Config& config,
 
 // Absorbs every record of `batch`. Deadletters (the source's and the shaper's) are left in
 // `batch.deadletters` with their namespace, counted into `deadletter_count`, logged, and the first
-// kDeadlettersDescribed copied (without their records) into `described`.
-void AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
-                 std::vector<schema::Deadletter>& described);
+// kDeadlettersDescribed copied (without their records) into `described`. Fails, absorbing nothing,
+// when the batch's binding declared types do not fit its namespace (Shaper::ApplyDeclaredTypes).
+Status AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t& deadletter_count,
+                   std::vector<schema::Deadletter>& described);
 
 // True when the pipeline's records pass through transform.ops between the shaper and the WAL: the
 // shaper then evolves the input schema (schema::LoadInputSchema), readers see the ops' output.

@@ -284,6 +284,7 @@ class SyncPass {
     options.max_bytes_per_batch = std::clamp<uint64_t>(thresholds_.bytes, 1, kSourceBatchBytes);
     options.max_records_per_batch = kSourceBatchRecords;
     options.follows_changes = options_.follows_changes;
+    options.scratch_directory = state_.scratch_directory();
     SKIPPR_RETURN_IF_ERROR(source_->Open(positions_, options));
     committer_.emplace(*wal_, [this](SealedCommit& commit, const wal::CommitInfo& info) {
       return OnCommitted(commit, info);
@@ -302,7 +303,13 @@ class SyncPass {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source_->Next());
       if (!batch) break;
       CrashPoint("sync.after_source_read");
-      Absorb(*batch);
+      if (Status absorbed = Absorb(*batch); !absorbed.ok()) {
+        // The batch cannot be taken (its source changed a column's type): what came before it
+        // is sound and is committed, so that the pass stops exactly at the batch.
+        SKIPPR_RETURN_IF_ERROR(SealAndSubmit());
+        SKIPPR_RETURN_IF_ERROR(committer_->Drain());
+        return absorbed;
+      }
       const double buffered_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - buffer_started_)
               .count();
@@ -319,8 +326,9 @@ class SyncPass {
     return SealAndSubmit();
   }
 
-  void Absorb(sources::SourceBatch& batch) {
-    AbsorbBatch(*shaper_, batch, result_.deadletter_count, result_.deadletters);
+  Status Absorb(sources::SourceBatch& batch) {
+    SKIPPR_RETURN_IF_ERROR(
+        AbsorbBatch(*shaper_, batch, result_.deadletter_count, result_.deadletters));
     if (!batch.deadletters.empty()) pending_deadletters_.Append(batch.deadletters, NowMicros());
     result_.records_read += batch.records.size();
     pending_positions_[batch.partition] = batch.position;
@@ -329,6 +337,7 @@ class SyncPass {
     progress_.records_read = result_.records_read;
     progress_.bytes_read += batch.bytes_read;
     progress_.deadletters = result_.deadletter_count;
+    return Status::OK();
   }
 
   // Seals what the shaper holds into one commit and hands it to the committer.

@@ -206,6 +206,13 @@ struct RecordContext {
   // True when every record is an object of single values with unique names (CSV rows): nothing in
   // it can break a typing rule, so the per-record check is skipped.
   bool records_are_flat = false;
+  // The declared types are the source's own column types (a database table's), binding for the
+  // namespace: Shaper::ApplyDeclaredTypes widens a column by an Iceberg promotion and stops the
+  // pass on any other change, rather than sending the column's values to a sibling. The message
+  // names `source_object` ("PostgreSQL table public.orders") and says `on_type_change` (what to do).
+  bool declared_types_are_binding = false;
+  std::string source_object;
+  std::string on_type_change;
 };
 
 struct NamespaceChange {
@@ -229,6 +236,16 @@ class Shaper {
   // `change` (CDC sources) rides with the row into its batch's CDC sidecar.
   std::optional<Deadletter> Absorb(Value record, const RecordOrigin& origin,
                                    const RecordContext& context, RowChange* change = nullptr);
+
+  // For a context with binding declared types (RecordContext::declared_types_are_binding), before
+  // its records are absorbed: each declared type the namespace's column does not have already is
+  // held as it is when narrower (int in a long column), widens the column when Iceberg promotes it
+  // and the column keeps its layout (int → long, float → double, decimal(p, s) → decimal(p2, s)),
+  // and is otherwise
+  // Conflict naming the source object, the column and both types — a column's values never
+  // move to a sibling because its source changed type. OK for other contexts and for namespaces
+  // not seen yet.
+  Status ApplyDeclaredTypes(const RecordContext& context);
 
   // Ends a unit of work (a discover run, a batch about to be committed): fields seen only as null
   // are created as strings, every changed namespace gets the next schema id and a history entry,

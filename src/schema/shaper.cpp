@@ -409,8 +409,13 @@ struct Shaper::NamespaceState {
   FieldIndex top_level_index;  // schema->fields by name, for wide records
   internal::FoldedNames top_level_folded_names;  // schema->fields, for the name rules
   std::vector<std::string> changes;
-  // Seen, but only ever as null (false) or as an empty list (true).
-  std::map<std::vector<std::string>, bool> null_only_paths;
+  // Seen, but only ever as null or as an empty list.
+  struct NullOnlyField {
+    bool is_list = false;  // seen as empty lists
+    // A top-level field's declared type (RecordContext::declared_types), which it is created with.
+    std::optional<LogicalType> declared;
+  };
+  std::map<std::vector<std::string>, NullOnlyField> null_only_paths;
   const RecordContext* context = nullptr;  // of the record being absorbed
   uint64_t schema_edits = 0;               // every change ever made, to know when columns lag
 
@@ -438,6 +443,7 @@ struct Shaper::NamespaceState {
   }
 
   int32_t NextFieldId() { return ++schema->last_field_id; }
+  LogicalType RenumberedDeclaredType(const LogicalType& type);
   void Changed(std::string what) {
     changes.push_back(std::move(what));
     ++schema_edits;
@@ -558,6 +564,19 @@ class FieldLookup {
 };
 }  // namespace
 
+// Declared nested types arrive with their own child ids from the source; they get ids here.
+LogicalType Shaper::NamespaceState::RenumberedDeclaredType(const LogicalType& type) {
+  if (!type.is_nested()) return type;
+  std::vector<Field> children = type.children();
+  for (Field& child : children) {
+    child.id = NextFieldId();
+    child.type = RenumberedDeclaredType(child.type);
+  }
+  if (type.id() == TypeId::kStruct) return LogicalType::Struct(std::move(children));
+  if (type.id() == TypeId::kList) return LogicalType::List(std::move(children[0]));
+  return LogicalType::Map(std::move(children[0]), std::move(children[1]));
+}
+
 Field Shaper::NamespaceState::NewField(const std::string& name, const Value& value,
                                        bool top_level) {
   Field field;
@@ -567,19 +586,7 @@ Field Shaper::NamespaceState::NewField(const std::string& name, const Value& val
   if (top_level && context->declared_types != nullptr) {
     auto declared = context->declared_types->find(name);
     if (declared != context->declared_types->end()) {
-      // Declared nested types arrive with their own child ids from the source; renumber them here.
-      std::function<LogicalType(const LogicalType&)> renumber = [&](const LogicalType& type) {
-        if (!type.is_nested()) return type;
-        std::vector<Field> children = type.children();
-        for (Field& child : children) {
-          child.id = NextFieldId();
-          child.type = renumber(child.type);
-        }
-        if (type.id() == TypeId::kStruct) return LogicalType::Struct(std::move(children));
-        if (type.id() == TypeId::kList) return LogicalType::List(std::move(children[0]));
-        return LogicalType::Map(std::move(children[0]), std::move(children[1]));
-      };
-      field.type = renumber(declared->second);
+      field.type = RenumberedDeclaredType(declared->second);
       return field;
     }
   }
@@ -887,8 +894,15 @@ void Shaper::NamespaceState::AbsorbObject(std::vector<Field>& fields, ValueObjec
     if (field == nullptr && (value.is_null() || is_empty_list)) {
       std::vector<std::string> full_path = path;
       full_path.push_back(name);
-      null_only_paths[std::move(full_path)] |= is_empty_list;
-      continue;  // a field seen only as null is created at Seal(), as a string
+      NullOnlyField& null_only = null_only_paths[std::move(full_path)];
+      null_only.is_list |= is_empty_list;
+      if (is_record && context != nullptr && context->declared_types != nullptr) {
+        if (auto declared = context->declared_types->find(name);
+            declared != context->declared_types->end()) {
+          null_only.declared = declared->second;
+        }
+      }
+      continue;  // created at Seal(): as its declared type, else as a string
     }
     if (value.is_null()) continue;  // absent and null read the same in a column
     if (field == nullptr) field = &AddField(fields, name, value, path);
@@ -947,7 +961,7 @@ size_t Shaper::NamespaceState::PlaceInSibling(std::vector<Field>& fields, size_t
 }
 
 void Shaper::NamespaceState::CreateNullOnlyFields() {
-  for (const auto& [full_path, is_list] : null_only_paths) {
+  for (const auto& [full_path, null_only] : null_only_paths) {
     std::vector<Field>* fields = &schema->fields;
     bool reachable = true;
     for (size_t i = 0; i + 1 < full_path.size(); ++i) {
@@ -963,12 +977,16 @@ void Shaper::NamespaceState::CreateNullOnlyFields() {
     const std::string& key = full_path.back();
     if (!reachable || FindByKey(*fields, key, 0) != nullptr) continue;
     Field field{NextFieldId(), key, LogicalType::String(), true};
-    if (is_list)
+    if (null_only.declared) {
+      field.type = RenumberedDeclaredType(*null_only.declared);
+    } else if (null_only.is_list) {
       field.type = LogicalType::List(Field{NextFieldId(), "element", LogicalType::String(), true});
+    }
     const std::string renamed = ApplyNameRules(field, key, *fields);
     std::vector<std::string> parents(full_path.begin(), full_path.end() - 1);
     Changed(fmt::format("added {} ({}; only {} seen so far){}", JoinPath(parents, field.name),
-                        field.type.ToString(), is_list ? "empty lists" : "nulls", renamed));
+                        field.type.ToString(), null_only.is_list ? "empty lists" : "nulls",
+                        renamed));
     fields->push_back(std::move(field));
   }
   null_only_paths.clear();
@@ -1083,6 +1101,82 @@ std::optional<std::string> Shaper::RouteRecord(const Value& record, const Record
   if (auto it = states_.find(*name); it != states_.end()) *state = it->second;
   if (*state != nullptr && options_.namespace_fields.empty()) last_state_ = *state;
   return std::nullopt;
+}
+
+namespace {
+// Whether a column of `held` type takes values of `declared` type: as it is (the same type, or a
+// narrower one), or widened in place by Iceberg promotions that keep its layout, so that a column
+// half-built in this unit of work stays valid. Nested types compare by shape, not by field ids.
+bool WidenToDeclared(LogicalType& held, const LogicalType& declared, bool* widened) {
+  if (held.id() != declared.id() || !held.is_nested()) {
+    if (held == declared || CanPromote(declared, held)) return true;
+    if (!CanPromote(held, declared) || PhysicalKindOf(held.id()) != PhysicalKindOf(declared.id())) {
+      return false;
+    }
+    held = declared;
+    *widened = true;
+    return true;
+  }
+  const std::vector<Field>& wanted = declared.children();
+  if (held.id() != TypeId::kStruct) {  // list: {element}; map: {key, value}
+    if (held.children().size() != wanted.size()) return false;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      LogicalType child = held.children()[i].type;
+      bool child_widened = false;
+      if (!WidenToDeclared(child, wanted[i].type, &child_widened)) return false;
+      if (child_widened) held.mutable_children()[i].type = std::move(child);
+      *widened |= child_widened;
+    }
+    return true;
+  }
+  for (const Field& field : wanted) {  // a struct field not held yet is added as values arrive
+    for (size_t i = 0; i < held.children().size(); ++i) {
+      if (held.children()[i].name != field.name) continue;
+      LogicalType child = held.children()[i].type;
+      bool child_widened = false;
+      if (!WidenToDeclared(child, field.type, &child_widened)) return false;
+      if (child_widened) held.mutable_children()[i].type = std::move(child);
+      *widened |= child_widened;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+Status Shaper::ApplyDeclaredTypes(const RecordContext& context) {
+  if (!context.declared_types_are_binding || context.declared_types == nullptr ||
+      !options_.namespace_fields.empty()) {
+    return Status::OK();
+  }
+  const std::string namespace_name = NamespaceOf(context);
+  auto saved = schema_.namespaces.find(namespace_name);
+  if (saved == schema_.namespaces.end()) return Status::OK();
+  NamespaceSchema& ns = saved->second;
+  for (const auto& [name, declared] : *context.declared_types) {
+    Field* field = nullptr;
+    for (Field& candidate : ns.fields) {
+      if (SourceNameOf(ns.source_names, candidate) == name) field = &candidate;
+    }
+    if (field == nullptr) continue;  // a new column: added as its values arrive
+    LogicalType type = field->type;
+    bool widened = false;
+    if (!WidenToDeclared(type, declared, &widened)) {
+      return Status::Conflict(fmt::format(
+          "{}: column '{}' is now {}, but namespace '{}' holds it as {}, and {} is not a "
+          "widening of it (int → long, float → double, decimal(p, s) → decimal(p2, s) with p2 >= "
+          "p). Nothing from this change on was committed. {}",
+          context.source_object.empty() ? "the source" : context.source_object, name,
+          declared.ToString(), namespace_name, field->type.ToString(), declared.ToString(),
+          context.on_type_change));
+    }
+    if (widened) {
+      NamespaceState& state = StateFor(namespace_name);
+      state.Changed(fmt::format("promoted {} {} → {}", field->name, field->type.ToString(),
+                                type.ToString()));
+      field->type = std::move(type);
+    }
+  }
+  return Status::OK();
 }
 
 std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origin,

@@ -10,6 +10,7 @@
 #include "sources/postgres_catalog.hpp"
 #include "sources/postgres_replication.hpp"
 #include "sources/postgres_source.hpp"
+#include "sources/postgres_spill.hpp"
 
 namespace skippr::sources::postgres {
 
@@ -271,13 +272,22 @@ Status ChangeStreamSource::StartStream() {
   SKIPPR_ASSIGN_OR_RETURN(PgResult lsn, control_->Query("reading the server's WAL position",
                                                         "SELECT pg_current_wal_lsn()"));
   target_lsn_ = ParseLsn(lsn.Text(0, 0));
+  // Large transactions in progress are streamed to spill files (a pass without a scratch
+  // directory has the server decode them after their commit instead).
+  if (!options_.scratch_directory.empty()) {
+    spilled_ = std::make_unique<SpilledTransactions>(options_.scratch_directory);
+    SKIPPR_RETURN_IF_ERROR(spilled_->Reset());
+  }
   SKIPPR_ASSIGN_OR_RETURN(stream_, ReplicationStream::Start(std::move(replication_),
                                                             settings_.replication_slot_name,
-                                                            settings_.publication_name, 0));
+                                                            settings_.publication_name, 0,
+                                                            spilled_ != nullptr));
   last_data_ = std::chrono::steady_clock::now();
   last_status_ = last_data_;
-  spdlog::info("postgres {}: streaming changes from slot {} (caught up at LSN {})",
-               settings_.Describe(), settings_.replication_slot_name, FormatLsn(target_lsn_));
+  spdlog::info("postgres {}: streaming changes from slot {} (caught up at LSN {}; pgoutput "
+               "protocol {})",
+               settings_.Describe(), settings_.replication_slot_name, FormatLsn(target_lsn_),
+               stream_->streams_in_progress() ? 2 : 1);
   return Status::OK();
 }
 
@@ -287,6 +297,10 @@ Status ChangeStreamSource::ReadStream() {
   // Right after a transaction's commit, only what has already arrived is read: when nothing has,
   // the source has caught up, and what it holds is committed now (a stream under steady load would
   // otherwise wait for the buffer threshold).
+  if (replay_) {
+    SKIPPR_RETURN_IF_ERROR(ReplayNext());
+    return SendStatusWhenDue(std::chrono::steady_clock::now(), false, false);
+  }
   const bool is_quick_check = has_read_commit_;
   has_read_commit_ = false;
   SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamEvent> event,
@@ -306,9 +320,7 @@ Status ChangeStreamSource::ReadStream() {
       const auto& data = std::get<XLogData>(*event);
       received_lsn_ = std::max(received_lsn_, data.wal_end);
       last_data_ = now;
-      SKIPPR_ASSIGN_OR_RETURN(PgOutputMessage message, ParsePgOutput(data.payload));
-      SKIPPR_RETURN_IF_ERROR(Apply(message));
-      has_read_commit_ = std::holds_alternative<CommitMessage>(message);
+      SKIPPR_RETURN_IF_ERROR(Receive(data.payload));
     }
   } else if (!in_transaction_) {
     // Idle: hand over what is pending, to be committed now, and ask the server how far it has sent.
@@ -328,14 +340,100 @@ Status ChangeStreamSource::ReadStream() {
       is_finished_ = true;
       return Status::OK();
     }
+    SKIPPR_RETURN_IF_ERROR(EmitHeartbeatWhenDue(now));
   }
   // A whole poll interval without data: ask the server how far it has sent.
   const bool was_idle = !event && !is_quick_check;
+  return SendStatusWhenDue(now, reply_requested, was_idle);
+}
+
+Status ChangeStreamSource::SendStatusWhenDue(std::chrono::steady_clock::time_point now,
+                                             bool reply_requested, bool was_idle) {
   if (reply_requested || now - last_status_ >= kStatusInterval || was_idle) {
     SKIPPR_RETURN_IF_ERROR(stream_->SendStatus(received_lsn_, ConfirmableLsn(), was_idle));
     last_status_ = now;
   }
   return Status::OK();
+}
+
+// With heartbeat_interval_seconds: while the tables read are idle, a message written to the
+// server's WAL from time to time. The server decodes it (pgoutput does not send it on) and reports
+// its position, to which the slot is then confirmed — so a slot whose tables see no writes does not
+// keep the server's WAL when the rest of the server writes little into this database.
+Status ChangeStreamSource::EmitHeartbeatWhenDue(std::chrono::steady_clock::time_point now) {
+  if (!settings_.heartbeat_interval_seconds) return Status::OK();
+  if (now - last_heartbeat_ < std::chrono::seconds(*settings_.heartbeat_interval_seconds)) {
+    return Status::OK();
+  }
+  last_heartbeat_ = now;
+  const Status emitted = control_->Execute(
+      "writing a heartbeat (heartbeat_interval_seconds)",
+      fmt::format("SELECT pg_logical_emit_message(false, 'skippr_heartbeat', {})",
+                  control_->QuoteLiteral(settings_.replication_slot_name)));
+  if (!emitted.ok()) {
+    return Status::InvalidConfig(emitted.message() +
+                                 "; the user needs the REPLICATION attribute (or remove "
+                                 "heartbeat_interval_seconds)");
+  }
+  return Status::OK();
+}
+
+// One pgoutput message off the wire. Inside a stream block it belongs to a transaction still in
+// progress and goes to that transaction's spill file; a Stream Commit starts applying the file.
+Status ChangeStreamSource::Receive(std::string_view payload) {
+  const bool is_stream_stop = !payload.empty() && payload[0] == 'E';
+  if (stream_block_xid_ && !is_stream_stop) {
+    SKIPPR_ASSIGN_OR_RETURN(StreamedChange change, SplitStreamedChange(payload));
+    return spilled_->Append(*stream_block_xid_, change.xid, change.message);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(PgOutputMessage message, ParsePgOutput(payload));
+  if (const auto* start = std::get_if<StreamStartMessage>(&message)) {
+    if (!spilled_) {
+      return Status::Corruption(fmt::format(
+          "PostgreSQL {} streamed an in-progress transaction, which this pass did not ask for",
+          settings_.Describe()));
+    }
+    stream_block_xid_ = start->xid;
+    return spilled_->Start(start->xid, start->is_first_segment);
+  }
+  if (std::holds_alternative<StreamStopMessage>(message)) {
+    stream_block_xid_.reset();
+    return Status::OK();
+  }
+  if (const auto* abort = std::get_if<StreamAbortMessage>(&message)) {
+    return spilled_ ? spilled_->Abort(abort->xid, abort->subxid) : Status::OK();
+  }
+  if (const auto* commit = std::get_if<StreamCommitMessage>(&message)) {
+    if (!spilled_) return Status::Corruption("a Stream Commit without a stream");
+    SKIPPR_ASSIGN_OR_RETURN(replay_, spilled_->Commit(commit->xid));
+    replay_commit_ = CommitMessage{commit->commit_lsn, commit->end_lsn};
+    return Apply(BeginMessage{commit->commit_lsn, commit->xid});
+  }
+  SKIPPR_RETURN_IF_ERROR(Apply(message));
+  has_read_commit_ = std::holds_alternative<CommitMessage>(message);
+  return Status::OK();
+}
+
+// The next change of the streamed transaction being applied, or its commit after the last one.
+Status ChangeStreamSource::ReplayNext() {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> change, replay_->Next());
+  if (!change) {
+    replay_.reset();
+    has_read_commit_ = true;
+    return Apply(replay_commit_);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(PgOutputMessage message, ParsePgOutput(*change));
+  if (std::holds_alternative<StreamStartMessage>(message) ||
+      std::holds_alternative<StreamStopMessage>(message) ||
+      std::holds_alternative<StreamCommitMessage>(message) ||
+      std::holds_alternative<StreamAbortMessage>(message) ||
+      std::holds_alternative<BeginMessage>(message) ||
+      std::holds_alternative<CommitMessage>(message)) {
+    return Status::Corruption(fmt::format(
+        "PostgreSQL {}: a streamed transaction holds a transaction-control message",
+        settings_.Describe()));
+  }
+  return Apply(message);
 }
 
 bool ChangeStreamSource::ShouldFinish(std::chrono::steady_clock::time_point now) const {
@@ -558,11 +656,9 @@ void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutat
   if (!pending_) {
     pending_.emplace();
     pending_->partition = StreamPartitionId(settings_.replication_slot_name);
-    pending_->context.infer_epoch_timestamps = false;
-    pending_->context.declared_types = &relation.declared_types;
-    pending_->context.source_namespace = relation.namespace_name;
+    SetTableContext(pending_->context, settings_, relation.schema, relation.name,
+                    relation.namespace_name, relation.declared_types);
     if (!relation.key_names.empty()) pending_->context.key_fields = &relation.key_names;
-    pending_->context.keys_may_repeat = false;
   }
   SourceRecord record;
   RowChange change;

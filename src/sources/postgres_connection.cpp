@@ -43,6 +43,9 @@ Result<PostgresSettings> PostgresSettings::FromConnector(const config::Connector
   if (connector.Has("cdc_idle_timeout_seconds")) {
     settings.cdc_idle_timeout_seconds = connector.GetInteger("cdc_idle_timeout_seconds");
   }
+  if (connector.Has("heartbeat_interval_seconds")) {
+    settings.heartbeat_interval_seconds = connector.GetInteger("heartbeat_interval_seconds");
+  }
   if (connector.Has("batch_size_rows")) {
     settings.batch_size_rows = static_cast<uint64_t>(connector.GetInteger("batch_size_rows"));
   }

@@ -36,6 +36,7 @@ struct PostgresSettings {
   std::string replication_slot_name = "skippr_slot";
   std::string publication_name = "skippr_publication";
   std::optional<int64_t> cdc_idle_timeout_seconds;
+  std::optional<int64_t> heartbeat_interval_seconds;  // unset: no heartbeats
   uint64_t batch_size_rows = 10'000;
   int snapshot_parallelism = 1;
 

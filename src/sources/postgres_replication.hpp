@@ -1,6 +1,6 @@
 // Internal to sources/: PostgreSQL's logical replication protocol as the Postgres source speaks
 // it — a replication slot, the streaming (CopyBoth) connection with its keepalives and standby
-// status updates, and the pgoutput messages (protocol version 1) decoded into plain structs.
+// status updates, and the pgoutput messages (protocol versions 1 and 2) decoded into plain structs.
 #pragma once
 
 #include <chrono>
@@ -79,11 +79,38 @@ struct TruncateMessage {
 struct OtherMessage {  // Type, Origin, Message: nothing the source needs
   char tag = 0;
 };
-using PgOutputMessage = std::variant<BeginMessage, CommitMessage, RelationMessage, InsertMessage,
-                                     UpdateMessage, DeleteMessage, TruncateMessage, OtherMessage>;
+// Protocol version 2 streams a large transaction while it is still in progress: in blocks between
+// Stream Start and Stream Stop, each change prefixed with its (sub)transaction id, then a Stream
+// Commit or a Stream Abort (of the whole transaction, or of one subtransaction).
+struct StreamStartMessage {
+  uint32_t xid = 0;
+  bool is_first_segment = false;
+};
+struct StreamStopMessage {};
+struct StreamCommitMessage {
+  uint32_t xid = 0;
+  uint64_t commit_lsn = 0;
+  uint64_t end_lsn = 0;
+};
+struct StreamAbortMessage {
+  uint32_t xid = 0;
+  uint32_t subxid = 0;  // == xid: the whole transaction
+};
+using PgOutputMessage =
+    std::variant<BeginMessage, CommitMessage, RelationMessage, InsertMessage, UpdateMessage,
+                 DeleteMessage, TruncateMessage, OtherMessage, StreamStartMessage,
+                 StreamStopMessage, StreamCommitMessage, StreamAbortMessage>;
 
 // One pgoutput message; Corruption naming the tag and offset when the bytes do not parse.
 Result<PgOutputMessage> ParsePgOutput(std::string_view bytes);
+
+// A message inside a stream block: the (sub)transaction id it belongs to, and the message as it
+// would be outside a stream (the id cut out), for ParsePgOutput.
+struct StreamedChange {
+  uint32_t xid = 0;
+  std::string message;
+};
+Result<StreamedChange> SplitStreamedChange(std::string_view bytes);
 
 // ----- the stream ---------------------------------------------------------------------------
 
@@ -103,11 +130,16 @@ using StreamEvent = std::variant<XLogData, Keepalive, StreamEnded>;
 class ReplicationStream {
  public:
   // Starts streaming `slot` from `start_lsn` (0: the slot's confirmed position) on a replication
-  // connection, pgoutput protocol version 1 over `publication`.
+  // connection, pgoutput over `publication`: with `may_stream_in_progress`, protocol version 2
+  // with large in-progress transactions streamed where the server has it (PostgreSQL 14 and
+  // later); version 1 otherwise.
   static Result<std::unique_ptr<ReplicationStream>> Start(std::unique_ptr<PgConnection> connection,
                                                           const std::string& slot,
                                                           const std::string& publication,
-                                                          uint64_t start_lsn);
+                                                          uint64_t start_lsn,
+                                                          bool may_stream_in_progress);
+  // Whether in-progress transactions arrive as Stream* blocks (protocol version 2).
+  bool streams_in_progress() const { return streams_in_progress_; }
   ~ReplicationStream();
 
   // The next event, or nullopt when nothing arrived within `wait`.
@@ -119,9 +151,10 @@ class ReplicationStream {
   void Finish();
 
  private:
-  explicit ReplicationStream(std::unique_ptr<PgConnection> connection)
-      : connection_(std::move(connection)) {}
+  ReplicationStream(std::unique_ptr<PgConnection> connection, bool streams_in_progress)
+      : connection_(std::move(connection)), streams_in_progress_(streams_in_progress) {}
   std::unique_ptr<PgConnection> connection_;
+  bool streams_in_progress_ = false;
   bool finished_ = false;
 };
 

@@ -139,6 +139,28 @@ std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_c
   return key;
 }
 
+void SetTableContext(schema::RecordContext& context, const PostgresSettings& settings,
+                     const std::string& schema_name, const std::string& table,
+                     const std::string& namespace_name,
+                     const std::map<std::string, LogicalType>& declared_types) {
+  context.infer_epoch_timestamps = false;
+  context.keys_may_repeat = false;
+  context.declared_types = &declared_types;
+  context.source_namespace = namespace_name;
+  context.declared_types_are_binding = true;
+  context.source_object = fmt::format("PostgreSQL table {}.{}", schema_name, table);
+  // The changes from the type change on stay in the slot (the snapshot's rows in the table) until
+  // the table is read again from the start or left out.
+  context.on_type_change = fmt::format(
+      "To go on without the table, remove it from data_sources.{0}.tables; to load it again with "
+      "its new type, drop the pipeline's state (DATA_DIR/<pipeline>){1} and sync again, which "
+      "reads it from a new snapshot.",
+      settings.source_name,
+      settings.cdc_mode == CdcMode::kSnapshot
+          ? ""
+          : fmt::format(" and the replication slot {}", settings.replication_slot_name));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct SnapshotSource::Range {
@@ -389,13 +411,11 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
 SourceBatch SnapshotSource::NewBatch(const Range& range) const {
   SourceBatch batch;
   batch.partition = range.partition;
-  batch.context.infer_epoch_timestamps = false;
-  batch.context.declared_types = &range.table->declared_types;
-  batch.context.source_namespace = range.table->table.namespace_name;
+  SetTableContext(batch.context, settings_, range.table->table.schema, range.table->table.name,
+                  range.table->table.namespace_name, range.table->declared_types);
   if (!range.table->table.primary_key.empty()) {
     batch.context.key_fields = &range.table->table.primary_key;
   }
-  batch.context.keys_may_repeat = false;
   batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, 4096));
   return batch;
 }

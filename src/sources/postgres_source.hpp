@@ -16,6 +16,7 @@
 
 #include "sources/postgres_catalog.hpp"
 #include "sources/postgres_replication.hpp"
+#include "sources/postgres_spill.hpp"
 #include "sources/postgres_connection.hpp"
 #include "sources/sources.hpp"
 
@@ -29,6 +30,14 @@ uint64_t ParseLsn(std::string_view text);
 std::string FormatLsn(uint64_t lsn);
 // A row's primary-key values as one string ("[7,\"eu\"]"): the entity a change applies to.
 std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_columns);
+
+// What every batch of table `schema_name`.`table` says beyond its rows: its namespace, that its
+// column types are declared and binding (a type change its namespace cannot hold stops the pass,
+// naming the table and what to do), and that its records are built objects.
+void SetTableContext(schema::RecordContext& context, const PostgresSettings& settings,
+                     const std::string& schema_name, const std::string& table,
+                     const std::string& namespace_name,
+                     const std::map<std::string, LogicalType>& declared_types);
 
 // Every configured table, read under one exported snapshot. Heap tables are split into ctid block
 // ranges read by `snapshot_parallelism` connections, each range a partition whose position keeps
@@ -122,6 +131,11 @@ class ChangeStreamSource final : public Source {
   Status EnsureSlot(std::optional<ExportedSnapshot>* exported);
   Status StartStream();
   Status ReadStream();
+  Status SendStatusWhenDue(std::chrono::steady_clock::time_point now, bool reply_requested,
+                           bool was_idle);
+  Status Receive(std::string_view payload);
+  Status EmitHeartbeatWhenDue(std::chrono::steady_clock::time_point now);
+  Status ReplayNext();
   bool ShouldFinish(std::chrono::steady_clock::time_point now) const;
   Status Apply(const PgOutputMessage& message);
   Status AddRelation(const RelationMessage& message);
@@ -144,6 +158,12 @@ class ChangeStreamSource final : public Source {
   std::unique_ptr<PgConnection> replication_;  // until the stream takes it
   std::unique_ptr<SnapshotSource> snapshot_;   // while the snapshot is read
   std::unique_ptr<ReplicationStream> stream_;
+  // Transactions streamed while in progress, until their commit; the one being applied; the
+  // transaction whose stream block is being read.
+  std::unique_ptr<SpilledTransactions> spilled_;
+  std::unique_ptr<SpilledTransaction> replay_;
+  CommitMessage replay_commit_;
+  std::optional<uint32_t> stream_block_xid_;
   // The tables read, (schema, table) → primary key.
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> read_tables_;
   std::map<uint32_t, std::unique_ptr<Relation>> relations_;
@@ -175,6 +195,7 @@ class ChangeStreamSource final : public Source {
   std::atomic<uint64_t> acked_end_lsn_{0};
   std::chrono::steady_clock::time_point last_data_;
   std::chrono::steady_clock::time_point last_status_;
+  std::chrono::steady_clock::time_point last_heartbeat_;
 };
 
 // doctor's checks of a Postgres source (sources::CheckSource).

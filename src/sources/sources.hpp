@@ -108,6 +108,10 @@ struct ReadOptions {
   uint64_t max_records_per_partition = 0;  // 0: no limit (discover samples with a limit)
   // A change stream follows its source rather than ending when caught up (SyncOptions).
   bool follows_changes = false;
+  // A directory of the pipeline's own where a source may hold on disk what it cannot commit yet
+  // (a PostgreSQL transaction streamed while in progress); it may empty it at Open. Empty: the
+  // source asks its server not to stream such transactions.
+  std::string scratch_directory;
 };
 
 class Source {

@@ -7,7 +7,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -277,6 +279,20 @@ class PostgresCdcE2e : public PostgresSuite<PostgresCdcE2e> {
               "shop.postgres_accounts");
     return row.empty() ? "<query failed>" : row[0] + "\n";
   }
+  // The two as one assertion that stays readable for large tables: where they first differ.
+  ::testing::AssertionResult QueryEqualsSource() {
+    const std::string source = SourceRows();
+    const std::string queried = QueriedRows();
+    if (source == queried) return ::testing::AssertionSuccess();
+    const size_t at = static_cast<size_t>(
+        std::mismatch(source.begin(), source.end(), queried.begin(), queried.end()).first -
+        source.begin());
+    const size_t from = at > 80 ? at - 80 : 0;
+    return ::testing::AssertionFailure()
+           << "query (" << queried.size() << " bytes) differs from the source (" << source.size()
+           << " bytes) at byte " << at << ":\n source: ..." << source.substr(from, 200)
+           << "\n query:  ..." << queried.substr(from, 200);
+  }
 
   TempDir dir_;
 };
@@ -373,6 +389,57 @@ TEST_F(PostgresCdcE2e, ChangesConvergeToTheSourceAcrossKillsAndTheSlotIsConfirme
                                   ": exists true, active false, wal_status reserved"));
 }
 
+// Transactions larger than the server's logical_decoding_work_mem stream while still in progress
+// (pgoutput protocol version 2). They wait in spill files until their commit, so neither an aborted
+// one nor a savepoint rolled back inside one reaches the WAL, and kills while they stream or while
+// their changes are applied lose nothing and duplicate nothing.
+TEST_F(PostgresCdcE2e, TransactionsStreamedWhileInProgressLandOnlyWhenCommitted) {
+  // The smallest decoding memory the server allows: any transaction of more than a few hundred
+  // rows streams.
+  Sql(fmt::format("ALTER DATABASE {} SET logical_decoding_work_mem = '64kB'", database_));
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "INSERT INTO accounts SELECT g, 'row ' || g, g FROM generate_series(1, 100) g;");
+  ASSERT_EQ(Sync().exit_code, 0);
+
+  // Two large transactions at once, so their streams interleave; inside one, a savepoint rolled
+  // back, a released one, key changes and deletes; then one aborted whole.
+  std::thread concurrent([&] {
+    server_->PsqlOrFail(
+        "BEGIN; INSERT INTO accounts SELECT g, 'concurrent', g FROM generate_series(100001, "
+        "112000) g; SELECT pg_sleep(0.3); UPDATE accounts SET v = 'concurrent 2' WHERE id BETWEEN "
+        "100001 AND 104000; COMMIT;",
+        database_);
+  });
+  Sql("BEGIN; INSERT INTO accounts SELECT g, 'big', g FROM generate_series(1000, 16000) g; "
+      "SAVEPOINT s; INSERT INTO accounts SELECT g, 'rolled back', 0 FROM generate_series(200001, "
+      "204000) g; UPDATE accounts SET v = 'rolled back' WHERE id < 50; ROLLBACK TO SAVEPOINT s; "
+      "SAVEPOINT t; UPDATE accounts SET n = n + 1 WHERE id < 2000; RELEASE SAVEPOINT t; "
+      "UPDATE accounts SET id = id + 1000000 WHERE id BETWEEN 1000 AND 1100; "
+      "DELETE FROM accounts WHERE id BETWEEN 2000 AND 2500; COMMIT;");
+  Sql("BEGIN; INSERT INTO accounts SELECT g, 'aborted', g FROM generate_series(300001, 310000) g; "
+      "UPDATE accounts SET v = 'aborted' WHERE id < 10; ROLLBACK;");
+  concurrent.join();
+
+  std::mt19937 random(20261203);
+  std::uniform_int_distribution<int> delay_ms(50, 1500);
+  for (int kill = 0; kill < 4; ++kill) {
+    SyncAndKillAfter(dir_, "shop", std::chrono::milliseconds(delay_ms(random)),
+                     {{"BUFFER_THRESHOLD_BYTES", "200000"}});
+  }
+  const ProcessResult sync = Sync();
+  ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
+  EXPECT_TRUE(QueryEqualsSource());
+  EXPECT_EQ(QueryRow(dir_, "SELECT count(*) FROM shop.postgres_accounts WHERE v IN ('aborted', "
+                           "'rolled back')")[0],
+            "0");
+  // They did stream: the server counts the transactions it streamed through the slot.
+  EXPECT_EQ(Sql(fmt::format("SELECT stream_txns >= 2 FROM pg_stat_replication_slots WHERE "
+                            "slot_name = 'slot_{}'",
+                            database_)),
+            "t\n");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("data/shop/spill"))) << "spill files are removed";
+}
+
 TEST_F(PostgresCdcE2e, ChangesKeepEveryTypeAndAnAddedColumnEvolvesTheNamespace) {
   Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
       "CREATE TABLE typed (id int PRIMARY KEY, f double precision, d date, ts timestamptz, "
@@ -394,6 +461,52 @@ TEST_F(PostgresCdcE2e, ChangesKeepEveryTypeAndAnAddedColumnEvolvesTheNamespace) 
   EXPECT_EQ(rows[0], (std::vector<std::string>{"2", "inf", "2024-02-29", "-infinity", "", "", "[]",
                                                "12345678901234567890.0123456789", "added"}));
   EXPECT_EQ(rows[1], (std::vector<std::string>{"3", "", "", "", "", "", "", "", "third"}));
+}
+
+// A column's type change drives the namespace when it is a widening (int → bigint, a numeric of
+// more digits), a dropped column reads NULL from then on, and any other type change stops the
+// pass naming the table, the column and what to do, with the changes before it committed.
+TEST_F(PostgresCdcE2e, WideningsEvolveTheNamespaceAndAnIncompatibleTypeChangeStops) {
+  Sql("CREATE TABLE typed (id int PRIMARY KEY, amount numeric(10, 2), qty int, label text, "
+      "note text); CREATE TABLE other (id int PRIMARY KEY); "
+      "INSERT INTO typed VALUES (1, 12345678.91, 7, 'one', 'n1');");
+  ASSERT_EQ(Sync().exit_code, 0);
+  Sql("ALTER TABLE typed ALTER COLUMN amount TYPE numeric(16, 2); "
+      "ALTER TABLE typed ALTER COLUMN qty TYPE bigint; ALTER TABLE typed DROP COLUMN note; "
+      "INSERT INTO typed VALUES (2, 12345678901234.56, 1099511627776, 'two'); "
+      "UPDATE typed SET label = 'one again' WHERE id = 1;");
+  const ProcessResult widened = Sync();
+  ASSERT_EQ(widened.exit_code, 0) << widened.err << widened.out;
+  EXPECT_EQ(QueryRows(dir_, "SELECT id, CAST(amount AS VARCHAR), qty, label, note FROM "
+                            "shop.postgres_typed ORDER BY id"),
+            (std::vector<std::vector<std::string>>{
+                {"1", "12345678.91", "7", "one again", ""},
+                {"2", "12345678901234.56", "1099511627776", "two", ""}}));
+  const ProcessResult schema = Skipprd(dir_, {"schema", "-p", "shop", "--output", "json"});
+  ASSERT_EQ(schema.exit_code, 0) << schema.err;
+  EXPECT_THAT(schema.out, HasSubstr("decimal(16,2)"));
+
+  // text → integer is no widening: the pass stops before the change, naming what to do.
+  Sql("INSERT INTO typed VALUES (3, 3, 3, 'before'); "
+      "ALTER TABLE typed ALTER COLUMN label TYPE int USING length(label); "
+      "INSERT INTO typed VALUES (4, 4, 4, 4);");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const ProcessResult stopped = Sync();
+    EXPECT_NE(stopped.exit_code, 0);
+    EXPECT_THAT(stopped.err + stopped.out,
+                HasSubstr("PostgreSQL table public.typed: column 'label' is now int, but namespace "
+                          "'postgres_typed' holds it as string"));
+    EXPECT_THAT(stopped.err + stopped.out, HasSubstr("remove it from data_sources.pg.tables"));
+  }
+  EXPECT_EQ(QueryRow(dir_, "SELECT string_agg(label, ',' ORDER BY id) FROM shop.postgres_typed"),
+            std::vector<std::string>{"one again,two,before"})
+      << "the change before the type change is committed";
+  // Doing what it says: without the table, the pipeline goes on.
+  WriteConfig("      tables: [other]\n");
+  Sql("INSERT INTO other VALUES (1)");
+  const ProcessResult without = Sync();
+  ASSERT_EQ(without.exit_code, 0) << without.err << without.out;
+  EXPECT_EQ(QueryRow(dir_, "SELECT count(*) FROM shop.postgres_other")[0], "1");
 }
 
 TEST_F(PostgresCdcE2e, ATruncateLeavesOnlyTheRowsWrittenAfterIt) {
@@ -474,6 +587,31 @@ TEST_F(PostgresCdcE2e, WithoutOnceSyncFollowsTheStreamAndCommitsWhenCaughtUp) {
   Sql("UPDATE accounts SET v = 'after the kill' WHERE id = 1");
   ASSERT_EQ(Sync().exit_code, 0);
   EXPECT_EQ(QueriedRows(), SourceRows());
+}
+
+// With heartbeat_interval_seconds, an idle pass writes heartbeat messages into the server's WAL and
+// confirms the slot past them: a publication whose tables see no writes pins no server WAL.
+TEST_F(PostgresCdcE2e, HeartbeatsLetAnIdleSlotBeConfirmed) {
+  WriteConfig("      heartbeat_interval_seconds: 1\n      cdc_idle_timeout_seconds: 3\n");
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2))");
+  ASSERT_EQ(Sync().exit_code, 0);
+  // An observer slot of its own sees every message written to the WAL from here on.
+  Sql(fmt::format("SELECT pg_create_logical_replication_slot('observer_{}', 'test_decoding')",
+                  database_));
+  const ProcessResult idle = Sync();  // no change arrives: it ends after 3 s of idleness
+  ASSERT_EQ(idle.exit_code, 0) << idle.err << idle.out;
+  const std::string heartbeats = Sql(fmt::format(
+      "SELECT count(*) >= 1, bool_and(lsn <= (SELECT confirmed_flush_lsn FROM "
+      "pg_replication_slots WHERE slot_name = 'slot_{0}')) FROM "
+      "pg_logical_slot_peek_changes('observer_{0}', NULL, NULL) WHERE data LIKE "
+      "'message: transactional: 0 prefix: skippr_heartbeat%'",
+      database_));
+  EXPECT_EQ(heartbeats, "t|t\n") << "heartbeats were written, and the slot confirmed past them";
+  // A value out of range names the setting.
+  WriteConfig("      heartbeat_interval_seconds: 0\n");
+  const ProcessResult invalid = Sync();
+  EXPECT_NE(invalid.exit_code, 0);
+  EXPECT_THAT(invalid.err + invalid.out, HasSubstr("heartbeat_interval_seconds"));
 }
 
 TEST_F(PostgresCdcE2e, DoctorChecksTheServerTheTablesAndWhatCdcNeeds) {

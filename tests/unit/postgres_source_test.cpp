@@ -4,13 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "sources/postgres_replication.hpp"
+#include "sources/postgres_spill.hpp"
 #include "sources/postgres_types.hpp"
 #include "sources/sources.hpp"
 #include "support/postgres_server.hpp"
 #include "support/status_matchers.hpp"
+#include "support/temp_dir.hpp"
 
 namespace skippr::sources {
 namespace {
@@ -124,6 +129,118 @@ TEST(PostgresDecoder, OneDimensionalArraysAreListsOthersStayText) {
 
 TEST(PostgresDecoder, CopyEscapesAreUndone) {
   EXPECT_EQ(postgres::UnescapeCopyField(R"(a\tb\nc\\d\101\x41\q)"), "a\tb\nc\\dAAq");
+}
+
+// ----- protocol version 2: transactions streamed while in progress -----------------------------
+
+std::string BigEndian(uint64_t value, int bytes) {
+  std::string out;
+  for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+  return out;
+}
+
+TEST(PgOutput, StreamControlMessagesParse) {
+  Result<postgres::PgOutputMessage> start = postgres::ParsePgOutput("S" + BigEndian(742, 4) + '\x01');
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  EXPECT_EQ(std::get<postgres::StreamStartMessage>(*start).xid, 742u);
+  EXPECT_TRUE(std::get<postgres::StreamStartMessage>(*start).is_first_segment);
+  EXPECT_TRUE(std::holds_alternative<postgres::StreamStopMessage>(*postgres::ParsePgOutput("E")));
+  Result<postgres::PgOutputMessage> commit = postgres::ParsePgOutput(
+      "c" + BigEndian(742, 4) + '\0' + BigEndian(0x1'0000'0010, 8) + BigEndian(0x1'0000'0040, 8) +
+      BigEndian(0, 8));
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_EQ(std::get<postgres::StreamCommitMessage>(*commit).commit_lsn, 0x1'0000'0010u);
+  EXPECT_EQ(std::get<postgres::StreamCommitMessage>(*commit).end_lsn, 0x1'0000'0040u);
+  Result<postgres::PgOutputMessage> abort =
+      postgres::ParsePgOutput("A" + BigEndian(742, 4) + BigEndian(743, 4));
+  ASSERT_TRUE(abort.ok());
+  EXPECT_EQ(std::get<postgres::StreamAbortMessage>(*abort).subxid, 743u);
+  // Cut short: a clear error, never a read past the end.
+  EXPECT_THAT(postgres::ParsePgOutput("c" + BigEndian(742, 4)).status().message(),
+              HasSubstr("cut short"));
+  // A streamed change names its transaction after the tag; without it, it is the plain message.
+  Result<postgres::StreamedChange> change =
+      postgres::SplitStreamedChange("I" + BigEndian(743, 4) + BigEndian(16384, 4) + "N");
+  ASSERT_TRUE(change.ok());
+  EXPECT_EQ(change->xid, 743u);
+  EXPECT_EQ(change->message, "I" + BigEndian(16384, 4) + "N");
+  EXPECT_FALSE(postgres::SplitStreamedChange("I12").ok());
+}
+
+std::vector<std::string> ReadBack(postgres::SpilledTransaction& transaction) {
+  std::vector<std::string> changes;
+  while (true) {
+    Result<std::optional<std::string>> change = transaction.Next();
+    EXPECT_TRUE(change.ok()) << change.status().ToString();
+    if (!change.ok() || !change->has_value()) return changes;
+    changes.push_back(std::move(**change));
+  }
+}
+
+TEST(SpilledTransactions, AbortedSubtransactionsAndTransactionsLeaveNothing) {
+  skippr::testing::TempDir dir;
+  postgres::SpilledTransactions spilled(dir.Sub("spill"));
+  ExpectOk(spilled.Reset());
+  // Two transactions streamed in turns; the second is aborted whole, a subtransaction of the
+  // first is rolled back. Enough changes to cross the write buffer many times.
+  ExpectOk(spilled.Start(100, true));
+  ExpectOk(spilled.Start(200, true));
+  std::vector<std::string> expected;
+  for (int i = 0; i < 30'000; ++i) {
+    const uint32_t subxid = i % 3 == 0 ? 101 : 100;
+    std::string change = fmt::format("I change {} {}", i, std::string(static_cast<size_t>(i % 90), 'x'));
+    ExpectOk(spilled.Append(100, subxid, change));
+    if (subxid == 100) expected.push_back(change);
+    ExpectOk(spilled.Append(200, 200, "D other"));
+  }
+  EXPECT_EQ(spilled.open_transactions(), 2u);
+  ExpectOk(spilled.Abort(100, 101));
+  ExpectOk(spilled.Abort(200, 200));
+  ExpectOk(spilled.Abort(300, 300));  // never streamed here: nothing to drop
+  Result<std::unique_ptr<postgres::SpilledTransaction>> committed = spilled.Commit(100);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(ReadBack(**committed), expected);
+  committed->reset();
+  EXPECT_EQ(spilled.open_transactions(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.Sub("spill"))) << "spill files are removed";
+
+  // A later segment of a transaction whose start this process never saw, and a commit of one.
+  EXPECT_THAT(spilled.Start(400, false).message(), HasSubstr("run sync again"));
+  EXPECT_THAT(spilled.Commit(400).status().message(), HasSubstr("run sync again"));
+}
+
+TEST(SpilledTransactions, ADamagedSpillFileIsAnErrorNamingItAndTheOffset) {
+  skippr::testing::TempDir dir;
+  postgres::SpilledTransactions spilled(dir.Sub("spill"));
+  ExpectOk(spilled.Reset());
+  ExpectOk(spilled.Start(7, true));
+  for (int i = 0; i < 10; ++i) ExpectOk(spilled.Append(7, 7, fmt::format("I change {}", i)));
+  Result<std::unique_ptr<postgres::SpilledTransaction>> committed = spilled.Commit(7);
+  ASSERT_TRUE(committed.ok());
+  {
+    std::fstream file(dir.Sub("spill/xid-7.spill"), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(8 + 12 + 3);  // inside the first record's message
+    file.put('#');
+  }
+  Result<std::optional<std::string>> change = (*committed)->Next();
+  ASSERT_FALSE(change.ok());
+  EXPECT_THAT(change.status().message(), HasSubstr("xid-7.spill"));
+  EXPECT_THAT(change.status().message(), HasSubstr("at byte 8 does not match its checksum"));
+}
+
+TEST(SpilledTransactions, ResetRemovesWhatAnEarlierProcessLeft) {
+  skippr::testing::TempDir dir;
+  {
+    postgres::SpilledTransactions spilled(dir.Sub("spill"));
+    ExpectOk(spilled.Reset());
+    ExpectOk(spilled.Start(9, true));
+    ExpectOk(spilled.Append(9, 9, "I row"));
+    (void)spilled.Commit(9);  // the reader is dropped unread: its file goes with it
+  }
+  dir.Write("spill/xid-5.spill", "left by a killed process");
+  postgres::SpilledTransactions spilled(dir.Sub("spill"));
+  ExpectOk(spilled.Reset());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.Sub("spill")));
 }
 
 // ----- against a server ------------------------------------------------------------------------

@@ -332,6 +332,65 @@ TEST(SchemaInference, DeclaredTypesWinWhenAFieldIsFirstSeen) {
             Obj({{"amount", Value::Decimal(1250, 10, 2)}, {"code", Str("7")}, {"other", Int(7)}}));
 }
 
+// A database table's declared types bind its namespace: a narrower type is held, an Iceberg
+// promotion widens the column (even halfway through a batch), anything else is refused naming the
+// table — never a silent sibling column.
+TEST(SchemaInference, BindingDeclaredTypesWidenOrStopNeverGoToASibling) {
+  std::map<std::string, LogicalType> declared = {
+      {"amount", LogicalType::Decimal(10, 2).value()}, {"qty", LogicalType::Int()},
+      {"ratio", LogicalType::Float()}, {"label", LogicalType::String()},
+      {"note", LogicalType::Int()}};
+  RecordContext context;
+  context.declared_types = &declared;
+  context.source_namespace = "orders";
+  context.declared_types_are_binding = true;
+  context.source_object = "PostgreSQL table public.orders";
+  context.on_type_change = "Do this.";
+  Shaper shaper({}, Options());
+  ASSERT_TRUE(shaper.ApplyDeclaredTypes(context).ok());  // a namespace not seen yet
+  AbsorbOk(shaper, Obj({{"amount", Value::Decimal(1250, 10, 2)}, {"qty", Int(1)},
+                        {"ratio", Dbl(0.5)}, {"label", Str("a")}, {"note", Null()}}),
+           context);
+  shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "note", "orders"), "int") << "only nulls so far: its declared type";
+
+  declared.insert_or_assign("amount", LogicalType::Decimal(14, 2).value());
+  declared.insert_or_assign("qty", LogicalType::Long());
+  declared.insert_or_assign("ratio", LogicalType::Double());
+  ASSERT_TRUE(shaper.ApplyDeclaredTypes(context).ok());
+  AbsorbOk(shaper, Obj({{"amount", Value::Decimal(123456789012, 14, 2)},
+                        {"qty", Int(1LL << 40)}, {"ratio", Dbl(1)}, {"label", Str("b")}}),
+           context);
+  const std::vector<NamespaceChange> changes = shaper.Seal();
+  EXPECT_EQ(TypeOf(shaper, "amount", "orders"), "decimal(14, 2)");
+  EXPECT_EQ(TypeOf(shaper, "qty", "orders"), "long");
+  EXPECT_EQ(TypeOf(shaper, "ratio", "orders"), "double");
+  Batch batch = OnlyBatch(shaper);
+  EXPECT_EQ(*batch.RowAt(0).Find("amount"), Value::Decimal(1250, 14, 2));
+  EXPECT_EQ(*batch.RowAt(1).Find("qty"), Int(1LL << 40));
+  EXPECT_EQ(batch.columns.size(), 5u) << "no sibling column";
+
+  declared.insert_or_assign("qty", LogicalType::Int());  // narrower again: held by the long column
+  EXPECT_TRUE(shaper.ApplyDeclaredTypes(context).ok());
+  for (const auto& [name, type] : std::vector<std::pair<std::string, LogicalType>>{
+           {"qty", LogicalType::Double()},
+           {"label", LogicalType::Int()},
+           {"amount", LogicalType::Decimal(14, 3).value()}}) {
+    std::map<std::string, LogicalType> changed = declared;
+    changed.insert_or_assign(name, type);
+    RecordContext changed_context = context;
+    changed_context.declared_types = &changed;
+    const Status refused = shaper.ApplyDeclaredTypes(changed_context);
+    EXPECT_EQ(refused.code(), StatusCode::kConflict) << name;
+    EXPECT_THAT(refused.message(),
+                ::testing::HasSubstr(fmt::format("PostgreSQL table public.orders: column '{}' is now {}",
+                                                 name, type.ToString())));
+    EXPECT_THAT(refused.message(), ::testing::EndsWith("Do this."));
+    changed_context.declared_types_are_binding = false;  // a file's Parquet schema: not binding
+    EXPECT_TRUE(shaper.ApplyDeclaredTypes(changed_context).ok());
+  }
+}
+
 // ----- evolution ---------------------------------------------------------------------------------
 
 TEST(SchemaEvolution, IntWidensToDoubleWithinOneUnit) {
