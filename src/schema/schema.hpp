@@ -203,8 +203,9 @@ struct RecordContext {
   // False when the format cannot repeat a key within one object (CSV headers are made unique, typed
   // sources build their objects): the duplicate-key check is skipped.
   bool keys_may_repeat = true;
-  // True when every record is an object of single values with unique names (CSV rows): nothing in
-  // it can break a typing rule, so the per-record check is skipped.
+  // True when every record is an object of unique names holding single values or lists of single
+  // values of one kind (CSV rows, database rows): nothing in it can break a typing rule, so the
+  // per-record check is skipped.
   bool records_are_flat = false;
   // The declared types are the source's own column types (a database table's), binding for the
   // namespace: Shaper::ApplyDeclaredTypes widens a column by an Iceberg promotion and stops the

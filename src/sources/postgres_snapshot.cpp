@@ -24,6 +24,8 @@ namespace {
 constexpr uint64_t kOpenEnd = std::numeric_limits<uint64_t>::max();
 // Rows of one batch are also bounded by their text: wide rows make smaller batches.
 constexpr size_t kMaxBatchTextBytes = 8 << 20;
+// Records reserved up front per batch (batch_size_rows, up to this).
+constexpr uint64_t kMaxReservedRecords = 65536;
 // A range holds at most this many 8 KiB blocks (1 GiB), and at least 128 unless the table is
 // smaller: enough ranges for every connection to stay busy, few enough that each COPY is long.
 constexpr uint64_t kMaxRangeBlocks = 131'072;
@@ -145,6 +147,9 @@ void SetTableContext(schema::RecordContext& context, const PostgresSettings& set
                      const std::map<std::string, LogicalType>& declared_types) {
   context.infer_epoch_timestamps = false;
   context.keys_may_repeat = false;
+  // Rows are built from a table's columns: unique names, single values and one-dimensional arrays
+  // of one element type (a deeper array is its text), so no typing rule can fail.
+  context.records_are_flat = true;
   context.declared_types = &declared_types;
   context.source_namespace = namespace_name;
   context.declared_types_are_binding = true;
@@ -372,13 +377,15 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
   const std::string sql = fmt::format("COPY (SELECT {} FROM {}{}) TO STDOUT", columns,
                                       range.storage->qualified_name, where);
   PartitionPosition position = range.start;
+  const RowStamps stamps{OrderToken(snapshot_lsn_, 0),
+                         fmt::format("snapshot {:X} {} ", snapshot_lsn_, range.storage->oid)};
   SourceBatch batch = NewBatch(range);
   size_t batch_text_bytes = 0;
   bool stopping_now = false;  // the source is being destroyed
   Status failure;
   const Status copied = connection.CopyOut(
       fmt::format("reading {}", range.partition), sql, [&](std::string_view line) {
-        if (Status row = AddRow(reader, range, line, batch, position); !row.ok()) {
+        if (Status row = AddRow(reader, range, stamps, line, batch, position); !row.ok()) {
           failure = std::move(row);
           return false;
         }
@@ -416,12 +423,14 @@ SourceBatch SnapshotSource::NewBatch(const Range& range) const {
   if (!range.table->table.primary_key.empty()) {
     batch.context.key_fields = &range.table->table.primary_key;
   }
-  batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, 4096));
+  // Whole: a batch that grows moves every record it holds.
+  batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, kMaxReservedRecords));
   return batch;
 }
 
-Status SnapshotSource::AddRow(const TableReader& reader, const Range& range, std::string_view line,
-                              SourceBatch& batch, PartitionPosition& position) const {
+Status SnapshotSource::AddRow(const TableReader& reader, const Range& range,
+                              const RowStamps& stamps, std::string_view line, SourceBatch& batch,
+                              PartitionPosition& position) const {
   ValueObject row;
   row.reserve(reader.decoders.size());
   size_t at = 0;
@@ -458,10 +467,14 @@ Status SnapshotSource::AddRow(const TableReader& reader, const Range& range, std
   record.row = position.records_consumed;
   RowChange change;
   change.mutation = Mutation::kSnapshot;
-  change.order_token = OrderToken(snapshot_lsn_, 0);
-  change.event_id = fmt::format("snapshot {:X} {} {}", snapshot_lsn_, range.storage->oid,
-                                range.storage->is_heap ? ctid_text
-                                                       : std::to_string(position.records_consumed));
+  change.order_token = stamps.order_token;
+  change.event_id.reserve(stamps.event_id_prefix.size() + 24);
+  change.event_id = stamps.event_id_prefix;
+  if (range.storage->is_heap) {
+    change.event_id += ctid_text;
+  } else {
+    change.event_id += std::to_string(position.records_consumed);
+  }
   change.business_key = BusinessKey(row, reader.key_columns);
   record.change = std::move(change);
   record.value = Value::Object(std::move(row));

@@ -80,8 +80,13 @@ class SnapshotSource final : public Source {
   // True when the range's COPY was stopped before its end (a sampling limit, the source stopping).
   Result<bool> ReadRange(PgConnection& connection, const Range& range);
   SourceBatch NewBatch(const Range& range) const;
-  Status AddRow(const TableReader& reader, const Range& range, std::string_view line,
-                SourceBatch& batch, PartitionPosition& position) const;
+  // What every row of a range carries alike, made once per range.
+  struct RowStamps {
+    std::string order_token;      // the snapshot's LSN, ordinal 0
+    std::string event_id_prefix;  // "snapshot <lsn> <relation oid> "
+  };
+  Status AddRow(const TableReader& reader, const Range& range, const RowStamps& stamps,
+                std::string_view line, SourceBatch& batch, PartitionPosition& position) const;
   bool Hand(SourceBatch batch);  // false when the source is stopping
   void StopReaders();
 
