@@ -17,6 +17,8 @@ namespace skippr::sources::postgres {
 namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kStatusInterval = std::chrono::seconds(1);
+// Keys per query that reads the large values updates left unchanged.
+constexpr size_t kUnchangedKeysPerQuery = 500;
 
 std::string StreamPartitionId(const std::string& slot) { return "postgres cdc " + slot; }
 }  // namespace
@@ -324,7 +326,7 @@ Status ChangeStreamSource::ReadStream() {
     }
   } else if (!in_transaction_) {
     // Idle: hand over what is pending, to be committed now, and ask the server how far it has sent.
-    ReleasePending();
+    SKIPPR_RETURN_IF_ERROR(ReleasePending());
     if (!ready_ && has_unflushed_snapshot_) {
       // Only the snapshot's rows are buffered: a batch with no rows asks for their commit.
       ready_.emplace();
@@ -473,7 +475,8 @@ Status ChangeStreamSource::Apply(const PgOutputMessage& message) {
           IsCommitted(transaction_lsn_, ordinal)) {
         continue;
       }
-      AppendChange(*relation->second, Value::Object({}), Mutation::kTruncate, ordinal);
+      SKIPPR_RETURN_IF_ERROR(
+          AppendChange(*relation->second, Value::Object({}), Mutation::kTruncate, ordinal));
     }
     return Status::OK();
   }
@@ -510,7 +513,7 @@ Status ChangeStreamSource::AddRelation(const RelationMessage& message) {
     relation.key_names.push_back(key);
   }
   // A relation message before a batch of another shape ends that batch: its context points here.
-  ReleasePending();
+  SKIPPR_RETURN_IF_ERROR(ReleasePending());
   // Batches handed over point at a relation's declared types and key: one a newer message
   // replaces is kept until the source goes.
   std::unique_ptr<Relation>& current = relations_[message.relation_id];
@@ -549,24 +552,25 @@ Status ChangeStreamSource::ApplyRowChange(const PgOutputMessage& message) {
   if (!relation.is_read || IsCommitted(transaction_lsn_, ordinal + 1)) return Status::OK();
 
   if (mutation == Mutation::kDelete) {
-    SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *old_tuple, nullptr));
-    AppendChange(relation, std::move(row), Mutation::kDelete, ordinal + 1);
-    return Status::OK();
+    SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *old_tuple, nullptr, nullptr));
+    return AppendChange(relation, std::move(row), Mutation::kDelete, ordinal + 1);
   }
-  SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *new_tuple, old_tuple));
+  std::vector<size_t> unchanged;  // large values the change left out
+  SKIPPR_ASSIGN_OR_RETURN(Value row, DecodeTuple(relation, *new_tuple, old_tuple, &unchanged));
   if (mutation == Mutation::kUpdate && old_tuple != nullptr) {
     // A changed primary key: the old key is deleted, the new one inserted.
-    SKIPPR_ASSIGN_OR_RETURN(Value old_row, DecodeTuple(relation, *old_tuple, nullptr));
+    SKIPPR_ASSIGN_OR_RETURN(Value old_row, DecodeTuple(relation, *old_tuple, nullptr, nullptr));
     if (BusinessKey(old_row.as_object(), relation.key_columns) !=
         BusinessKey(row.as_object(), relation.key_columns)) {
       if (!IsCommitted(transaction_lsn_, ordinal)) {
-        AppendChange(relation, std::move(old_row), Mutation::kDelete, ordinal);
+        SKIPPR_RETURN_IF_ERROR(
+            AppendChange(relation, std::move(old_row), Mutation::kDelete, ordinal));
       }
       mutation = Mutation::kInsert;
     }
   }
-  AppendChange(relation, std::move(row), mutation, ordinal + 1);
-  return Status::OK();
+  return AppendChange(relation, std::move(row), mutation, ordinal + 1, new_tuple,
+                      std::move(unchanged));
 }
 
 bool ChangeStreamSource::IsCommitted(uint64_t commit_lsn, uint64_t ordinal) const {
@@ -576,7 +580,8 @@ bool ChangeStreamSource::IsCommitted(uint64_t commit_lsn, uint64_t ordinal) cons
 }
 
 Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tuple& tuple,
-                                              const Tuple* old_tuple) const {
+                                              const Tuple* old_tuple,
+                                              std::vector<size_t>* unchanged) const {
   if (tuple.size() > relation.decoders.size()) {
     return Status::Corruption(fmt::format(
         "PostgreSQL {}: a change of {}.{} has {} columns, its relation {}", settings_.Describe(),
@@ -584,7 +589,6 @@ Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tu
   }
   ValueObject row;
   row.reserve(tuple.size());
-  std::vector<size_t> unchanged;  // large values the stream left out
   for (size_t i = 0; i < tuple.size(); ++i) {
     const TupleValue* value = &tuple[i];
     if (value->kind == TupleValue::Kind::kUnchangedToast && old_tuple != nullptr &&
@@ -599,29 +603,26 @@ Result<Value> ChangeStreamSource::DecodeTuple(const Relation& relation, const Tu
         row.emplace_back(relation.column_names[i], relation.decoders[i].Decode(value->text));
         break;
       case TupleValue::Kind::kUnchangedToast:
-        unchanged.push_back(i);
+        if (unchanged != nullptr) unchanged->push_back(i);
         row.emplace_back(relation.column_names[i], Value::Null());
         break;
     }
   }
-  if (!unchanged.empty()) SKIPPR_RETURN_IF_ERROR(FillUnchangedValues(relation, tuple, unchanged, row));
   return Value::Object(std::move(row));
 }
 
 // An UPDATE that left a large (TOASTed) value unchanged does not carry it (unless the table has
-// REPLICA IDENTITY FULL). It is read from the table by the row's key: the value now, which is the
-// value of this change or, when a later change set it again, that later one's — the later change
-// arrives with it anyway, so the table converges to the source. A row deleted since reads NULL
-// until its delete, which follows.
-Status ChangeStreamSource::FillUnchangedValues(const Relation& relation, const Tuple& tuple,
-                                               const std::vector<size_t>& columns,
-                                               ValueObject& row) const {
-  std::string select;
-  for (size_t column : columns) {
-    select += (select.empty() ? "" : ", ") + control_->QuoteIdentifier(relation.column_names[column]);
-  }
-  std::string where;
-  std::vector<std::string> key_values;
+// REPLICA IDENTITY FULL): the change is noted, and the value is read from the table by the row's
+// key before the batch is handed over, for all such changes of the batch in a few queries. It is
+// the value then: this change's, or, when a later change set it again, that later one's — which
+// the later change brings anyway, so the table converges to the source. A row deleted since reads
+// NULL until its delete, which follows.
+Status ChangeStreamSource::NoteUnchangedValues(const Relation& relation, const Tuple& tuple,
+                                               std::vector<size_t> columns) {
+  UnchangedValues fill;
+  fill.relation = &relation;
+  fill.record = pending_->records.size() - 1;
+  fill.columns = std::move(columns);
   for (size_t key : relation.key_columns) {
     if (key >= tuple.size() || tuple[key].kind != TupleValue::Kind::kText) {
       return Status::NotSupported(fmt::format(
@@ -630,29 +631,87 @@ Status ChangeStreamSource::FillUnchangedValues(const Relation& relation, const T
           settings_.source_name, relation.schema, relation.name, FormatLsn(transaction_lsn_),
           relation.schema, relation.name));
     }
-    key_values.push_back(tuple[key].text);
-    where += fmt::format("{}{} = ${}", where.empty() ? "" : " AND ",
-                         control_->QuoteIdentifier(relation.column_names[key]), key_values.size());
+    fill.key.push_back(tuple[key].text);
+  }
+  pending_unchanged_.push_back(std::move(fill));
+  return Status::OK();
+}
+
+// Reads the values every noted change left out, one query per kUnchangedKeysPerQuery keys of a
+// table and set of columns, into the pending batch's records.
+Status ChangeStreamSource::FillUnchangedValues() {
+  std::map<std::pair<const Relation*, std::vector<size_t>>, std::vector<const UnchangedValues*>>
+      groups;
+  for (const UnchangedValues& fill : pending_unchanged_) {
+    groups[{fill.relation, fill.columns}].push_back(&fill);
+  }
+  for (const auto& [group, fills] : groups) {
+    for (size_t first = 0; first < fills.size(); first += kUnchangedKeysPerQuery) {
+      const size_t last = std::min(fills.size(), first + kUnchangedKeysPerQuery);
+      SKIPPR_RETURN_IF_ERROR(FillUnchangedValues(*group.first, group.second,
+                                                 {fills.begin() + first, fills.begin() + last}));
+    }
+  }
+  pending_unchanged_.clear();
+  return Status::OK();
+}
+
+Status ChangeStreamSource::FillUnchangedValues(const Relation& relation,
+                                               const std::vector<size_t>& columns,
+                                               const std::vector<const UnchangedValues*>& fills) {
+  // SELECT <key columns>, <columns> FROM t WHERE (<key columns>) IN (($1, $2), ...): the key's
+  // text as the server writes it for both, so each row finds its change.
+  std::string key_list;
+  for (size_t key : relation.key_columns) {
+    key_list += (key_list.empty() ? "" : ", ") + control_->QuoteIdentifier(relation.column_names[key]);
+  }
+  std::string select = key_list;
+  for (size_t column : columns) select += ", " + control_->QuoteIdentifier(relation.column_names[column]);
+  std::string tuples;
+  std::vector<std::string> parameters;
+  for (const UnchangedValues* fill : fills) {
+    std::string tuple;
+    for (const std::string& value : fill->key) {
+      parameters.push_back(value);
+      tuple += fmt::format("{}${}", tuple.empty() ? "" : ", ", parameters.size());
+    }
+    tuples += (tuples.empty() ? "(" : ", (") + tuple + ")";
   }
   SKIPPR_ASSIGN_OR_RETURN(
       PgResult current,
       control_->Query(fmt::format("reading the unchanged large values of {}.{}", relation.schema,
                                   relation.name),
-                      fmt::format("SELECT {} FROM {}.{} WHERE {}", select,
+                      fmt::format("SELECT {} FROM {}.{} WHERE ({}) IN ({})", select,
                                   control_->QuoteIdentifier(relation.schema),
-                                  control_->QuoteIdentifier(relation.name), where),
-                      key_values));
-  if (current.rows() == 0) return Status::OK();  // deleted since: its delete follows
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (current.IsNull(0, static_cast<int>(i))) continue;
-    row[columns[i]].second = relation.decoders[columns[i]].Decode(current.Text(0, static_cast<int>(i)));
+                                  control_->QuoteIdentifier(relation.name), key_list, tuples),
+                      parameters));
+  const size_t key_count = relation.key_columns.size();
+  std::map<std::vector<std::string_view>, int> row_of_key;
+  for (int row = 0; row < current.rows(); ++row) {
+    std::vector<std::string_view> key;
+    for (size_t k = 0; k < key_count; ++k) key.push_back(current.Text(row, static_cast<int>(k)));
+    row_of_key.emplace(std::move(key), row);
+  }
+  for (const UnchangedValues* fill : fills) {
+    const auto found = row_of_key.find({fill->key.begin(), fill->key.end()});
+    if (found == row_of_key.end()) continue;  // deleted since: its delete follows
+    ValueObject& row = pending_->records[fill->record].value.mutable_object();
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const int field = static_cast<int>(key_count + i);
+      if (current.IsNull(found->second, field)) continue;
+      row[columns[i]].second =
+          relation.decoders[columns[i]].Decode(current.Text(found->second, field));
+    }
   }
   return Status::OK();
 }
 
-void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutation mutation,
-                                      uint64_t ordinal) {
-  if (pending_ && pending_->context.source_namespace != relation.namespace_name) ReleasePending();
+Status ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutation mutation,
+                                        uint64_t ordinal, const Tuple* tuple,
+                                        std::vector<size_t> unchanged) {
+  if (pending_ && pending_->context.source_namespace != relation.namespace_name) {
+    SKIPPR_RETURN_IF_ERROR(ReleasePending());
+  }
   if (!pending_) {
     pending_.emplace();
     pending_->partition = StreamPartitionId(settings_.replication_slot_name);
@@ -673,8 +732,10 @@ void ChangeStreamSource::AppendChange(const Relation& relation, Value row, Mutat
   stream_position_.records_consumed += 1;
   record.row = stream_position_.records_consumed;
   pending_->records.push_back(std::move(record));
+  if (!unchanged.empty()) SKIPPR_RETURN_IF_ERROR(NoteUnchangedValues(relation, *tuple, std::move(unchanged)));
   SetStreamCursor({transaction_lsn_, ordinal + 1, 0});
-  if (pending_->records.size() >= settings_.batch_size_rows) ReleasePending();
+  if (pending_->records.size() >= settings_.batch_size_rows) return ReleasePending();
+  return Status::OK();
 }
 
 void ChangeStreamSource::SetStreamCursor(const StreamCursor& cursor) {
@@ -689,10 +750,12 @@ void ChangeStreamSource::SetStreamCursor(const StreamCursor& cursor) {
   pending_->position = stream_position_;
 }
 
-void ChangeStreamSource::ReleasePending() {
-  if (!pending_ || ready_) return;
+Status ChangeStreamSource::ReleasePending() {
+  if (!pending_ || ready_) return Status::OK();
+  SKIPPR_RETURN_IF_ERROR(FillUnchangedValues());
   ready_ = std::move(pending_);
   pending_.reset();
+  return Status::OK();
 }
 
 void ChangeStreamSource::NoteHandedOut(const SourceBatch& batch) {

@@ -147,13 +147,21 @@ class ChangeStreamSource final : public Source {
   Status ApplyRowChange(const PgOutputMessage& message);
   // Whether change `ordinal` of the transaction committing at `commit_lsn` is in the WAL already.
   bool IsCommitted(uint64_t commit_lsn, uint64_t ordinal) const;
-  Result<Value> DecodeTuple(const Relation& relation, const Tuple& tuple,
-                            const Tuple* old_tuple) const;
-  Status FillUnchangedValues(const Relation& relation, const Tuple& tuple,
-                             const std::vector<size_t>& columns, ValueObject& row) const;
-  void AppendChange(const Relation& relation, Value row, Mutation mutation, uint64_t ordinal);
+  // The row of `tuple`; with `unchanged`, the columns whose large value it left out are listed
+  // there (and read NULL until FillUnchangedValues).
+  Result<Value> DecodeTuple(const Relation& relation, const Tuple& tuple, const Tuple* old_tuple,
+                            std::vector<size_t>* unchanged) const;
+  // `tuple`, with `unchanged`: the new tuple of an UPDATE that left those columns out.
+  Status AppendChange(const Relation& relation, Value row, Mutation mutation, uint64_t ordinal,
+                      const Tuple* tuple = nullptr, std::vector<size_t> unchanged = {});
+  Status NoteUnchangedValues(const Relation& relation, const Tuple& tuple,
+                             std::vector<size_t> columns);
+  Status FillUnchangedValues();
+  struct UnchangedValues;
+  Status FillUnchangedValues(const Relation& relation, const std::vector<size_t>& columns,
+                             const std::vector<const UnchangedValues*>& fills);
   void SetStreamCursor(const StreamCursor& cursor);
-  void ReleasePending();
+  Status ReleasePending();
   void NoteHandedOut(const SourceBatch& batch);
   uint64_t ConfirmableLsn() const;
 
@@ -184,7 +192,15 @@ class ChangeStreamSource final : public Source {
   bool in_transaction_ = false;
   uint64_t transaction_lsn_ = 0;
   uint64_t transaction_ordinal_ = 0;
+  // A record of `pending_` whose UPDATE left large values out, to be read before it goes.
+  struct UnchangedValues {
+    const Relation* relation = nullptr;
+    size_t record = 0;
+    std::vector<size_t> columns;
+    std::vector<std::string> key;  // the key columns' text, as the change has them
+  };
   std::optional<SourceBatch> pending_;  // being filled
+  std::vector<UnchangedValues> pending_unchanged_;
   std::optional<SourceBatch> ready_;    // to hand over
   bool is_finished_ = false;
   bool is_sampling_ = false;  // discover: the snapshot only

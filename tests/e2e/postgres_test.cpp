@@ -555,6 +555,27 @@ TEST_F(PostgresCdcE2e, LargeValuesAnUpdateLeftUnchangedKeepTheirValue) {
     ASSERT_EQ(queried.size(), 1u);
     EXPECT_EQ(queried[0] + "\n", source) << table;
   }
+
+  // An UPDATE of many rows that leaves their large values as they are: the values are read back
+  // a batch of keys per query, not a query per row.
+  Sql(fmt::format("INSERT INTO docs SELECT i, 'v1', {} FROM generate_series(1000, 3999) i", large));
+  ASSERT_EQ(Sync().exit_code, 0);
+  Sql("UPDATE docs SET title = 'mass' WHERE id >= 1000");
+  const auto transactions = [&] {
+    return std::stoll(Sql("SELECT xact_commit FROM pg_stat_database WHERE datname = "
+                          "current_database()"));
+  };
+  const int64_t before = transactions();
+  const ProcessResult mass = Sync();
+  ASSERT_EQ(mass.exit_code, 0) << mass.err << mass.out;
+  EXPECT_LT(transactions() - before, 100) << "3,000 changes read their large values";
+  EXPECT_EQ(QueryRow(dir_, "SELECT count(*), count(DISTINCT md5(big)) FROM shop.postgres_docs "
+                           "WHERE title = 'mass'"),
+            (std::vector<std::string>{"3000", Sql("SELECT count(DISTINCT md5(big)) FROM docs WHERE "
+                                                  "title = 'mass'").substr(0, 4)}));
+  EXPECT_EQ(QueryRow(dir_, "SELECT count(*) FROM shop.postgres_docs WHERE title = 'mass' AND big "
+                           "IS NULL")[0],
+            "0");
 }
 
 // `sync` without --once follows the stream: each time it catches up it commits, so changes become
