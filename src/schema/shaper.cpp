@@ -1152,6 +1152,8 @@ Status Shaper::ApplyDeclaredTypes(const RecordContext& context) {
   auto saved = schema_.namespaces.find(namespace_name);
   if (saved == schema_.namespaces.end()) return Status::OK();
   NamespaceSchema& ns = saved->second;
+  // Every column checked before any is widened: a refused batch changes nothing.
+  std::vector<std::pair<Field*, LogicalType>> widenings;
   for (const auto& [name, declared] : *context.declared_types) {
     Field* field = nullptr;
     for (Field& candidate : ns.fields) {
@@ -1169,12 +1171,13 @@ Status Shaper::ApplyDeclaredTypes(const RecordContext& context) {
           declared.ToString(), namespace_name, field->type.ToString(), declared.ToString(),
           context.on_type_change));
     }
-    if (widened) {
-      NamespaceState& state = StateFor(namespace_name);
-      state.Changed(fmt::format("promoted {} {} → {}", field->name, field->type.ToString(),
-                                type.ToString()));
-      field->type = std::move(type);
-    }
+    if (widened) widenings.emplace_back(field, std::move(type));
+  }
+  for (auto& [field, type] : widenings) {
+    StateFor(namespace_name)
+        .Changed(fmt::format("promoted {} {} → {}", field->name, field->type.ToString(),
+                             type.ToString()));
+    field->type = std::move(type);
   }
   return Status::OK();
 }

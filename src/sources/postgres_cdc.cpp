@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/crash.hpp"
 #include "sources/postgres_catalog.hpp"
 #include "sources/postgres_replication.hpp"
 #include "sources/postgres_source.hpp"
@@ -296,13 +297,14 @@ Status ChangeStreamSource::StartStream() {
 // Reads what the server sent within one poll interval; moves a batch to `ready_` when one is due,
 // and marks the pass finished when it has caught up.
 Status ChangeStreamSource::ReadStream() {
-  // Right after a transaction's commit, only what has already arrived is read: when nothing has,
-  // the source has caught up, and what it holds is committed now (a stream under steady load would
-  // otherwise wait for the buffer threshold).
+  // A streamed transaction being applied is read from its spill file first.
   if (replay_) {
     SKIPPR_RETURN_IF_ERROR(ReplayNext());
     return SendStatusWhenDue(std::chrono::steady_clock::now(), false, false);
   }
+  // Right after a transaction's commit, only what has already arrived is read: when nothing has,
+  // the source has caught up, and what it holds is committed now (a stream under steady load would
+  // otherwise wait for the buffer threshold).
   const bool is_quick_check = has_read_commit_;
   has_read_commit_ = false;
   SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamEvent> event,
@@ -323,6 +325,7 @@ Status ChangeStreamSource::ReadStream() {
       received_lsn_ = std::max(received_lsn_, data.wal_end);
       last_data_ = now;
       SKIPPR_RETURN_IF_ERROR(Receive(data.payload));
+      CrashPoint("postgres.cdc.after_receive");
     }
   } else if (!in_transaction_) {
     // Idle: hand over what is pending, to be committed now, and ask the server how far it has sent.
@@ -360,8 +363,8 @@ Status ChangeStreamSource::SendStatusWhenDue(std::chrono::steady_clock::time_poi
 
 // With heartbeat_interval_seconds: while the tables read are idle, a message written to the
 // server's WAL from time to time. The server decodes it (pgoutput does not send it on) and reports
-// its position, to which the slot is then confirmed — so a slot whose tables see no writes does not
-// keep the server's WAL when the rest of the server writes little into this database.
+// its position, to which the slot is then confirmed: the slot's progress rests on a record of its
+// own database, not only on the server's keepalives.
 Status ChangeStreamSource::EmitHeartbeatWhenDue(std::chrono::steady_clock::time_point now) {
   if (!settings_.heartbeat_interval_seconds) return Status::OK();
   if (now - last_heartbeat_ < std::chrono::seconds(*settings_.heartbeat_interval_seconds)) {

@@ -83,6 +83,16 @@ Tuple ReadTuple(ByteReader& reader) {
   return tuple;
 }
 
+// A Commit's and a Stream Commit's fields after the transaction id: flags, the commit's LSN, the
+// transaction's end, the commit time.
+template <typename Commit>
+void ReadCommitFields(ByteReader& reader, Commit& commit) {
+  reader.Byte();  // flags
+  commit.commit_lsn = reader.Int64();
+  commit.end_lsn = reader.Int64();
+  reader.Int64();  // commit time
+}
+
 // Microseconds since 2000-01-01, the protocol's clock.
 int64_t PostgresNowMicros() {
   constexpr int64_t kUnixToPostgresEpochSeconds = 946'684'800;
@@ -113,10 +123,7 @@ Result<PgOutputMessage> ParsePgOutput(std::string_view bytes) {
     }
     case 'C': {
       CommitMessage commit;
-      reader.Byte();  // flags
-      commit.commit_lsn = reader.Int64();
-      commit.end_lsn = reader.Int64();
-      reader.Int64();  // commit time
+      ReadCommitFields(reader, commit);
       message = commit;
       break;
     }
@@ -193,10 +200,7 @@ Result<PgOutputMessage> ParsePgOutput(std::string_view bytes) {
     case 'c': {
       StreamCommitMessage commit;
       commit.xid = reader.Int32();
-      reader.Byte();  // flags
-      commit.commit_lsn = reader.Int64();
-      commit.end_lsn = reader.Int64();
-      reader.Int64();  // commit time
+      ReadCommitFields(reader, commit);
       message = commit;
       break;
     }

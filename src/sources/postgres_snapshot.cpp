@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/check.hpp"
+#include "core/crash.hpp"
 #include "sources/postgres_catalog.hpp"
 #include "sources/postgres_source.hpp"
 
@@ -398,6 +399,7 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
             stopping_now = true;
             return false;
           }
+          CrashPoint("postgres.snapshot.mid_range");
           batch = NewBatch(range);
           batch_text_bytes = 0;
         }

@@ -354,15 +354,20 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
   next_id_ = initial_rows + 1;
 
   std::mt19937 random(20261202);
-  // The snapshot, killed in the middle of its ranges, with changes arriving between the kills.
+  // The snapshot, crashed in the middle of a range, killed at random moments, with changes
+  // arriving between the kills.
+  ProcessResult sync = Sync({{"SKIPPR_CRASH_POINT", "postgres.snapshot.mid_range"}});
+  EXPECT_NE(sync.exit_code, 0) << "postgres.snapshot.mid_range";
   KillSyncs(random, 2, 700);
   RunRandomTransactions(random, 20);
   KillSyncs(random, 1, 700);
-  ProcessResult sync = Sync();
+  sync = Sync();
   ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
   ASSERT_TRUE(QueryEqualsSource()) << "after the snapshot";
 
-  const std::vector<const char*> crash_points = {"sync.after_source_read", "sync.before_commit",
+  // Received from the server, shaped, about to commit, committed but the slot not confirmed.
+  const std::vector<const char*> crash_points = {"postgres.cdc.after_receive",
+                                                 "sync.after_source_read", "sync.before_commit",
                                                  "sync.after_commit"};
   for (int round = 0; round < 6; ++round) {
     RunRandomTransactions(random, 40);
@@ -398,8 +403,9 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
     }
     KillSyncs(random, 2, 1200);
     RunRandomTransactions(random, 10);
-    sync = Sync({{"SKIPPR_CRASH_POINT", crash_points[static_cast<size_t>(round) % 3]}});
-    EXPECT_NE(sync.exit_code, 0) << "crash point " << crash_points[static_cast<size_t>(round) % 3];
+    const char* crash_point = crash_points[static_cast<size_t>(round) % crash_points.size()];
+    sync = Sync({{"SKIPPR_CRASH_POINT", crash_point}});
+    EXPECT_NE(sync.exit_code, 0) << "crash point " << crash_point;
     sync = Sync();
     ASSERT_EQ(sync.exit_code, 0) << "round " << round << ": " << sync.err << sync.out;
     ASSERT_TRUE(QueryEqualsSource()) << "round " << round;
