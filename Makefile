@@ -53,7 +53,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= $(JOBS)
 # The test binaries built under TSan: everything that starts threads (the sync pass's reader,
 # committer, lander and aggregator threads run in the skipprd the e2e tests start; DuckDB's scan
-# threads read WAL batches in query_test).
+# threads read WAL batches in query_test). Not postgres_workload_test: its threads are the ones
+# postgres_e2e_test runs, and under TSan it would add four minutes of waiting for PostgreSQL.
 TSAN_TESTS ?= store_test sources_test aggregates_test iceberg_metadata_test query_test \
               postgres_source_test postgres_e2e_test \
               sync_e2e_test lake_e2e_test aggregates_e2e_test

@@ -358,8 +358,8 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
   // arriving between the kills.
   ProcessResult sync = Sync({{"SKIPPR_CRASH_POINT", "postgres.snapshot.mid_range"}});
   EXPECT_NE(sync.exit_code, 0) << "postgres.snapshot.mid_range";
-  KillSyncs(random, 2, 700);
-  RunRandomTransactions(random, 20);
+  KillSyncs(random, ScaledRounds(2, 1), 700);
+  RunRandomTransactions(random, ScaledRounds(20, 5));
   KillSyncs(random, 1, 700);
   sync = Sync();
   ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
@@ -370,11 +370,11 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
                                                  "sync.after_source_read", "sync.before_commit",
                                                  "sync.after_commit"};
   for (int round = 0; round < 6; ++round) {
-    RunRandomTransactions(random, 40);
+    RunRandomTransactions(random, ScaledRounds(40, 10));
     if (round == 1) {
       Sql("ALTER TABLE everything ADD COLUMN added integer;");
       has_added_column_ = true;
-      RunRandomTransactions(random, 20);
+      RunRandomTransactions(random, ScaledRounds(20, 5));
     }
     if (round == 2) {
       // One transaction of a million rows, streamed to spill files while in progress, with kills
@@ -384,7 +384,7 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
                       "generate_series({}, {}) g;",
                       next_id_, next_id_ + bulk_rows - 1));
       next_id_ += bulk_rows;
-      KillSyncs(random, 2, 4000);
+      KillSyncs(random, ScaledRounds(2, 1), 4000);
       sync = Sync();
       ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
       const std::string bulk = "count(*), sum(i4) FROM everything WHERE t = 'bulk'";
@@ -397,12 +397,12 @@ TEST_F(PostgresWorkload, ARandomizedWorkloadOfEveryTypeConvergesAcrossKillsAndCr
       Sql("DELETE FROM everything WHERE t = 'bulk';");
     }
     if (round == 3) {
-      RunRandomTransactions(random, 10);
+      RunRandomTransactions(random, ScaledRounds(10, 3));
       Sql("BEGIN; TRUNCATE everything;" + InsertRandomRows(next_id_, next_id_ + 999) + "COMMIT;");
       next_id_ += 1000;
     }
-    KillSyncs(random, 2, 1200);
-    RunRandomTransactions(random, 10);
+    KillSyncs(random, ScaledRounds(2, 1), 1200);
+    RunRandomTransactions(random, ScaledRounds(10, 3));
     const char* crash_point = crash_points[static_cast<size_t>(round) % crash_points.size()];
     sync = Sync({{"SKIPPR_CRASH_POINT", crash_point}});
     EXPECT_NE(sync.exit_code, 0) << "crash point " << crash_point;
