@@ -159,6 +159,85 @@ void Column::Append(const Value& value) {
   ++length;
 }
 
+void Column::AppendBool(bool value) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBool);
+  SetValidity(validity, length, true);
+  fixed.push_back(value ? 1 : 0);
+  ++length;
+}
+
+void Column::AppendInt64(int64_t value) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kInt64);
+  SetValidity(validity, length, true);
+  AppendFixed(fixed, &value, 8);
+  ++length;
+}
+
+void Column::AppendDouble(double value) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kDouble);
+  SetValidity(validity, length, true);
+  AppendFixed(fixed, &value, 8);
+  ++length;
+}
+
+void Column::AppendDecimal(__int128 unscaled) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kDecimal128);
+  SetValidity(validity, length, true);
+  const auto bits = static_cast<unsigned __int128>(unscaled);
+  const auto low = static_cast<uint64_t>(bits);
+  const auto high = static_cast<int64_t>(bits >> 64);
+  AppendFixed(fixed, &low, 8);
+  AppendFixed(fixed, &high, 8);
+  ++length;
+}
+
+void Column::AppendBytes(std::string_view value) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBytes);
+  SetValidity(validity, length, true);
+  bytes.append(value);
+  offsets.push_back(static_cast<int64_t>(bytes.size()));
+  ++length;
+}
+
+namespace {
+// Appends `count` validity bits of `from` after the first `length` bits of `to`.
+void AppendValidity(std::vector<uint8_t>& to, int64_t length, const std::vector<uint8_t>& from,
+                    int64_t count) {
+  if (count == 0) return;
+  const auto from_bytes = static_cast<size_t>((count + 7) / 8);
+  if ((length & 7) == 0) {
+    to.insert(to.end(), from.begin(), from.begin() + static_cast<std::ptrdiff_t>(from_bytes));
+    if ((count & 7) != 0) to.back() &= static_cast<uint8_t>((1u << (count & 7)) - 1);
+    return;
+  }
+  to.resize(static_cast<size_t>((length + count + 7) / 8), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    if ((from[static_cast<size_t>(i >> 3)] >> (i & 7)) & 1) {
+      const int64_t bit = length + i;
+      to[static_cast<size_t>(bit >> 3)] |= static_cast<uint8_t>(1u << (bit & 7));
+    }
+  }
+}
+}  // namespace
+
+void Column::AppendColumn(const Column& other) {
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  SKIPPR_CHECK_MSG(PhysicalKindOf(other.type.id()) == kind &&
+                       other.children.size() == children.size(),
+                   "appending a column of another layout");
+  AppendValidity(validity, length, other.validity, other.length);
+  fixed.insert(fixed.end(), other.fixed.begin(), other.fixed.end());
+  if (HasOffsets(kind)) {
+    // Rebased: the other column's offsets start at 0, its rows here at what this one holds.
+    const int64_t base = offsets.back();
+    offsets.reserve(offsets.size() + static_cast<size_t>(other.length));
+    for (int64_t row = 1; row <= other.length; ++row) offsets.push_back(base + other.offsets[row]);
+  }
+  bytes.append(other.bytes);
+  for (size_t i = 0; i < children.size(); ++i) children[i].AppendColumn(other.children[i]);
+  length += other.length;
+}
+
 void Column::PadNullsTo(int64_t rows) {
   while (length < rows) AppendNull();
 }
@@ -291,6 +370,34 @@ bool ValueFitsColumn(const Value& value, const LogicalType& type) {
     }
   }
   return false;
+}
+
+void PackedStrings::Append(const PackedStrings& other) {
+  const auto base = static_cast<int64_t>(bytes_.size());
+  bytes_.append(other.bytes_);
+  offsets_.reserve(offsets_.size() + other.size());
+  for (size_t i = 1; i < other.offsets_.size(); ++i) offsets_.push_back(base + other.offsets_[i]);
+}
+
+void CdcSidecar::Append(const CdcSidecar& other) {
+  mutations.insert(mutations.end(), other.mutations.begin(), other.mutations.end());
+  event_ids.Append(other.event_ids);
+  order_tokens.Append(other.order_tokens);
+  business_keys.Append(other.business_keys);
+}
+
+Value ColumnRows::RowAt(int64_t row) const {
+  ValueObject object;
+  object.reserve(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    // A name's second column (the strings its type cannot hold) fills in where the first is null.
+    if (i > 0 && names[i] == names[i - 1]) {
+      if (object.back().second.is_null()) object.back().second = columns[i].ValueAt(row);
+      continue;
+    }
+    object.emplace_back(names[i], columns[i].ValueAt(row));
+  }
+  return Value::Object(std::move(object));
 }
 
 Value Batch::RowAt(int64_t row) const {

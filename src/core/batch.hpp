@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/types.hpp"
@@ -50,6 +52,16 @@ struct Column {
   // Appends. The Value must already be of the column's kind (see ValueFitsColumn); Null is allowed.
   void AppendNull();
   void Append(const Value& value);
+  // Typed appends for sources that decode straight into columns; each must match the column's
+  // physical kind (checked in debug builds).
+  void AppendBool(bool value);
+  void AppendInt64(int64_t value);
+  void AppendDouble(double value);
+  void AppendDecimal(__int128 unscaled);
+  void AppendBytes(std::string_view value);
+  // Appends every row of `other`, whose physical layout must be this column's (its logical type
+  // may be narrower: int rows into a long column, decimal(10, 2) into decimal(12, 2)).
+  void AppendColumn(const Column& other);
   // Brings a column added mid-batch up to `rows` with nulls.
   void PadNullsTo(int64_t rows);
   // Rewrites int64 values as doubles and makes the column a double column (a field created in this
@@ -69,6 +81,47 @@ bool ValueFitsColumn(const Value& value, const LogicalType& type);
 // of the namespace with an older order token is gone.
 enum class Mutation : uint8_t { kSnapshot = 0, kInsert = 1, kUpdate = 2, kDelete = 3, kTruncate = 4 };
 
+// Strings packed end to end, as the WAL stores them: the i-th is bytes[offsets[i], offsets[i + 1]).
+// One allocation per batch instead of one per string.
+class PackedStrings {
+ public:
+  PackedStrings() = default;
+  PackedStrings(std::initializer_list<std::string_view> strings) {
+    for (std::string_view text : strings) push_back(text);
+  }
+  void push_back(std::string_view text) {
+    bytes_.append(text);
+    offsets_.push_back(static_cast<int64_t>(bytes_.size()));
+  }
+  // Building one string in pieces: append to bytes(), then EndString().
+  std::string& bytes() { return bytes_; }
+  void EndString() { offsets_.push_back(static_cast<int64_t>(bytes_.size())); }
+  void Append(const PackedStrings& other);
+  void reserve(size_t strings, size_t total_bytes) {
+    offsets_.reserve(strings + 1);
+    bytes_.reserve(total_bytes);
+  }
+  std::string_view operator[](size_t i) const {
+    return std::string_view(bytes_).substr(static_cast<size_t>(offsets_[i]),
+                                           static_cast<size_t>(offsets_[i + 1] - offsets_[i]));
+  }
+  size_t size() const { return offsets_.size() - 1; }
+  bool empty() const { return size() == 0; }
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+  const std::string& text() const { return bytes_; }
+  // For a reader that fills both from storage; it must leave offsets starting at 0, never
+  // decreasing and ending at text's size.
+  std::vector<int64_t>& mutable_offsets() { return offsets_; }
+  std::string& mutable_text() { return bytes_; }
+  friend bool operator==(const PackedStrings& a, const PackedStrings& b) {
+    return a.offsets_ == b.offsets_ && a.bytes_ == b.bytes_;
+  }
+
+ private:
+  std::vector<int64_t> offsets_{0};
+  std::string bytes_;
+};
+
 // One row's change-data-capture metadata, as a CDC source hands it over with the row.
 struct RowChange {
   Mutation mutation = Mutation::kInsert;
@@ -80,17 +133,35 @@ struct RowChange {
 // Per-row change-data-capture metadata, present on batches from CDC sources.
 struct CdcSidecar {
   std::vector<Mutation> mutations;
-  std::vector<std::string> event_ids;     // equality identity of the source event
-  std::vector<std::string> order_tokens;  // bytes, lexicographically ordered within the source
-  std::vector<std::string> business_keys; // encoded entity key (empty: none)
+  PackedStrings event_ids;     // equality identity of the source event
+  PackedStrings order_tokens;  // bytes, lexicographically ordered within the source
+  PackedStrings business_keys; // encoded entity key (empty: none)
 
-  void Append(RowChange change) {
+  void Append(const RowChange& change) {
     mutations.push_back(change.mutation);
-    event_ids.push_back(std::move(change.event_id));
-    order_tokens.push_back(std::move(change.order_token));
-    business_keys.push_back(std::move(change.business_key));
+    event_ids.push_back(change.event_id);
+    order_tokens.push_back(change.order_token);
+    business_keys.push_back(change.business_key);
   }
+  void Append(const CdcSidecar& other);
   size_t size() const { return mutations.size(); }
+};
+
+// Rows a source decoded straight into typed columns (a database table's, whose column types it
+// declares), instead of one Value per record. A source column may come twice: as a column of its
+// declared type and, right after it under the same name, a String column holding the values that
+// type cannot hold (a numeric NaN), null where the other has the value; the shaper sends those
+// strings to a sibling column, as it does a String Value in the column's place. Every column is
+// num_rows long.
+struct ColumnRows {
+  std::vector<std::string> names;  // the source's column names, parallel to `columns`
+  std::vector<Column> columns;
+  int64_t num_rows = 0;
+  uint64_t first_row = 1;  // the partition's record number of row 0 (RecordOrigin::row)
+  std::optional<CdcSidecar> cdc;
+
+  // Row `row` as the object the same source would have handed over as a record.
+  Value RowAt(int64_t row) const;
 };
 
 // Which top-level fields a reader of stored batches decodes: all of them, or only those listed by

@@ -45,6 +45,13 @@ Status AbsorbBatch(schema::Shaper& shaper, sources::SourceBatch& batch, uint64_t
       batch.deadletters.push_back(std::move(*deadletter));
     }
   }
+  if (batch.columns) {
+    for (schema::Deadletter& deadletter :
+         shaper.AbsorbColumns(std::move(*batch.columns), {batch.partition}, batch.context)) {
+      batch.deadletters.push_back(std::move(deadletter));
+    }
+    batch.columns.reset();
+  }
   if (batch.deadletters.empty()) return Status::OK();
   const std::string source_namespace = shaper.NamespaceOf(batch.context);
   for (schema::Deadletter& deadletter : batch.deadletters) {
@@ -191,9 +198,9 @@ Result<DiscoverResult> Discover(const config::Config& config,
   while (true) {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<sources::SourceBatch> batch, source->Next());
     if (!batch) break;
+    result.records += batch->record_count();  // before the shaper takes the columns
     SKIPPR_RETURN_IF_ERROR(
         internal::AbsorbBatch(shaper, *batch, result.deadletter_count, result.deadletters));
-    result.records += batch->records.size();
     result.bytes += batch->bytes_read;
     progress = {result.records, result.deadletter_count, result.bytes};
     if (on_progress) on_progress(progress);

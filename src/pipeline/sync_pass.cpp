@@ -327,13 +327,14 @@ class SyncPass {
   }
 
   Status Absorb(sources::SourceBatch& batch) {
+    const uint64_t records = batch.record_count();  // before the shaper takes the columns
     SKIPPR_RETURN_IF_ERROR(
         AbsorbBatch(*shaper_, batch, result_.deadletter_count, result_.deadletters));
     if (!batch.deadletters.empty()) pending_deadletters_.Append(batch.deadletters, NowMicros());
-    result_.records_read += batch.records.size();
+    result_.records_read += records;
     pending_positions_[batch.partition] = batch.position;
     // Sources that cannot tell their bytes (the sample, Parquet) count a nominal 256 per record.
-    buffered_bytes_ += batch.bytes_read > 0 ? batch.bytes_read : batch.records.size() * 256;
+    buffered_bytes_ += batch.bytes_read > 0 ? batch.bytes_read : records * 256;
     progress_.records_read = result_.records_read;
     progress_.bytes_read += batch.bytes_read;
     progress_.deadletters = result_.deadletter_count;

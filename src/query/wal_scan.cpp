@@ -449,9 +449,9 @@ void FillChangeColumn(duckdb_vector out, idx_t column, const Batch& batch, int64
   if (column == kOrderToken) {
     // Batches without a CDC sidecar have none: an empty token, ordered by the ordinal alone.
     for (idx_t i = 0; i < count; ++i) {
-      const std::string empty;
-      const std::string& token =
-          batch.cdc.has_value() ? batch.cdc->order_tokens[static_cast<size_t>(row) + i] : empty;
+      const std::string_view token = batch.cdc.has_value()
+                                         ? batch.cdc->order_tokens[static_cast<size_t>(row) + i]
+                                         : std::string_view();
       duckdb_vector_assign_string_element_len(out, i, token.data(), token.size());
     }
     return;

@@ -238,6 +238,15 @@ class Shaper {
   std::optional<Deadletter> Absorb(Value record, const RecordOrigin& origin,
                                    const RecordContext& context, RowChange* change = nullptr);
 
+  // Absorbs rows a source decoded into typed columns (ColumnRows), `origin` naming their
+  // partition. When the namespace has a field for every column already, of a type that holds the
+  // column's, the columns are appended as they are — no row is taken apart. Otherwise (a new
+  // namespace or column, values headed for a sibling, a key missing, namespace_fields routing)
+  // each row is absorbed as the record ColumnRows::RowAt gives, exactly as Absorb would. Returns
+  // the rows that could not be typed.
+  std::vector<Deadletter> AbsorbColumns(ColumnRows rows, RecordOrigin origin,
+                                        const RecordContext& context);
+
   // For a context with binding declared types (RecordContext::declared_types_are_binding), before
   // its records are absorbed: each declared type the namespace's column does not have already is
   // held as it is when narrower (int in a long column), widens the column when Iceberg promotes it
@@ -268,6 +277,10 @@ class Shaper {
  private:
   struct NamespaceState;
   NamespaceState& StateFor(const std::string& namespace_name);
+  // The namespace state `rows` append to column by column, each column's field in `targets`
+  // (SIZE_MAX: a column of no values); null when they must be absorbed row by row.
+  NamespaceState* ColumnTargets(const ColumnRows& rows, const RecordContext& context,
+                                std::vector<size_t>* targets);
   // The record's namespace: its state when there is one already (`state`), else its decided name
   // (`name`). A deadletter reason when a namespace field is missing.
   std::optional<std::string> RouteRecord(const Value& record, const RecordContext& context,

@@ -436,7 +436,7 @@ struct Shaper::NamespaceState {
     if (change == nullptr && !cdc) return;
     if (!cdc) {
       cdc.emplace();
-      for (int64_t row = 0; row + 1 < column_rows; ++row) cdc->Append({});
+      for (int64_t row = 0; row + 1 < column_rows; ++row) cdc->Append(RowChange{});
     }
     cdc->Append(change != nullptr ? std::move(*change) : RowChange{});
     SKIPPR_DCHECK(cdc->size() == static_cast<size_t>(column_rows));
@@ -449,6 +449,22 @@ struct Shaper::NamespaceState {
     ++schema_edits;
   }
   void AppendRow(const ValueObject& row);
+  // Rows absorbed column by column (AbsorbColumns), kept as the source built them, each column at
+  // its field's index and conformed to the schema when taken: no row is copied. Each chunk comes
+  // after the rows absorbed before it, which it closes into a chunk of their own.
+  struct Chunk {
+    std::vector<Column> columns;
+    int64_t rows = 0;
+    std::optional<CdcSidecar> cdc;
+    std::vector<RecordOrigin> origins;
+  };
+  std::vector<Chunk> chunks;
+  // Adds `rows` as a chunk, rows.columns[i] becoming the column of field targets[i] (SIZE_MAX: a
+  // column of no values, dropped).
+  void AddChunk(ColumnRows& rows, const std::vector<size_t>& targets,
+                std::vector<RecordOrigin> row_origins);
+  // The rows absorbed one at a time so far, as a chunk.
+  void CloseRows();
   void ConformColumns();
 
   // No two entries of one object fill one column (a value sent to its sibling `<field>_<type>`
@@ -1046,6 +1062,45 @@ void Shaper::NamespaceState::AppendRow(const ValueObject& row) {
   ++column_rows;
 }
 
+void Shaper::NamespaceState::CloseRows() {
+  if (column_rows == 0) return;
+  chunks.push_back({std::move(columns), column_rows, std::move(cdc), std::move(origins)});
+  columns.clear();
+  column_rows = 0;
+  cdc.reset();
+  origins.clear();
+}
+
+void Shaper::NamespaceState::AddChunk(ColumnRows& rows, const std::vector<size_t>& targets,
+                                      std::vector<RecordOrigin> row_origins) {
+  CloseRows();
+  Chunk chunk;
+  chunk.rows = rows.num_rows;
+  chunk.columns.reserve(schema->fields.size());
+  for (const Field& field : schema->fields) chunk.columns.emplace_back(field.type);
+  for (size_t i = 0; i < rows.columns.size(); ++i) {
+    if (targets[i] == SIZE_MAX) continue;
+    Column& from = rows.columns[i];
+    const Field& field = schema->fields[targets[i]];
+    // A field of this unit of work that may still widen to double must know of integers beyond
+    // what a double holds exactly, as it would from rows one at a time.
+    if (PhysicalKindOf(field.type.id()) == PhysicalKind::kInt64 &&
+        mutable_field_ids.count(field.id) != 0) {
+      for (int64_t row = 0; row < from.length; ++row) {
+        if (from.IsValid(row) && !IsExactInDouble(from.Int64At(row))) {
+          beyond_double_field_ids.insert(field.id);
+          break;
+        }
+      }
+    }
+    SKIPPR_CHECK(from.length == rows.num_rows);
+    chunk.columns[targets[i]] = std::move(from);
+  }
+  chunk.cdc = std::move(rows.cdc);
+  chunk.origins = std::move(row_origins);
+  chunks.push_back(std::move(chunk));
+}
+
 Shaper::Shaper(PipelineSchema schema, ShaperOptions options)
     : schema_(std::move(schema)), options_(std::move(options)) {}
 
@@ -1244,6 +1299,112 @@ std::optional<Deadletter> Shaper::Absorb(Value record, const RecordOrigin& origi
   return std::nullopt;
 }
 
+namespace {
+// Whether a column of `column` type appends as it is to a field of type `field`: the same type,
+// or one Iceberg promotes to it with the same layout (int → long, decimal(p, s) → decimal(p2, s)),
+// nested types by shape, struct fields in the same order.
+bool ColumnFitsField(const LogicalType& column, const LogicalType& field) {
+  if (!column.is_nested() || column.id() != field.id()) {
+    return column == field ||
+           (CanPromote(column, field) && PhysicalKindOf(column.id()) == PhysicalKindOf(field.id()));
+  }
+  const std::vector<Field>& have = column.children();
+  const std::vector<Field>& want = field.children();
+  if (have.size() != want.size()) return false;
+  for (size_t i = 0; i < have.size(); ++i) {
+    if (column.id() == TypeId::kStruct && have[i].name != want[i].name) return false;
+    if (!ColumnFitsField(have[i].type, want[i].type)) return false;
+  }
+  return true;
+}
+
+bool HasValues(const Column& column) {
+  for (int64_t row = 0; row < column.length; ++row) {
+    if (column.IsValid(row)) return true;
+  }
+  return false;
+}
+
+bool HasNulls(const Column& column) {
+  for (int64_t row = 0; row < column.length; ++row) {
+    if (!column.IsValid(row)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+Shaper::NamespaceState* Shaper::ColumnTargets(const ColumnRows& rows, const RecordContext& context,
+                                              std::vector<size_t>* targets) {
+  if (!options_.build_columns || options_.flatten_events || !options_.namespace_fields.empty()) {
+    return nullptr;
+  }
+  const std::string namespace_name = NamespaceOf(context);
+  auto saved = schema_.namespaces.find(namespace_name);
+  if (saved == schema_.namespaces.end() || saved->second.fields.empty()) return nullptr;
+  NamespaceSchema& ns = saved->second;
+  if (context.key_fields != nullptr && ns.key_fields != *context.key_fields) return nullptr;
+  targets->assign(rows.columns.size(), SIZE_MAX);
+  std::vector<bool> taken(ns.fields.size(), false);
+  for (size_t i = 0; i < rows.columns.size(); ++i) {
+    if (i > 0 && rows.names[i] == rows.names[i - 1]) {
+      // Values the declared type cannot hold: a sibling's, which the row path decides.
+      if (HasValues(rows.columns[i])) return nullptr;
+      continue;
+    }
+    const Field* field = FindByKeyIn(ns.fields, rows.names[i], i, ns.source_names);
+    if (field == nullptr || !ColumnFitsField(rows.columns[i].type, field->type)) return nullptr;
+    const auto index = static_cast<size_t>(field - ns.fields.data());
+    if (taken[index]) return nullptr;
+    taken[index] = true;
+    (*targets)[i] = index;
+  }
+  // A row whose configured key is missing or null is a deadletter, which the row path makes.
+  for (const std::string& key_field : options_.key_fields) {
+    const Field* field = ns.FindField(key_field);
+    if (field == nullptr) return nullptr;
+    const auto index = static_cast<size_t>(field - ns.fields.data());
+    const auto column = std::find(targets->begin(), targets->end(), index);
+    if (column == targets->end() ||
+        HasNulls(rows.columns[static_cast<size_t>(column - targets->begin())])) {
+      return nullptr;
+    }
+  }
+  return &StateFor(namespace_name);
+}
+
+std::vector<Deadletter> Shaper::AbsorbColumns(ColumnRows rows, RecordOrigin origin,
+                                              const RecordContext& context) {
+  std::vector<Deadletter> deadletters;
+  std::vector<size_t> targets;
+  if (NamespaceState* state = ColumnTargets(rows, context, &targets)) {
+    std::vector<RecordOrigin> row_origins;
+    if (options_.keep_origins) {
+      row_origins.reserve(static_cast<size_t>(rows.num_rows));
+      for (int64_t row = 0; row < rows.num_rows; ++row) {
+        origin.row = rows.first_row + static_cast<uint64_t>(row);
+        row_origins.push_back(origin);
+      }
+    }
+    records_absorbed_ += static_cast<uint64_t>(rows.num_rows);
+    state->AddChunk(rows, targets, std::move(row_origins));
+    return deadletters;
+  }
+  for (int64_t row = 0; row < rows.num_rows; ++row) {
+    origin.row = rows.first_row + static_cast<uint64_t>(row);
+    std::optional<RowChange> change;
+    if (rows.cdc) {
+      const auto at = static_cast<size_t>(row);
+      change = RowChange{rows.cdc->mutations[at], std::string(rows.cdc->event_ids[at]),
+                         std::string(rows.cdc->order_tokens[at]),
+                         std::string(rows.cdc->business_keys[at])};
+    }
+    if (auto deadletter = Absorb(rows.RowAt(row), origin, context, change ? &*change : nullptr)) {
+      deadletters.push_back(std::move(*deadletter));
+    }
+  }
+  return deadletters;
+}
+
 std::vector<NamespaceChange> Shaper::Seal() {
   std::vector<NamespaceChange> sealed;
   for (auto& [name, state] : states_) {
@@ -1264,25 +1425,32 @@ std::vector<NamespaceChange> Shaper::Seal() {
 std::vector<Batch> Shaper::TakeBatches(std::vector<std::vector<RecordOrigin>>* origins) {
   std::vector<Batch> batches;
   for (auto& [name, state] : states_) {
-    if (state->column_rows == 0) continue;
-    state->ConformColumns();  // Seal() may have added fields seen only as nulls
-    Batch batch;
-    batch.namespace_name = name;
-    batch.schema_id = state->schema->schema_id;
-    batch.fields = state->schema->fields;
-    batch.num_rows = state->column_rows;
-    for (Column& column : state->columns) column.PadNullsTo(batch.num_rows);
-    batch.columns = std::move(state->columns);
-    batch.cdc = std::move(state->cdc);
-    state->cdc.reset();
-    std::string reason;
-    SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
-    state->previous_batch_rows = batch.num_rows;
-    state->columns.clear();
-    state->column_rows = 0;
-    if (origins != nullptr) origins->push_back(std::move(state->origins));
-    state->origins.clear();
-    batches.push_back(std::move(batch));
+    if (state->column_rows > 0) state->previous_batch_rows = state->column_rows;
+    state->CloseRows();
+    for (NamespaceState::Chunk& chunk : state->chunks) {
+      const std::vector<Field>& fields = state->schema->fields;
+      SKIPPR_CHECK(chunk.columns.size() <= fields.size());
+      // Seal() may have added fields (seen only as nulls), and promoted types since.
+      for (size_t i = chunk.columns.size(); i < fields.size(); ++i) {
+        chunk.columns.emplace_back(fields[i].type);
+      }
+      for (size_t i = 0; i < fields.size(); ++i) {
+        ConformColumn(chunk.columns[i], fields[i].type);
+        chunk.columns[i].PadNullsTo(chunk.rows);
+      }
+      Batch batch;
+      batch.namespace_name = name;
+      batch.schema_id = state->schema->schema_id;
+      batch.fields = fields;
+      batch.num_rows = chunk.rows;
+      batch.columns = std::move(chunk.columns);
+      batch.cdc = std::move(chunk.cdc);
+      std::string reason;
+      SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
+      if (origins != nullptr) origins->push_back(std::move(chunk.origins));
+      batches.push_back(std::move(batch));
+    }
+    state->chunks.clear();
   }
   return batches;
 }

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -362,6 +363,69 @@ Status SnapshotSource::TakeSnapshot(PgConnection& connection) const {
                             "SET TRANSACTION SNAPSHOT " + connection.QuoteLiteral(snapshot_name_));
 }
 
+// One batch's rows as they are decoded, a column per table column, each with a column of text
+// for the values its type cannot hold, made when the first one comes (ColumnRows).
+struct SnapshotSource::RowColumns {
+  std::vector<Column> typed;
+  std::vector<std::optional<Column>> overflow;
+  CdcSidecar cdc;
+  int64_t rows = 0;
+  uint64_t first_row = 1;
+  size_t text_bytes = 0;
+
+  RowColumns(const TableReader& reader, uint64_t first, uint64_t reserved_rows) : first_row(first) {
+    typed.reserve(reader.decoders.size());
+    for (const PgColumnDecoder& decoder : reader.decoders) {
+      typed.emplace_back(decoder.logical_type());
+      typed.back().fixed.reserve(reserved_rows *
+                                 FixedWidthBytes(PhysicalKindOf(decoder.logical_type().id())));
+    }
+    overflow.resize(reader.decoders.size());
+    cdc.mutations.reserve(reserved_rows);
+  }
+
+  // The text column of table column `column`, nulls up to the row being read.
+  Column& Overflow(size_t column) {
+    if (!overflow[column]) overflow[column].emplace(LogicalType::String());
+    overflow[column]->PadNullsTo(rows);
+    return *overflow[column];
+  }
+
+  // Table column `column`'s value in the row being read, as JSON (the row's business key).
+  void AppendKeyJson(size_t column, std::string& out) const {
+    const Column& values = typed[column];
+    const int64_t row = values.length - 1;
+    if (values.IsValid(row) && PhysicalKindOf(values.type.id()) == PhysicalKind::kInt64 &&
+        (values.type.id() == TypeId::kInt || values.type.id() == TypeId::kLong)) {
+      fmt::format_to(std::back_inserter(out), "{}", values.Int64At(row));
+      return;
+    }
+    const std::optional<Column>& text = overflow[column];
+    if (!values.IsValid(row) && text && text->length == row + 1 && text->IsValid(row)) {
+      out += text->ValueAt(row).ToJson();
+      return;
+    }
+    out += values.ValueAt(row).ToJson();
+  }
+
+  ColumnRows Take(const TableReader& reader) {
+    ColumnRows taken;
+    taken.num_rows = rows;
+    taken.first_row = first_row;
+    for (size_t i = 0; i < typed.size(); ++i) {
+      taken.names.push_back(reader.table.columns[i].name);
+      taken.columns.push_back(std::move(typed[i]));
+      if (overflow[i]) {
+        overflow[i]->PadNullsTo(rows);
+        taken.names.push_back(reader.table.columns[i].name);
+        taken.columns.push_back(std::move(*overflow[i]));
+      }
+    }
+    taken.cdc = std::move(cdc);
+    return taken;
+  }
+};
+
 Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& range) {
   const TableReader& reader = *range.table;
   std::string where;
@@ -380,28 +444,25 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
   PartitionPosition position = range.start;
   const RowStamps stamps{OrderToken(snapshot_lsn_, 0),
                          fmt::format("snapshot {:X} {} ", snapshot_lsn_, range.storage->oid)};
-  SourceBatch batch = NewBatch(range);
-  size_t batch_text_bytes = 0;
+  const uint64_t reserved_rows = std::min<uint64_t>(settings_.batch_size_rows, kMaxReservedRecords);
+  auto rows = std::make_unique<RowColumns>(reader, position.records_consumed + 1, reserved_rows);
   bool stopping_now = false;  // the source is being destroyed
   Status failure;
   const Status copied = connection.CopyOut(
       fmt::format("reading {}", range.partition), sql, [&](std::string_view line) {
-        if (Status row = AddRow(reader, range, stamps, line, batch, position); !row.ok()) {
+        if (Status row = AddRow(reader, range, stamps, line, *rows, position); !row.ok()) {
           failure = std::move(row);
           return false;
         }
-        batch_text_bytes += line.size();
-        if (batch.records.size() >= settings_.batch_size_rows ||
-            batch_text_bytes >= kMaxBatchTextBytes) {
-          batch.position = position;
-          batch.bytes_read = batch_text_bytes;
-          if (!Hand(std::move(batch))) {
+        rows->text_bytes += line.size();
+        if (static_cast<uint64_t>(rows->rows) >= settings_.batch_size_rows ||
+            rows->text_bytes >= kMaxBatchTextBytes) {
+          if (!Hand(TakeBatch(range, *rows, position))) {
             stopping_now = true;
             return false;
           }
           CrashPoint("postgres.snapshot.mid_range");
-          batch = NewBatch(range);
-          batch_text_bytes = 0;
+          rows = std::make_unique<RowColumns>(reader, position.records_consumed + 1, reserved_rows);
         }
         return max_records_per_partition_ == 0 ||
                position.records_consumed < max_records_per_partition_;
@@ -411,13 +472,12 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
   if (stopping_now) return true;
   position.is_closed = max_records_per_partition_ == 0 ||
                        position.records_consumed < max_records_per_partition_;
-  batch.position = position;
-  batch.bytes_read = batch_text_bytes;
-  if (!Hand(std::move(batch))) return true;
+  if (!Hand(TakeBatch(range, *rows, position))) return true;
   return !position.is_closed;
 }
 
-SourceBatch SnapshotSource::NewBatch(const Range& range) const {
+SourceBatch SnapshotSource::TakeBatch(const Range& range, RowColumns& rows,
+                                      const PartitionPosition& position) const {
   SourceBatch batch;
   batch.partition = range.partition;
   SetTableContext(batch.context, settings_, range.table->table.schema, range.table->table.name,
@@ -425,20 +485,20 @@ SourceBatch SnapshotSource::NewBatch(const Range& range) const {
   if (!range.table->table.primary_key.empty()) {
     batch.context.key_fields = &range.table->table.primary_key;
   }
-  // Whole: a batch that grows moves every record it holds.
-  batch.records.reserve(std::min<uint64_t>(settings_.batch_size_rows, kMaxReservedRecords));
+  batch.position = position;
+  batch.bytes_read = rows.text_bytes;
+  if (rows.rows > 0) batch.columns = rows.Take(*range.table);
   return batch;
 }
 
 Status SnapshotSource::AddRow(const TableReader& reader, const Range& range,
-                              const RowStamps& stamps, std::string_view line, SourceBatch& batch,
+                              const RowStamps& stamps, std::string_view line, RowColumns& rows,
                               PartitionPosition& position) const {
-  ValueObject row;
-  row.reserve(reader.decoders.size());
   size_t at = 0;
   std::string_view ctid_text;  // heap relations: the first field
   const size_t first_column = range.storage->is_heap ? 1 : 0;
   const size_t fields = reader.decoders.size() + first_column;
+  std::string unescaped;
   for (size_t field = 0; field < fields; ++field) {
     const size_t tab = line.find('\t', at);
     const bool is_last = field + 1 == fields;
@@ -447,40 +507,52 @@ Status SnapshotSource::AddRow(const TableReader& reader, const Range& range,
           "{}: a COPY row after row {} has {} fields where {} were expected", range.partition,
           position.records_consumed, std::count(line.begin(), line.end(), '\t') + 1, fields));
     }
-    const std::string_view text = line.substr(at, is_last ? std::string_view::npos : tab - at);
+    std::string_view text = line.substr(at, is_last ? std::string_view::npos : tab - at);
     at = tab + 1;
     if (field < first_column) {
       ctid_text = text;
       continue;
     }
     const size_t column = field - first_column;
-    const std::string& name = reader.table.columns[column].name;
+    Column& values = rows.typed[column];
     if (text == "\\N") {
-      row.emplace_back(name, Value::Null());
-    } else if (text.find('\\') == std::string_view::npos) {
-      row.emplace_back(name, reader.decoders[column].Decode(text));
-    } else {
-      row.emplace_back(name, reader.decoders[column].Decode(UnescapeCopyField(text)));
+      values.AppendNull();
+      continue;
+    }
+    if (text.find('\\') != std::string_view::npos) {
+      unescaped = UnescapeCopyField(text);
+      text = unescaped;
+    }
+    if (!reader.decoders[column].AppendTo(text, values)) {
+      // Kept whole as text, for the sibling column (PgColumnDecoder::Decode).
+      rows.Overflow(column).AppendBytes(text);
+      values.AppendNull();
     }
   }
   if (range.storage->is_heap) position.cursor = std::string(ctid_text);
   position.records_consumed += 1;
-  SourceRecord record;
-  record.row = position.records_consumed;
-  RowChange change;
-  change.mutation = Mutation::kSnapshot;
-  change.order_token = stamps.order_token;
-  change.event_id.reserve(stamps.event_id_prefix.size() + 24);
-  change.event_id = stamps.event_id_prefix;
+  rows.rows += 1;
+  CdcSidecar& cdc = rows.cdc;
+  cdc.mutations.push_back(Mutation::kSnapshot);
+  cdc.order_tokens.push_back(stamps.order_token);
+  cdc.event_ids.bytes() += stamps.event_id_prefix;
   if (range.storage->is_heap) {
-    change.event_id += ctid_text;
+    cdc.event_ids.bytes() += ctid_text;
   } else {
-    change.event_id += std::to_string(position.records_consumed);
+    fmt::format_to(std::back_inserter(cdc.event_ids.bytes()), "{}", position.records_consumed);
   }
-  change.business_key = BusinessKey(row, reader.key_columns);
-  record.change = std::move(change);
-  record.value = Value::Object(std::move(row));
-  batch.records.push_back(std::move(record));
+  cdc.event_ids.EndString();
+  // As BusinessKey writes it for change rows: "[<key value JSON>,...]", empty without a key.
+  if (!reader.key_columns.empty()) {
+    std::string& key = cdc.business_keys.bytes();
+    key += '[';
+    for (size_t i = 0; i < reader.key_columns.size(); ++i) {
+      if (i > 0) key += ',';
+      rows.AppendKeyJson(reader.key_columns[i], key);
+    }
+    key += ']';
+  }
+  cdc.business_keys.EndString();
   return Status::OK();
 }
 

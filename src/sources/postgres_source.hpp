@@ -79,14 +79,17 @@ class SnapshotSource final : public Source {
   Status TakeSnapshot(PgConnection& connection) const;
   // True when the range's COPY was stopped before its end (a sampling limit, the source stopping).
   Result<bool> ReadRange(PgConnection& connection, const Range& range);
-  SourceBatch NewBatch(const Range& range) const;
   // What every row of a range carries alike, made once per range.
   struct RowStamps {
     std::string order_token;      // the snapshot's LSN, ordinal 0
     std::string event_id_prefix;  // "snapshot <lsn> <relation oid> "
   };
+  // Rows decoded straight into typed columns; a batch hands them over as ColumnRows.
+  struct RowColumns;
   Status AddRow(const TableReader& reader, const Range& range, const RowStamps& stamps,
-                std::string_view line, SourceBatch& batch, PartitionPosition& position) const;
+                std::string_view line, RowColumns& rows, PartitionPosition& position) const;
+  SourceBatch TakeBatch(const Range& range, RowColumns& rows,
+                        const PartitionPosition& position) const;
   bool Hand(SourceBatch batch);  // false when the source is stopping
   void StopReaders();
 

@@ -232,27 +232,77 @@ PgColumnDecoder::PgColumnDecoder(const PgType& type) {
   form_ = FormOf(type.oid, type.modifier, &logical_type_);
 }
 
+namespace {
+// Where DecodeScalar puts a value: one Value (change rows, array elements) or the end of a
+// column (snapshot rows), so that both read text the same way.
+struct ValueOut {
+  Value value;
+  void Bool(bool v) { value = Value::Bool(v); }
+  void Int(int64_t v) { value = Value::Int(v); }
+  void Double(double v) { value = Value::Double(v); }
+  void Decimal(__int128 v, const LogicalType& type) {
+    value = Value::Decimal(v, static_cast<uint8_t>(type.decimal_precision()),
+                           static_cast<uint8_t>(type.decimal_scale()));
+  }
+  void Binary(std::string v) { value = Value::Binary(std::move(v)); }
+  void Text(std::string_view v) { value = Value::String(std::string(v)); }
+  void Date(int32_t days) { value = Value::Date(days); }
+  void Timestamp(int64_t micros, bool with_zone) {
+    value = with_zone ? Value::TimestampTz(micros) : Value::Timestamp(micros);
+  }
+};
+
+struct ColumnOut {
+  Column& column;
+  void Bool(bool v) { column.AppendBool(v); }
+  void Int(int64_t v) { column.AppendInt64(v); }
+  void Double(double v) { column.AppendDouble(v); }
+  void Decimal(__int128 v, const LogicalType&) { column.AppendDecimal(v); }
+  void Binary(const std::string& v) { column.AppendBytes(v); }
+  void Text(std::string_view v) { column.AppendBytes(v); }
+  void Date(int32_t days) { column.AppendInt64(days); }
+  void Timestamp(int64_t micros, bool) { column.AppendInt64(micros); }
+};
+}  // namespace
+
 Value PgColumnDecoder::Decode(std::string_view text) const {
   if (form_ == Form::kArray) return DecodeArray(text);
-  return DecodeScalar(form_, text);
+  ValueOut out;
+  if (!DecodeScalar(form_, text, out)) return Value::String(std::string(text));
+  return std::move(out.value);
 }
 
-Value PgColumnDecoder::DecodeScalar(Form form, std::string_view text) const {
-  const auto as_text = [&] { return Value::String(std::string(text)); };
+bool PgColumnDecoder::AppendTo(std::string_view text, Column& column) const {
+  if (form_ == Form::kArray) {
+    Value list = DecodeArray(text);
+    if (list.kind() == Value::Kind::kString) return false;
+    column.Append(list);
+    return true;
+  }
+  ColumnOut out{column};
+  return DecodeScalar(form_, text, out);
+}
+
+template <typename Out>
+bool PgColumnDecoder::DecodeScalar(Form form, std::string_view text, Out& out) const {
   switch (form) {
     case Form::kBool:
-      if (text == "t") return Value::Bool(true);
-      if (text == "f") return Value::Bool(false);
-      return as_text();
+      if (text == "t" || text == "f") {
+        out.Bool(text == "t");
+        return true;
+      }
+      return false;
     case Form::kInt:
     case Form::kLong: {
       const std::optional<int64_t> value = ParseInteger<int64_t>(text);
-      return value ? Value::Int(*value) : as_text();
+      if (value) out.Int(*value);
+      return value.has_value();
     }
     case Form::kFloat:
     case Form::kDouble: {
       const std::optional<double> value = ParseFloat(text);
-      return value ? Value::Double(*value) : as_text();
+      if (value) out.Double(*value);
+      return value.has_value();
     }
     case Form::kDecimal: {
       const LogicalType& type = form_ == Form::kArray ? element_type_ : logical_type_;
@@ -260,19 +310,21 @@ Value PgColumnDecoder::DecodeScalar(Form form, std::string_view text) const {
           schema::internal::ParseDecimal(text, type.decimal_scale());
       if (!unscaled || !schema::internal::FitsDecimalPrecision(*unscaled,
                                                                type.decimal_precision())) {
-        return as_text();  // NaN, ±Infinity, or more digits than the decimal holds
+        return false;  // NaN, ±Infinity, or more digits than the decimal holds
       }
-      return Value::Decimal(*unscaled, static_cast<uint8_t>(type.decimal_precision()),
-                            static_cast<uint8_t>(type.decimal_scale()));
+      out.Decimal(*unscaled, type);
+      return true;
     }
     case Form::kBytea: {
       std::optional<std::string> bytes;
       if (text.size() >= 2 && text[0] == '\\' && text[1] == 'x') bytes = DecodeHex(text.substr(2));
-      return bytes ? Value::Binary(std::move(*bytes)) : as_text();
+      if (bytes) out.Binary(std::move(*bytes));
+      return bytes.has_value();
     }
     case Form::kUuid: {
       std::optional<std::string> bytes = DecodeUuid(text);
-      return bytes ? Value::Binary(std::move(*bytes)) : as_text();
+      if (bytes) out.Binary(std::move(*bytes));
+      return bytes.has_value();
     }
     case Form::kDate: {
       std::string_view date = text;
@@ -281,27 +333,33 @@ Value PgColumnDecoder::DecodeScalar(Form form, std::string_view text) const {
       const std::optional<int64_t> days = ReadDate(date, at, is_bc);
       if (!days || at != date.size() || *days < std::numeric_limits<int32_t>::min() ||
           *days > std::numeric_limits<int32_t>::max()) {
-        return as_text();  // infinity, -infinity
+        return false;  // infinity, -infinity
       }
-      return Value::Date(static_cast<int32_t>(*days));
+      out.Date(static_cast<int32_t>(*days));
+      return true;
     }
     case Form::kTime: {
       size_t at = 0;
       const std::optional<int64_t> micros = ReadClock(text, at);
-      return micros && at == text.size() ? Value::Int(*micros) : as_text();
+      if (!micros || at != text.size()) return false;
+      out.Int(*micros);
+      return true;
     }
     case Form::kTimestamp:
     case Form::kTimestampTz: {
       const bool with_zone = form == Form::kTimestampTz;
       const std::optional<int64_t> micros = ParseTimestampText(text, with_zone);
-      if (!micros) return as_text();  // infinity, -infinity
-      return with_zone ? Value::TimestampTz(*micros) : Value::Timestamp(*micros);
+      if (!micros) return false;  // infinity, -infinity
+      out.Timestamp(*micros, with_zone);
+      return true;
     }
     case Form::kText:
+      out.Text(text);
+      return true;
     case Form::kArray:
       break;
   }
-  return as_text();
+  return false;
 }
 
 Value PgColumnDecoder::DecodeArray(std::string_view text) const {
@@ -314,12 +372,10 @@ Value PgColumnDecoder::DecodeArray(std::string_view text) const {
       items.push_back(Value::Null());
       continue;
     }
-    Value item = DecodeScalar(element_form_, *element);
+    ValueOut item;
     // An element the list's type cannot hold sends the whole array to the sibling column.
-    if (element_form_ != Form::kText && item.kind() == Value::Kind::kString) {
-      return Value::String(std::string(text));
-    }
-    items.push_back(std::move(item));
+    if (!DecodeScalar(element_form_, *element, item)) return Value::String(std::string(text));
+    items.push_back(std::move(item.value));
   }
   return Value::List(std::move(items));
 }

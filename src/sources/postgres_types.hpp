@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/batch.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
 
@@ -46,6 +47,9 @@ class PgColumnDecoder {
   // timestamps, a multi-dimensional array): the shaper puts such a value in the sibling column
   // `<name>_string`, so nothing is rounded or lost.
   Value Decode(std::string_view text) const;
+  // The same value appended to `column` (of logical_type()); false, appending nothing, when the
+  // type cannot hold it (the caller keeps the text for the sibling column, as Decode does).
+  bool AppendTo(std::string_view text, Column& column) const;
 
  private:
   enum class Form : uint8_t {
@@ -53,7 +57,9 @@ class PgColumnDecoder {
     kTimestamp, kTimestampTz, kArray,
   };
   static Form FormOf(uint32_t oid, int32_t modifier, LogicalType* type);
-  Value DecodeScalar(Form form, std::string_view text) const;
+  // Into `out` (a Value or the end of a column); false when the form's type cannot hold `text`.
+  template <typename Out>
+  bool DecodeScalar(Form form, std::string_view text, Out& out) const;
   Value DecodeArray(std::string_view text) const;
 
   Form form_ = Form::kText;

@@ -89,6 +89,9 @@ struct SourceRecord {
 struct SourceBatch {
   std::string partition;  // e.g. the file's path
   std::vector<SourceRecord> records;
+  // Or, from a source that decodes straight into typed columns, the rows as columns (after any
+  // `records`; the PostgreSQL snapshot hands over only these).
+  std::optional<ColumnRows> columns;
   std::vector<schema::Deadletter> deadletters;  // records that could not be read, in order
   // Applies to every record of the batch; what it points to lives as long as the source.
   schema::RecordContext context;
@@ -99,6 +102,9 @@ struct SourceBatch {
 
   schema::RecordOrigin OriginOf(const SourceRecord& record) const {
     return {partition, record.line, record.row};
+  }
+  uint64_t record_count() const {
+    return records.size() + (columns ? static_cast<uint64_t>(columns->num_rows) : 0);
   }
 };
 

@@ -579,7 +579,7 @@ class Chunk {
           aggregate_.id, batch.namespace_name));
     }
     const std::string_view entity_key =
-        batch.cdc ? std::string_view(batch.cdc->business_keys[row]) : std::string_view();
+        batch.cdc ? batch.cdc->business_keys[row] : std::string_view();
     if (entity_key.empty()) {
       // No entity: every row is an insert; a delete has no last row to take back.
       if (mutation == Mutation::kDelete) return Status::OK();
@@ -589,7 +589,7 @@ class Chunk {
       return Status::OK();
     }
     SKIPPR_ASSIGN_OR_RETURN(EntityState * entity, Entity(entity_key));
-    const std::string& order_token = batch.cdc->order_tokens[row];
+    const std::string_view order_token = batch.cdc->order_tokens[row];
     // Dedup: an event at or before the last one applied to this entity was applied already (a
     // source that re-delivers after a crash commits it again in a later segment).
     if (!order_token.empty() && !entity->order_token.empty() &&

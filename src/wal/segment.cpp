@@ -185,7 +185,6 @@ struct SlicePlan {
   std::vector<FramePlan> frames;
   uint64_t uncompressed_bytes = 0;
   size_t frame_directory_offset = 0;  // in `head`
-  std::vector<int64_t> cdc_offsets[3];  // event ids, order tokens, business keys
 };
 
 constexpr size_t kHeadSlotBytes = 0;              // u32 slice_header_bytes
@@ -227,17 +226,12 @@ void DescribeColumn(const Column& column, ByteWriter& directory, FramePlan& fram
   for (const Column& child : column.children) DescribeColumn(child, directory, frame);
 }
 
-void DescribeStrings(const std::vector<std::string>& strings, std::vector<int64_t>& offsets,
-                     ByteWriter& directory, FramePlan& frame) {
-  offsets.reserve(strings.size() + 1);
-  offsets.push_back(0);
-  for (const std::string& text : strings) {
-    offsets.push_back(offsets.back() + static_cast<int64_t>(text.size()));
-  }
+// Packed strings are stored as they are held: their offsets, then their bytes.
+void DescribeStrings(const PackedStrings& strings, ByteWriter& directory, FramePlan& frame) {
   directory.U64(strings.size());
-  directory.U64(static_cast<uint64_t>(offsets.back()));
-  AddPiece(frame, offsets.data(), offsets.size() * sizeof(int64_t));
-  for (const std::string& text : strings) AddPiece(frame, text.data(), text.size());
+  directory.U64(strings.text().size());
+  AddPiece(frame, strings.offsets().data(), strings.offsets().size() * sizeof(int64_t));
+  AddPiece(frame, strings.text().data(), strings.text().size());
 }
 
 void PlanSlice(const Batch& batch, SlicePlan& plan) {
@@ -266,9 +260,9 @@ void PlanSlice(const Batch& batch, SlicePlan& plan) {
     FramePlan& frame = plan.frames.back();
     writer.U64(cdc.mutations.size());
     AddPiece(frame, cdc.mutations.data(), cdc.mutations.size());
-    DescribeStrings(cdc.event_ids, plan.cdc_offsets[0], writer, frame);
-    DescribeStrings(cdc.order_tokens, plan.cdc_offsets[1], writer, frame);
-    DescribeStrings(cdc.business_keys, plan.cdc_offsets[2], writer, frame);
+    DescribeStrings(cdc.event_ids, writer, frame);
+    DescribeStrings(cdc.order_tokens, writer, frame);
+    DescribeStrings(cdc.business_keys, writer, frame);
   }
   plan.frame_directory_offset = plan.head.size();
   for (const FramePlan& frame : plan.frames) {
@@ -1365,13 +1359,15 @@ class SliceDecoder {
                                 static_cast<uint8_t>(cdc.mutations[row])));
       }
     }
-    std::vector<std::string>* targets[3] = {&cdc.event_ids, &cdc.order_tokens, &cdc.business_keys};
+    PackedStrings* targets[3] = {&cdc.event_ids, &cdc.order_tokens, &cdc.business_keys};
     static constexpr const char* kNames[3] = {"event ids", "order tokens", "business keys"};
     for (int i = 0; i < 3; ++i) {
       const uint64_t count = counts[2 * i];
       const uint64_t bytes = counts[2 * i + 1];
-      std::vector<int64_t> offsets(count + 1);
-      std::string text(bytes, '\0');
+      std::vector<int64_t>& offsets = targets[i]->mutable_offsets();
+      std::string& text = targets[i]->mutable_text();
+      offsets.assign(count + 1, 0);
+      text.assign(bytes, '\0');
       if (!payload.Read(offsets.data(), offsets.size() * sizeof(int64_t)) ||
           !payload.Read(text.data(), text.size())) {
         return PayloadFailed(payload, frame);
@@ -1383,11 +1379,6 @@ class SliceDecoder {
         if (offsets[j] > offsets[j + 1]) {
           return Fail(fmt::format("the CDC {} offsets decrease at entry {}", kNames[i], j));
         }
-      }
-      targets[i]->reserve(count);
-      for (uint64_t j = 0; j < count; ++j) {
-        targets[i]->push_back(text.substr(static_cast<size_t>(offsets[j]),
-                                          static_cast<size_t>(offsets[j + 1] - offsets[j])));
       }
     }
     return Status::OK();

@@ -625,5 +625,74 @@ TEST(BatchValueFitsColumn, NestedValuesFitWhenEveryPartFits) {
   EXPECT_FALSE(ValueFitsColumn(Lst({}), map));
 }
 
+// Appending a column equals appending its values one by one, at any bit offset, for every layout
+// (nested ones included), and an int column appends to a long one.
+TEST(BatchColumn, AppendingAColumnEqualsAppendingItsValues) {
+  const LogicalType list = LogicalType::List(Field{1, "element", LogicalType::String(), true});
+  const LogicalType record = LogicalType::Struct({Field{2, "a", LogicalType::Long(), true},
+                                                  Field{3, "b", list, true}});
+  const std::vector<std::pair<LogicalType, std::vector<Value>>> cases = {
+      {LogicalType::Long(), {Value::Int(1), Value::Null(), Value::Int(-5), Value::Int(7)}},
+      {LogicalType::Boolean(), {Value::Bool(true), Value::Null(), Value::Bool(false)}},
+      {LogicalType::Decimal(12, 2).value(), {Value::Decimal(-12345, 12, 2), Value::Null()}},
+      {LogicalType::String(), {Value::String(""), Value::String("ab"), Value::Null()}},
+      {list, {Value::List({Value::String("x"), Value::Null()}), Value::Null(), Value::List({})}},
+      {record,
+       {Value::Object({{"a", Value::Int(3)}, {"b", Value::List({Value::String("y")})}}),
+        Value::Null(), Value::Object({{"a", Value::Null()}})}},
+  };
+  for (const auto& [type, values] : cases) {
+    for (size_t already = 0; already < 11; ++already) {
+      Column appended(type);
+      Column expected(type);
+      for (size_t i = 0; i < already; ++i) {
+        appended.Append(values[i % values.size()]);
+        expected.Append(values[i % values.size()]);
+      }
+      Column other(type);
+      for (size_t i = 0; i < 13; ++i) {
+        other.Append(values[(i * 7) % values.size()]);
+        expected.Append(values[(i * 7) % values.size()]);
+      }
+      appended.AppendColumn(other);
+      std::string reason;
+      ASSERT_TRUE(appended.Validate(&reason)) << type.ToString() << ": " << reason;
+      ASSERT_EQ(appended.length, expected.length);
+      for (int64_t row = 0; row < expected.length; ++row) {
+        EXPECT_EQ(appended.ValueAt(row), expected.ValueAt(row))
+            << type.ToString() << " after " << already << " rows, row " << row;
+      }
+      EXPECT_EQ(appended.validity, expected.validity) << type.ToString() << " after " << already;
+    }
+  }
+  Column longs(LogicalType::Long());
+  longs.AppendInt64(int64_t{1} << 40);
+  Column ints(LogicalType::Int());
+  ints.AppendInt64(-3);
+  ints.AppendNull();
+  longs.AppendColumn(ints);
+  EXPECT_EQ(longs.type, LogicalType::Long());
+  EXPECT_EQ(longs.ValueAt(1), Value::Int(-3));
+  EXPECT_TRUE(longs.ValueAt(2).is_null());
+}
+
+TEST(BatchPackedStrings, HoldStringsEndToEndAndAppendOthers) {
+  PackedStrings strings = {"", "ab", std::string_view("\0c", 2)};
+  strings.bytes() += "de";
+  strings.bytes() += "f";
+  strings.EndString();
+  ASSERT_EQ(strings.size(), 4u);
+  EXPECT_EQ(strings[0], "");
+  EXPECT_EQ(strings[2], std::string_view("\0c", 2));
+  EXPECT_EQ(strings[3], "def");
+  PackedStrings more = {"g", ""};
+  strings.Append(more);
+  ASSERT_EQ(strings.size(), 6u);
+  EXPECT_EQ(strings[4], "g");
+  EXPECT_EQ(strings[5], "");
+  EXPECT_EQ(strings.offsets().back(), static_cast<int64_t>(strings.text().size()));
+  EXPECT_EQ(strings, (PackedStrings{"", "ab", std::string_view("\0c", 2), "def", "g", ""}));
+}
+
 }  // namespace
 }  // namespace skippr

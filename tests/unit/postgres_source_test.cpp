@@ -265,14 +265,33 @@ class PostgresSnapshot : public PostgresSuite<PostgresSnapshot> {
     return connector;
   }
 
-  // Every batch a source hands over, read to the end.
+  // Every batch a source hands over, read to the end; rows handed over as columns become the
+  // records ColumnRows::RowAt makes of them, with their changes.
   static std::vector<SourceBatch> ReadAll(Source& source) {
     std::vector<SourceBatch> batches;
     while (true) {
       Result<std::optional<SourceBatch>> batch = source.Next();
       EXPECT_TRUE(batch.ok()) << batch.status().ToString();
       if (!batch.ok() || !batch->has_value()) return batches;
-      batches.push_back(std::move(**batch));
+      SourceBatch& read = **batch;
+      if (read.columns) {
+        const ColumnRows& rows = *read.columns;
+        EXPECT_TRUE(rows.cdc.has_value());
+        for (int64_t row = 0; row < rows.num_rows; ++row) {
+          SourceRecord record;
+          record.value = rows.RowAt(row);
+          record.row = rows.first_row + static_cast<uint64_t>(row);
+          if (rows.cdc) {
+            const auto at = static_cast<size_t>(row);
+            record.change = RowChange{rows.cdc->mutations[at], std::string(rows.cdc->event_ids[at]),
+                                      std::string(rows.cdc->order_tokens[at]),
+                                      std::string(rows.cdc->business_keys[at])};
+          }
+          read.records.push_back(std::move(record));
+        }
+        read.columns.reset();
+      }
+      batches.push_back(std::move(read));
     }
   }
 
@@ -524,7 +543,7 @@ class PostgresTls : public ::testing::Test {
     while (true) {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<SourceBatch> batch, source->Next());
       if (!batch) return rows;
-      rows += batch->records.size();
+      rows += batch->record_count();
     }
   }
 

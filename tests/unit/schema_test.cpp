@@ -123,6 +123,170 @@ Batch OnlyBatch(Shaper& shaper) {
   return std::move(batches[0]);
 }
 
+// ----- rows handed over as columns ---------------------------------------------------------------
+
+// `rows` (objects with the same names) as the ColumnRows a typed source builds: a column of each
+// declared type, then a String column for the values the type cannot hold (strings), when any.
+ColumnRows RowsAsColumns(const std::vector<std::pair<std::string, LogicalType>>& columns,
+                         const std::vector<Value>& rows, uint64_t first_row) {
+  ColumnRows out;
+  out.num_rows = static_cast<int64_t>(rows.size());
+  out.first_row = first_row;
+  out.cdc.emplace();
+  for (const auto& [name, type] : columns) {
+    Column typed(type);
+    Column text(LogicalType::String());
+    bool has_text = false;
+    for (const Value& row : rows) {
+      const Value* value = row.Find(name);
+      if (value != nullptr && !value->is_null() && !ValueFitsColumn(*value, type)) {
+        typed.AppendNull();
+        text.Append(*value);
+        has_text = true;
+      } else {
+        typed.Append(value == nullptr ? Value::Null() : *value);
+        text.AppendNull();
+      }
+    }
+    out.names.push_back(name);
+    out.columns.push_back(std::move(typed));
+    if (has_text) {
+      out.names.push_back(name);
+      out.columns.push_back(std::move(text));
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out.cdc->Append(RowChange{Mutation::kSnapshot, fmt::format("e{}", first_row + i), "t",
+                              fmt::format("[{}]", first_row + i)});
+  }
+  return out;
+}
+
+// A source's rows shape the same namespace, the same batches and the same deadletters whether it
+// hands them over as columns or one record at a time — through a new namespace, a column added
+// halfway, values only a sibling holds, a promotion and a missing key.
+TEST(ShaperColumns, ColumnsShapeExactlyAsTheirRowsWould) {
+  const LogicalType amount = LogicalType::Decimal(10, 2).value();
+  const LogicalType tags = LogicalType::List(Field{0, "element", LogicalType::Int(), true});
+  std::map<std::string, LogicalType> declared = {
+      {"id", LogicalType::Long()}, {"amount", amount}, {"tags", tags},
+      {"name", LogicalType::String()}, {"qty", LogicalType::Int()}};
+  const std::vector<std::string> key = {"id"};
+  RecordContext context;
+  context.declared_types = &declared;
+  context.source_namespace = "orders";
+  context.key_fields = &key;
+  context.records_are_flat = true;
+  context.keys_may_repeat = false;
+  context.infer_epoch_timestamps = false;
+  ShaperOptions options = Options();
+  options.key_fields = {"id"};
+  options.keep_origins = true;
+  Shaper by_columns({}, options);
+  Shaper by_rows({}, options);
+  std::vector<Deadletter> column_deadletters;
+  std::vector<Deadletter> row_deadletters;
+  std::vector<std::pair<std::string, LogicalType>> columns = {
+      {"id", LogicalType::Long()}, {"amount", amount}, {"tags", tags}, {"name", LogicalType::String()}};
+  uint64_t next_row = 1;
+  const auto row = [&](int64_t id, std::optional<int64_t> qty = std::nullopt) {
+    ValueObject object = {{"id", id % 7 == 6 ? Null() : Int(id)},
+                          {"amount", id % 5 == 4 ? Str("NaN") : Value::Decimal(id * 101, 10, 2)},
+                          {"tags", id % 3 == 0 ? Null() : Lst({Int(id), Null(), Int(-id)})},
+                          {"name", Str(fmt::format("name {}", id).c_str())}};
+    if (qty) object.emplace_back("qty", Int(*qty));
+    return Obj(std::move(object));
+  };
+  const auto absorb_both = [&](const std::vector<Value>& rows, bool seal) {
+    ASSERT_TRUE(by_columns.ApplyDeclaredTypes(context).ok());
+    ASSERT_TRUE(by_rows.ApplyDeclaredTypes(context).ok());
+    for (Deadletter& deadletter :
+         by_columns.AbsorbColumns(RowsAsColumns(columns, rows, next_row), {"t"}, context)) {
+      column_deadletters.push_back(std::move(deadletter));
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      RowChange change{Mutation::kSnapshot, fmt::format("e{}", next_row + i), "t",
+                       fmt::format("[{}]", next_row + i)};
+      if (auto deadletter = by_rows.Absorb(rows[i], {"t", 0, next_row + i}, context, &change)) {
+        row_deadletters.push_back(std::move(*deadletter));
+      }
+    }
+    next_row += rows.size();
+    if (seal) EXPECT_EQ(by_columns.Seal().size(), by_rows.Seal().size());
+  };
+  std::vector<Value> batch;
+  for (int64_t id = 1; id <= 6; ++id) batch.push_back(row(id));  // new namespace: the row path
+  absorb_both(batch, true);
+  batch.clear();
+  for (int64_t id = 8; id <= 13; id += 1) {
+    if (id % 7 != 6 && id % 5 != 4) batch.push_back(row(id));  // every column fits: appended
+  }
+  absorb_both(batch, false);
+  batch.clear();
+  for (int64_t id = 14; id <= 19; ++id) batch.push_back(row(id));  // NaN: to a new sibling
+  absorb_both(batch, false);
+  batch.clear();
+  for (int64_t id = 20; id <= 30; ++id) batch.push_back(row(id));  // a null key, NaN amounts
+  absorb_both(batch, false);
+  columns.emplace_back("qty", LogicalType::Int());
+  batch.clear();
+  for (int64_t id = 40; id <= 43; ++id) batch.push_back(row(id, id));  // a new column
+  absorb_both(batch, false);
+  batch.clear();
+  for (int64_t id = 50; id <= 53; ++id) batch.push_back(row(id, id * 2));  // appended again
+  absorb_both(batch, false);
+  declared.insert_or_assign("qty", LogicalType::Long());  // promoted: int columns append to a long field
+  columns.back().second = LogicalType::Long();
+  batch.clear();
+  for (int64_t id = 60; id <= 62; ++id) batch.push_back(row(id, int64_t{1} << 40));
+  absorb_both(batch, true);
+  batch.clear();
+  for (int64_t id = 70; id <= 75; ++id) batch.push_back(row(id, id));  // NaN: to the sibling
+  absorb_both(batch, false);
+  batch.clear();
+  for (int64_t id = 80; id <= 83; ++id) batch.push_back(row(id, id));  // a null key alone
+  absorb_both(batch, false);
+  EXPECT_EQ(by_columns.records_absorbed(), by_rows.records_absorbed());
+  EXPECT_EQ(Ns(by_columns, "orders").fields, Ns(by_rows, "orders").fields);
+  EXPECT_THAT(FieldNames(Ns(by_columns, "orders")),
+              ElementsAre("id", "amount", "tags", "name", "amount_string", "qty"));
+  ASSERT_EQ(column_deadletters.size(), row_deadletters.size());
+  for (size_t i = 0; i < row_deadletters.size(); ++i) {
+    EXPECT_EQ(column_deadletters[i].reason, row_deadletters[i].reason);
+    EXPECT_EQ(column_deadletters[i].origin.row, row_deadletters[i].origin.row);
+  }
+  std::vector<std::vector<RecordOrigin>> column_origins;
+  std::vector<std::vector<RecordOrigin>> row_origins;
+  const std::vector<Batch> column_batches = by_columns.TakeBatches(&column_origins);
+  const std::vector<Batch> row_batches = by_rows.TakeBatches(&row_origins);
+  ASSERT_EQ(row_batches.size(), 1u);
+  EXPECT_GT(column_batches.size(), 1u);  // appended rows come as batches of their own
+  std::vector<Value> column_rows;
+  std::vector<std::string> column_keys;
+  std::vector<uint64_t> column_origin_rows;
+  for (size_t b = 0; b < column_batches.size(); ++b) {
+    const Batch& got = column_batches[b];
+    std::string reason;
+    ASSERT_TRUE(got.Validate(&reason)) << reason;
+    EXPECT_EQ(got.fields, row_batches[0].fields);
+    EXPECT_EQ(got.schema_id, row_batches[0].schema_id);
+    ASSERT_TRUE(got.cdc.has_value());
+    ASSERT_EQ(column_origins[b].size(), static_cast<size_t>(got.num_rows));
+    for (int64_t r = 0; r < got.num_rows; ++r) {
+      column_rows.push_back(got.RowAt(r));
+      column_keys.emplace_back(got.cdc->business_keys[static_cast<size_t>(r)]);
+      column_origin_rows.push_back(column_origins[b][static_cast<size_t>(r)].row);
+    }
+  }
+  ASSERT_EQ(column_rows.size(), static_cast<size_t>(row_batches[0].num_rows));
+  for (int64_t r = 0; r < row_batches[0].num_rows; ++r) {
+    const auto at = static_cast<size_t>(r);
+    EXPECT_EQ(column_rows[at], row_batches[0].RowAt(r)) << "row " << r;
+    EXPECT_EQ(column_keys[at], row_batches[0].cdc->business_keys[at]);
+    EXPECT_EQ(column_origin_rows[at], row_origins[0][at].row);
+  }
+}
+
 // ----- inference ---------------------------------------------------------------------------------
 
 struct InferenceCase {
