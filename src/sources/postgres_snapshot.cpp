@@ -292,9 +292,13 @@ void SnapshotSource::PlanStorageRanges(const TableReader& reader, const PgStorag
   std::sort(known.begin(), known.end(),
             [](const RangeBounds& a, const RangeBounds& b) { return a.first_block < b.first_block; });
   const uint64_t blocks = RelationBlocks(storage);
+  // One connection reads a relation as one open range, which it scans sequentially (ReadRange).
   const uint64_t range_blocks =
-      std::clamp<uint64_t>(blocks / (static_cast<uint64_t>(settings_.snapshot_parallelism) * 4),
-                           kMinRangeBlocks, kMaxRangeBlocks);
+      settings_.snapshot_parallelism == 1
+          ? std::max<uint64_t>(blocks, 1)
+          : std::clamp<uint64_t>(
+                blocks / (static_cast<uint64_t>(settings_.snapshot_parallelism) * 4),
+                kMinRangeBlocks, kMaxRangeBlocks);
   std::vector<RangeBounds> planned;
   uint64_t next = 0;
   for (const RangeBounds& range : known) {
@@ -433,10 +437,18 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
   if (range.storage->is_heap) {
     columns = columns.empty() ? "ctid" : "ctid, " + columns;
     const std::optional<Ctid> after = ParseCtid(range.start.cursor);
-    where = after ? fmt::format(" WHERE ctid > '({},{})'::tid", after->block, after->offset)
-                  : fmt::format(" WHERE ctid >= '({},0)'::tid", range.bounds.first_block);
-    if (range.bounds.end_block != kOpenEnd) {
-      where += fmt::format(" AND ctid < '({},0)'::tid", range.bounds.end_block);
+    const bool is_whole_relation =
+        !after && range.bounds.first_block == 0 && range.bounds.end_block == kOpenEnd;
+    // A whole relation is read by a sequential scan, in ctid order (kPostgresSessionOptions turn
+    // off synchronized and parallel scans) through the server's small bulk-read buffer ring. A
+    // ctid qualification makes a TID range scan, which reads through shared buffers: on a table
+    // larger than a quarter of them it costs the server half as much again and evicts its cache.
+    if (!is_whole_relation) {
+      where = after ? fmt::format(" WHERE ctid > '({},{})'::tid", after->block, after->offset)
+                    : fmt::format(" WHERE ctid >= '({},0)'::tid", range.bounds.first_block);
+      if (range.bounds.end_block != kOpenEnd) {
+        where += fmt::format(" AND ctid < '({},0)'::tid", range.bounds.end_block);
+      }
     }
   }
   const std::string sql = fmt::format("COPY (SELECT {} FROM {}{}) TO STDOUT", columns,

@@ -469,9 +469,24 @@ TEST_F(PostgresSnapshot, ParallelRangesReadEveryRowOnceAndResumeAfterTheLastComm
   // A finished snapshot reads nothing again.
   EXPECT_TRUE(Collect(Snapshot(Connector({}, 2), whole.positions)).ids.empty());
 
+  // One connection reads the table as one range (a sequential scan), and resumes it after its
+  // last committed row, under a new snapshot, with one connection or more.
+  const std::vector<SourceBatch> single = Snapshot(Connector({}, 1));
+  const ReadOutcome one_range = Collect(single);
+  EXPECT_EQ(one_range.ids, whole.ids);
+  ASSERT_EQ(one_range.positions.size(), 1u);
+  EXPECT_EQ(one_range.positions.begin()->first, "postgres snapshot \"public\".\"wide\" blocks 0-");
+  for (int connections : {1, 3}) {
+    const ReadOutcome first = Collect(single, single.size() / 2);
+    const ReadOutcome second = Collect(Snapshot(Connector({}, connections), first.positions));
+    std::multiset<int64_t> ids = first.ids;
+    ids.insert(second.ids.begin(), second.ids.end());
+    EXPECT_EQ(ids, whole.ids) << "resumed with " << connections << " connection(s)";
+  }
+
   // Sampling (discover): each range stops at the limit, its COPY cancelled on the server, and the
   // connection goes on to the next range.
-  Result<std::unique_ptr<Source>> sampler = MakeSource(Connector({}, 1), "pg");
+  Result<std::unique_ptr<Source>> sampler = MakeSource(Connector({}, 2), "pg");
   ASSERT_TRUE(sampler.ok());
   ExpectOk((*sampler)->Open({}, {.max_records_per_partition = 100}));
   const ReadOutcome sampled = Collect(ReadAll(**sampler));
