@@ -83,8 +83,9 @@ void SetValidity(std::vector<uint8_t>& validity, int64_t row, bool valid) {
 }
 
 void AppendFixed(std::vector<uint8_t>& fixed, const void* bytes, size_t size) {
-  const auto* begin = static_cast<const uint8_t*>(bytes);
-  fixed.insert(fixed.end(), begin, begin + size);
+  const size_t at = fixed.size();
+  fixed.resize(at + size);
+  std::memcpy(fixed.data() + at, bytes, size);
 }
 }  // namespace
 

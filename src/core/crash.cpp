@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -16,13 +17,31 @@ namespace skippr {
 namespace {
 std::atomic<CrashPointObserver> crash_point_observer{nullptr};
 
-const std::string& ArmedCrashPoint() {
-  static const std::string point = [] {
+// SKIPPR_CRASH_POINT=<name>[@<hit>]: the point, and on which of its hits to crash (from 1).
+struct ArmedPoint {
+  std::string name;
+  uint64_t hit = 1;
+};
+
+const ArmedPoint& ArmedCrashPoint() {
+  static const ArmedPoint point = [] {
     const char* value = std::getenv("SKIPPR_CRASH_POINT");
-    return std::string(value == nullptr ? "" : value);
+    ArmedPoint armed{value == nullptr ? "" : value};
+    if (const size_t at = armed.name.rfind('@'); at != std::string::npos) {
+      const char* count = armed.name.c_str() + at + 1;
+      char* end = nullptr;
+      const unsigned long long hit = std::strtoull(count, &end, 10);
+      if (end != count && *end == '\0' && hit > 0) {
+        armed.hit = hit;
+        armed.name.resize(at);
+      }
+    }
+    return armed;
   }();
   return point;
 }
+
+std::atomic<uint64_t> armed_point_hits{0};
 
 double SecondsFromEnv(const char* name, double fallback) {
   const char* value = std::getenv(name);
@@ -38,8 +57,9 @@ void CrashPoint(std::string_view name) {
     observer(name);
     return;
   }
-  const std::string& armed = ArmedCrashPoint();
-  if (armed.empty() || armed != name) return;
+  const ArmedPoint& armed = ArmedCrashPoint();
+  if (armed.name.empty() || armed.name != name) return;
+  if (armed_point_hits.fetch_add(1, std::memory_order_relaxed) + 1 != armed.hit) return;
   spdlog::default_logger()->flush();
   kill(getpid(), SIGKILL);
 }

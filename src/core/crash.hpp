@@ -1,6 +1,8 @@
 // Crash testing built in (issue: the WAL issue; docs/formats/wal.md lists the points).
 // SKIPPR_CRASH_POINT=<name> makes the process SIGKILL itself when it reaches that point, so tests can
-// prove that every step of the commit protocol and of recovery survives a crash.
+// prove that every step of the commit protocol and of recovery survives a crash;
+// SKIPPR_CRASH_POINT=<name>@<n>, when it reaches it the n-th time (a point passed once per batch,
+// crashed at after some have been committed).
 #pragma once
 
 #include <string_view>

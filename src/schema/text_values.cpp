@@ -294,9 +294,9 @@ bool DoubleHoldsLiteral(std::string_view literal, double value) {
          written->exponent == held->exponent;
 }
 
-std::string FormatDate(int32_t days) {
+CivilDate CivilFromDays(int64_t days) {
   // civil_from_days (H. Hinnant)
-  int64_t z = days + 719468;
+  const int64_t z = days + 719468;
   const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
   const unsigned doe = static_cast<unsigned>(z - era * 146097);
   const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
@@ -305,7 +305,12 @@ std::string FormatDate(int32_t days) {
   const unsigned mp = (5 * doy + 2) / 153;
   const unsigned d = doy - (153 * mp + 2) / 5 + 1;
   const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-  return fmt::format("{:04}-{:02}-{:02}", y + (m <= 2), m, d);
+  return {y + (m <= 2), m, d};
+}
+
+std::string FormatDate(int32_t days) {
+  const CivilDate date = CivilFromDays(days);
+  return fmt::format("{:04}-{:02}-{:02}", date.year, date.month, date.day);
 }
 
 std::string FormatTimestamp(int64_t micros, bool with_zone) {

@@ -45,6 +45,12 @@ bool IsNumberLiteral(std::string_view text);
 bool DoubleHoldsLiteral(std::string_view literal, double value);
 
 int64_t DaysFromCivil(int64_t year, unsigned month, unsigned day);
+struct CivilDate {
+  int64_t year = 1970;  // astronomical: 0 is 1 BC
+  unsigned month = 1;
+  unsigned day = 1;
+};
+CivilDate CivilFromDays(int64_t days);  // days since 1970-01-01
 std::string FormatDate(int32_t days);
 std::string FormatTimestamp(int64_t micros, bool with_zone);  // "2024-01-15T10:30:00.000000[Z]"
 

@@ -165,7 +165,7 @@ Result<PgResult> PgConnection::Query(std::string_view what, const std::string& s
 }
 
 Status PgConnection::CopyOut(std::string_view what, const std::string& copy_sql,
-                             const std::function<bool(std::string_view line)>& on_row) {
+                             const std::function<bool(std::string_view message)>& on_message) {
   {
     pg_result* raw = PQexec(connection_, copy_sql.c_str());
     PgResult owned(raw);
@@ -180,9 +180,8 @@ Status PgConnection::CopyOut(std::string_view what, const std::string& copy_sql,
       if (stopped) break;  // the cancel below ended the COPY
       return ServerError(what, nullptr);
     }
-    std::string_view line(buffer, static_cast<size_t>(length));
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    const bool go_on = stopped || on_row(line);
+    const bool go_on =
+        stopped || on_message(std::string_view(buffer, static_cast<size_t>(length)));
     PQfreemem(buffer);
     if (!go_on && !stopped) {
       // libpq cannot abandon a COPY mid-stream: ask the server to cancel it, then drain what it

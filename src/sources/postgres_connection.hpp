@@ -81,11 +81,12 @@ class PgConnection {
   Status Execute(std::string_view what, const std::string& sql) {
     return Query(what, sql).status();
   }
-  // COPY ... TO STDOUT: `on_row` gets each row's line (without its newline) as the server sends
-  // it; returning false cancels the COPY on the server and returns OK (a transaction the
-  // connection is in is then aborted).
+  // COPY ... TO STDOUT: `on_message` gets each CopyData message as the server sends it (a row:
+  // in text format its line with the newline, in binary format its tuple, the file header before
+  // the first and the end marker last); returning false cancels the COPY on the server and
+  // returns OK (a transaction the connection is in is then aborted).
   Status CopyOut(std::string_view what, const std::string& copy_sql,
-                 const std::function<bool(std::string_view line)>& on_row);
+                 const std::function<bool(std::string_view message)>& on_message);
 
   std::string QuoteIdentifier(std::string_view identifier) const;
   std::string QuoteLiteral(std::string_view literal) const;

@@ -1,7 +1,7 @@
 // The PostgreSQL source's snapshot: every table read under one exported snapshot, a heap table in
 // ctid block ranges by `snapshot_parallelism` connections, each range a partition of the source's
 // positions so that an interrupted snapshot resumes after the last row committed
-// (docs/sources/postgres.md, "Snapshot").
+// (docs/config.md, "The PostgreSQL source", "Snapshot").
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -24,14 +24,35 @@ namespace skippr::sources::postgres {
 namespace {
 
 constexpr uint64_t kOpenEnd = std::numeric_limits<uint64_t>::max();
-// Rows of one batch are also bounded by their text: wide rows make smaller batches.
-constexpr size_t kMaxBatchTextBytes = 8 << 20;
-// Records reserved up front per batch (batch_size_rows, up to this).
-constexpr uint64_t kMaxReservedRecords = 65536;
+// Rows of one batch are also bounded by their bytes on the wire: wide rows make smaller batches.
+constexpr size_t kMaxBatchCopyBytes = 8 << 20;
+// COPY's binary format begins with this signature, a 32-bit flags field and the 32-bit length of
+// a header extension (PostgreSQL's COPY documentation, "Binary Format").
+constexpr std::string_view kBinaryCopySignature("PGCOPY\n\377\r\n\0", 11);
 // A range holds at most this many 8 KiB blocks (1 GiB), and at least 128 unless the table is
 // smaller: enough ranges for every connection to stay busy, few enough that each COPY is long.
 constexpr uint64_t kMaxRangeBlocks = 131'072;
 constexpr uint64_t kMinRangeBlocks = 128;
+
+uint16_t LoadBigEndian16(const char* at) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(at[0]) << 8 | static_cast<uint8_t>(at[1]));
+}
+
+uint32_t LoadBigEndian32(const char* at) {
+  return static_cast<uint32_t>(LoadBigEndian16(at)) << 16 | LoadBigEndian16(at + 2);
+}
+
+// "(block,offset)", as PostgreSQL writes a ctid.
+void FormatCtid(uint32_t block, uint16_t offset, std::string& out) {
+  char text[24];
+  char* end = text;
+  *end++ = '(';
+  end = std::to_chars(end, text + sizeof(text), block).ptr;
+  *end++ = ',';
+  end = std::to_chars(end, text + sizeof(text), offset).ptr;
+  *end++ = ')';
+  out.assign(text, end);
+}
 
 struct Ctid {
   uint64_t block = 0;
@@ -184,7 +205,7 @@ struct SnapshotSource::TableReader {
   std::vector<PgColumnDecoder> decoders;
   std::map<std::string, LogicalType> declared_types;
   std::vector<size_t> key_columns;  // indices into table.columns
-  std::string select_list;          // "a", "b", ...
+  std::string select_list;          // "a", "b"::text, ... (::text: not read in binary)
 };
 
 SnapshotSource::SnapshotSource(PostgresSettings settings, std::optional<ExportedSnapshot> exported)
@@ -246,6 +267,7 @@ std::unique_ptr<SnapshotSource::TableReader> SnapshotSource::MakeTableReader(PgT
     reader->declared_types.emplace(column.name, reader->decoders.back().logical_type());
     if (i > 0) reader->select_list += ", ";
     reader->select_list += control_->QuoteIdentifier(column.name);
+    if (!reader->decoders.back().reads_binary()) reader->select_list += "::text";
     if (std::find(table.primary_key.begin(), table.primary_key.end(), column.name) !=
         table.primary_key.end()) {
       reader->key_columns.push_back(i);
@@ -375,7 +397,7 @@ struct SnapshotSource::RowColumns {
   CdcSidecar cdc;
   int64_t rows = 0;
   uint64_t first_row = 1;
-  size_t text_bytes = 0;
+  size_t copy_bytes = 0;
 
   RowColumns(const TableReader& reader, uint64_t first, uint64_t reserved_rows) : first_row(first) {
     typed.reserve(reader.decoders.size());
@@ -401,7 +423,8 @@ struct SnapshotSource::RowColumns {
     const int64_t row = values.length - 1;
     if (values.IsValid(row) && PhysicalKindOf(values.type.id()) == PhysicalKind::kInt64 &&
         (values.type.id() == TypeId::kInt || values.type.id() == TypeId::kLong)) {
-      fmt::format_to(std::back_inserter(out), "{}", values.Int64At(row));
+      char digits[24];
+      out.append(digits, std::to_chars(digits, digits + sizeof(digits), values.Int64At(row)).ptr);
       return;
     }
     const std::optional<Column>& text = overflow[column];
@@ -451,29 +474,44 @@ Result<bool> SnapshotSource::ReadRange(PgConnection& connection, const Range& ra
       }
     }
   }
-  const std::string sql = fmt::format("COPY (SELECT {} FROM {}{}) TO STDOUT", columns,
-                                      range.storage->qualified_name, where);
+  // Binary: numbers and times cost the server no formatting and us no parsing.
+  const std::string sql = fmt::format("COPY (SELECT {} FROM {}{}) TO STDOUT (FORMAT binary)",
+                                      columns, range.storage->qualified_name, where);
   PartitionPosition position = range.start;
   const RowStamps stamps{OrderToken(snapshot_lsn_, 0),
                          fmt::format("snapshot {:X} {} ", snapshot_lsn_, range.storage->oid)};
-  const uint64_t reserved_rows = std::min<uint64_t>(settings_.batch_size_rows, kMaxReservedRecords);
+  // Each batch reserves what the one before it held: the text budget, not batch_size_rows, may be
+  // what ends a batch of wide rows.
+  uint64_t reserved_rows = 0;
   auto rows = std::make_unique<RowColumns>(reader, position.records_consumed + 1, reserved_rows);
   bool stopping_now = false;  // the source is being destroyed
   Status failure;
+  bool is_header_read = false;
   const Status copied = connection.CopyOut(
-      fmt::format("reading {}", range.partition), sql, [&](std::string_view line) {
-        if (Status row = AddRow(reader, range, stamps, line, *rows, position); !row.ok()) {
+      fmt::format("reading {}", range.partition), sql, [&](std::string_view message) {
+        rows->copy_bytes += message.size();
+        if (!is_header_read) {
+          if (Status header = SkipBinaryHeader(range, message); !header.ok()) {
+            failure = std::move(header);
+            return false;
+          }
+          is_header_read = true;
+        }
+        if (message.empty() || message == std::string_view("\xff\xff", 2)) {
+          return true;  // the header alone, or the end of the data
+        }
+        if (Status row = AddRow(reader, range, stamps, message, *rows, position); !row.ok()) {
           failure = std::move(row);
           return false;
         }
-        rows->text_bytes += line.size();
         if (static_cast<uint64_t>(rows->rows) >= settings_.batch_size_rows ||
-            rows->text_bytes >= kMaxBatchTextBytes) {
+            rows->copy_bytes >= kMaxBatchCopyBytes) {
           if (!Hand(TakeBatch(range, *rows, position))) {
             stopping_now = true;
             return false;
           }
           CrashPoint("postgres.snapshot.mid_range");
+          reserved_rows = static_cast<uint64_t>(rows->rows);
           rows = std::make_unique<RowColumns>(reader, position.records_consumed + 1, reserved_rows);
         }
         return max_records_per_partition_ == 0 ||
@@ -498,50 +536,78 @@ SourceBatch SnapshotSource::TakeBatch(const Range& range, RowColumns& rows,
     batch.context.key_fields = &range.table->table.primary_key;
   }
   batch.position = position;
-  batch.bytes_read = rows.text_bytes;
+  batch.bytes_read = rows.copy_bytes;
   if (rows.rows > 0) batch.columns = rows.Take(*range.table);
   return batch;
 }
 
+Status SnapshotSource::SkipBinaryHeader(const Range& range, std::string_view& message) const {
+  constexpr size_t kFixedBytes = 11 + 4 + 4;
+  if (message.size() < kFixedBytes || message.substr(0, 11) != kBinaryCopySignature) {
+    return Status::Corruption(fmt::format(
+        "{}: the server's binary COPY data does not start with its signature", range.partition));
+  }
+  const uint32_t extension_bytes = LoadBigEndian32(message.data() + 15);
+  if (message.size() - kFixedBytes < extension_bytes) {
+    return Status::Corruption(fmt::format(
+        "{}: the binary COPY header's extension runs past its message", range.partition));
+  }
+  message.remove_prefix(kFixedBytes + extension_bytes);
+  return Status::OK();
+}
+
 Status SnapshotSource::AddRow(const TableReader& reader, const Range& range,
-                              const RowStamps& stamps, std::string_view line, RowColumns& rows,
+                              const RowStamps& stamps, std::string_view tuple, RowColumns& rows,
                               PartitionPosition& position) const {
-  size_t at = 0;
-  std::string_view ctid_text;  // heap relations: the first field
   const size_t first_column = range.storage->is_heap ? 1 : 0;
   const size_t fields = reader.decoders.size() + first_column;
-  std::string unescaped;
+  const auto broken = [&](std::string_view what) {
+    return Status::Corruption(fmt::format("{}: the binary COPY row after row {} {}",
+                                          range.partition, position.records_consumed, what));
+  };
+  if (tuple.size() < 2 || LoadBigEndian16(tuple.data()) != fields) {
+    return broken(fmt::format("does not have the {} fields expected", fields));
+  }
+  size_t at = 2;
+  std::string ctid_text;  // heap relations: the first field, as "(block,offset)"
+  std::string text;
   for (size_t field = 0; field < fields; ++field) {
-    const size_t tab = line.find('\t', at);
-    const bool is_last = field + 1 == fields;
-    if ((tab == std::string_view::npos) != is_last) {
-      return Status::Corruption(fmt::format(
-          "{}: a COPY row after row {} has {} fields where {} were expected", range.partition,
-          position.records_consumed, std::count(line.begin(), line.end(), '\t') + 1, fields));
+    if (tuple.size() - at < 4) return broken("ends inside a field's length");
+    const auto length = static_cast<int32_t>(LoadBigEndian32(tuple.data() + at));
+    at += 4;
+    if (length < -1 || (length > 0 && tuple.size() - at < static_cast<size_t>(length))) {
+      return broken(fmt::format("has a field of length {} past its end", length));
     }
-    std::string_view text = line.substr(at, is_last ? std::string_view::npos : tab - at);
-    at = tab + 1;
+    const std::string_view bytes =
+        length <= 0 ? std::string_view() : tuple.substr(at, static_cast<size_t>(length));
+    at += length > 0 ? static_cast<size_t>(length) : 0;
     if (field < first_column) {
-      ctid_text = text;
+      if (bytes.size() != 6) return broken("has a ctid that is not 6 bytes");
+      FormatCtid(LoadBigEndian32(bytes.data()), LoadBigEndian16(bytes.data() + 4), ctid_text);
       continue;
     }
     const size_t column = field - first_column;
     Column& values = rows.typed[column];
-    if (text == "\\N") {
+    if (length == -1) {
       values.AppendNull();
       continue;
     }
-    if (text.find('\\') != std::string_view::npos) {
-      unescaped = UnescapeCopyField(text);
-      text = unescaped;
+    const PgColumnDecoder& decoder = reader.decoders[column];
+    bool appended = false;
+    if (decoder.reads_binary()) {
+      SKIPPR_ASSIGN_OR_RETURN(appended, decoder.AppendBinaryTo(bytes, values, &text));
+    } else {
+      appended = decoder.AppendTo(bytes, values);  // selected as ::text
+      if (!appended) text = bytes;
     }
-    if (!reader.decoders[column].AppendTo(text, values)) {
+    if (!appended) {
       // Kept whole as text, for the sibling column (PgColumnDecoder::Decode).
       rows.Overflow(column).AppendBytes(text);
       values.AppendNull();
     }
   }
-  if (range.storage->is_heap) position.cursor = std::string(ctid_text);
+  if (at != tuple.size()) return broken("has bytes after its last field");
+  if (range.storage->is_heap) position.cursor = ctid_text;
   position.records_consumed += 1;
   rows.rows += 1;
   CdcSidecar& cdc = rows.cdc;

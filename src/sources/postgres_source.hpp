@@ -86,8 +86,11 @@ class SnapshotSource final : public Source {
   };
   // Rows decoded straight into typed columns; a batch hands them over as ColumnRows.
   struct RowColumns;
+  // The binary COPY file header at the start of the first message, which it removes.
+  Status SkipBinaryHeader(const Range& range, std::string_view& message) const;
+  // One binary COPY tuple: the ctid (heap relations), then the table's columns.
   Status AddRow(const TableReader& reader, const Range& range, const RowStamps& stamps,
-                std::string_view line, RowColumns& rows, PartitionPosition& position) const;
+                std::string_view tuple, RowColumns& rows, PartitionPosition& position) const;
   SourceBatch TakeBatch(const Range& range, RowColumns& rows,
                         const PartitionPosition& position) const;
   bool Hand(SourceBatch batch);  // false when the source is stopping

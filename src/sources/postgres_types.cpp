@@ -1,9 +1,14 @@
 #include "sources/postgres_types.hpp"
 
+#include <fmt/format.h>
+
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "core/check.hpp"
 #include "schema/text_values.hpp"
 
 namespace skippr::sources::postgres {
@@ -14,6 +19,9 @@ namespace {
 enum Oid : uint32_t {
   kBoolOid = 16,
   kByteaOid = 17,
+  kTextOid = 25,
+  kBpcharOid = 1042,
+  kVarcharOid = 1043,
   kInt8Oid = 20,
   kInt2Oid = 21,
   kInt4Oid = 23,
@@ -131,8 +139,14 @@ std::optional<int64_t> ParseTimestampText(std::string_view text, bool with_zone)
     offset = *parsed;
   }
   if (at != text.size()) return std::nullopt;
-  // PostgreSQL's range (4713 BC to 294276 AD) fits int64 microseconds with room to spare.
-  return *days * kMicrosPerDay + *clock - offset;
+  // PostgreSQL's range runs to 294276 AD; int64 microseconds from 1970 only to 294247 AD: a later
+  // time is no timestamp here (its text goes to the sibling column).
+  int64_t micros = 0;
+  if (__builtin_mul_overflow(*days, kMicrosPerDay, &micros) ||
+      __builtin_add_overflow(micros, *clock - offset, &micros)) {
+    return std::nullopt;
+  }
+  return micros;
 }
 
 std::optional<std::string> DecodeHex(std::string_view hex) {
@@ -179,6 +193,149 @@ std::optional<double> ParseFloat(std::string_view text) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+// ----- binary send forms ----------------------------------------------------------------------
+
+template <typename Unsigned>
+Unsigned LoadBigEndian(const char* at) {
+  Unsigned value = 0;
+  for (size_t i = 0; i < sizeof(Unsigned); ++i) {
+    value = static_cast<Unsigned>(value << 8 | static_cast<uint8_t>(at[i]));
+  }
+  return value;
+}
+
+// Days and microseconds from PostgreSQL's epoch (2000-01-01) to the Unix epoch.
+constexpr int64_t kPostgresEpochDays = 10'957;
+constexpr int64_t kPostgresEpochMicros = kPostgresEpochDays * kMicrosPerDay;
+
+// numeric's send form, read in place: a header of four 16-bit fields, then `digit_count`
+// base-10000 digits (checked by ReadNumericParts).
+struct NumericParts {
+  int16_t weight = 0;    // the first digit's power of 10000
+  uint16_t sign = 0;     // kNumericPositive, kNumericNegative or a special value
+  int16_t dscale = 0;    // digits after the decimal point in the text form
+  size_t digit_count = 0;
+  const char* digits = nullptr;
+
+  int digit(size_t i) const { return LoadBigEndian<uint16_t>(digits + 2 * i); }
+};
+constexpr uint16_t kNumericPositive = 0x0000;
+constexpr uint16_t kNumericNegative = 0x4000;
+constexpr uint16_t kNumericNaN = 0xC000;
+constexpr uint16_t kNumericPlusInfinity = 0xD000;
+constexpr uint16_t kNumericMinusInfinity = 0xF000;
+
+std::optional<NumericParts> ReadNumericParts(std::string_view bytes) {
+  if (bytes.size() < 8) return std::nullopt;
+  const auto digit_count = static_cast<int16_t>(LoadBigEndian<uint16_t>(bytes.data()));
+  NumericParts parts;
+  parts.weight = static_cast<int16_t>(LoadBigEndian<uint16_t>(bytes.data() + 2));
+  parts.sign = LoadBigEndian<uint16_t>(bytes.data() + 4);
+  parts.dscale = static_cast<int16_t>(LoadBigEndian<uint16_t>(bytes.data() + 6));
+  if (digit_count < 0 || parts.dscale < 0 ||
+      bytes.size() != 8 + 2 * static_cast<size_t>(digit_count)) {
+    return std::nullopt;
+  }
+  if (parts.sign != kNumericPositive && parts.sign != kNumericNegative &&
+      parts.sign != kNumericNaN && parts.sign != kNumericPlusInfinity &&
+      parts.sign != kNumericMinusInfinity) {
+    return std::nullopt;
+  }
+  parts.digit_count = static_cast<size_t>(digit_count);
+  parts.digits = bytes.data() + 8;
+  for (size_t i = 0; i < parts.digit_count; ++i) {
+    if (parts.digit(i) > 9999) return std::nullopt;
+  }
+  return parts;
+}
+
+// The value times 10^scale, as ParseDecimal reads its text: nullopt when a digit beyond `scale`
+// is not zero or the result reaches 10^38.
+std::optional<__int128> NumericUnscaled(const NumericParts& parts, int scale) {
+  constexpr int kMaxDigits = 38;
+  unsigned __int128 limit = 1;
+  for (int i = 0; i < kMaxDigits; ++i) limit *= 10;
+  unsigned __int128 sum = 0;
+  for (size_t i = 0; i < parts.digit_count; ++i) {
+    const int64_t digit = parts.digit(i);
+    if (digit == 0) continue;
+    const int exponent = 4 * (parts.weight - static_cast<int>(i)) + scale;
+    if (exponent >= kMaxDigits) return std::nullopt;
+    unsigned __int128 contribution = static_cast<unsigned __int128>(digit);
+    if (exponent >= 0) {
+      for (int e = 0; e < exponent; ++e) {
+        if (contribution >= limit / 10) return std::nullopt;  // checked before it can wrap
+        contribution *= 10;
+      }
+    } else {
+      int64_t divisor = 1;
+      for (int e = 0; e < -exponent && divisor <= 10'000; ++e) divisor *= 10;
+      if (digit % divisor != 0) return std::nullopt;  // more precision than the column keeps
+      contribution = static_cast<unsigned __int128>(digit / divisor);
+    }
+    sum += contribution;
+    if (sum >= limit) return std::nullopt;
+  }
+  const auto value = static_cast<__int128>(sum);
+  return parts.sign == kNumericNegative ? -value : value;
+}
+
+// numeric_out's text of `parts`.
+std::string NumericText(const NumericParts& parts) {
+  if (parts.sign == kNumericNaN) return "NaN";
+  if (parts.sign == kNumericPlusInfinity) return "Infinity";
+  if (parts.sign == kNumericMinusInfinity) return "-Infinity";
+  const auto digit_at = [&](int position) -> int {
+    return position >= 0 && position < static_cast<int>(parts.digit_count)
+               ? parts.digit(static_cast<size_t>(position))
+               : 0;
+  };
+  std::string text = parts.sign == kNumericNegative ? "-" : "";
+  if (parts.weight < 0) {
+    text += '0';
+  } else {
+    for (int position = 0; position <= parts.weight; ++position) {
+      text += position == 0 ? fmt::format("{}", digit_at(position))
+                            : fmt::format("{:04}", digit_at(position));
+    }
+  }
+  if (parts.dscale > 0) {
+    std::string fraction;
+    for (int position = parts.weight + 1; static_cast<int>(fraction.size()) < parts.dscale;
+         ++position) {
+      fraction += fmt::format("{:04}", digit_at(position));
+    }
+    text += '.';
+    text += fraction.substr(0, static_cast<size_t>(parts.dscale));
+  }
+  return text;
+}
+
+// timestamp_out's text of `micros` (since 2000-01-01) under DateStyle=ISO and TimeZone=UTC:
+// "294276-12-31 23:59:59.5+00"; years before 1 as "0044-03-15 BC".
+std::string TimestampText(int64_t micros, bool with_zone) {
+  int64_t days = micros / kMicrosPerDay;
+  int64_t rest = micros % kMicrosPerDay;
+  if (rest < 0) {
+    rest += kMicrosPerDay;
+    --days;
+  }
+  const schema::internal::CivilDate date = schema::internal::CivilFromDays(days + kPostgresEpochDays);
+  const bool is_bc = date.year <= 0;
+  const int64_t seconds = rest / 1'000'000;
+  std::string text = fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                                 is_bc ? 1 - date.year : date.year, date.month, date.day,
+                                 seconds / 3600, seconds / 60 % 60, seconds % 60);
+  if (const int64_t fraction = rest % 1'000'000; fraction != 0) {
+    std::string digits = fmt::format(".{:06}", fraction);
+    digits.erase(digits.find_last_not_of('0') + 1);
+    text += digits;
+  }
+  if (with_zone) text += "+00";
+  if (is_bc) text += " BC";
+  return text;
 }
 
 }  // namespace
@@ -230,6 +387,9 @@ PgColumnDecoder::PgColumnDecoder(const PgType& type) {
     return;
   }
   form_ = FormOf(type.oid, type.modifier, &logical_type_);
+  oid_ = type.oid;
+  reads_binary_ = form_ != Form::kText || oid_ == kTextOid || oid_ == kVarcharOid ||
+                  oid_ == kBpcharOid;
 }
 
 namespace {
@@ -281,6 +441,123 @@ bool PgColumnDecoder::AppendTo(std::string_view text, Column& column) const {
   }
   ColumnOut out{column};
   return DecodeScalar(form_, text, out);
+}
+
+Result<bool> PgColumnDecoder::AppendBinaryTo(std::string_view bytes, Column& column,
+                                             std::string* text) const {
+  SKIPPR_CHECK(reads_binary_);
+  const auto malformed = [&] {
+    return Status::Corruption(fmt::format("a {}-byte binary value is not one of type {}",
+                                          bytes.size(), logical_type_.ToString()));
+  };
+  const auto width_is = [&](size_t width) { return bytes.size() == width; };
+  switch (form_) {
+    case Form::kBool:
+      if (!width_is(1)) return malformed();
+      column.AppendBool(bytes[0] != 0);
+      return true;
+    case Form::kInt:
+    case Form::kLong:
+      if (width_is(2)) {
+        column.AppendInt64(static_cast<int16_t>(LoadBigEndian<uint16_t>(bytes.data())));
+      } else if (width_is(4)) {
+        const uint32_t raw = LoadBigEndian<uint32_t>(bytes.data());
+        // oid is unsigned; int4 signed.
+        column.AppendInt64(oid_ == kOidOid ? static_cast<int64_t>(raw)
+                                           : static_cast<int64_t>(static_cast<int32_t>(raw)));
+      } else if (width_is(8)) {
+        column.AppendInt64(static_cast<int64_t>(LoadBigEndian<uint64_t>(bytes.data())));
+      } else {
+        return malformed();
+      }
+      return true;
+    case Form::kFloat: {
+      if (!width_is(4)) return malformed();
+      const float value = std::bit_cast<float>(LoadBigEndian<uint32_t>(bytes.data()));
+      if (!std::isfinite(value)) {
+        column.AppendDouble(static_cast<double>(value));
+        return true;
+      }
+      // As the text path reads float4out's shortest exact digits: 1.1f is 1.1, not 1.100000024.
+      char digits[32];
+      const auto written = std::to_chars(digits, digits + sizeof(digits), value);
+      double widened = 0;
+      std::from_chars(digits, written.ptr, widened);
+      column.AppendDouble(widened);
+      return true;
+    }
+    case Form::kDouble:
+      if (!width_is(8)) return malformed();
+      column.AppendDouble(std::bit_cast<double>(LoadBigEndian<uint64_t>(bytes.data())));
+      return true;
+    case Form::kDecimal: {
+      const std::optional<NumericParts> parts = ReadNumericParts(bytes);
+      if (!parts) return malformed();
+      std::optional<__int128> unscaled;
+      if (parts->sign == kNumericPositive || parts->sign == kNumericNegative) {
+        unscaled = NumericUnscaled(*parts, logical_type_.decimal_scale());
+      }
+      if (!unscaled || !schema::internal::FitsDecimalPrecision(
+                           *unscaled, logical_type_.decimal_precision())) {
+        *text = NumericText(*parts);  // NaN, ±Infinity, or more digits than the decimal holds
+        return false;
+      }
+      column.AppendDecimal(*unscaled);
+      return true;
+    }
+    case Form::kBytea:
+    case Form::kText:
+      column.AppendBytes(bytes);
+      return true;
+    case Form::kUuid:
+      if (!width_is(16)) return malformed();
+      column.AppendBytes(bytes);
+      return true;
+    case Form::kDate: {
+      if (!width_is(4)) return malformed();
+      const auto days = static_cast<int32_t>(LoadBigEndian<uint32_t>(bytes.data()));
+      if (days == std::numeric_limits<int32_t>::max() ||
+          days == std::numeric_limits<int32_t>::min()) {
+        *text = days > 0 ? "infinity" : "-infinity";
+        return false;
+      }
+      const int64_t unix_days = static_cast<int64_t>(days) + kPostgresEpochDays;
+      if (unix_days > std::numeric_limits<int32_t>::max()) return malformed();  // past PostgreSQL's
+      column.AppendInt64(unix_days);
+      return true;
+    }
+    case Form::kTime:
+      if (!width_is(8)) return malformed();
+      column.AppendInt64(static_cast<int64_t>(LoadBigEndian<uint64_t>(bytes.data())));
+      return true;
+    case Form::kTimestamp:
+    case Form::kTimestampTz: {
+      if (!width_is(8)) return malformed();
+      const auto micros = static_cast<int64_t>(LoadBigEndian<uint64_t>(bytes.data()));
+      if (micros == std::numeric_limits<int64_t>::max() ||
+          micros == std::numeric_limits<int64_t>::min()) {
+        *text = micros > 0 ? "infinity" : "-infinity";
+        return false;
+      }
+      // Beyond 294247 AD, where int64 microseconds from 1970 end: its text, as the text path.
+      int64_t unix_micros = 0;
+      if (__builtin_add_overflow(micros, kPostgresEpochMicros, &unix_micros)) {
+        *text = TimestampText(micros, form_ == Form::kTimestampTz);
+        return false;
+      }
+      column.AppendInt64(unix_micros);
+      return true;
+    }
+    case Form::kArray:
+      break;
+  }
+  return malformed();
+}
+
+std::optional<std::string> NumericBinaryText(std::string_view bytes) {
+  const std::optional<NumericParts> parts = ReadNumericParts(bytes);
+  if (!parts) return std::nullopt;
+  return NumericText(*parts);
 }
 
 template <typename Out>

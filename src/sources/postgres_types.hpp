@@ -1,8 +1,10 @@
-// Internal to sources/: PostgreSQL column types and the one decoder of their text output, used for
-// snapshot rows (COPY ... TO STDOUT, text format) and for change rows (pgoutput's text tuples)
-// alike. The session settings the text depends on are fixed when a connection opens
-// (kPostgresSessionOptions), so the same value always reads the same way. docs/sources/postgres.md
-// gives the mapping and the policies for values a column type cannot hold.
+// Internal to sources/: PostgreSQL column types and the one decoder of their values: their text
+// output (change rows: pgoutput's text tuples; snapshot columns selected as ::text) and, for the
+// scalar types whose send form is plain, their binary form (snapshot rows: COPY ... TO STDOUT
+// (FORMAT binary)), read into exactly what the text would give. The session settings the text
+// depends on are fixed when a connection opens (kPostgresSessionOptions), so the same value
+// always reads the same way. docs/config.md ("The PostgreSQL source") gives the mapping and the
+// policies for values a column type cannot hold.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string_view>
 
 #include "core/batch.hpp"
+#include "core/status.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
 
@@ -51,6 +54,16 @@ class PgColumnDecoder {
   // type cannot hold it (the caller keeps the text for the sibling column, as Decode does).
   bool AppendTo(std::string_view text, Column& column) const;
 
+  // Whether a snapshot reads the column in COPY's binary format: the scalar types whose binary
+  // form is plain (integers, floats, numeric, bool, date and time types, uuid, bytea, text,
+  // varchar, char). Others are selected as `::text` and read with AppendTo.
+  bool reads_binary() const { return reads_binary_; }
+  // A binary value (the type's send form) appended to `column`, as AppendTo appends the same
+  // value's text output. When the type cannot hold it, appends nothing, sets `text` to the text
+  // PostgreSQL writes for it (for the sibling column) and returns false. Corruption when the
+  // bytes are not a value of the type.
+  Result<bool> AppendBinaryTo(std::string_view bytes, Column& column, std::string* text) const;
+
  private:
   enum class Form : uint8_t {
     kBool, kInt, kLong, kFloat, kDouble, kDecimal, kText, kBytea, kUuid, kDate, kTime,
@@ -64,6 +77,8 @@ class PgColumnDecoder {
 
   Form form_ = Form::kText;
   Form element_form_ = Form::kText;
+  uint32_t oid_ = 0;  // the (base) type's oid
+  bool reads_binary_ = false;
   LogicalType logical_type_ = LogicalType::String();
   LogicalType element_type_ = LogicalType::String();
 };
@@ -72,6 +87,10 @@ class PgColumnDecoder {
 // (quotes and backslash escapes removed); nullopt for NULL elements. Nullopt overall when the
 // literal is not a one-dimensional array (nested braces, dimension decorations).
 std::optional<std::vector<std::optional<std::string>>> SplitArrayLiteral(std::string_view text);
+
+// numeric's binary send form (ndigits, weight, sign, dscale, base-10000 digits) as numeric_out
+// writes it: "-12.50" for dscale 2, "NaN", "Infinity", "-Infinity". Nullopt when malformed.
+std::optional<std::string> NumericBinaryText(std::string_view bytes);
 
 // COPY text format: a field's escapes (\t, \n, \\, \ooo, \xhh, ...) undone.
 std::string UnescapeCopyField(std::string_view field);

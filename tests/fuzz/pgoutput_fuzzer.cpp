@@ -1,7 +1,9 @@
 // pgoutput messages as a server (or anything in between) might send them: ParsePgOutput over any
 // bytes, the stream prefix cut by SplitStreamedChange, every text value of a parsed tuple through
-// the decoder of each type family, and the message through a spill file and back. Invariants:
+// the decoder of each type family, the bytes as a binary COPY value of each type read in binary,
+// and the message through a spill file and back. Invariants:
 //   * no input crashes, reads out of bounds or hangs; a failure is Corruption;
+//   * a binary value either lands as one row of its column or gives the text for its sibling;
 //   * a streamed change split and re-prefixed is the input again;
 //   * a spill file returns exactly the messages written to it, aborted subtransactions left out.
 #include <fmt/format.h>
@@ -13,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/batch.hpp"
 #include "fuzz/fuzz_support.hpp"
 #include "sources/postgres_replication.hpp"
 #include "sources/postgres_spill.hpp"
@@ -77,9 +80,29 @@ void CheckParsed(std::string_view bytes) {
   }
 }
 
+// The bytes as the binary send form of every type the snapshot reads in binary.
+void DecodeBinary(std::string_view bytes) {
+  for (const PgColumnDecoder& decoder : Decoders()) {
+    if (!decoder.reads_binary()) continue;
+    Column column(decoder.logical_type());
+    std::string text;
+    Result<bool> appended = decoder.AppendBinaryTo(bytes, column, &text);
+    if (!appended.ok()) {
+      CheckCodeIn(appended.status(), {StatusCode::kCorruption}, "AppendBinaryTo");
+      continue;
+    }
+    std::string reason;
+    FUZZ_CHECK(column.length == (*appended ? 1 : 0) && column.Validate(&reason),
+               "a binary value appended other than one valid row");
+    FUZZ_CHECK(*appended || !text.empty(), "a binary value neither appended nor given as text");
+  }
+  (void)sources::postgres::NumericBinaryText(bytes);
+}
+
 void FuzzPgOutput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   CheckParsed(bytes);
+  DecodeBinary(bytes);
 
   Result<sources::postgres::StreamedChange> change = sources::postgres::SplitStreamedChange(bytes);
   if (!change.ok()) {
