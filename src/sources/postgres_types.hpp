@@ -92,7 +92,4 @@ std::optional<std::vector<std::optional<std::string>>> SplitArrayLiteral(std::st
 // writes it: "-12.50" for dscale 2, "NaN", "Infinity", "-Infinity". Nullopt when malformed.
 std::optional<std::string> NumericBinaryText(std::string_view bytes);
 
-// COPY text format: a field's escapes (\t, \n, \\, \ooo, \xhh, ...) undone.
-std::string UnescapeCopyField(std::string_view field);
-
 }  // namespace skippr::sources::postgres

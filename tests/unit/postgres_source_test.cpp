@@ -128,10 +128,6 @@ TEST(PostgresDecoder, OneDimensionalArraysAreListsOthersStayText) {
             Value::String("{1.5,NaN}"));
 }
 
-TEST(PostgresDecoder, CopyEscapesAreUndone) {
-  EXPECT_EQ(postgres::UnescapeCopyField(R"(a\tb\nc\\d\101\x41\q)"), "a\tb\nc\\dAAq");
-}
-
 // ----- protocol version 2: transactions streamed while in progress -----------------------------
 
 std::string BigEndian(uint64_t value, int bytes) {
