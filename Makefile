@@ -59,7 +59,8 @@ TSAN_TESTS ?= store_test sources_test aggregates_test iceberg_metadata_test quer
               postgres_source_test postgres_e2e_test \
               sync_e2e_test lake_e2e_test aggregates_e2e_test
 SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=$(SANITIZER_BUILD_TYPE) -DCMAKE_C_COMPILER=clang \
-                  -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF
+                  -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF \
+                  -DSKIPPR_PYTHON=OFF
 supp = $(CURDIR)/tests/sanitizers
 # Children (the skipprd the e2e tests start) inherit these. exitcode 86 keeps a sanitizer report
 # from passing for an expected exit code 1.

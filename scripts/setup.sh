@@ -19,6 +19,9 @@ debian_packages=(
   liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev sqlite3 libpq-dev libcurl4-openssl-dev
   libzstd-dev libxxhash-dev libssl-dev zlib1g-dev libjemalloc-dev
   pybind11-dev python3-dev python3-pandas python3-pytest python3-avro
+  # The Python module: skippr.Config keeps a file's comments (ruamel.yaml round trip); its type
+  # stubs are checked against the module by mypy's stubtest.
+  python3-ruamel.yaml python3-mypy
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql
   # The PostgreSQL TLS tests generate their CA and certificates with the openssl command.

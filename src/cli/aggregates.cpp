@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -314,47 +313,6 @@ std::string RecomputeSql(
                      fmt::join(selects, " UNION ALL BY NAME "), fmt::join(keys, ", "));
 }
 
-// The stored groups as the query table _skippr."<aggregate id>" (`_skippr` is a reserved pipeline
-// name, so no pipeline's tables are there): key_<i> and measure_<j> as text, a chunk of groups read
-// from the pinned snapshot each time DuckDB's scan reaches it. Read only while the verify runs.
-constexpr std::string_view kStoredGroupsSchema = "_skippr";
-
-Status RegisterStoredGroups(query::Engine& engine, const config::AggregateConfig& aggregate,
-                            std::shared_ptr<const transform::AggregateGroupChunks> chunks) {
-  std::vector<Field> fields;
-  int32_t id = 1;
-  for (size_t i = 0; i < aggregate.key_fields.size(); ++i) {
-    fields.push_back({id++, fmt::format("key_{}", i), LogicalType::String(), true});
-  }
-  for (size_t j = 0; j < aggregate.measures.size(); ++j) {
-    fields.push_back({id++, fmt::format("measure_{}", j), LogicalType::String(), true});
-  }
-  query::BatchList list;
-  list.row_counts = chunks->chunk_sizes();
-  auto mutex = std::make_shared<std::mutex>();  // the read transaction serves one thread at a time
-  list.read = [chunks, fields, mutex](
-                  size_t index, const FieldSelection&) -> Result<std::shared_ptr<const Batch>> {
-    std::unique_lock lock(*mutex);
-    SKIPPR_ASSIGN_OR_RETURN(std::vector<transform::AggregateGroup> groups, chunks->Read(index));
-    lock.unlock();
-    auto batch = std::make_shared<Batch>();
-    batch->fields = fields;
-    for (const Field& field : fields) batch->columns.emplace_back(field.type);
-    const auto text = [](const std::optional<std::string>& value) {
-      return value ? Value::String(*value) : Value::Null();
-    };
-    for (const transform::AggregateGroup& group : groups) {
-      size_t column = 0;
-      for (const auto& key : group.keys) batch->columns[column++].Append(text(key));
-      for (const auto& measure : group.measures) batch->columns[column++].Append(text(measure));
-    }
-    batch->num_rows = static_cast<int64_t>(groups.size());
-    return std::shared_ptr<const Batch>(std::move(batch));
-  };
-  return engine.RegisterTable(
-      {std::string(kStoredGroupsSchema), aggregate.id, std::move(fields), std::move(list)});
-}
-
 // Whether measure j differs, in SQL over r (the recompute) and s (the stored groups): as text, or
 // for a double sum within a relative 1e-9 (the running total subtracts as well as adds, so its last
 // bits may drift; equal infinities and NaNs are equal).
@@ -396,7 +354,7 @@ std::string DifferencesSql(const config::AggregateConfig& aggregate, const std::
   return fmt::format(
       "SELECT {} FROM (SELECT *, true AS present FROM ({})) r FULL OUTER JOIN (SELECT *, true AS "
       "present FROM {}.{}) s ON {} WHERE {} ORDER BY {}",
-      fmt::join(outputs, ", "), recompute, query::QuoteIdentifier(kStoredGroupsSchema),
+      fmt::join(outputs, ", "), recompute, query::QuoteIdentifier(pipeline::kAggregateGroupsSchema),
       query::QuoteIdentifier(aggregate.id), fmt::join(join, " AND "),
       fmt::join(differences, " OR "), fmt::join(order, ", "));
 }
@@ -479,7 +437,7 @@ Result<size_t> VerifyAggregate(query::Engine& engine, const store::ReadTransacti
   const std::vector<std::string> measure_types(
       shape.column_types.begin() + static_cast<long>(aggregate.key_fields.size()),
       shape.column_types.end());
-  SKIPPR_RETURN_IF_ERROR(RegisterStoredGroups(engine, aggregate, chunks));
+  SKIPPR_RETURN_IF_ERROR(pipeline::RegisterAggregateGroups(engine, aggregate, chunks));
 
   DifferenceReport report(fmt::format("{}.{}", pipeline.name, aggregate.id), aggregate);
   if (!chunks->is_current()) {

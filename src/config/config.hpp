@@ -57,6 +57,21 @@ struct ConnectorEntry {
 // The connector kinds this build knows for a role, sorted ("File, Postgres, S3, Sample").
 std::vector<std::string> ConnectorKinds(ConnectorRole role);
 
+// One setting of a connector kind, as the registry defines it (the Python module generates its
+// connector classes from these: one catalogue).
+struct SettingDescription {
+  std::string name;
+  std::string type;  // "string", "integer", "boolean", "string_list" or "choice"
+  bool required = false;
+  bool secret = false;  // `${NAME}` only
+  std::optional<SettingValue> default_value;
+  std::vector<std::string> choices;  // for "choice"
+  int64_t min_value = 0;             // for "integer"
+  int64_t max_value = 0;             // for "integer"; INT64_MAX: no upper bound
+};
+// The settings of `kind` in `role`, in registry order; empty for an unknown kind.
+std::vector<SettingDescription> DescribeSettings(ConnectorRole role, const std::string& kind);
+
 // ---------------------------------------------------------------------------------------------
 // Transform
 
@@ -181,11 +196,26 @@ ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path,
 
 // Loads and validates a file: its .env and .env.local (beside it) layer over `shell`.
 Result<Config> LoadConfigFile(const std::string& path, const Environment& shell);
+// The same for text that is (or will be) the file at `path` — the Python module's Session, whose
+// Config may hold changes not saved yet.
+Result<Config> ParseConfigAt(const std::string& text, const std::string& path,
+                             const Environment& shell);
+
+// What the loader does with a `${NAME}` reference.
+enum class ReferenceMode {
+  kResolve,  // replace it by the variable's value; unset or empty is an error
+  // Keep it unresolved, checking only its grammar, as if every variable were set: a file checked
+  // before it is saved (the Python module's Config.save), whose variables belong to the machine
+  // that will run it. A setting that is a number, flag or choice reads a placeholder (its least
+  // allowed value), so such a Config is for checking only, never for running.
+  kKeep,
+};
 
 // Parses YAML text (tests, and files already read). `display_name` prefixes every error;
 // `environment` is the complete view (.env layering already applied).
 Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
-                           const Environment& environment);
+                           const Environment& environment,
+                           ReferenceMode references = ReferenceMode::kResolve);
 
 // One problem found across entries (for doctor, which reports them as failed checks, and for sync,
 // which refuses to start): two lake sinks on one (warehouse, table_namespace), and the like.

@@ -251,6 +251,26 @@ const std::vector<std::string>& ConnectorConfig::GetStringList(const std::string
   return SettingAs<std::vector<std::string>>(*this, name);
 }
 
+std::vector<SettingDescription> DescribeSettings(ConnectorRole role, const std::string& kind) {
+  static constexpr std::string_view kTypeNames[] = {"string", "integer", "boolean", "string_list",
+                                                    "choice"};
+  std::vector<SettingDescription> settings;
+  const ConnectorSpec* spec = FindSpec(role, kind);
+  if (spec == nullptr) return settings;
+  for (const SettingSpec& setting : spec->settings) {
+    SettingDescription& description = settings.emplace_back();
+    description.name = setting.name;
+    description.type = kTypeNames[static_cast<size_t>(setting.type)];
+    description.required = setting.required;
+    description.secret = setting.secret;
+    description.default_value = setting.default_value;
+    description.choices.assign(setting.choices.begin(), setting.choices.end());
+    description.min_value = setting.min_value;
+    description.max_value = setting.max_value;
+  }
+  return settings;
+}
+
 std::vector<std::string> ConnectorKinds(ConnectorRole role) {
   std::vector<std::string> kinds;
   for (const ConnectorSpec& spec : Registry()) {

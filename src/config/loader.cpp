@@ -103,7 +103,8 @@ void CheckConnectorEntries(Reader& reader, const Section& section) {
                      JoinPath(JoinPath(section.name, name), connector.kind)};
     if (connector.kind == "SkipprLake" || connector.kind == "Duckdb") {
       const std::string& warehouse = connector.GetString("warehouse");
-      if (warehouse.rfind("file:///", 0) != 0 && warehouse.rfind("s3://", 0) != 0) {
+      if (!reader.KeepsReference(warehouse) && warehouse.rfind("file:///", 0) != 0 &&
+          warehouse.rfind("s3://", 0) != 0) {
         reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path or an "
                                      "s3://bucket/prefix URI",
                                      warehouse));
@@ -761,7 +762,7 @@ const PipelineConfig* Config::FindPipeline(const std::string& name) const {
 }
 
 Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
-                           const Environment& environment) {
+                           const Environment& environment, ReferenceMode references) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -785,7 +786,7 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
                                              internal::EscapeControlCharacters(error.msg)));
   }
   internal::Diagnostics diagnostics(display_name);
-  Reader reader(diagnostics, environment);
+  Reader reader(diagnostics, environment, references);
   const Located root_at{root, {1, 1}, ""};
   const Reader::Fields fields = reader.Struct(
       root_at, {"skippr", "pipelines", "data_sources", "data_sinks", "deadletter_sinks"});
@@ -815,6 +816,11 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
 
 Result<Config> LoadConfigFile(const std::string& path, const Environment& shell) {
   SKIPPR_ASSIGN_OR_RETURN(std::string text, ReadConfigText(path));
+  return ParseConfigAt(text, path, shell);
+}
+
+Result<Config> ParseConfigAt(const std::string& text, const std::string& path,
+                             const Environment& shell) {
   const std::filesystem::path directory = std::filesystem::path(path).parent_path();
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv, ReadDotenvIfPresent(directory / ".env"));
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv_local, ReadDotenvIfPresent(directory / ".env.local"));

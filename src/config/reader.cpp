@@ -229,6 +229,7 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
     }
     return text;
   }
+  if (references_ == ReferenceMode::kKeep) return text;
   const std::optional<std::string> value = environment_.Get(*reference);
   if (!value || value->empty()) {
     diagnostics_.Error(
@@ -258,7 +259,16 @@ std::optional<std::string> Reader::NonEmptyString(const Located& at) {
   return text;
 }
 
+bool Reader::KeepsReference(std::string_view text) const {
+  return references_ == ReferenceMode::kKeep && WholeReference(std::string(text)).has_value();
+}
+
+bool Reader::IsKeptReference(const Located& at) const {
+  return !IsNull(at) && at.node.IsScalar() && KeepsReference(at.node.Scalar());
+}
+
 std::optional<int64_t> Reader::Integer(const Located& at, int64_t min_value, int64_t max_value) {
+  if (IsKeptReference(at)) return min_value;
   std::optional<std::string> text = ScalarText(at, false);
   if (!text) return std::nullopt;
   int64_t value = 0;
@@ -280,6 +290,7 @@ std::optional<int64_t> Reader::Integer(const Located& at, int64_t min_value, int
 }
 
 std::optional<bool> Reader::Boolean(const Located& at) {
+  if (IsKeptReference(at)) return false;
   std::optional<std::string> text = ScalarText(at, false);
   if (!text) return std::nullopt;
   std::optional<bool> value = ParseFlag(*text);
@@ -316,6 +327,7 @@ std::optional<std::vector<std::string>> Reader::StringList(const Located& at, bo
 
 std::optional<std::string> Reader::Choice(const Located& at,
                                           const std::vector<std::string_view>& choices) {
+  if (IsKeptReference(at)) return std::string(choices.front());
   std::optional<std::string> text = ScalarText(at, false);
   if (!text) return std::nullopt;
   if (std::find(choices.begin(), choices.end(), *text) == choices.end()) {

@@ -49,8 +49,9 @@ struct Located {
 
 class Reader {
  public:
-  Reader(Diagnostics& diagnostics, const Environment& environment)
-      : diagnostics_(diagnostics), environment_(environment) {}
+  Reader(Diagnostics& diagnostics, const Environment& environment,
+         ReferenceMode references = ReferenceMode::kResolve)
+      : diagnostics_(diagnostics), environment_(environment), references_(references) {}
 
   Diagnostics& diagnostics() { return diagnostics_; }
   const Environment& environment() const { return environment_; }
@@ -86,6 +87,10 @@ class Reader {
   std::optional<std::string> Choice(const Located& at,
                                     const std::vector<std::string_view>& choices);
 
+  // ReferenceMode::kKeep and `text` is a `${NAME}` reference, kept as written: a value no rule
+  // about its content can judge yet.
+  bool KeepsReference(std::string_view text) const;
+
   bool IsNull(const Located& at) const { return !at.node || at.node.IsNull(); }
   // Null or `{}`: nothing was written (as opposed to entries that were refused and reported).
   bool IsEmptyMapping(const Located& at) const {
@@ -95,9 +100,12 @@ class Reader {
  private:
   // The scalar's text after `${NAME}` resolution; nullopt after reporting an error.
   std::optional<std::string> ScalarText(const Located& at, bool secret);
+  // ReferenceMode::kKeep: the node is a `${NAME}` reference, kept as written.
+  bool IsKeptReference(const Located& at) const;
 
   Diagnostics& diagnostics_;
   const Environment& environment_;
+  ReferenceMode references_;
 };
 
 // Parses one connector entry (`name: {Kind: {...}}`) of a data_sources / data_sinks section.

@@ -2,6 +2,7 @@
 // (discover today; sync as the WAL arrives). The CLI and the Python module both call these.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -144,6 +145,10 @@ struct SyncOptions {
   // up: committing each time it is, until cdc_idle_timeout_seconds of idleness (forever without).
   // `sync` without --once sets it when it runs one pipeline.
   bool follows_changes = false;
+  // Set from another thread to end the pass early and cleanly (the Python module's Ctrl-C): the
+  // source stops being read between batches — a change stream at the next transaction boundary —
+  // what was read is committed, and the pass finishes as if the source had ended.
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 // One pass: recover the WAL, run discover when no schema exists, read the source from its committed
@@ -206,6 +211,30 @@ struct PipelineStatus {
 
 // What `skipprd status` shows, read from one snapshot without taking the lease.
 Result<PipelineStatus> ReadStatus(const config::PipelineConfig& pipeline);
+
+// One finding of `skipprd doctor`.
+struct DoctorCheck {
+  bool ok = true;
+  std::string message;
+  std::optional<std::string> suggested_fix_command;  // a shell command that fixes it
+};
+
+// Everything `skipprd doctor` checks of a configuration: pipelines, sources and their servers,
+// whole-configuration rules, and each data directory (writable, disk space). `default_data_dir` is
+// checked when no pipeline names one.
+std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
+                                         const std::string& default_data_dir);
+
+// The query schema of aggregates' stored groups: `_skippr` is a reserved pipeline name, so no
+// pipeline's tables are there.
+inline constexpr std::string_view kAggregateGroupsSchema = "_skippr";
+
+// Registers an aggregate's stored groups in `engine` as the table _skippr."<aggregate id>":
+// key_<i> and measure_<j> as text, as the store holds them (sums exact), a chunk of groups read
+// from `chunks`' pinned snapshot each time a scan reaches it. `chunks` (and the read transaction
+// it reads) must stay open while statements read the table.
+Status RegisterAggregateGroups(query::Engine& engine, const config::AggregateConfig& aggregate,
+                               std::shared_ptr<const transform::AggregateGroupChunks> chunks);
 
 // What SQL in `skipprd query` may touch besides the pipelines' tables.
 struct QueryAccess {

@@ -284,6 +284,7 @@ class SyncPass {
     options.max_bytes_per_batch = std::clamp<uint64_t>(thresholds_.bytes, 1, kSourceBatchBytes);
     options.max_records_per_batch = kSourceBatchRecords;
     options.follows_changes = options_.follows_changes;
+    options.stop_requested = options_.stop_requested;
     options.scratch_directory = state_.scratch_directory();
     SKIPPR_RETURN_IF_ERROR(source_->Open(positions_, options));
     committer_.emplace(*wal_, [this](SealedCommit& commit, const wal::CommitInfo& info) {
@@ -296,7 +297,7 @@ class SyncPass {
   // Reads until the source has nothing more, sealing a commit whenever the buffer is full or old.
   Status Ingest() {
     uint64_t batches_read = 0;
-    while (true) {
+    while (!IsStopRequested()) {
       if (batches_read++ % kBatchesPerDiskCheck == 0) {
         SKIPPR_RETURN_IF_ERROR(disk_gate_->WaitUntilReadable(progress_, on_progress_));
       }
@@ -324,6 +325,11 @@ class SyncPass {
       if (on_progress_) on_progress_(progress_);
     }
     return SealAndSubmit();
+  }
+
+  bool IsStopRequested() const {
+    return options_.stop_requested != nullptr &&
+           options_.stop_requested->load(std::memory_order_relaxed);
   }
 
   Status Absorb(sources::SourceBatch& batch) {

@@ -19,6 +19,11 @@ namespace skippr::query {
 
 namespace detail {
 Result<Batch> ResultToBatch(duckdb_result& result);  // to_batch.cpp
+Result<std::unique_ptr<BatchStream>> StreamResultAsBatches(duckdb_pending_result pending,
+                                                           duckdb_result result,
+                                                           std::vector<std::string> header,
+                                                           std::vector<std::string> column_types);
+bool HasBatchColumn(duckdb_logical_type type);
 using SourceLookup =
     std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
 // wal_scan.cpp; `counters` outlives the connection.
@@ -929,6 +934,95 @@ Result<QueryResult> Engine::Run(const std::string& sql) {
 }
 
 Status Engine::Stream(const std::string& sql, ResultWriter& writer) {
+  return RunStatements(sql, [&](duckdb_prepared_statement statement, bool is_only) {
+    return is_only ? StreamSingleStatement(sql, statement, writer)
+                   : ExecuteToWriter(statement, writer);
+  });
+}
+
+namespace {
+
+// The columns of a prepared statement's result: names and DuckDB type names.
+void DescribeColumns(duckdb_prepared_statement statement, std::vector<std::string>* header,
+                     std::vector<std::string>* column_types, bool* has_only_batch_columns) {
+  *has_only_batch_columns = true;
+  const idx_t columns = duckdb_prepared_statement_column_count(statement);
+  for (idx_t c = 0; c < columns; ++c) {
+    const char* name = duckdb_prepared_statement_column_name(statement, c);  // ours to free
+    header->emplace_back(name ? name : "");
+    duckdb_free(const_cast<char*>(name));
+    duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
+    column_types->push_back(TypeName(type));
+    *has_only_batch_columns = *has_only_batch_columns && detail::HasBatchColumn(type);
+    duckdb_destroy_logical_type(&type);
+  }
+}
+
+// `sql` (one statement) with each column of a type without a Batch column cast to text, by
+// position so that duplicate names stay apart; nullopt when every column has one.
+std::optional<std::string> CastColumnsWithoutBatchType(duckdb_prepared_statement statement,
+                                                       const std::string& sql) {
+  std::vector<std::string> select;
+  bool casts = false;
+  const idx_t columns = duckdb_prepared_statement_column_count(statement);
+  for (idx_t c = 0; c < columns; ++c) {
+    duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
+    const bool has_column = detail::HasBatchColumn(type);
+    duckdb_destroy_logical_type(&type);
+    select.push_back(has_column ? fmt::format("#{}", c + 1)
+                                : fmt::format("CAST(#{} AS VARCHAR)", c + 1));
+    casts = casts || !has_column;
+  }
+  if (!casts) return std::nullopt;
+  return fmt::format("SELECT {} FROM (\n{}\n)", fmt::join(select, ", "), StripStatementEnd(sql));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BatchStream>> Engine::OpenBatchStream(const std::string& sql) {
+  std::unique_ptr<BatchStream> stream;
+  SKIPPR_RETURN_IF_ERROR(RunStatements(sql, [&](duckdb_prepared_statement statement,
+                                                bool is_only) -> Status {
+    std::vector<std::string> header;
+    std::vector<std::string> column_types;
+    bool has_only_batch_columns = true;
+    DescribeColumns(statement, &header, &column_types, &has_only_batch_columns);
+    duckdb_prepared_statement cast_statement = nullptr;
+    if (!has_only_batch_columns && is_only &&
+        duckdb_prepared_statement_type(statement) == DUCKDB_STATEMENT_TYPE_SELECT) {
+      if (std::optional<std::string> cast = CastColumnsWithoutBatchType(statement, sql);
+          cast && duckdb_prepare(handles_->connection, cast->c_str(), &cast_statement) !=
+                      DuckDBSuccess) {
+        duckdb_destroy_prepare(&cast_statement);
+      }
+    }
+    duckdb_pending_result pending = nullptr;
+    Status status = Status::OK();
+    if (duckdb_pending_prepared_streaming(cast_statement ? cast_statement : statement,
+                                          &pending) != DuckDBSuccess) {
+      status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
+      duckdb_destroy_pending(&pending);
+    } else if (duckdb_result result; duckdb_execute_pending(pending, &result) != DuckDBSuccess) {
+      status = ExplainFailure(duckdb_result_error(&result) ? duckdb_result_error(&result) : "");
+      duckdb_destroy_result(&result);
+      duckdb_destroy_pending(&pending);
+    } else {
+      Result<std::unique_ptr<BatchStream>> opened = detail::StreamResultAsBatches(
+          pending, result, std::move(header), std::move(column_types));
+      if (opened.ok()) stream = std::move(*opened);
+      status = opened.status();
+    }
+    duckdb_destroy_prepare(&cast_statement);
+    return status;
+  }));
+  return stream;
+}
+
+// Runs the statements of `sql` in order — each allowed by the file-access rule, all but the last
+// with their results dropped — and hands the last one, prepared, to `run_last`.
+Status Engine::RunStatements(
+    const std::string& sql,
+    const std::function<Status(duckdb_prepared_statement, bool is_only)>& run_last) {
   duckdb_connection connection = handles_->connection;
   handles_->scan_counters.failure.Take();  // a failure of an earlier statement is not this one's
   SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
@@ -951,10 +1045,7 @@ Status Engine::Stream(const std::string& sql, ResultWriter& writer) {
       status = CheckStatementAllowed(duckdb_prepared_statement_type(statement), sql);
     }
     if (status.ok()) {
-      const bool is_last = i + 1 == count;
-      status = !is_last                ? ExecuteDiscarding(statement)
-               : count == 1            ? StreamSingleStatement(sql, statement, writer)
-                                       : ExecuteToWriter(statement, writer);
+      status = i + 1 < count ? ExecuteDiscarding(statement) : run_last(statement, count == 1);
     }
     duckdb_destroy_prepare(&statement);
   }

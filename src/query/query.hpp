@@ -181,6 +181,23 @@ class ResultWriter {
   virtual Status End() = 0;
 };
 
+// A statement's result as it streams, as columnar Batches (the Python module's results): values
+// keep their types — no text conversion — mapped as Engine::RunToBatch maps them; a column of a
+// type skipprd has no column for (HUGEINT, INTERVAL, ENUM, ...) arrives as DuckDB's text of it.
+// Holds DuckDB's result, so it must not outlive its Engine, and the Engine runs nothing else
+// while it is open.
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  virtual const std::vector<std::string>& header() const = 0;
+  virtual const std::vector<std::string>& column_types() const = 0;  // DuckDB's type names
+  virtual const std::vector<Field>& fields() const = 0;  // the Batches' fields, in column order
+  // The next rows — whole chunks of DuckDB's, up to about `max_rows` — or nullopt after the last.
+  // The Batch's fields are named like the header's columns (ids 0). A statement that fails while
+  // it streams fails here, with DuckDB's message.
+  virtual Result<std::optional<Batch>> Next(int64_t max_rows) = 0;
+};
+
 // What the wal_scan scans of an engine read, summed over every statement since it opened (for
 // tests and bench/query): the batches, and the top-level columns those batches held — the columns
 // their readers decoded.
@@ -229,6 +246,11 @@ class Engine {
   // and what the writer received so far is all there is.
   Status Stream(const std::string& sql, ResultWriter& writer);
 
+  // Run, with the last statement's result streamed as Batches (BatchStream). Its columns of types
+  // skipprd has no column for are cast to text when `sql` is that one statement, else refused with
+  // InvalidArgument naming the column.
+  Result<std::unique_ptr<BatchStream>> OpenBatchStream(const std::string& sql);
+
   // Runs one SELECT and returns its rows as a Batch: fields named like the result's columns, with
   // id 0 (the caller numbers them), types mapped from DuckDB's (TINYINT..INTEGER → int, BIGINT and
   // UINTEGER → long, TIMESTAMP_S/MS/NS → timestamp, STRUCT, LIST and MAP with VARCHAR keys
@@ -259,6 +281,8 @@ class Engine {
   std::optional<std::string> QueryOneText(const std::string& sql, const std::string* parameter);
   Status ExplainFailure(const std::string& message) const;
   Status ExecuteDiscarding(duckdb_prepared_statement statement) const;
+  Status RunStatements(const std::string& sql,
+                       const std::function<Status(duckdb_prepared_statement, bool is_only)>& run_last);
   Status StreamSingleStatement(const std::string& sql, duckdb_prepared_statement statement,
                                ResultWriter& writer) const;
   Status ExecuteToWriter(duckdb_prepared_statement statement, ResultWriter& writer) const;

@@ -307,34 +307,128 @@ void AppendRows(Column& column, const ColumnMap& map, duckdb_vector vector, idx_
 
 namespace detail {
 
-Result<Batch> ResultToBatch(duckdb_result& result) {
-  Batch batch;
-  std::vector<ColumnMap> maps;
-  const idx_t columns = duckdb_column_count(&result);
-  for (idx_t c = 0; c < columns; ++c) {
-    Field field;
-    field.name = duckdb_column_name(&result, c);
-    TypeHandle type(duckdb_column_logical_type(&result, c));
-    SKIPPR_ASSIGN_OR_RETURN(ColumnMap map, MapType(field.name, type.type));
-    field.type = map.type;
-    batch.columns.emplace_back(field.type);
-    batch.fields.push_back(std::move(field));
-    maps.push_back(std::move(map));
+// Converts the chunks of one result into Batches; the column maps are decided once, from the
+// result's column types.
+class ChunkConverter {
+ public:
+  static Result<ChunkConverter> ForResult(duckdb_result& result) {
+    ChunkConverter converter;
+    const idx_t columns = duckdb_column_count(&result);
+    for (idx_t c = 0; c < columns; ++c) {
+      Field field;
+      field.name = duckdb_column_name(&result, c);
+      TypeHandle type(duckdb_column_logical_type(&result, c));
+      SKIPPR_ASSIGN_OR_RETURN(ColumnMap map, MapType(field.name, type.type));
+      field.type = map.type;
+      converter.fields_.push_back(std::move(field));
+      converter.maps_.push_back(std::move(map));
+    }
+    return converter;
   }
+
+  const std::vector<Field>& fields() const { return fields_; }
+
+  Batch EmptyBatch() const {
+    Batch batch;
+    batch.fields = fields_;
+    for (const Field& field : fields_) batch.columns.emplace_back(field.type);
+    return batch;
+  }
+
+  // Appends a chunk's rows to `batch` (made by EmptyBatch).
+  void Append(duckdb_data_chunk chunk, Batch& batch) const {
+    const idx_t size = duckdb_data_chunk_get_size(chunk);
+    for (size_t c = 0; c < maps_.size(); ++c) {
+      AppendRows(batch.columns[c], maps_[c], duckdb_data_chunk_get_vector(chunk, c), 0, size);
+    }
+    batch.num_rows += static_cast<int64_t>(size);
+  }
+
+ private:
+  std::vector<Field> fields_;
+  std::vector<ColumnMap> maps_;
+};
+
+Result<Batch> ResultToBatch(duckdb_result& result) {
+  SKIPPR_ASSIGN_OR_RETURN(const ChunkConverter converter, ChunkConverter::ForResult(result));
+  Batch batch = converter.EmptyBatch();
   while (true) {
     duckdb_data_chunk chunk = duckdb_fetch_chunk(result);
     if (chunk == nullptr) break;
-    const idx_t size = duckdb_data_chunk_get_size(chunk);
-    for (idx_t c = 0; c < columns; ++c) {
-      AppendRows(batch.columns[c], maps[c], duckdb_data_chunk_get_vector(chunk, c), 0, size);
-    }
-    batch.num_rows += static_cast<int64_t>(size);
+    converter.Append(chunk, batch);
     duckdb_destroy_data_chunk(&chunk);
   }
   std::string reason;
   SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
   return batch;
 }
+
+// A statement's streaming result, read as Batches of whole chunks.
+class StreamingBatches final : public BatchStream {
+ public:
+  StreamingBatches(duckdb_pending_result pending, duckdb_result result, ChunkConverter converter,
+                   std::vector<std::string> header, std::vector<std::string> column_types)
+      : pending_(pending),
+        result_(result),
+        converter_(std::move(converter)),
+        header_(std::move(header)),
+        column_types_(std::move(column_types)) {}
+  ~StreamingBatches() override {
+    duckdb_destroy_result(&result_);
+    duckdb_destroy_pending(&pending_);
+  }
+
+  const std::vector<std::string>& header() const override { return header_; }
+  const std::vector<std::string>& column_types() const override { return column_types_; }
+  const std::vector<Field>& fields() const override { return converter_.fields(); }
+
+  Result<std::optional<Batch>> Next(int64_t max_rows) override {
+    if (is_done_) return std::optional<Batch>();
+    Batch batch = converter_.EmptyBatch();
+    while (batch.num_rows < max_rows) {
+      duckdb_data_chunk chunk = duckdb_fetch_chunk(result_);
+      if (chunk == nullptr) {
+        is_done_ = true;
+        if (const char* error = duckdb_result_error(&result_); error != nullptr) {
+          return Status::InvalidArgument(error);
+        }
+        break;
+      }
+      converter_.Append(chunk, batch);
+      duckdb_destroy_data_chunk(&chunk);
+    }
+    std::string reason;
+    SKIPPR_CHECK_MSG(batch.Validate(&reason), reason.c_str());
+    if (batch.num_rows == 0 && is_done_) return std::optional<Batch>();
+    return std::optional<Batch>(std::move(batch));
+  }
+
+ private:
+  duckdb_pending_result pending_;
+  duckdb_result result_;
+  const ChunkConverter converter_;
+  std::vector<std::string> header_;
+  std::vector<std::string> column_types_;
+  bool is_done_ = false;
+};
+
+Result<std::unique_ptr<BatchStream>> StreamResultAsBatches(duckdb_pending_result pending,
+                                                           duckdb_result result,
+                                                           std::vector<std::string> header,
+                                                           std::vector<std::string> column_types) {
+  Result<ChunkConverter> converter = ChunkConverter::ForResult(result);
+  if (!converter.ok()) {
+    duckdb_destroy_result(&result);
+    duckdb_destroy_pending(&pending);
+    return converter.status();
+  }
+  return std::unique_ptr<BatchStream>(new StreamingBatches(pending, result, std::move(*converter),
+                                                            std::move(header),
+                                                            std::move(column_types)));
+}
+
+// Whether skipprd has a column for a value of this type (else the stream reads it as text).
+bool HasBatchColumn(duckdb_logical_type type) { return MapType("", type).ok(); }
 
 }  // namespace detail
 

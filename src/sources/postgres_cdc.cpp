@@ -443,6 +443,9 @@ Status ChangeStreamSource::ReplayNext() {
 
 bool ChangeStreamSource::ShouldFinish(std::chrono::steady_clock::time_point now) const {
   if (in_transaction_ || ready_ || (pending_ && !pending_->records.empty())) return false;
+  if (options_.stop_requested && options_.stop_requested->load(std::memory_order_relaxed)) {
+    return true;
+  }
   if (settings_.cdc_idle_timeout_seconds && *settings_.cdc_idle_timeout_seconds > 0) {
     return now - last_data_ >= std::chrono::seconds(*settings_.cdc_idle_timeout_seconds);
   }

@@ -4,6 +4,7 @@
 // JSON arrays, CSV, Parquet; gzip and zstd).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -114,6 +115,9 @@ struct ReadOptions {
   uint64_t max_records_per_partition = 0;  // 0: no limit (discover samples with a limit)
   // A change stream follows its source rather than ending when caught up (SyncOptions).
   bool follows_changes = false;
+  // Set from another thread: a change stream ends at its next transaction boundary, as if idle
+  // (SyncOptions::stop_requested).
+  const std::atomic<bool>* stop_requested = nullptr;
   // A directory of the pipeline's own where a source may hold on disk what it cannot commit yet
   // (a PostgreSQL transaction streamed while in progress); it may empty it at Open. Empty: the
   // source asks its server not to stream such transactions.
