@@ -6,7 +6,7 @@ from ._engine import (ConfigError, ConflictError, CorruptionError, InternalError
                       SkipprError, StorageError, UnavailableError, version as __version__)
 from .config import (AggregateMeasure, Config, DataSinkRef, DataSourceRef, DeadletterSinkRef,
                      EnvRef, Pipeline, PipelineRef, Transform, TransformAggregate)
-from .connectors import CONNECTOR_CLASSES as _CONNECTOR_CLASSES
+from . import connectors as _connectors
 from .connectors import *  # noqa: F401,F403 — DataSourceFile, DataSinkSkipprLake, ...
 from .session import Result, Session
 
@@ -15,5 +15,6 @@ __all__ = [
     "DataSinkRef", "DataSourceRef", "DeadletterSinkRef", "EnvRef", "InternalError",
     "InvalidArgumentError", "NoSpaceError", "NotFoundError", "NotSupportedError", "Pipeline",
     "PipelineRef", "Result", "Session", "SkipprError", "StorageError", "Transform",
-    "TransformAggregate", "UnavailableError", *sorted(_CONNECTOR_CLASSES),
+    "TransformAggregate", "UnavailableError",
 ]
+__all__ += _connectors.__all__  # the connector classes, generated from the engine's registry

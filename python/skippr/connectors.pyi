@@ -34,6 +34,19 @@ class DataSourceConfig(ConnectorConfig): ...
 
 class DataSinkConfig(ConnectorConfig): ...
 
+__all__ = [
+    'ConnectorConfig',
+    'DataSinkConfig',
+    'DataSourceConfig',
+    'DataSinkDuckdb',
+    'DataSinkPostgres',
+    'DataSinkSkipprLake',
+    'DataSourceFile',
+    'DataSourcePostgres',
+    'DataSourceS3',
+    'DataSourceSample',
+]
+
 class DataSinkDuckdb(DataSinkConfig):
     warehouse: str | EnvRef
     table_namespace: str | EnvRef

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import decimal
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from . import _engine
 from .config import PipelineRef
@@ -35,9 +35,9 @@ class Result:
     """
 
     def __init__(self, engine_result: _engine.Result,
-                 converters: Optional[dict[int, Callable[[Any], Any]]] = None) -> None:
+                 converters: Optional[Mapping[int, Callable[[Any], Any]]] = None) -> None:
         self._result = engine_result
-        self._converters = converters or {}
+        self._converters = dict(converters or {})
         self._read_whole = False
 
     @property
@@ -84,9 +84,9 @@ class Result:
         decimals are ``decimal.Decimal``. Memory: the columns are gathered straight into the
         arrays the DataFrame keeps.
         """
-        import pandas
+        import pandas  # type: ignore[import]
 
-        data = {}
+        data: dict[str, Any] = {}
         for position, (name, column) in enumerate(zip(self.columns, self._read_columns())):
             data[self._unique_name(name, position, data)] = _pandas_column(
                 pandas, *column, self._converters.get(position))
@@ -95,7 +95,7 @@ class Result:
     def to_arrow(self) -> Any:
         """The rows not read yet as a ``pyarrow.Table`` (needs pyarrow installed)."""
         try:
-            import pyarrow
+            import pyarrow  # type: ignore[import]
         except ImportError as error:
             raise ImportError("Result.to_arrow needs pyarrow; install it (Debian: python3-pyarrow) "
                               "or use to_pandas()") from error

@@ -103,7 +103,10 @@ def class_stub(spec: dict[str, Any]) -> str:
 def render_stubs(specs: list[dict[str, Any]]) -> str:
     """The text of connectors.pyi for the registry `specs`."""
     classes = sorted(specs, key=lambda spec: connector_class_name(spec["role"], spec["kind"]))
-    return _HEADER + "".join("\n" + class_stub(spec) for spec in classes)
+    names = [connector_class_name(spec["role"], spec["kind"]) for spec in classes]
+    exported = ["ConnectorConfig", "DataSinkConfig", "DataSourceConfig", *names]  # as connectors.py
+    all_line = "\n__all__ = [\n" + "".join(f"    {name!r},\n" for name in exported) + "]\n"
+    return _HEADER + all_line + "".join("\n" + class_stub(spec) for spec in classes)
 
 
 def main() -> int:

@@ -265,6 +265,41 @@ TEST(ConfigConnectors, SettingTypesAndChoicesAreChecked) {
             "65535");
 }
 
+TEST(ConfigConnectors, DescribeSettingsIsTheRegistry) {
+  for (const ConnectorRole role : {ConnectorRole::kSource, ConnectorRole::kSink}) {
+    for (const std::string& kind : ConnectorKinds(role)) {
+      EXPECT_FALSE(DescribeSettings(role, kind).empty()) << kind;
+    }
+  }
+  const auto find = [](ConnectorRole role, const std::string& kind, const std::string& name) {
+    const std::vector<SettingDescription> settings = DescribeSettings(role, kind);
+    const auto it = std::find_if(settings.begin(), settings.end(),
+                                 [&](const SettingDescription& s) { return s.name == name; });
+    return it == settings.end() ? std::optional<SettingDescription>() : *it;
+  };
+  const std::optional<SettingDescription> path = find(ConnectorRole::kSource, "File", "path");
+  ASSERT_TRUE(path.has_value());
+  EXPECT_TRUE(path->required);
+  EXPECT_EQ(path->type, "string");
+  const std::optional<SettingDescription> password =
+      find(ConnectorRole::kSource, "Postgres", "password");
+  ASSERT_TRUE(password.has_value());
+  EXPECT_TRUE(password->secret);
+  EXPECT_FALSE(password->required);
+  const std::optional<SettingDescription> host = find(ConnectorRole::kSource, "Postgres", "host");
+  ASSERT_TRUE(host.has_value());
+  EXPECT_FALSE(host->secret);
+  const std::optional<SettingDescription> policy =
+      find(ConnectorRole::kSink, "SkipprLake", "write_policy");
+  ASSERT_TRUE(policy.has_value());
+  EXPECT_EQ(policy->type, "choice");
+  EXPECT_EQ(policy->choices, (std::vector<std::string>{"append", "merge_by_key", "replace_table"}));
+  ASSERT_TRUE(policy->default_value.has_value());
+  EXPECT_EQ(std::get<std::string>(*policy->default_value), "append");
+  EXPECT_TRUE(DescribeSettings(ConnectorRole::kSource, "Kafka").empty());
+  EXPECT_TRUE(DescribeSettings(ConnectorRole::kSink, "Sample").empty()) << "a kind of the other role";
+}
+
 TEST(ConfigConnectors, VersionPinIsRecordedAndChecked) {
   Config config = ParseOk("data_sources:\n  s:\n    Sample: {version: 1.2.3}\n");
   EXPECT_EQ(config.data_sources.at("s").connector.version, "1.2.3");
@@ -354,6 +389,127 @@ TEST(ConfigEnvironment, ReferencesFillNumbersToo) {
   Config config =
       ParseOk("data_sources:\n  s:\n    Sample: {rows: \"${ROWS}\"}\n", {{"ROWS", "77"}});
   EXPECT_EQ(config.data_sources.at("s").connector.GetInteger("rows"), 77);
+}
+
+// ----- ReferenceMode::kKeep: a file checked before it is saved ---------------------------------
+
+Result<Config> ParseKeeping(const std::string& yaml, std::map<std::string, std::string> env = {}) {
+  MapEnvironment environment(std::move(env));
+  return ParseConfig(yaml, "skippr.yml", environment, ReferenceMode::kKeep);
+}
+
+std::string KeepingErrorOf(const std::string& yaml) {
+  Result<Config> result = ParseKeeping(yaml);
+  EXPECT_FALSE(result.ok()) << "expected a configuration error";
+  if (result.ok()) return "";
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidConfig);
+  return result.status().message();
+}
+
+const char* kEveryKindOfReference = R"(
+data_sources:
+  pg:
+    Postgres:
+      host: ${PG_HOST}
+      port: ${PG_PORT}
+      database: shop
+      password: ${PG_PASSWORD}
+      cdc_mode: ${CDC_MODE}
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: ${LAKE}
+      write_policy: ${WRITE_POLICY}
+      catalog_uri: ${CATALOG_URI}
+pipelines:
+  p:
+    data_source: data_sources.pg
+    data_sink: data_sinks.lake
+    sync_frequency_seconds: ${FREQUENCY}
+    chaos_mode: ${CHAOS}
+)";
+
+TEST(ConfigKeptReferences, ReferencesStayAsWrittenAndTypedSettingsReadAPlaceholder) {
+  // Not one variable is set, and one that is set is not read either.
+  Result<Config> result = ParseKeeping(Yaml(kEveryKindOfReference), {{"PG_HOST", "db.example"}});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const ConnectorConfig& pg = result->data_sources.at("pg").connector;
+  EXPECT_EQ(pg.GetString("host"), "${PG_HOST}");
+  EXPECT_EQ(pg.GetString("password"), "${PG_PASSWORD}") << "a secret as a reference is accepted";
+  EXPECT_EQ(pg.GetInteger("port"), 1) << "a number reads its least allowed value";
+  EXPECT_EQ(pg.GetString("cdc_mode"), "snapshot") << "a choice reads its first";
+  const ConnectorConfig& lake = result->data_sinks.at("lake").connector;
+  EXPECT_EQ(lake.GetString("warehouse"), "${LAKE}") << "no scheme check on a kept reference";
+  EXPECT_EQ(lake.GetString("write_policy"), "append");
+  EXPECT_EQ(lake.GetString("catalog_uri"), "${CATALOG_URI}");
+  const PipelineConfig* pipeline = result->FindPipeline("p");
+  ASSERT_NE(pipeline, nullptr);
+  EXPECT_EQ(pipeline->sync_frequency_seconds, 1);
+  EXPECT_FALSE(pipeline->chaos_mode) << "a flag reads false";
+
+  // kResolve, the default, still needs every variable: the first unset one is named.
+  MapEnvironment empty;
+  Result<Config> resolved =
+      ParseConfig(Yaml(kEveryKindOfReference), "skippr.yml", empty, ReferenceMode::kResolve);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_EQ(resolved.status().code(), StatusCode::kInvalidConfig);
+  EXPECT_THAT(resolved.status().message(),
+              HasSubstr("skippr.yml:4:13: skippr.yml references ${PG_HOST} at "
+                        "data_sources.pg.Postgres.host, but that environment variable is not set"));
+  EXPECT_THAT(resolved.status().message(), HasSubstr("${LAKE}"));
+  EXPECT_EQ(ErrorOf(Yaml(kEnvPath)),
+            "skippr.yml:3:18: skippr.yml references ${INPUT_PATH} at data_sources.files.File.path, "
+            "but that environment variable is not set; set it in the shell or in .env beside "
+            "skippr.yml");
+}
+
+TEST(ConfigKeptReferences, APlaintextOrMalformedSecretIsStillRefused) {
+  EXPECT_EQ(KeepingErrorOf(Yaml(R"(
+data_sources:
+  pg:
+    Postgres:
+      database: shop
+      password: hunter2
+)")),
+            "skippr.yml:5:17: data_sources.pg.Postgres.password: is a secret and refuses "
+            "plaintext; write it as a ${NAME} reference (for example '${PG_PASSWORD}') and set "
+            "that variable in the environment or in .env beside skippr.yml");
+  // Not a reference by the grammar (a name starts with a letter or '_'), so plaintext.
+  EXPECT_THAT(KeepingErrorOf(Yaml(R"(
+data_sources:
+  pg:
+    Postgres:
+      database: shop
+      password: ${1BAD}
+)")),
+              HasSubstr("skippr.yml:5:17: data_sources.pg.Postgres.password: is a secret and "
+                        "refuses plaintext"));
+}
+
+TEST(ConfigKeptReferences, EveryOtherMistakeIsStillReportedWithItsPlace) {
+  const std::string message = KeepingErrorOf(Yaml(R"(
+data_sources:
+  pg:
+    Postgres: {database: "${DB}", port: 70000, sslmode: sometimes, colour: blue}
+data_sinks:
+  lake:
+    SkipprLake: {warehouse: ./wh}
+pipelines:
+  p:
+    data_source: data_sources.pg
+    sync_frequency_seconds: 0
+)"));
+  EXPECT_THAT(message, HasSubstr("skippr.yml:3:66: data_sources.pg.Postgres.colour: unknown key "
+                                 "'colour'"));
+  EXPECT_THAT(message, HasSubstr("skippr.yml:3:41: data_sources.pg.Postgres.port: 70000 is out of "
+                                 "range; allowed: 1 to 65535"));
+  EXPECT_THAT(message, HasSubstr("skippr.yml:3:57: data_sources.pg.Postgres.sslmode: 'sometimes' "
+                                 "is not allowed; choose one of: disable, prefer, require, "
+                                 "verify-ca, verify-full"));
+  EXPECT_THAT(message, HasSubstr("skippr.yml:6:5: data_sinks.lake.SkipprLake: warehouse './wh' "
+                                 "must be an absolute file:///path or an s3://bucket/prefix URI"));
+  EXPECT_THAT(message, HasSubstr("skippr.yml:10:29: pipelines.p.sync_frequency_seconds: 0 is out "
+                                 "of range; allowed: 1 to 9223372036854775807"));
 }
 
 // A fresh directory per test, named after it, removed afterwards.

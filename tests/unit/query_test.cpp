@@ -2,6 +2,7 @@
 // batches onto the current schema, table-name rules, errors, and the output formats.
 #include "query/query.hpp"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -836,6 +837,254 @@ TEST(QueryFileAccess, OffReadsOnlyTheReadableDirectoriesAndRefusesWritesAndSetti
   EXPECT_FALSE(std::filesystem::exists(root + "/readable/y.csv"));
   EXPECT_FALSE(std::filesystem::exists(root + "/x.db"));
   std::filesystem::remove_all(root);
+}
+
+
+// ----- results streamed as Batches (OpenBatchStream) ----------------------------------------------
+
+std::unique_ptr<BatchStream> MustOpenBatchStream(Engine& engine, const std::string& sql) {
+  Result<std::unique_ptr<BatchStream>> stream = engine.OpenBatchStream(sql);
+  EXPECT_TRUE(stream.ok()) << sql << ": " << stream.status().ToString();
+  if (!stream.ok()) return nullptr;
+  return std::move(stream).value();
+}
+
+// Every Batch the stream hands over, in order, until nullopt (or the first error, which fails the test).
+std::vector<Batch> ReadAllBatches(BatchStream& stream, int64_t max_rows) {
+  std::vector<Batch> batches;
+  while (true) {
+    Result<std::optional<Batch>> next = stream.Next(max_rows);
+    EXPECT_TRUE(next.ok()) << next.status().ToString();
+    if (!next.ok() || !next->has_value()) break;
+    std::string reason;
+    EXPECT_TRUE((*next)->Validate(&reason)) << reason;
+    batches.push_back(std::move(**next));
+  }
+  return batches;
+}
+
+std::vector<std::string> FieldNames(const std::vector<Field>& fields) {
+  std::vector<std::string> names;
+  for (const Field& field : fields) names.push_back(field.name);
+  return names;
+}
+
+std::vector<std::string> FieldTypes(const std::vector<Field>& fields) {
+  std::vector<std::string> types;
+  for (const Field& field : fields) types.push_back(field.type.ToString());
+  return types;
+}
+
+TEST(QueryBatchStream, EveryRowOnceInWholeChunksOfAboutMaxRowsWithTypedValues) {
+  const LogicalType point =
+      LogicalType::Struct({F(7, "a", LogicalType::Int()), F(8, "b", LogicalType::String())});
+  const LogicalType longs = LogicalType::List(F(10, "element", LogicalType::Long()));
+  const std::vector<Field> fields = {
+      F(1, "id", LogicalType::Long()),   F(2, "i", LogicalType::Int()),
+      F(3, "d", LogicalType::Double()),  F(4, "dec", Dec(10, 2)),
+      F(5, "s", LogicalType::String()),  F(6, "ts", LogicalType::Timestamp()),
+      F(9, "st", point),                 F(11, "li", longs),
+  };
+  // Row `id` as registered: every 7th row NULL but for its id.
+  const auto row_of = [](int64_t id) -> std::vector<Value> {
+    if (id % 7 == 3) {
+      std::vector<Value> row(8, Value::Null());
+      row[0] = Value::Int(id);
+      return row;
+    }
+    return {Value::Int(id),
+            Value::Int(id % 1000 - 500),
+            Value::Double(static_cast<double>(id) / 4.0),
+            Value::Decimal(id * 101 - 5000, 10, 2),
+            Value::String("row " + std::to_string(id)),
+            Value::Timestamp(1704067200000000 + id * 1000001),
+            Obj({{"a", Value::Int(id % 5)}, {"b", id % 2 ? Value::String("odd") : Value::Null()}}),
+            List({Value::Int(id), Value::Null(), Value::Int(-id)})};
+  };
+  constexpr int64_t kRows = 10000;
+  Batches registered;
+  int64_t next_id = 0;
+  for (int64_t size : {3001, 2048, 4000, 951}) {
+    std::vector<std::vector<Value>> rows;
+    for (int64_t r = 0; r < size; ++r) rows.push_back(row_of(next_id++));
+    registered.push_back(MakeBatch(fields, rows));
+  }
+  ASSERT_EQ(next_id, kRows);
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "t", fields, registered)).ok());
+
+  std::unique_ptr<BatchStream> stream = MustOpenBatchStream(*engine, "SELECT * FROM p.t");
+  ASSERT_NE(stream, nullptr);
+  EXPECT_THAT(stream->header(), ElementsAre("id", "i", "d", "dec", "s", "ts", "st", "li"));
+  EXPECT_THAT(stream->column_types(),
+              ElementsAre("BIGINT", "INTEGER", "DOUBLE", "DECIMAL(10,2)", "VARCHAR", "TIMESTAMP",
+                          "STRUCT(a INTEGER, b VARCHAR)", "BIGINT[]"));
+  EXPECT_THAT(FieldNames(stream->fields()), ElementsAre("id", "i", "d", "dec", "s", "ts", "st", "li"));
+  EXPECT_THAT(FieldTypes(stream->fields()),
+              ElementsAre("long", "int", "double", "decimal(10, 2)", "string", "timestamp",
+                          "struct<a: int, b: string>", "list<long>"));
+
+  constexpr int64_t kMaxRows = 3000;
+  const std::vector<Batch> batches = ReadAllBatches(*stream, kMaxRows);
+  EXPECT_GE(batches.size(), 3u) << "10,000 rows came in too few batches for max_rows 3000";
+  std::vector<int> seen(kRows, 0);
+  for (const Batch& batch : batches) {
+    EXPECT_GT(batch.num_rows, 0);
+    EXPECT_LE(batch.num_rows, kMaxRows + 2047) << "a batch is whole chunks up to about max_rows";
+    EXPECT_EQ(batch.fields, stream->fields());
+    for (int64_t r = 0; r < batch.num_rows; ++r) {
+      const Value row = batch.RowAt(r);
+      const int64_t id = row.Find("id")->as_int();
+      ASSERT_TRUE(id >= 0 && id < kRows) << row.ToJson();
+      ++seen[id];
+      const std::vector<Value> want = row_of(id);
+      for (size_t c = 0; c < fields.size(); ++c) {
+        ASSERT_EQ(*row.Find(fields[c].name), want[c])
+            << "row " << id << " column " << fields[c].name << ": " << row.ToJson();
+      }
+    }
+  }
+  for (int64_t id = 0; id < kRows; ++id) ASSERT_EQ(seen[id], 1) << "row " << id;
+  Result<std::optional<Batch>> after = stream->Next(kMaxRows);
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->has_value()) << "the end stays the end";
+}
+
+TEST(QueryBatchStream, TypesWithoutAColumnArriveAsDuckDbTextInOneStatement) {
+  auto engine = OpenEngine();
+  {
+    std::unique_ptr<BatchStream> stream =
+        MustOpenBatchStream(*engine, "SELECT 1::HUGEINT AS h, INTERVAL 2 DAY AS i, 3 AS n");
+    ASSERT_NE(stream, nullptr);
+    EXPECT_THAT(stream->header(), ElementsAre("h", "i", "n"));
+    EXPECT_THAT(FieldNames(stream->fields()), ElementsAre("h", "i", "n"));
+    EXPECT_THAT(FieldTypes(stream->fields()), ElementsAre("string", "string", "int"));
+    const std::vector<Batch> batches = ReadAllBatches(*stream, 100);
+    ASSERT_EQ(batches.size(), 1u);
+    ASSERT_EQ(batches[0].num_rows, 1);
+    EXPECT_THAT(FieldNames(batches[0].fields), ElementsAre("h", "i", "n"));
+    EXPECT_EQ(batches[0].columns[0].ValueAt(0), Value::String("1"));
+    EXPECT_EQ(batches[0].columns[1].ValueAt(0), Value::String("2 days"));
+    EXPECT_EQ(batches[0].columns[2].ValueAt(0), Value::Int(3));
+  }
+  // Cast by position: two columns of one name stay two columns, each with its own value.
+  std::unique_ptr<BatchStream> twins =
+      MustOpenBatchStream(*engine, "SELECT 1::HUGEINT AS a, 2::HUGEINT AS a");
+  ASSERT_NE(twins, nullptr);
+  EXPECT_THAT(twins->header(), ElementsAre("a", "a"));
+  EXPECT_THAT(FieldNames(twins->fields()), ElementsAre("a", "a"));
+  const std::vector<Batch> batches = ReadAllBatches(*twins, 100);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].num_rows, 1);
+  EXPECT_THAT(FieldNames(batches[0].fields), ElementsAre("a", "a"));
+  EXPECT_EQ(batches[0].columns[0].ValueAt(0), Value::String("1"));
+  EXPECT_EQ(batches[0].columns[1].ValueAt(0), Value::String("2"));
+}
+
+TEST(QueryBatchStream, SeveralStatementsStreamTheLastOnesResult) {
+  auto engine = OpenEngine();
+  std::unique_ptr<BatchStream> stream =
+      MustOpenBatchStream(*engine, "SET VARIABLE x = 5; SELECT getvariable('x') AS v");
+  ASSERT_NE(stream, nullptr);
+  EXPECT_THAT(stream->header(), ElementsAre("v"));
+  const std::vector<Batch> batches = ReadAllBatches(*stream, 100);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].num_rows, 1);
+  EXPECT_EQ(batches[0].fields[0].type, LogicalType::Int());
+  EXPECT_EQ(batches[0].columns[0].ValueAt(0), Value::Int(5));
+}
+
+TEST(QueryBatchStream, AnUnsupportedTypeAfterOtherStatementsIsRefusedNamingTheColumn) {
+  auto engine = OpenEngine();
+  Result<std::unique_ptr<BatchStream>> stream =
+      engine->OpenBatchStream("SET VARIABLE x = 5; SELECT getvariable('x') AS v, 1::HUGEINT AS big");
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(stream.status().message(), HasSubstr("column 'big' has DuckDB type HUGEINT"));
+}
+
+TEST(QueryBatchStream, AnUnknownTableFailsAsRunFailsAndARunTimeErrorFailsNext) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "a", fields, {MakeBatch(fields, {{Value::Int(1)}})})).ok());
+  Result<QueryResult> run = engine->Run("SELECT * FROM p.nowhere");
+  ASSERT_FALSE(run.ok());
+  Result<std::unique_ptr<BatchStream>> unknown = engine->OpenBatchStream("SELECT * FROM p.nowhere");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().message(), run.status().message());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown table 'p.nowhere'"));
+
+  // A statement failing at run time: rows before `first_bad` convert, the first 'x' fails it.
+  // Its error comes from Next, after the batches before it; a failure DuckDB meets while it
+  // fills its streaming buffer, before the first fetch, comes from OpenBatchStream, with the
+  // same code and message.
+  const auto read_until_failure = [&](int64_t first_bad, int64_t rows) {
+    SCOPED_TRACE(rows);
+    const std::string sql = fmt::format(
+        "SELECT CAST(CASE WHEN range < {} THEN '1' ELSE 'x' END AS INTEGER) AS v FROM range({})",
+        first_bad, rows);
+    Result<std::unique_ptr<BatchStream>> stream = engine->OpenBatchStream(sql);
+    int64_t rows_before_failure = 0;
+    Status failure = stream.status();
+    while (failure.ok()) {
+      Result<std::optional<Batch>> next = (*stream)->Next(2048);
+      failure = next.status();
+      if (!failure.ok()) break;
+      if (!next->has_value()) {
+        ADD_FAILURE() << "the stream ended without the conversion error";
+        break;
+      }
+      int64_t ones = 0;
+      for (int64_t r = 0; r < (*next)->num_rows; ++r) ones += (*next)->columns[0].ValueAt(r) == Value::Int(1);
+      EXPECT_EQ(ones, (*next)->num_rows) << "rows before the failure convert to 1";
+      rows_before_failure += (*next)->num_rows;
+    }
+    EXPECT_EQ(failure.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(failure.message(), HasSubstr("Could not convert string 'x' to INT32"));
+    EXPECT_LE(rows_before_failure, first_bad);
+    return std::pair(stream.ok(), rows_before_failure);
+  };
+  read_until_failure(5000, 10000);
+  const auto [opened, rows_before_failure] = read_until_failure(1'000'000, 2'000'000);
+  EXPECT_TRUE(opened) << "a failure a million rows in stopped OpenBatchStream";
+  EXPECT_GT(rows_before_failure, 0) << "the batches before the failure were not returned";
+  // The next statement is not blamed for the last one's failure.
+  EXPECT_EQ(Scalar(*engine, "SELECT count(*) FROM p.a"), "1");
+}
+
+TEST(QueryBatchStream, WithFileAccessOffCopyIsRefusedAsStreamRefusesIt) {
+  const std::string root = ::testing::TempDir() + "/query_batch_stream_access";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  Result<std::unique_ptr<Engine>> opened = Engine::Open(EngineOptions{.allows_file_access = false});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Engine& engine = **opened;
+  const std::string sql = "COPY (SELECT 1 AS one) TO '" + root + "/x.csv'";
+  Result<QueryResult> run = engine.Run(sql);
+  ASSERT_FALSE(run.ok());
+  Result<std::unique_ptr<BatchStream>> stream = engine.OpenBatchStream(sql);
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(stream.status().message(), run.status().message());
+  EXPECT_THAT(stream.status().message(), HasSubstr(std::string(kAllowFileAccessFlag)));
+  EXPECT_FALSE(std::filesystem::exists(root + "/x.csv"));
+  std::filesystem::remove_all(root);
+}
+
+TEST(QueryBatchStream, AnEmptyResultEndsAtOnceAndStillDescribesItsColumns) {
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long()), F(2, "s", LogicalType::String())};
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(Source("p", "empty", fields, {})).ok());
+  std::unique_ptr<BatchStream> stream = MustOpenBatchStream(*engine, "SELECT id, s, 1.5 AS x FROM p.empty");
+  ASSERT_NE(stream, nullptr);
+  EXPECT_THAT(stream->header(), ElementsAre("id", "s", "x"));
+  EXPECT_THAT(stream->column_types(), ElementsAre("BIGINT", "VARCHAR", "DECIMAL(2,1)"));
+  EXPECT_THAT(FieldNames(stream->fields()), ElementsAre("id", "s", "x"));
+  EXPECT_THAT(FieldTypes(stream->fields()), ElementsAre("long", "string", "decimal(2, 1)"));
+  Result<std::optional<Batch>> next = stream->Next(1000);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_FALSE(next->has_value());
 }
 
 }  // namespace
