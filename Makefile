@@ -106,7 +106,7 @@ fuzz: configure-asan
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(ASAN_BUILD_DIR)
 
 format:
-	find src tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
+	find src tests bench python/src -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)

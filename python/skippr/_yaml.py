@@ -198,17 +198,6 @@ def plain(node: Any) -> Any:
     return node
 
 
-def without_comments(node: Any) -> Any:
-    """A copy of round-trip nodes without comments or anchors (keeping key order and quoting)."""
-    is_flow = isinstance(node, (CommentedMap, CommentedSeq)) and bool(node.fa.flow_style())
-    if isinstance(node, dict):
-        mapping = CommentedMap((key, without_comments(item)) for key, item in node.items())
-        return _styled(mapping, is_flow)
-    if isinstance(node, list):
-        return _styled(CommentedSeq(without_comments(item) for item in node), is_flow)
-    return node
-
-
 # ----- reading and writing the file ---------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

@@ -781,29 +781,6 @@ class Config:
         """A ref to `pipelines.<name>`; KeyError when it is not defined."""
         return self._get(PipelineRef, name)
 
-    def _pipeline_scope_yaml(self, pipeline_name: str) -> str:
-        """YAML of the merged document restricted to what one pipeline runs with: the skippr:
-        block, the pipeline, and the entries it references; `${NAME}` unresolved (for Session)."""
-        document = self._render(self._path).document
-        pipeline = _mapping(document, "pipelines").get(pipeline_name)
-        if not isinstance(pipeline, dict):
-            raise KeyError(f"pipelines.{pipeline_name} is not defined")
-        scope = CommentedMap()
-        if "skippr" in document:
-            scope["skippr"] = document["skippr"]
-        for field, ref_type in _PIPELINE_REFS.items():
-            reference = pipeline.get(field)
-            prefix = ref_type.section + "."
-            if not isinstance(reference, str) or not reference.startswith(prefix):
-                continue
-            entry_name = reference[len(prefix):]
-            entries = _mapping(document, ref_type.section)
-            if entry_name in entries:
-                section = scope.setdefault(ref_type.section, CommentedMap())
-                section[entry_name] = entries[entry_name]
-        scope["pipelines"] = CommentedMap([(pipeline_name, pipeline)])
-        return _yaml.dump(_yaml.without_comments(scope), _yaml.Layout())
-
     def __repr__(self) -> str:
         return f"Config(path={self._path!r})"
 

@@ -179,10 +179,11 @@ class Session:
     """One pipeline of a Config, run by the engine in this process (not a subprocess).
 
     ``Session(cfg.get_pipeline("orders"))`` snapshots that pipeline's part of the configuration —
-    the pipeline, its source and sinks, the ``skippr:`` block — and resolves its ``${NAME}``
-    references from the environment and the ``.env`` / ``.env.local`` files beside the config
-    (a ``ConfigError``, which is a ``ValueError``, names a variable that is not set). Later
-    changes to the Config do not reach an existing Session.
+    the pipeline, its source and sinks, the ``skippr:`` block, with changes not saved yet — and
+    resolves its ``${NAME}`` references (only those) from the environment and the ``.env`` /
+    ``.env.local`` files beside the config: a ``ConfigError``, which is a ``ValueError``, names
+    a variable that is not set, at its place in the file. Later changes to the Config do not
+    reach an existing Session.
     """
 
     def __init__(self, pipeline: PipelineRef) -> None:
@@ -191,8 +192,10 @@ class Session:
                             f"cfg.pipeline(name, Pipeline(...)) returns — not {type(pipeline).__name__}")
         config = pipeline.config
         self._pipeline = pipeline
-        self._session = _engine.Session(config._pipeline_scope_yaml(pipeline.name),
-                                        config.path or "skippr.yml", pipeline.name)
+        # The whole file as save() would write it, so that messages point at its lines; the
+        # engine resolves only what this pipeline runs with.
+        self._session = _engine.Session(config.to_yaml(), config.path or "skippr.yml",
+                                        pipeline.name)
 
     @property
     def pipeline(self) -> PipelineRef:

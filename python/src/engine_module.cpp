@@ -22,7 +22,8 @@ py::object SettingValueObject(const config::SettingValue& value) {
 
 py::list ConnectorSpecs() {
   py::list specs;
-  for (const config::ConnectorRole role : {config::ConnectorRole::kSource, config::ConnectorRole::kSink}) {
+  for (const config::ConnectorRole role :
+       {config::ConnectorRole::kSource, config::ConnectorRole::kSink}) {
     for (const std::string& kind : config::ConnectorKinds(role)) {
       py::list settings;
       for (const config::SettingDescription& setting : config::DescribeSettings(role, kind)) {
@@ -53,8 +54,7 @@ py::list ConnectorSpecs() {
 // The loader's checks (and the whole-configuration rules) over text that is loaded or about to be
 // saved. The file belongs to the machine that will run it, so this process's environment plays
 // no part: `${NAME}` references are kept, and no setting falls back to a variable.
-void CheckConfig(const std::string& yaml_text, const std::string& display_name,
-                 bool whole_config) {
+void CheckConfig(const std::string& yaml_text, const std::string& display_name, bool whole_config) {
   const MapEnvironment no_variables;
   config::Config config = ValueOrThrow(
       config::ParseConfig(yaml_text, display_name, no_variables, config::ReferenceMode::kKeep));

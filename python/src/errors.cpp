@@ -59,10 +59,12 @@ void RegisterErrors(py::module_& module) {
        "A broken invariant inside skipprd: a bug, please report it."},
   };
   for (const ErrorClass& error : classes) {
-    py::tuple bases = error.builtin_base == nullptr
-                          ? py::make_tuple(py::handle(g_base_error))
-                          : py::make_tuple(py::handle(g_base_error), py::handle(error.builtin_base));
-    g_errors[error.code] = MakeClass(module, error.name, bases, error.doc, StatusCodeName(error.code));
+    py::tuple bases =
+        error.builtin_base == nullptr
+            ? py::make_tuple(py::handle(g_base_error))
+            : py::make_tuple(py::handle(g_base_error), py::handle(error.builtin_base));
+    g_errors[error.code] =
+        MakeClass(module, error.name, bases, error.doc, StatusCodeName(error.code));
   }
 }
 

@@ -92,10 +92,9 @@ py::object TimeObject(int64_t micros) {
   const int64_t seconds = micros / 1'000'000;
   // 24:00:00 (PostgreSQL's end of day) has no datetime.time: it reads as the last microsecond's
   // successor would, midnight, losing nothing but that spelling.
-  PyObject* value = PyTime_FromTime(static_cast<int>(seconds / 3600 % 24),
-                                    static_cast<int>(seconds / 60 % 60),
-                                    static_cast<int>(seconds % 60),
-                                    static_cast<int>(micros % 1'000'000));
+  PyObject* value =
+      PyTime_FromTime(static_cast<int>(seconds / 3600 % 24), static_cast<int>(seconds / 60 % 60),
+                      static_cast<int>(seconds % 60), static_cast<int>(micros % 1'000'000));
   if (value == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(value);
 }
@@ -113,8 +112,8 @@ py::object ValueObject(const Column& column, int64_t row) {
     case TypeId::kDouble:
       return py::float_(column.DoubleAt(row));
     case TypeId::kDecimal:
-      return PythonTypes::Get().decimal(
-          Int128Digits(DecimalAt(column, row)) + "E-" + std::to_string(column.type.decimal_scale()));
+      return PythonTypes::Get().decimal(Int128Digits(DecimalAt(column, row)) + "E-" +
+                                        std::to_string(column.type.decimal_scale()));
     case TypeId::kDate:
       return DateObject(column.Int64At(row));
     case TypeId::kTime:
@@ -132,7 +131,8 @@ py::object ValueObject(const Column& column, int64_t row) {
     case TypeId::kBinary:
       return py::bytes(std::string(column.BytesAt(row)));
     case TypeId::kUuid:
-      return PythonTypes::Get().uuid(py::arg("bytes") = py::bytes(std::string(column.BytesAt(row))));
+      return PythonTypes::Get().uuid(py::arg("bytes") =
+                                         py::bytes(std::string(column.BytesAt(row))));
     case TypeId::kStruct: {
       py::dict object;
       for (size_t i = 0; i < column.children.size(); ++i) {
@@ -264,7 +264,8 @@ class ColumnAccumulator {
       const std::string dtype = kind_ == "datetime64[us, UTC]" ? "datetime64[us]" : kind_;
       return py::make_tuple(kind_, std::move(values_).ToArray(py::dtype(dtype)), nulls);
     }
-    py::array objects(py::dtype("O"), std::vector<py::ssize_t>{static_cast<py::ssize_t>(objects_.size())});
+    py::array objects(py::dtype("O"),
+                      std::vector<py::ssize_t>{static_cast<py::ssize_t>(objects_.size())});
     auto** slots = static_cast<PyObject**>(objects.mutable_data());
     for (size_t i = 0; i < objects_.size(); ++i) {
       Py_XDECREF(slots[i]);  // numpy may have filled the new array with None
@@ -355,7 +356,8 @@ py::list StreamedResult::ReadColumns() {
     }
   }
   py::list columns;
-  for (ColumnAccumulator& accumulator : accumulators) columns.append(std::move(accumulator).Finish());
+  for (ColumnAccumulator& accumulator : accumulators)
+    columns.append(std::move(accumulator).Finish());
   return columns;
 }
 

@@ -73,7 +73,8 @@ py::dict SyncSummary(const pipeline::SyncResult& result, const std::string& pipe
   summary["segments_reclaimed"] = result.segments_reclaimed;
   summary["rows_aggregated"] = result.rows_aggregated;
   py::list changes;
-  for (const schema::NamespaceChange& change : result.changes) changes.append(change.namespace_name);
+  for (const schema::NamespaceChange& change : result.changes)
+    changes.append(change.namespace_name);
   summary["namespaces_evolved"] = changes;
   return summary;
 }
@@ -104,18 +105,42 @@ std::unique_ptr<StreamedResult> StreamOrThrow(std::shared_ptr<ResultOwner> owner
 
 }  // namespace
 
+namespace {
+
+// Only what one pipeline runs with: its entries and itself.
+void KeepOnlyPipeline(config::Config& config, const std::string& pipeline_name) {
+  const config::PipelineConfig pipeline = config.pipelines.at(pipeline_name);
+  const auto keep = [](std::map<std::string, config::ConnectorEntry>& entries,
+                       const std::optional<std::string>& name) {
+    std::erase_if(entries, [&](const auto& entry) { return entry.first != name; });
+  };
+  keep(config.data_sources, pipeline.data_source);
+  keep(config.data_sinks, pipeline.data_sink);
+  keep(config.deadletter_sinks, pipeline.deadletter_sink);
+  std::erase_if(config.pipelines, [&](const auto& entry) { return entry.first != pipeline_name; });
+}
+
+}  // namespace
+
 Session::Session(const std::string& yaml_text, const std::string& config_path,
                  const std::string& pipeline_name)
     : pipeline_name_(pipeline_name) {
-  const ProcessEnvironment shell;
-  config_ = ValueOrThrow(config::ParseConfigAt(yaml_text, config_path, shell));
-  if (config_.FindPipeline(pipeline_name) == nullptr) {
+  // First the file's shape, with no variable read: which entries the pipeline runs with.
+  const config::Config shape = ValueOrThrow(
+      config::ParseConfig(yaml_text, config_path, MapEnvironment(), config::ReferenceMode::kKeep));
+  if (shape.FindPipeline(pipeline_name) == nullptr) {
     ThrowStatus(Status::InvalidArgument(
         fmt::format("{} has no pipeline '{}'", config_path, pipeline_name)));
   }
-  for (const config::ConfigProblem& problem : config::CheckWholeConfig(config_)) {
+  for (const config::ConfigProblem& problem : config::CheckWholeConfig(shape)) {
     ThrowStatus(Status::InvalidConfig(problem.message));
   }
+  // Then the file as the CLI reads it (positions are the file's), resolving only the references
+  // of that scope: another pipeline's unset variable is not this session's business.
+  const ProcessEnvironment shell;
+  config_ = ValueOrThrow(config::ParseConfigAt(yaml_text, config_path, shell,
+                                               config::PipelineKeyPaths(shape, pipeline_name)));
+  KeepOnlyPipeline(config_, pipeline_name);
   // As the CLI does: what .env and .env.local contribute applies to the whole run.
   for (const auto& [name, value] : config_.dotenv_overrides) setenv(name.c_str(), value.c_str(), 1);
   StartLoggingOnce(pipeline().data_dir);
@@ -144,10 +169,8 @@ py::dict Session::Doctor() const {
 }
 
 py::dict Session::Discover() const {
-  Result<pipeline::DiscoverResult> result =
-      RunInterruptibly<Result<pipeline::DiscoverResult>>([&](const std::atomic<bool>&) {
-        return pipeline::Discover(config_, pipeline(), nullptr);
-      });
+  Result<pipeline::DiscoverResult> result = RunInterruptibly<Result<pipeline::DiscoverResult>>(
+      [&](const std::atomic<bool>&) { return pipeline::Discover(config_, pipeline(), nullptr); });
   pipeline::DiscoverResult discovered = ValueOrThrow(std::move(result));
   py::dict summary;
   summary["pipeline"] = pipeline_name_;
@@ -155,7 +178,8 @@ py::dict Session::Discover() const {
   summary["bytes"] = discovered.bytes;
   summary["deadletters"] = discovered.deadletter_count;
   py::list evolved;
-  for (const schema::NamespaceChange& change : discovered.changes) evolved.append(change.namespace_name);
+  for (const schema::NamespaceChange& change : discovered.changes)
+    evolved.append(change.namespace_name);
   summary["namespaces_evolved"] = evolved;
   py::list namespaces;
   for (const auto& [name, namespace_schema] : discovered.schema.namespaces) namespaces.append(name);
@@ -168,7 +192,8 @@ py::dict Session::Sync(bool once) const {
       RunInterruptibly<Result<pipeline::SyncResult>>([&](const std::atomic<bool>& stop) {
         pipeline::SyncOptions options{.follows_changes = !once, .stop_requested = &stop};
         while (true) {
-          Result<pipeline::SyncResult> pass = pipeline::SyncOnce(config_, pipeline(), nullptr, options);
+          Result<pipeline::SyncResult> pass =
+              pipeline::SyncOnce(config_, pipeline(), nullptr, options);
           if (once || !pass.ok() || stop) return pass;
           const auto next_pass = std::chrono::steady_clock::now() +
                                  std::chrono::seconds(pipeline().sync_frequency_seconds);
@@ -212,16 +237,18 @@ const config::AggregateConfig& Session::FindAggregate(const std::string& aggrega
   for (const config::AggregateConfig& aggregate : pipeline().transform.aggregates) {
     ids.push_back(aggregate.id);
   }
-  ThrowStatus(Status::NotFound(fmt::format(
-      "pipeline '{}' has no aggregate with id '{}'; its transform.aggregates are: {}",
-      pipeline_name_, aggregate_id, ids.empty() ? "(none)" : fmt::format("{}", fmt::join(ids, ", ")))));
+  ThrowStatus(Status::NotFound(
+      fmt::format("pipeline '{}' has no aggregate with id '{}'; its transform.aggregates are: {}",
+                  pipeline_name_, aggregate_id,
+                  ids.empty() ? "(none)" : fmt::format("{}", fmt::join(ids, ", ")))));
 }
 
 std::vector<std::pair<std::string, std::string>> Session::AggregateMeasures(
     const std::string& aggregate_id) const {
   std::vector<std::pair<std::string, std::string>> measures;
   for (const config::AggregateMeasure& measure : FindAggregate(aggregate_id).measures) {
-    measures.emplace_back(measure.name, measure.kind == config::MeasureKind::kSum ? "sum" : "count");
+    measures.emplace_back(measure.name,
+                          measure.kind == config::MeasureKind::kSum ? "sum" : "count");
   }
   return measures;
 }
@@ -240,15 +267,15 @@ std::unique_ptr<StreamedResult> Session::Aggregates(const std::string& aggregate
         transform::AggregateGroupChunks chunks,
         transform::AggregateGroupChunks::Open(*owner->read, aggregate, kGroupsPerChunk));
     owner->chunks = std::make_shared<const transform::AggregateGroupChunks>(std::move(chunks));
-    SKIPPR_ASSIGN_OR_RETURN(owner->engine,
-                            query::Engine::Open({.allows_file_access = false}));
+    SKIPPR_ASSIGN_OR_RETURN(owner->engine, query::Engine::Open({.allows_file_access = false}));
     return pipeline::RegisterAggregateGroups(*owner->engine, aggregate, owner->chunks);
   }();
   ThrowIfError(opened);
   // Keys and sums as the store holds them (text: sums are exact, of any size); counts as numbers.
   std::vector<std::string> columns;
   for (size_t i = 0; i < aggregate.key_fields.size(); ++i) {
-    columns.push_back(fmt::format("key_{} AS {}", i, query::QuoteIdentifier(aggregate.key_fields[i])));
+    columns.push_back(
+        fmt::format("key_{} AS {}", i, query::QuoteIdentifier(aggregate.key_fields[i])));
   }
   for (size_t j = 0; j < aggregate.measures.size(); ++j) {
     const config::AggregateMeasure& measure = aggregate.measures[j];

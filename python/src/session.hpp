@@ -13,9 +13,10 @@ namespace skippr::python {
 
 class Session {
  public:
-  // `yaml_text` is the pipeline's scope of a skippr.yml (the pipeline, its source and sinks, the
-  // skippr: block), `${NAME}` unresolved; `config_path` is where that file is (or will be): its
-  // .env and .env.local layer over the environment. ConfigError names a variable that is not set.
+  // `yaml_text` is a skippr.yml, `${NAME}` unresolved, and `config_path` where it is (or will be):
+  // its .env and .env.local layer over the environment. Only the references the pipeline runs
+  // with (the skippr: block, the pipeline, its source and sinks) are resolved: ConfigError names
+  // one whose variable is not set. The session keeps only that pipeline and its entries.
   Session(const std::string& yaml_text, const std::string& config_path,
           const std::string& pipeline_name);
 

@@ -623,31 +623,6 @@ def test_only_passed_settings_are_written():
         "data_sinks": {"lake": {"SkipprLake": {"warehouse": "file:///srv/lake"}}}}
 
 
-# ----- Session support ----------------------------------------------------------------------------
-
-def test_pipeline_scope_holds_the_pipeline_its_entries_and_the_skippr_block(commented_file):
-    cfg = Config.load(commented_file)
-    errors = cfg.deadletter_sink("errors", DataSinkSkipprLake(warehouse="file:///srv/errors"))
-    cfg.pipeline("invoices", Pipeline(data_source=cfg.get_data_source("pg"),
-                                      deadletter_sink=errors))
-    scope = cfg._pipeline_scope_yaml("invoices")
-    _engine.check_config(scope, "scope")
-    assert parsed(scope) == {
-        "skippr": {"workspace": "prod"},
-        "data_sources": {"pg": {"Postgres": {"host": "db.example.com", "port": 5432,
-                                             "password": "${PG_PASSWORD}",
-                                             "database": "shop"}}},
-        "data_sinks": {"lake": {"SkipprLake": {"warehouse": "file:///srv/lake"}}},
-        "deadletter_sinks": {"errors": {"SkipprLake": {"warehouse": "file:///srv/errors"}}},
-        "pipelines": {"invoices": {"data_source": "data_sources.pg",
-                                   "data_sink": "data_sinks.lake",
-                                   "sync_frequency_seconds": 60,
-                                   "deadletter_sink": "deadletter_sinks.errors"}},
-    }
-    with pytest.raises(KeyError):
-        cfg._pipeline_scope_yaml("absent")
-
-
 # ----- the CLI reads what Python writes -----------------------------------------------------------
 
 def skipprd_binary() -> pathlib.Path:

@@ -117,24 +117,35 @@ def test_values_keep_their_types(project: Path) -> None:
 def test_errors_carry_the_cli_messages(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (project / "skippr.yml").write_text(textwrap.dedent("""\
         data_sources:
+          sample:
+            Sample: {rows: 10}
+          # The app database; its password comes from the environment.
           pg:
             Postgres:
               host: 127.0.0.1
               database: app
               password: ${SKIPPR_TEST_UNSET_PASSWORD}
         pipelines:
+          rides:
+            data_source: data_sources.sample
           orders:
             data_source: data_sources.pg
         """))
+    text = (project / "skippr.yml").read_text()
     monkeypatch.delenv("SKIPPR_TEST_UNSET_PASSWORD", raising=False)
     config = skippr.Config.load("skippr.yml")
     with pytest.raises(skippr.ConfigError) as raised:
         skippr.Session(config.get_pipeline("orders"))
     assert isinstance(raised.value, ValueError)
     message = str(raised.value)
+    line = next(number for number, text_line in enumerate(text.splitlines(), 1)
+                if "SKIPPR_TEST_UNSET_PASSWORD" in text_line)
+    assert message.startswith(f"skippr.yml:{line}:")  # the file's own line
     assert "SKIPPR_TEST_UNSET_PASSWORD" in message and "is not set" in message
     cli = run_skipprd("doctor", cwd=project, check=False)
     assert cli.returncode == 1 and message in cli.stderr
+    # Another pipeline of the file does not need that variable.
+    skippr.Session(config.get_pipeline("rides")).sync()
 
     session = skippr.Session(write_sample_project(project, rows=10))
     with pytest.raises(skippr.NotFoundError, match="no aggregate with id 'nope'"):

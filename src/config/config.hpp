@@ -197,9 +197,16 @@ ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path,
 // Loads and validates a file: its .env and .env.local (beside it) layer over `shell`.
 Result<Config> LoadConfigFile(const std::string& path, const Environment& shell);
 // The same for text that is (or will be) the file at `path` — the Python module's Session, whose
-// Config may hold changes not saved yet.
+// Config may hold changes not saved yet — resolving the references under `resolved_key_paths`
+// (empty: all), as ParseConfig does.
 Result<Config> ParseConfigAt(const std::string& text, const std::string& path,
-                             const Environment& shell);
+                             const Environment& shell,
+                             const std::vector<std::string>& resolved_key_paths = {});
+
+// The key paths one pipeline runs with: the skippr: block, the pipeline, its source and its sinks
+// ("skippr", "pipelines.orders", "data_sources.pg", ...). A pipeline the config does not have
+// yields none.
+std::vector<std::string> PipelineKeyPaths(const Config& config, const std::string& pipeline);
 
 // What the loader does with a `${NAME}` reference.
 enum class ReferenceMode {
@@ -212,10 +219,13 @@ enum class ReferenceMode {
 };
 
 // Parses YAML text (tests, and files already read). `display_name` prefixes every error;
-// `environment` is the complete view (.env layering already applied).
+// `environment` is the complete view (.env layering already applied). With kResolve and
+// `resolved_key_paths` not empty, only the references at or under those key paths
+// ("pipelines.orders", "data_sources.pg") are resolved; the others are kept as kKeep keeps them.
 Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
                            const Environment& environment,
-                           ReferenceMode references = ReferenceMode::kResolve);
+                           ReferenceMode references = ReferenceMode::kResolve,
+                           const std::vector<std::string>& resolved_key_paths = {});
 
 // One problem found across entries (for doctor, which reports them as failed checks, and for sync,
 // which refuses to start): two lake sinks on one (warehouse, table_namespace), and the like.

@@ -103,7 +103,7 @@ void CheckConnectorEntries(Reader& reader, const Section& section) {
                      JoinPath(JoinPath(section.name, name), connector.kind)};
     if (connector.kind == "SkipprLake" || connector.kind == "Duckdb") {
       const std::string& warehouse = connector.GetString("warehouse");
-      if (!reader.KeepsReference(warehouse) && warehouse.rfind("file:///", 0) != 0 &&
+      if (!reader.KeepsReference(at.path, warehouse) && warehouse.rfind("file:///", 0) != 0 &&
           warehouse.rfind("s3://", 0) != 0) {
         reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path or an "
                                      "s3://bucket/prefix URI",
@@ -762,7 +762,8 @@ const PipelineConfig* Config::FindPipeline(const std::string& name) const {
 }
 
 Result<Config> ParseConfig(const std::string& yaml_text, const std::string& display_name,
-                           const Environment& environment, ReferenceMode references) {
+                           const Environment& environment, ReferenceMode references,
+                           const std::vector<std::string>& resolved_key_paths) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -786,7 +787,7 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
                                              internal::EscapeControlCharacters(error.msg)));
   }
   internal::Diagnostics diagnostics(display_name);
-  Reader reader(diagnostics, environment, references);
+  Reader reader(diagnostics, environment, references, resolved_key_paths);
   const Located root_at{root, {1, 1}, ""};
   const Reader::Fields fields = reader.Struct(
       root_at, {"skippr", "pipelines", "data_sources", "data_sinks", "deadletter_sinks"});
@@ -820,14 +821,26 @@ Result<Config> LoadConfigFile(const std::string& path, const Environment& shell)
 }
 
 Result<Config> ParseConfigAt(const std::string& text, const std::string& path,
-                             const Environment& shell) {
+                             const Environment& shell,
+                             const std::vector<std::string>& resolved_key_paths) {
   const std::filesystem::path directory = std::filesystem::path(path).parent_path();
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv, ReadDotenvIfPresent(directory / ".env"));
   SKIPPR_ASSIGN_OR_RETURN(auto dotenv_local, ReadDotenvIfPresent(directory / ".env.local"));
   LayeredEnvironment environment(shell, std::move(dotenv), std::move(dotenv_local));
-  SKIPPR_ASSIGN_OR_RETURN(Config config, ParseConfig(text, path, environment));
+  SKIPPR_ASSIGN_OR_RETURN(Config config, ParseConfig(text, path, environment,
+                                                     ReferenceMode::kResolve, resolved_key_paths));
   config.dotenv_overrides = environment.Overrides();
   return config;
+}
+
+std::vector<std::string> PipelineKeyPaths(const Config& config, const std::string& pipeline_name) {
+  const PipelineConfig* pipeline = config.FindPipeline(pipeline_name);
+  if (pipeline == nullptr) return {};
+  std::vector<std::string> paths = {"skippr", "pipelines." + pipeline_name,
+                                    "data_sources." + pipeline->data_source};
+  if (pipeline->data_sink) paths.push_back("data_sinks." + *pipeline->data_sink);
+  if (pipeline->deadletter_sink) paths.push_back("deadletter_sinks." + *pipeline->deadletter_sink);
+  return paths;
 }
 
 ConfigLocation FindConfigFile(const std::optional<std::string>& explicit_path,

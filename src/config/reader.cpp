@@ -229,7 +229,7 @@ std::optional<std::string> Reader::ScalarText(const Located& at, bool secret) {
     }
     return text;
   }
-  if (references_ == ReferenceMode::kKeep) return text;
+  if (KeepsReference(at.path, text)) return text;
   const std::optional<std::string> value = environment_.Get(*reference);
   if (!value || value->empty()) {
     diagnostics_.Error(
@@ -259,12 +259,20 @@ std::optional<std::string> Reader::NonEmptyString(const Located& at) {
   return text;
 }
 
-bool Reader::KeepsReference(std::string_view text) const {
-  return references_ == ReferenceMode::kKeep && WholeReference(std::string(text)).has_value();
+bool Reader::KeepsReference(const std::string& path, std::string_view text) const {
+  if (!WholeReference(std::string(text))) return false;
+  if (references_ == ReferenceMode::kKeep) return true;
+  if (resolved_key_paths_.empty()) return false;
+  const auto is_under = [&](const std::string& resolved) {
+    return path.rfind(resolved, 0) == 0 &&
+           (path.size() == resolved.size() || path[resolved.size()] == '.' ||
+            path[resolved.size()] == '[');
+  };
+  return std::none_of(resolved_key_paths_.begin(), resolved_key_paths_.end(), is_under);
 }
 
 bool Reader::IsKeptReference(const Located& at) const {
-  return !IsNull(at) && at.node.IsScalar() && KeepsReference(at.node.Scalar());
+  return !IsNull(at) && at.node.IsScalar() && KeepsReference(at.path, at.node.Scalar());
 }
 
 std::optional<int64_t> Reader::Integer(const Located& at, int64_t min_value, int64_t max_value) {

@@ -50,8 +50,12 @@ struct Located {
 class Reader {
  public:
   Reader(Diagnostics& diagnostics, const Environment& environment,
-         ReferenceMode references = ReferenceMode::kResolve)
-      : diagnostics_(diagnostics), environment_(environment), references_(references) {}
+         ReferenceMode references = ReferenceMode::kResolve,
+         std::vector<std::string> resolved_key_paths = {})
+      : diagnostics_(diagnostics),
+        environment_(environment),
+        references_(references),
+        resolved_key_paths_(std::move(resolved_key_paths)) {}
 
   Diagnostics& diagnostics() { return diagnostics_; }
   const Environment& environment() const { return environment_; }
@@ -87,9 +91,9 @@ class Reader {
   std::optional<std::string> Choice(const Located& at,
                                     const std::vector<std::string_view>& choices);
 
-  // ReferenceMode::kKeep and `text` is a `${NAME}` reference, kept as written: a value no rule
-  // about its content can judge yet.
-  bool KeepsReference(std::string_view text) const;
+  // `text`, at key path `path`, is a `${NAME}` reference kept as written (ReferenceMode::kKeep,
+  // or a path outside the resolved ones): a value no rule about its content can judge yet.
+  bool KeepsReference(const std::string& path, std::string_view text) const;
 
   bool IsNull(const Located& at) const { return !at.node || at.node.IsNull(); }
   // Null or `{}`: nothing was written (as opposed to entries that were refused and reported).
@@ -106,6 +110,7 @@ class Reader {
   Diagnostics& diagnostics_;
   const Environment& environment_;
   ReferenceMode references_;
+  std::vector<std::string> resolved_key_paths_;  // empty: every path
 };
 
 // Parses one connector entry (`name: {Kind: {...}}`) of a data_sources / data_sinks section.

@@ -139,13 +139,13 @@ std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
   for (const auto& [name, pipeline] : config.pipelines) {
     first_pipeline_by_data_dir.emplace(pipeline.data_dir, &pipeline);
   }
-  if (first_pipeline_by_data_dir.empty()) first_pipeline_by_data_dir.emplace(default_data_dir, nullptr);
+  if (first_pipeline_by_data_dir.empty())
+    first_pipeline_by_data_dir.emplace(default_data_dir, nullptr);
   for (const auto& [data_dir, pipeline] : first_pipeline_by_data_dir) {
     checks.push_back(CheckWritable(data_dir));
     checks.push_back(CheckDiskSpace(data_dir, pipeline));
   }
   return checks;
 }
-
 
 }  // namespace skippr::pipeline

@@ -958,19 +958,21 @@ void DescribeColumns(duckdb_prepared_statement statement, std::vector<std::strin
   }
 }
 
-// `sql` (one statement) with each column of a type without a Batch column cast to text, by
-// position so that duplicate names stay apart; nullopt when every column has one.
+// `sql` (one statement) with each column of a type without a Batch column cast to text — read by
+// position, named as before, so that duplicate names stay apart; nullopt when every column has
+// one.
 std::optional<std::string> CastColumnsWithoutBatchType(duckdb_prepared_statement statement,
-                                                       const std::string& sql) {
+                                                       const std::string& sql,
+                                                       const std::vector<std::string>& header) {
   std::vector<std::string> select;
   bool casts = false;
-  const idx_t columns = duckdb_prepared_statement_column_count(statement);
-  for (idx_t c = 0; c < columns; ++c) {
+  for (idx_t c = 0; c < header.size(); ++c) {
     duckdb_logical_type type = duckdb_prepared_statement_column_logical_type(statement, c);
     const bool has_column = detail::HasBatchColumn(type);
     duckdb_destroy_logical_type(&type);
-    select.push_back(has_column ? fmt::format("#{}", c + 1)
-                                : fmt::format("CAST(#{} AS VARCHAR)", c + 1));
+    const std::string column = has_column ? fmt::format("#{}", c + 1)
+                                          : fmt::format("CAST(#{} AS VARCHAR)", c + 1);
+    select.push_back(fmt::format("{} AS {}", column, QuoteIdentifier(header[c])));
     casts = casts || !has_column;
   }
   if (!casts) return std::nullopt;
@@ -981,41 +983,50 @@ std::optional<std::string> CastColumnsWithoutBatchType(duckdb_prepared_statement
 
 Result<std::unique_ptr<BatchStream>> Engine::OpenBatchStream(const std::string& sql) {
   std::unique_ptr<BatchStream> stream;
-  SKIPPR_RETURN_IF_ERROR(RunStatements(sql, [&](duckdb_prepared_statement statement,
-                                                bool is_only) -> Status {
-    std::vector<std::string> header;
-    std::vector<std::string> column_types;
-    bool has_only_batch_columns = true;
-    DescribeColumns(statement, &header, &column_types, &has_only_batch_columns);
-    duckdb_prepared_statement cast_statement = nullptr;
-    if (!has_only_batch_columns && is_only &&
-        duckdb_prepared_statement_type(statement) == DUCKDB_STATEMENT_TYPE_SELECT) {
-      if (std::optional<std::string> cast = CastColumnsWithoutBatchType(statement, sql);
-          cast && duckdb_prepare(handles_->connection, cast->c_str(), &cast_statement) !=
-                      DuckDBSuccess) {
-        duckdb_destroy_prepare(&cast_statement);
-      }
-    }
-    duckdb_pending_result pending = nullptr;
-    Status status = Status::OK();
-    if (duckdb_pending_prepared_streaming(cast_statement ? cast_statement : statement,
-                                          &pending) != DuckDBSuccess) {
-      status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
-      duckdb_destroy_pending(&pending);
-    } else if (duckdb_result result; duckdb_execute_pending(pending, &result) != DuckDBSuccess) {
-      status = ExplainFailure(duckdb_result_error(&result) ? duckdb_result_error(&result) : "");
-      duckdb_destroy_result(&result);
-      duckdb_destroy_pending(&pending);
-    } else {
-      Result<std::unique_ptr<BatchStream>> opened = detail::StreamResultAsBatches(
-          pending, result, std::move(header), std::move(column_types));
-      if (opened.ok()) stream = std::move(*opened);
-      status = opened.status();
-    }
-    duckdb_destroy_prepare(&cast_statement);
-    return status;
-  }));
+  SKIPPR_RETURN_IF_ERROR(
+      RunStatements(sql, [&](duckdb_prepared_statement statement, bool is_only) {
+        return StreamBatches(statement, is_only ? &sql : nullptr, &stream);
+      }));
   return stream;
+}
+
+// The last statement of OpenBatchStream, started streaming. `only_sql`: the SQL when the statement
+// is all of it, so that columns without a Batch type can be cast to text around it.
+Status Engine::StreamBatches(duckdb_prepared_statement statement, const std::string* only_sql,
+                             std::unique_ptr<BatchStream>* stream) const {
+  std::vector<std::string> header;
+  std::vector<std::string> column_types;
+  bool has_only_batch_columns = true;
+  DescribeColumns(statement, &header, &column_types, &has_only_batch_columns);
+  duckdb_prepared_statement cast_statement = nullptr;
+  if (!has_only_batch_columns && only_sql != nullptr &&
+      duckdb_prepared_statement_type(statement) == DUCKDB_STATEMENT_TYPE_SELECT) {
+    const std::optional<std::string> cast =
+        CastColumnsWithoutBatchType(statement, *only_sql, header);
+    if (cast && duckdb_prepare(handles_->connection, cast->c_str(), &cast_statement) !=
+                    DuckDBSuccess) {
+      duckdb_destroy_prepare(&cast_statement);  // streamed uncast: the columns are refused
+    }
+  }
+  duckdb_pending_result pending = nullptr;
+  duckdb_result result;
+  Status status = Status::OK();
+  if (duckdb_pending_prepared_streaming(cast_statement ? cast_statement : statement, &pending) !=
+      DuckDBSuccess) {
+    status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
+    duckdb_destroy_pending(&pending);
+  } else if (duckdb_execute_pending(pending, &result) != DuckDBSuccess) {
+    status = ExplainFailure(duckdb_result_error(&result) ? duckdb_result_error(&result) : "");
+    duckdb_destroy_result(&result);
+    duckdb_destroy_pending(&pending);
+  } else {
+    Result<std::unique_ptr<BatchStream>> opened = detail::StreamResultAsBatches(
+        pending, result, std::move(header), std::move(column_types));
+    if (opened.ok()) *stream = std::move(*opened);
+    status = opened.status();
+  }
+  duckdb_destroy_prepare(&cast_statement);
+  return status;
 }
 
 // Runs the statements of `sql` in order — each allowed by the file-access rule, all but the last

@@ -281,6 +281,8 @@ class Engine {
   std::optional<std::string> QueryOneText(const std::string& sql, const std::string* parameter);
   Status ExplainFailure(const std::string& message) const;
   Status ExecuteDiscarding(duckdb_prepared_statement statement) const;
+  Status StreamBatches(duckdb_prepared_statement statement, const std::string* only_sql,
+                       std::unique_ptr<BatchStream>* stream) const;
   Status RunStatements(const std::string& sql,
                        const std::function<Status(duckdb_prepared_statement, bool is_only)>& run_last);
   Status StreamSingleStatement(const std::string& sql, duckdb_prepared_statement statement,

@@ -463,6 +463,36 @@ TEST(ConfigKeptReferences, ReferencesStayAsWrittenAndTypedSettingsReadAPlacehold
             "skippr.yml");
 }
 
+TEST(ConfigKeptReferences, OnlyThePipelinesKeyPathsResolve) {
+  // A second pipeline, q, reads the same source and has no sink.
+  const std::string yaml = Yaml(kEveryKindOfReference) + "  q:\n    data_source: data_sources.pg\n";
+  MapEnvironment environment({{"PG_HOST", "db"}, {"PG_PORT", "6543"}, {"PG_PASSWORD", "pw"},
+                              {"CDC_MODE", "cdc_only"}, {"FREQUENCY", "30"}, {"CHAOS", "no"}});
+  Result<Config> shape = ParseKeeping(yaml);
+  ASSERT_TRUE(shape.ok()) << shape.status().message();
+  EXPECT_EQ(PipelineKeyPaths(*shape, "q"),
+            (std::vector<std::string>{"skippr", "pipelines.q", "data_sources.pg"}));
+  EXPECT_TRUE(PipelineKeyPaths(*shape, "absent").empty());
+  // Pipeline q runs without the lake: its unset ${LAKE}, ${WRITE_POLICY} and ${CATALOG_URI} are
+  // kept, and p's ${FREQUENCY} is not q's business either.
+  Result<Config> scoped = ParseConfig(yaml, "skippr.yml", environment, ReferenceMode::kResolve,
+                                      PipelineKeyPaths(*shape, "q"));
+  ASSERT_TRUE(scoped.ok()) << scoped.status().message();
+  const ConnectorConfig& pg = scoped->data_sources.at("pg").connector;
+  EXPECT_EQ(pg.GetString("host"), "db");
+  EXPECT_EQ(pg.GetInteger("port"), 6543);
+  EXPECT_EQ(pg.GetString("cdc_mode"), "cdc_only");
+  EXPECT_EQ(scoped->data_sinks.at("lake").connector.GetString("warehouse"), "${LAKE}");
+  // Pipeline p needs the lake, so its unset variables are named, at their places.
+  Result<Config> p = ParseConfig(yaml, "skippr.yml", environment, ReferenceMode::kResolve,
+                                 PipelineKeyPaths(*shape, "p"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("skippr.yml:12:18: skippr.yml references ${LAKE} at "
+                        "data_sinks.lake.SkipprLake.warehouse, but that environment variable is "
+                        "not set"));
+}
+
 TEST(ConfigKeptReferences, APlaintextOrMalformedSecretIsStillRefused) {
   EXPECT_EQ(KeepingErrorOf(Yaml(R"(
 data_sources:
@@ -499,7 +529,7 @@ pipelines:
     data_source: data_sources.pg
     sync_frequency_seconds: 0
 )"));
-  EXPECT_THAT(message, HasSubstr("skippr.yml:3:66: data_sources.pg.Postgres.colour: unknown key "
+  EXPECT_THAT(message, HasSubstr("skippr.yml:3:68: data_sources.pg.Postgres.colour: unknown key "
                                  "'colour'"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:3:41: data_sources.pg.Postgres.port: 70000 is out of "
                                  "range; allowed: 1 to 65535"));
