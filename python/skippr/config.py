@@ -215,6 +215,24 @@ class TransformAggregate:
                 "measures": {name: m.yaml_value() for name, m in self.measures.items()}}
 
 
+def _set_fields_yaml(settings: Any) -> dict[str, Any]:
+    """A frozen dataclass's fields that are not None, as skippr.yml writes them: refs as
+    `<section>.<name>`, nested Transform / TransformAggregate values as their own YAML."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if value is None:
+            continue
+        if isinstance(value, _EntryRef):
+            value = value.reference
+        elif isinstance(value, Transform):
+            value = value.yaml_value()
+        elif field.name == "aggregates":
+            value = [aggregate.yaml_value() for aggregate in value]
+        values[field.name] = _yaml.yaml_value(value)
+    return values
+
+
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -276,15 +294,7 @@ class Transform:
 
     def yaml_value(self) -> dict[str, Any]:
         """The fields that were set, as skippr.yml writes them."""
-        values: dict[str, Any] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if value is None:
-                continue
-            if field.name == "aggregates":
-                value = [aggregate.yaml_value() for aggregate in value]
-            values[field.name] = _yaml.yaml_value(value)
-        return values
+        return _set_fields_yaml(self)
 
 
 _PIPELINE_NUMBERS = ("sync_frequency_seconds", "buffer_threshold_bytes",
@@ -347,17 +357,7 @@ class Pipeline:
 
     def yaml_value(self) -> dict[str, Any]:
         """The fields that were set, as skippr.yml writes them (refs as `data_sources.<name>`)."""
-        values: dict[str, Any] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if value is None:
-                continue
-            if isinstance(value, _EntryRef):
-                value = value.reference
-            elif isinstance(value, Transform):
-                value = value.yaml_value()
-            values[field.name] = _yaml.yaml_value(value)
-        return values
+        return _set_fields_yaml(self)
 
 
 # ----- what Python changed ------------------------------------------------------------------------

@@ -181,8 +181,9 @@ def _check_with_engine(cls: type[ConnectorConfig], explicit: dict[str, Any]) -> 
 
 # ----- the generated classes ----------------------------------------------------------------------
 
-def _annotation(spec: SettingSpec) -> str:
-    """The setting's type as the stubs write it (shown by help() and inspect.signature)."""
+def setting_annotation(spec: SettingSpec) -> str:
+    """The setting's type as the stubs write it (shown by help() and inspect.signature; the stub
+    generator writes it into connectors.pyi)."""
     if spec.secret:
         return "EnvRef"
     if spec.type == "string_list":
@@ -195,7 +196,7 @@ def _annotation(spec: SettingSpec) -> str:
 def _signature(specs: tuple[SettingSpec, ...]) -> inspect.Signature:
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for spec in specs:
-        annotation = _annotation(spec)
+        annotation = setting_annotation(spec)
         default = inspect.Parameter.empty if spec.required else None
         if not spec.required:
             annotation = f"Optional[{annotation}]"

@@ -65,7 +65,7 @@ class DataSinkPostgres(DataSinkConfig):
     password: Optional[EnvRef]
     database: str | EnvRef
     schema: str | EnvRef
-    sslmode: Literal["disable", "prefer", "require"] | EnvRef
+    sslmode: Literal['disable', 'prefer', 'require'] | EnvRef
     def __init__(
         self,
         *,
@@ -75,7 +75,7 @@ class DataSinkPostgres(DataSinkConfig):
         password: Optional[EnvRef] = None,
         database: str | EnvRef,
         schema: Optional[str | EnvRef] = None,
-        sslmode: Optional[Literal["disable", "prefer", "require"] | EnvRef] = None,
+        sslmode: Optional[Literal['disable', 'prefer', 'require'] | EnvRef] = None,
         version: Optional[str | EnvRef] = None,
     ) -> None: ...
 
@@ -83,7 +83,7 @@ class DataSinkSkipprLake(DataSinkConfig):
     warehouse: str | EnvRef
     table_namespace: str | EnvRef
     catalog_uri: Optional[EnvRef]
-    write_policy: Literal["append", "merge_by_key", "replace_table"] | EnvRef
+    write_policy: Literal['append', 'merge_by_key', 'replace_table'] | EnvRef
     target_file_size_bytes: int | EnvRef
     commit_interval_seconds: int | EnvRef
     max_snapshot_age_seconds: int | EnvRef
@@ -94,7 +94,7 @@ class DataSinkSkipprLake(DataSinkConfig):
         warehouse: str | EnvRef,
         table_namespace: Optional[str | EnvRef] = None,
         catalog_uri: Optional[EnvRef] = None,
-        write_policy: Optional[Literal["append", "merge_by_key", "replace_table"] | EnvRef] = None,
+        write_policy: Optional[Literal['append', 'merge_by_key', 'replace_table'] | EnvRef] = None,
         target_file_size_bytes: Optional[int | EnvRef] = None,
         commit_interval_seconds: Optional[int | EnvRef] = None,
         max_snapshot_age_seconds: Optional[int | EnvRef] = None,
@@ -104,7 +104,7 @@ class DataSinkSkipprLake(DataSinkConfig):
 
 class DataSourceFile(DataSourceConfig):
     path: str | EnvRef
-    format: Optional[Literal["json", "csv", "parquet"] | EnvRef]
+    format: Optional[Literal['json', 'csv', 'parquet'] | EnvRef]
     batch_size_bytes: Optional[int | EnvRef]
     batch_size_seconds: Optional[int | EnvRef]
     primary_key: Optional[tuple[str, ...]]
@@ -112,7 +112,7 @@ class DataSourceFile(DataSourceConfig):
         self,
         *,
         path: str | EnvRef,
-        format: Optional[Literal["json", "csv", "parquet"] | EnvRef] = None,
+        format: Optional[Literal['json', 'csv', 'parquet'] | EnvRef] = None,
         batch_size_bytes: Optional[int | EnvRef] = None,
         batch_size_seconds: Optional[int | EnvRef] = None,
         primary_key: Optional[list[str]] = None,
@@ -127,12 +127,12 @@ class DataSourcePostgres(DataSourceConfig):
     database: Optional[str | EnvRef]
     connection_string: Optional[EnvRef]
     tables: Optional[tuple[str, ...]]
-    cdc_mode: Literal["snapshot", "snapshot_then_cdc", "cdc_only"] | EnvRef
+    cdc_mode: Literal['snapshot', 'snapshot_then_cdc', 'cdc_only'] | EnvRef
     replication_slot_name: str | EnvRef
     publication_name: str | EnvRef
     cdc_idle_timeout_seconds: Optional[int | EnvRef]
     batch_size_rows: int | EnvRef
-    sslmode: Literal["disable", "prefer", "require", "verify-ca", "verify-full"] | EnvRef
+    sslmode: Literal['disable', 'prefer', 'require', 'verify-ca', 'verify-full'] | EnvRef
     sslrootcert: Optional[str | EnvRef]
     snapshot_parallelism: int | EnvRef
     heartbeat_interval_seconds: Optional[int | EnvRef]
@@ -146,12 +146,12 @@ class DataSourcePostgres(DataSourceConfig):
         database: Optional[str | EnvRef] = None,
         connection_string: Optional[EnvRef] = None,
         tables: Optional[list[str]] = None,
-        cdc_mode: Optional[Literal["snapshot", "snapshot_then_cdc", "cdc_only"] | EnvRef] = None,
+        cdc_mode: Optional[Literal['snapshot', 'snapshot_then_cdc', 'cdc_only'] | EnvRef] = None,
         replication_slot_name: Optional[str | EnvRef] = None,
         publication_name: Optional[str | EnvRef] = None,
         cdc_idle_timeout_seconds: Optional[int | EnvRef] = None,
         batch_size_rows: Optional[int | EnvRef] = None,
-        sslmode: Optional[Literal["disable", "prefer", "require", "verify-ca", "verify-full"] | EnvRef] = None,
+        sslmode: Optional[Literal['disable', 'prefer', 'require', 'verify-ca', 'verify-full'] | EnvRef] = None,
         sslrootcert: Optional[str | EnvRef] = None,
         snapshot_parallelism: Optional[int | EnvRef] = None,
         heartbeat_interval_seconds: Optional[int | EnvRef] = None,
@@ -163,7 +163,7 @@ class DataSourceS3(DataSourceConfig):
     s3_prefix: str | EnvRef
     region: Optional[str | EnvRef]
     endpoint_url: Optional[str | EnvRef]
-    format: Optional[Literal["json", "csv", "parquet"] | EnvRef]
+    format: Optional[Literal['json', 'csv', 'parquet'] | EnvRef]
     s3_delimiter: str | EnvRef
     s3_prefix_ordered_depth: int | EnvRef
     batch_size_bytes: int | EnvRef
@@ -176,7 +176,7 @@ class DataSourceS3(DataSourceConfig):
         s3_prefix: str | EnvRef,
         region: Optional[str | EnvRef] = None,
         endpoint_url: Optional[str | EnvRef] = None,
-        format: Optional[Literal["json", "csv", "parquet"] | EnvRef] = None,
+        format: Optional[Literal['json', 'csv', 'parquet'] | EnvRef] = None,
         s3_delimiter: Optional[str | EnvRef] = None,
         s3_prefix_ordered_depth: Optional[int | EnvRef] = None,
         batch_size_bytes: Optional[int | EnvRef] = None,

@@ -59,6 +59,12 @@ T RunInterruptibly(const std::function<T(const std::atomic<bool>& stop)>& work) 
   return done.get();
 }
 
+py::list NamespacesEvolved(const std::vector<schema::NamespaceChange>& changes) {
+  py::list names;
+  for (const schema::NamespaceChange& change : changes) names.append(change.namespace_name);
+  return names;
+}
+
 py::dict SyncSummary(const pipeline::SyncResult& result, const std::string& pipeline_name) {
   py::dict summary;
   summary["pipeline"] = pipeline_name;
@@ -72,10 +78,7 @@ py::dict SyncSummary(const pipeline::SyncResult& result, const std::string& pipe
   summary["rows_landed"] = result.rows_landed;
   summary["segments_reclaimed"] = result.segments_reclaimed;
   summary["rows_aggregated"] = result.rows_aggregated;
-  py::list changes;
-  for (const schema::NamespaceChange& change : result.changes)
-    changes.append(change.namespace_name);
-  summary["namespaces_evolved"] = changes;
+  summary["namespaces_evolved"] = NamespacesEvolved(result.changes);
   return summary;
 }
 
@@ -177,10 +180,7 @@ py::dict Session::Discover() const {
   summary["records"] = discovered.records;
   summary["bytes"] = discovered.bytes;
   summary["deadletters"] = discovered.deadletter_count;
-  py::list evolved;
-  for (const schema::NamespaceChange& change : discovered.changes)
-    evolved.append(change.namespace_name);
-  summary["namespaces_evolved"] = evolved;
+  summary["namespaces_evolved"] = NamespacesEvolved(discovered.changes);
   py::list namespaces;
   for (const auto& [name, namespace_schema] : discovered.schema.namespaces) namespaces.append(name);
   summary["namespaces"] = namespaces;

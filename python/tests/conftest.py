@@ -20,6 +20,40 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+# The Python example of seeds/materialised-views.txt, verbatim.
+SEED_EXAMPLE = '''\
+from skippr import (
+    AggregateMeasure,
+    Config,
+    Pipeline,
+    Transform,
+    TransformAggregate,
+)
+
+cfg = Config.load("skippr.yml")
+cfg.pipeline(
+    "invoices",
+    Pipeline(
+        data_source=cfg.get_data_source("pg"),
+        data_sink=cfg.get_data_sink("lake"),
+        transform=Transform(
+            aggregates=[
+                TransformAggregate(
+                    id="customer_invoice_totals",
+                    key_fields=["customer_id"],
+                    measures={
+                        "invoice_total": AggregateMeasure(sum="amount"),
+                        "invoice_count": AggregateMeasure(count="*"),
+                    },
+                )
+            ],
+        ),
+    ),
+)
+cfg.save()
+'''
+
+
 # ----- skipprd --------------------------------------------------------------------------------------
 
 def skipprd_path() -> str:

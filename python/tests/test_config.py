@@ -25,6 +25,8 @@ from skippr.connectors import (CONNECTOR_CLASSES, DataSinkDuckdb, DataSinkPostgr
                                DataSourceS3, DataSourceSample)
 from ruamel.yaml import YAML
 
+from conftest import SEED_EXAMPLE
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # A file as people write them: comments everywhere, 4-space indentation, quoted values, flow maps,
@@ -64,38 +66,6 @@ pipelines:
 # end of file
 """
 
-# The Python example of seeds/materialised-views.txt, verbatim.
-SEED_EXAMPLE = '''\
-from skippr import (
-    AggregateMeasure,
-    Config,
-    Pipeline,
-    Transform,
-    TransformAggregate,
-)
-
-cfg = Config.load("skippr.yml")
-cfg.pipeline(
-    "invoices",
-    Pipeline(
-        data_source=cfg.get_data_source("pg"),
-        data_sink=cfg.get_data_sink("lake"),
-        transform=Transform(
-            aggregates=[
-                TransformAggregate(
-                    id="customer_invoice_totals",
-                    key_fields=["customer_id"],
-                    measures={
-                        "invoice_total": AggregateMeasure(sum="amount"),
-                        "invoice_count": AggregateMeasure(count="*"),
-                    },
-                )
-            ],
-        ),
-    ),
-)
-cfg.save()
-'''
 
 ROUND_TRIP_FILES = {
     "commented": COMMENTED_CONFIG,

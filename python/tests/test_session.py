@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import skippr
-from conftest import cli_query, run_skipprd, PostgresServer
+from conftest import SEED_EXAMPLE, PostgresServer, cli_query, run_skipprd
 
 SAMPLE_CONFIG = """\
 # A sample source kept in the WAL, with a materialised view.
@@ -195,37 +195,6 @@ def test_ctrl_c_stops_a_sync_cleanly_and_loses_nothing(project: Path) -> None:
                      project) == [[str(rows), str(rows)]]
 
 
-SEED_EXAMPLE = """\
-from skippr import (
-    AggregateMeasure,
-    Config,
-    Pipeline,
-    Transform,
-    TransformAggregate,
-)
-
-cfg = Config.load("skippr.yml")
-cfg.pipeline(
-    "invoices",
-    Pipeline(
-        data_source=cfg.get_data_source("pg"),
-        data_sink=cfg.get_data_sink("lake"),
-        transform=Transform(
-            aggregates=[
-                TransformAggregate(
-                    id="customer_invoice_totals",
-                    key_fields=["customer_id"],
-                    measures={
-                        "invoice_total": AggregateMeasure(sum="amount"),
-                        "invoice_count": AggregateMeasure(count="*"),
-                    },
-                )
-            ],
-        ),
-    ),
-)
-cfg.save()
-"""
 
 INVOICES_CONFIG = """\
 # Invoices from the app database into the lake.

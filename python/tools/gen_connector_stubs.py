@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from skippr import _engine
-from skippr.connectors import SettingSpec, connector_class_name
+from skippr.connectors import SettingSpec, connector_class_name, setting_annotation
 
 STUB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "skippr",
                          "connectors.pyi")
@@ -59,29 +59,17 @@ class DataSinkConfig(ConnectorConfig): ...
 '''
 
 
-def value_type(setting: SettingSpec) -> str:
-    """The Python type a setting takes."""
-    if setting.secret:
-        return "EnvRef"
-    if setting.type == "string_list":
-        return "list[str]"
-    if setting.type == "choice":
-        choices = ", ".join(f'"{choice}"' for choice in setting.choices)
-        return f"Literal[{choices}] | EnvRef"
-    return {"integer": "int", "boolean": "bool"}.get(setting.type, "str") + " | EnvRef"
-
-
 def attribute_type(setting: SettingSpec) -> str:
     """The attribute's type: a setting without a default may be None; lists are kept as
     tuples."""
-    text = "tuple[str, ...]" if setting.type == "string_list" else value_type(setting)
+    text = "tuple[str, ...]" if setting.type == "string_list" else setting_annotation(setting)
     return text if setting.required or setting.default is not None else f"Optional[{text}]"
 
 
 def parameter(setting: SettingSpec) -> str:
     if setting.required:
-        return f"{setting.name}: {value_type(setting)}"
-    return f"{setting.name}: Optional[{value_type(setting)}] = None"
+        return f"{setting.name}: {setting_annotation(setting)}"
+    return f"{setting.name}: Optional[{setting_annotation(setting)}] = None"
 
 
 def class_stub(spec: dict[str, Any]) -> str:
