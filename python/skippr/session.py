@@ -26,7 +26,7 @@ class Result:
     """A statement's result, streamed from the engine and read once.
 
     Read it as rows — ``fetchone()``, ``fetchmany(n)``, iteration, ``fetchall()`` — or whole, as
-    ``to_pandas()`` or ``to_arrow()``, which build their columns from the engine's columnar
+    ``to_pandas()`` or ``to_arrow()`` (Ctrl-C stops either between batches), which build their columns from the engine's columnar
     batches (numbers, booleans, dates and timestamps as arrays; never through text). Rows read
     one way are not read again the other way: the result is a cursor, not a table. Values are
     Python's: ``int``, ``float``, ``decimal.Decimal`` (exact), ``str``, ``bytes``,
@@ -102,6 +102,17 @@ class Result:
         arrays = [_arrow_column(pyarrow, *column, self._converters.get(position))
                   for position, column in enumerate(self._read_columns())]
         return pyarrow.Table.from_arrays(arrays, names=self.columns)
+
+    def close(self) -> None:
+        """Ends the result now: the engine and the store snapshot it reads are let go (as they
+        are once the last row is read). Reading afterwards raises."""
+        self._result.close()
+
+    def __enter__(self) -> "Result":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"<skippr.Result columns={self.columns!r}>"
@@ -238,7 +249,8 @@ class Session:
                 raise ValueError("df name must be namespace or pipeline.namespace")
             names = [name]
         if not names:
-            return self.query("SELECT NULL WHERE false")
+            raise _engine.NotFoundError(f"pipeline '{pipeline}' has no namespaces yet; run "
+                                        "discover or sync first")
         tables = [f"{_quote(pipeline)}.{_quote(name)}" for name in names]
         if len(tables) > 1:
             self._check_same_columns(names, tables)

@@ -301,14 +301,18 @@ class ColumnAccumulator {
 
 }  // namespace
 
-const std::vector<std::string>& StreamedResult::columns() const { return stream_->header(); }
-
-const std::vector<std::string>& StreamedResult::column_types() const {
-  return stream_->column_types();
+void StreamedResult::Close() {
+  pending_.reset();
+  stream_.reset();  // before the engine it reads
+  owner_.reset();
 }
 
 std::optional<Batch> StreamedResult::NextBatch(int64_t max_rows) {
   if (is_exhausted_) return std::nullopt;
+  if (stream_ == nullptr) {
+    ThrowStatus(Status::InvalidArgument("this result is closed; run the query again"));
+  }
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C while reading
   Result<std::optional<Batch>> next = [&] {
     py::gil_scoped_release release;
     return stream_->Next(max_rows);
@@ -317,7 +321,10 @@ std::optional<Batch> StreamedResult::NextBatch(int64_t max_rows) {
     is_exhausted_ = true;
     ThrowStatus(next.status());
   }
-  if (!*next) is_exhausted_ = true;
+  if (!*next) {
+    is_exhausted_ = true;
+    Close();  // the last row is read: let go of the engine
+  }
   return std::move(*next);
 }
 
@@ -343,7 +350,7 @@ py::list StreamedResult::NextRows(int64_t max_rows) {
 
 py::list StreamedResult::ReadColumns() {
   std::vector<ColumnAccumulator> accumulators;
-  for (const Field& field : stream_->fields()) accumulators.emplace_back(field.type);
+  for (const Field& field : fields_) accumulators.emplace_back(field.type);
   if (pending_) {  // the rest of the batch NextRows was reading
     for (size_t c = 0; c < accumulators.size(); ++c) {
       accumulators[c].Append(pending_->columns[c], pending_offset_, pending_->num_rows);
@@ -373,7 +380,9 @@ void RegisterResults(py::module_& module) {
       .def("next_rows", &StreamedResult::NextRows, py::arg("max_rows"),
            "Up to max_rows more rows as tuples; an empty list after the last.")
       .def("read_columns", &StreamedResult::ReadColumns,
-           "Every row not read yet, per column as (kind, values, nulls).");
+           "Every row not read yet, per column as (kind, values, nulls).")
+      .def("close", &StreamedResult::Close,
+           "Ends the stream now, releasing the engine and the snapshot it reads.");
 }
 
 }  // namespace skippr::python

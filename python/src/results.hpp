@@ -16,15 +16,22 @@ struct ResultOwner {
 };
 
 // A statement's result, read once, as rows or as whole columns. The stream is read with the GIL
-// released.
+// released; a signal (Ctrl-C) is raised between batches.
 class StreamedResult {
  public:
   StreamedResult(std::shared_ptr<ResultOwner> owner, std::unique_ptr<query::BatchStream> stream)
-      : owner_(std::move(owner)), stream_(std::move(stream)) {}
-  ~StreamedResult() { stream_.reset(); }  // before the engine it reads
+      : owner_(std::move(owner)),
+        stream_(std::move(stream)),
+        columns_(stream_->header()),
+        column_types_(stream_->column_types()),
+        fields_(stream_->fields()) {}
+  ~StreamedResult() { Close(); }
 
-  const std::vector<std::string>& columns() const;
-  const std::vector<std::string>& column_types() const;
+  const std::vector<std::string>& columns() const { return columns_; }
+  const std::vector<std::string>& column_types() const { return column_types_; }
+  // Ends the stream early: the engine and the store snapshot it pins are released now, not when
+  // the result is garbage. Reading afterwards raises.
+  void Close();
   // Up to `max_rows` rows as tuples; an empty list after the last.
   pybind11::list NextRows(int64_t max_rows);
   // Every row not read yet, column by column: per column (kind, values, nulls) — see results.cpp.
@@ -35,7 +42,10 @@ class StreamedResult {
   std::optional<Batch> NextBatch(int64_t max_rows);
 
   std::shared_ptr<ResultOwner> owner_;
-  std::unique_ptr<query::BatchStream> stream_;
+  std::unique_ptr<query::BatchStream> stream_;  // null once closed
+  std::vector<std::string> columns_;
+  std::vector<std::string> column_types_;
+  std::vector<Field> fields_;
   std::optional<Batch> pending_;  // rows of a batch NextRows has not returned yet
   int64_t pending_offset_ = 0;
   bool is_exhausted_ = false;

@@ -87,10 +87,16 @@ def test_results_stream_once_as_rows_or_columns(project: Path) -> None:
     with pytest.raises(skippr.InvalidArgumentError, match="already read"):
         result.to_pandas()
     assert sum(1 for _ in session.query("SELECT * FROM rides.rides")) == 5000
+    with session.query("SELECT * FROM rides.rides") as early:
+        assert len(early.fetchmany(3)) == 3
+    with pytest.raises(skippr.InvalidArgumentError, match="closed"):
+        early.fetchmany(3)
 
 
 def test_values_keep_their_types(project: Path) -> None:
     session = skippr.Session(write_sample_project(project, rows=10))
+    with pytest.raises(skippr.NotFoundError, match="no namespaces yet; run discover or sync"):
+        session.df()
     session.sync()
     row = session.query(
         "SELECT 12345678901234567890::HUGEINT AS big, INTERVAL 2 DAY AS span, [1, NULL] AS list, "
