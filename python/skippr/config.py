@@ -513,8 +513,17 @@ def _merge_pipeline(pipelines: CommentedMap, name: str, fields: dict[str, Any]) 
 # ----- files --------------------------------------------------------------------------------------
 
 def _read_text(path: str) -> str:
+    """The file's text; ConfigError at the first byte that is not UTF-8 (binary data, another
+    encoding), named by line and column as the engine names places."""
     with open(path, "rb") as file:
-        return file.read().decode("utf-8")
+        data = file.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise ConfigError(f"{path}:{line}:{column}: byte 0x{data[error.start]:02x} is not UTF-8 "
+                          "text; skippr.yml is YAML in UTF-8") from None
 
 
 def _parse_file(text: str, display_name: str) -> CommentedMap:

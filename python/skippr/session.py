@@ -235,6 +235,12 @@ class Session:
     def query(self, sql: str) -> Result:
         """Runs SQL over the pipeline's tables, ``<pipeline>.<namespace>`` — the landed rows plus
         those still in the WAL, as ``skipprd query`` reads them — and streams its result."""
+        try:
+            sql.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate: no UTF-8 text to hand DuckDB
+            raise _engine.InvalidArgumentError(
+                f"the SQL holds a character that is not Unicode text at offset {error.start} "
+                f"({sql[error.start]!r})") from None
         return Result(self._session.query(sql))
 
     def df(self, namespace: Optional[str] = None) -> Result:

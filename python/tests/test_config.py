@@ -612,3 +612,10 @@ def test_skipprd_doctor_passes_on_a_saved_file(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "All checks passed." in doctor.stdout
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error_at_its_place(tmp_path):
+    path = tmp_path / "skippr.yml"
+    path.write_bytes(b"data_sources:\n  s:\n    Sample: {rows: \xff}\n")
+    with pytest.raises(skippr.ConfigError, match=r"skippr.yml:3:20: byte 0xff is not UTF-8 text"):
+        Config.load(path)

@@ -161,6 +161,10 @@ def test_errors_carry_the_cli_messages(project: Path, monkeypatch: pytest.Monkey
         session.query("SELECT * FROM rides.nope")
     with pytest.raises(ValueError, match="df name must be namespace or pipeline.namespace"):
         session.df("other.rides")
+    with pytest.raises(skippr.InvalidArgumentError, match="NUL character at byte 8"):
+        session.query("SELECT '\x00'")
+    with pytest.raises(skippr.InvalidArgumentError, match="not Unicode text at offset 8"):
+        session.query("SELECT '\udcff'")
     with pytest.raises(TypeError, match="PipelineRef"):
         skippr.Session("rides")  # type: ignore[arg-type]
 

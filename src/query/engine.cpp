@@ -1036,6 +1036,12 @@ Status Engine::RunStatements(
     const std::function<Status(duckdb_prepared_statement, bool is_only)>& run_last) {
   duckdb_connection connection = handles_->connection;
   handles_->scan_counters.failure.Take();  // a failure of an earlier statement is not this one's
+  // DuckDB reads C strings: SQL would end silently at a NUL and fail as something else.
+  if (const size_t nul = sql.find('\0'); nul != std::string::npos) {
+    return Status::InvalidArgument(fmt::format(
+        "the SQL holds a NUL character at byte {}; remove it (write chr(0) for one in a value)",
+        nul));
+  }
   SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
 
   duckdb_extracted_statements extracted = nullptr;
