@@ -1,6 +1,7 @@
 #include "bench_common.hpp"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -232,6 +233,10 @@ std::string ReadJsonSql(const fs::path& file) {
 
 std::string ReadCsvSql(const fs::path& file) {
   return fmt::format("read_csv({})", SqlQuoted(file.string()));
+}
+
+std::string ReadParquetSql(const fs::path& file) {
+  return fmt::format("read_parquet({})", SqlQuoted(file.string()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,15 +471,38 @@ ChildRun Launcher::Run(const Command& command) {
 // ---------------------------------------------------------------------------------------------
 // skipprd side
 
+namespace {
+
+// A JSON string is a YAML scalar.
+std::string YamlScalar(const std::string& text) { return nlohmann::json(text).dump(); }
+
+// The pipeline's `transform:` block with one aggregate (docs/config.md, "transform.aggregates").
+std::string AggregatesYaml(const SyncAggregate& aggregate) {
+  std::vector<std::string> key_fields;
+  for (const std::string& field : aggregate.key_fields) key_fields.push_back(YamlScalar(field));
+  std::string yaml = fmt::format(
+      "    transform:\n"
+      "      aggregates:\n"
+      "        - id: {}\n"
+      "          key_fields: [{}]\n"
+      "          measures:\n",
+      YamlScalar(aggregate.id), fmt::join(key_fields, ", "));
+  for (const SyncMeasure& measure : aggregate.measures) {
+    yaml += fmt::format("            {}: {{{}: {}}}\n", YamlScalar(measure.name),
+                        YamlScalar(measure.kind), YamlScalar(measure.field));
+  }
+  return yaml;
+}
+
+}  // namespace
+
 void WriteSyncConfig(const fs::path& path, const SyncConfig& sync_config) {
-  // A JSON string is a YAML scalar.
-  const auto scalar = [](const std::string& text) { return nlohmann::json(text).dump(); };
   std::string yaml = fmt::format(
       "data_sources:\n"
       "  files:\n"
       "    File:\n"
       "      path: {}\n",
-      scalar(sync_config.input.string()));
+      YamlScalar(sync_config.input.string()));
   const bool has_sink = !sync_config.lake_warehouse.empty();
   if (has_sink) {
     yaml += fmt::format(
@@ -483,8 +511,8 @@ void WriteSyncConfig(const fs::path& path, const SyncConfig& sync_config) {
         "    SkipprLake:\n"
         "      warehouse: {}\n"
         "      table_namespace: {}\n",
-        scalar("file://" + sync_config.lake_warehouse.string()),
-        scalar(sync_config.lake_table_namespace));
+        YamlScalar("file://" + sync_config.lake_warehouse.string()),
+        YamlScalar(sync_config.lake_table_namespace));
   }
   yaml += fmt::format(
       "pipelines:\n"
@@ -492,6 +520,7 @@ void WriteSyncConfig(const fs::path& path, const SyncConfig& sync_config) {
       "    data_source: data_sources.files\n",
       sync_config.pipeline);
   if (has_sink) yaml += "    data_sink: data_sinks.lake\n";
+  if (sync_config.aggregate) yaml += AggregatesYaml(*sync_config.aggregate);
   std::ofstream file(path);
   file << yaml;
   if (!file.good()) Fail(fmt::format("cannot write {}", path.string()));
@@ -533,7 +562,8 @@ SyncRun RunSkipprdSync(Launcher& launcher, const fs::path& skipprd, const fs::pa
   }
   fs::remove(stderr_path);
   return {child.seconds, *total_rows, event.value("rows_landed", uint64_t{0}),
-          event.value("landings", uint64_t{0}), child.peak_rss_kib};
+          event.value("landings", uint64_t{0}), child.peak_rss_kib,
+          event.value("rows_aggregated", uint64_t{0})};
 }
 
 }  // namespace skippr::bench

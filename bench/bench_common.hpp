@@ -157,6 +157,7 @@ std::string Throughput(double seconds, uint64_t rows, uint64_t bytes);
 std::string SqlQuoted(const std::string& text);
 std::string ReadJsonSql(const std::filesystem::path& file);
 std::string ReadCsvSql(const std::filesystem::path& file);
+std::string ReadParquetSql(const std::filesystem::path& file);
 
 // ---------------------------------------------------------------------------------------------
 // DuckDB: an in-memory database; any failed statement is a Fail().
@@ -231,13 +232,28 @@ class Launcher {
 // ---------------------------------------------------------------------------------------------
 // skipprd side: `skipprd sync --pipeline P --once --output json` on a File source.
 
+// One measure of a transform.aggregates entry (docs/config.md): `name: {kind: field}`.
+struct SyncMeasure {
+  std::string name;   // "amount_total"
+  std::string kind;   // "sum" or "count"
+  std::string field;  // "amount", or "*" for count
+};
+
+// One transform.aggregates entry.
+struct SyncAggregate {
+  std::string id;
+  std::vector<std::string> key_fields;
+  std::vector<SyncMeasure> measures;
+};
+
 struct SyncConfig {
-  std::filesystem::path input;  // the File source's path
+  std::filesystem::path input;  // the File source's path (its format from the extension)
   std::string pipeline = "p";
   // Non-empty: the pipeline lands in a SkipprLake sink with this warehouse (an absolute directory)
   // and table_namespace.
   std::filesystem::path lake_warehouse;
   std::string lake_table_namespace = "bench";
+  std::optional<SyncAggregate> aggregate;  // the pipeline's one transform.aggregates entry
 };
 
 // Writes the skippr.yml of `sync_config` at `path`.
@@ -249,11 +265,13 @@ struct SyncRun {
   uint64_t rows_landed = 0;  // landed in the lake
   uint64_t landings = 0;
   uint64_t peak_rss_kib = 0;
+  uint64_t rows_aggregated = 0;  // applied by the transform.aggregates processor (all aggregates)
 };
 
 // One `skipprd --config <config> sync --pipeline <pipeline> --once --output json` with DATA_DIR
 // `data_dir` (emptied first unless `keeps_data_dir`, left afterwards), stderr to `stderr_path`
-// (removed on success); fails unless it exits 0 having committed `expected_rows`.
+// (removed on success); fails unless it exits 0 having committed `expected_rows`. `sync --once`
+// drains the aggregates processor before it exits, so rows_aggregated is complete.
 SyncRun RunSkipprdSync(Launcher& launcher, const std::filesystem::path& skipprd,
                        const std::filesystem::path& config, const std::string& pipeline,
                        const std::filesystem::path& data_dir,

@@ -1,23 +1,37 @@
-// bench/lake: what it costs to land records in SkipprLake (issue #5), beside a baseline measured in
-// the same run (STYLE.md, "Benchmarks print ratios from one run"); targets are printed, never
-// asserted.
+// bench/lake: what it costs to land records in SkipprLake (issues #5 and #18), beside a baseline
+// measured in the same run (STYLE.md, "Benchmarks print ratios from one run"); targets are printed,
+// never asserted.
 //
-//   1. file → SkipprLake: the real `skipprd sync --once` (a child process: discover, WAL commits
-//      and landing included) on a JSON-lines file, with a SkipprLake sink in a local warehouse,
-//      beside DuckDB in-process COPY read_json → Parquet (zstd) with its default thread count (the
-//      machine's cores, which skipprd's reader, sync, committer and lander threads share) and,
-//      for reference, one thread. Also skipprd's peak RSS (the
-//      child's ru_maxrss).
+//   1. file → SkipprLake, a table over input formats (JSON lines, CSV, Parquet) × sizes (--sizes):
+//      the real `skipprd sync --once` (a child process: discover, WAL commits and landing included)
+//      of the file into a fresh local warehouse and DATA_DIR, beside DuckDB in-process COPY
+//      read_json / read_csv / read_parquet of the same file → Parquet (zstd) with its default
+//      thread count (the machine's cores, which skipprd's reader, sync, committer and lander
+//      threads share) and, for reference at the sizes timed in best-of rounds, one thread. Per row:
+//      skipprd's seconds, rows/s and MB/s of input, DuckDB's seconds, the ratio (DuckDB's seconds
+//      at its default threads / skipprd's) against the issue's target, and skipprd's peak RSS (the
+//      child's ru_maxrss). The Parquet input is written by DuckDB from the JSON-lines file before
+//      anything is timed; each input is deleted once its format is done, and a size is skipped
+//      (with a note) when the work directory has less than 3× its input free. Below
+//      kSingleRoundRows: a warm-up round, then the best of interleaved rounds; from it, one round.
+//   1b. the sync of the smallest size's JSON-lines file with no transform and with one
+//      transform.aggregates entry keyed by ride_id (one key per row: a 2M-key aggregate at 2M
+//      rows; sum and count measures), interleaved, best of each; `sync --once` drains the
+//      aggregates processor before it exits, so its time includes the aggregation.
 //   2. commit latency: lake::LakeWriter::Land in-process, --landings distinct landings (one WAL
 //      slice each, so each has its own landing id) of one prepared batch into one table, each
 //      timed: data file, statistics, manifest, manifest list, metadata and catalog swap.
 //   3. data files and manifests per 10M rows in the table's current snapshot (iceberg:: metadata,
-//      manifest list, manifests), after a sync of (1) and after the landings of (2).
+//      manifest list, manifests), after the last sync of each row of (1) and after the landings of
+//      (2).
 //
-//   bench_lake [--rows N] [--quick] [--landings N] [--landing-rows N] [--skipprd PATH] [--dir PATH]
+//   bench_lake [--sizes N,N... | --rows N] [--quick] [--landings N] [--landing-rows N]
+//              [--skipprd PATH] [--dir PATH]
 //
-// Everything is written under a temporary directory (in --dir, else $TMPDIR) removed at the end.
+// --sizes defaults to 2000000,20000000 (--quick: 200000); --rows N is --sizes N. Everything is
+// written under a temporary directory (in --dir, else $TMPDIR) removed at the end.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -43,6 +57,13 @@ using namespace skippr::bench;
 
 namespace {
 
+constexpr uint64_t kLargeRows = 20'000'000;  // the issue's second size
+// From this many rows, (1) times one round without a warm-up and without the 1-thread baseline.
+constexpr uint64_t kSingleRoundRows = 10'000'000;
+constexpr double kFreeSpaceFactor = 3.0;  // a size runs only with this many times its input free
+constexpr double kBytesPerGb = 1e9;
+constexpr double kTargetRssMib = 1024;           // the issue's peak RSS target at 20M rows
+constexpr double kTargetAggregateRatio = 1.25;  // sync with the aggregate / without, at most
 constexpr uint64_t kDefaultLandings = 200;
 constexpr uint64_t kQuickLandings = 50;
 constexpr uint64_t kDefaultLandingRows = 50'000;
@@ -51,28 +72,47 @@ constexpr const char* kPipeline = "p";
 constexpr const char* kPipelineInstance = "0123456789abcdef0123456789abcdef";
 constexpr const char* kTableNamespace = "bench";
 constexpr const char* kLandingNamespace = "rides";  // the table of the in-process landings
+constexpr const char* kParquetZstd = "FORMAT parquet, COMPRESSION zstd";
 
 // ---------------------------------------------------------------------------------------------
 // Flags
 
 struct Flags {
-  uint64_t rows = kDefaultRows;
+  std::vector<uint64_t> sizes;  // rows of each input size, in the order measured
   uint64_t landings = kDefaultLandings;
   uint64_t landing_rows = kDefaultLandingRows;
   fs::path skipprd;     // default: the skipprd of this build tree
   fs::path parent_dir;  // where the temporary directory is made; default $TMPDIR
 };
 
+// "2000000,20000000" → {2000000, 20000000}.
+std::vector<uint64_t> ParseSizes(const std::string& text) {
+  std::vector<uint64_t> sizes;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) {
+      Fail(fmt::format("--sizes takes row counts separated by commas, not '{}'", text));
+    }
+    sizes.push_back(std::stoull(part));
+    start = end + 1;
+  }
+  return sizes;
+}
+
 Flags ParseFlags(int argc, char** argv) {
   bool is_quick = false;
-  std::optional<uint64_t> rows;
+  std::optional<std::vector<uint64_t>> sizes;
   std::optional<uint64_t> landings;
   Flags flags;
   BenchArgs args(argc, argv,
-                 "--rows N, --quick, --landings N, --landing-rows N, --skipprd PATH, --dir PATH");
+                 "--sizes N,N..., --rows N, --quick, --landings N, --landing-rows N, "
+                 "--skipprd PATH, --dir PATH");
   while (args.Next()) {
-    if (args.Is("--rows")) {
-      rows = args.Unsigned();
+    if (args.Is("--sizes") || args.Is("--rows")) {
+      if (sizes) Fail("give --sizes or --rows once");
+      sizes = ParseSizes(args.Value());
     } else if (args.Is("--quick")) {
       is_quick = true;
     } else if (args.Is("--landings")) {
@@ -87,10 +127,12 @@ Flags ParseFlags(int argc, char** argv) {
       args.FailUnknown();
     }
   }
-  flags.rows = rows.value_or(is_quick ? kQuickRows : kDefaultRows);
+  flags.sizes = sizes.value_or(is_quick ? std::vector<uint64_t>{kQuickRows}
+                                        : std::vector<uint64_t>{kDefaultRows, kLargeRows});
   flags.landings = landings.value_or(is_quick ? kQuickLandings : kDefaultLandings);
-  if (flags.rows == 0 || flags.landings == 0 || flags.landing_rows == 0) {
-    Fail("--rows, --landings and --landing-rows must be positive");
+  const bool has_empty_size = std::count(flags.sizes.begin(), flags.sizes.end(), 0) > 0;
+  if (has_empty_size || flags.landings == 0 || flags.landing_rows == 0) {
+    Fail("--sizes (--rows), --landings and --landing-rows must be positive");
   }
   ResolveSkipprdAndDir(flags.skipprd, flags.parent_dir);
   return flags;
@@ -167,64 +209,262 @@ void PrintCounts(std::string_view label, const TableCounts& counts) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. file → SkipprLake beside DuckDB COPY read_json → Parquet (zstd)
+// 1. file → SkipprLake beside DuckDB COPY <reader> → Parquet (zstd), per input format and size
 
-struct FileMeasurement {
-  double duckdb_seconds = 0;
-  double duckdb_single_thread_seconds = 0;  // the baseline bench/wal uses
-  double skipprd_seconds = 0;
-  uint64_t skipprd_peak_rss_kib = 0;
-  uint64_t landings = 0;  // of the last sync
-  TableCounts counts;     // of the last sync's table
+struct InputFormat {
+  std::string_view name;                          // "jsonl", also the file's extension
+  std::string (*read_sql)(const fs::path& file);  // DuckDB's table function over the file
+  double target_ratio;  // DuckDB's seconds (default threads) / skipprd's, at least (issue #18)
 };
 
-FileMeasurement MeasureFileToLake(const Bench& bench, DuckDb& duckdb, DuckDb& duckdb_single_thread,
-                                  const fs::path& input) {
-  const uint64_t rows = bench.flags.rows;
-  const fs::path config = bench.work_dir / "skippr.yml";
+constexpr InputFormat kJsonLines{"jsonl", ReadJsonSql, 1.0};
+constexpr InputFormat kCsv{"csv", ReadCsvSql, 0.8};
+constexpr InputFormat kParquet{"parquet", ReadParquetSql, 0.6};
+
+// The baselines: DuckDB at its default thread count (the ratio's) and at one thread.
+struct DuckDbBaselines {
+  DuckDb default_threads{std::nullopt};
+  DuckDb single_thread{1};
+};
+
+// How one (format, size) is timed: `warm_up` untimed rounds, then the best of `timed` rounds.
+struct Rounds {
+  int warm_up = 1;
+  int timed = kTimedRuns;
+  bool has_single_thread = true;  // also times DuckDB at one thread
+};
+
+Rounds RoundsFor(uint64_t rows) {
+  if (rows >= kSingleRoundRows) return {.warm_up = 0, .timed = 1, .has_single_thread = false};
+  return {};
+}
+
+void KeepBest(double& best_seconds, double seconds) {
+  if (best_seconds == 0 || seconds < best_seconds) best_seconds = seconds;
+}
+
+// The bytes of rides.jsonl and rides.csv at `rows` rows, scaled from the first rows.
+uint64_t EstimatedInputBytes(uint64_t rows) {
+  constexpr uint64_t kSampleRows = 10'000;
+  const uint64_t sample_rows = std::min(rows, kSampleRows);
+  fmt::memory_buffer jsonl;
+  fmt::memory_buffer csv;
+  for (uint64_t i = 0; i < sample_rows; ++i) {
+    const Ride ride = MakeRide(i);
+    AppendJsonLine(jsonl, ride);
+    AppendCsvLine(csv, ride);
+  }
+  return static_cast<uint64_t>(static_cast<double>(jsonl.size() + csv.size()) * rows / sample_rows);
+}
+
+// False, with a printed note, when the work directory has too little space free for `rows`.
+bool HasSpaceFor(const Bench& bench, uint64_t rows) {
+  const double input_bytes = static_cast<double>(EstimatedInputBytes(rows));
+  const double free_bytes = static_cast<double>(fs::space(bench.work_dir).available);
+  if (free_bytes >= kFreeSpaceFactor * input_bytes) return true;
+  fmt::print("  (skipping {} rows: {:.1f} GB free in {}, fewer than {:.0f}x the {:.1f} GB of "
+             "input)\n",
+             rows, free_bytes / kBytesPerGb, bench.work_dir.string(), kFreeSpaceFactor,
+             input_bytes / kBytesPerGb);
+  return false;
+}
+
+// One size's input files, written before anything is timed.
+struct Inputs {
+  fs::path jsonl;
+  fs::path csv;
+  fs::path parquet;  // written by DuckDB from the JSON lines (zstd)
+};
+
+Inputs WriteInputs(const Bench& bench, DuckDb& duckdb, uint64_t rows) {
+  const std::optional<InputFiles> written = WriteInputFiles(bench.work_dir, rows);
+  if (!written) Fail(fmt::format("cannot write the input files in {}", bench.work_dir.string()));
+  const Inputs inputs{written->jsonl, written->csv, bench.work_dir / "rides.parquet"};
+  const int64_t copied =
+      duckdb.QueryInt64(fmt::format("COPY (SELECT * FROM {}) TO {} ({})", ReadJsonSql(inputs.jsonl),
+                                    SqlQuoted(inputs.parquet.string()), kParquetZstd));
+  if (copied != static_cast<int64_t>(rows)) {
+    Fail(fmt::format("DuckDB wrote {} rows to {}, expected {}", copied, inputs.parquet.string(),
+                     rows));
+  }
+  return inputs;
+}
+
+// skippr.yml for a sync of `input` into the work directory's warehouse.
+SyncConfig LakeSyncConfig(const Bench& bench, const fs::path& input) {
+  return {.input = input,
+          .pipeline = kPipeline,
+          .lake_warehouse = bench.work_dir / "warehouse",
+          .lake_table_namespace = kTableNamespace};
+}
+
+// One `skipprd sync --once` of `config` into a fresh warehouse and DATA_DIR, both removed
+// afterwards; fails unless all `rows` landed. `counts`, when given, receives the table's counts.
+SyncRun SyncToLake(const Bench& bench, const fs::path& config, uint64_t rows,
+                   TableCounts* counts = nullptr) {
   const fs::path data_dir = bench.work_dir / "data";
   const fs::path warehouse = bench.work_dir / "warehouse";
-  WriteSyncConfig(config, {.input = input,
-                           .pipeline = kPipeline,
-                           .lake_warehouse = warehouse,
-                           .lake_table_namespace = kTableNamespace});
-  FileMeasurement measurement;
-  // Rounds of DuckDB then skipprd, a warm-up round first, keeping each one's best: this machine's
-  // speed drifts over minutes, and interleaving keeps the baseline beside what it measures.
-  for (int round = 0; round <= kTimedRuns; ++round) {
-    const double duckdb_seconds =
-        TimeDuckDbCopy(duckdb, ReadJsonSql(input), bench.work_dir / "x.parquet", rows,
-                       "FORMAT parquet, COMPRESSION zstd");
+  fs::remove_all(warehouse);
+  const SyncRun run = RunSkipprdSync(bench.launcher, bench.flags.skipprd, config, kPipeline,
+                                     data_dir, bench.work_dir / "skipprd.stderr", rows);
+  if (run.rows_landed != rows) {
+    Fail(fmt::format("skipprd sync landed {} rows, expected {}", run.rows_landed, rows));
+  }
+  if (counts != nullptr) *counts = CountTable(OnlyTableLocation(warehouse));
+  fs::remove_all(data_dir);
+  fs::remove_all(warehouse);
+  return run;
+}
+
+struct FormatMeasurement {
+  uint64_t input_bytes = 0;
+  double duckdb_seconds = 0;                // at DuckDB's default thread count
+  double duckdb_single_thread_seconds = 0;  // 0: not timed at this size
+  double skipprd_seconds = 0;
+  uint64_t skipprd_peak_rss_kib = 0;  // the largest of every round's
+  uint64_t landings = 0;              // of the last sync
+  TableCounts counts;                 // of the last sync's table
+};
+
+// Rounds of DuckDB then skipprd on `input`, keeping each one's best: this machine's speed drifts
+// over minutes, and interleaving keeps the baseline beside what it measures.
+FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
+                                const InputFormat& format, const fs::path& input, uint64_t rows) {
+  const fs::path config = bench.work_dir / "skippr.yml";
+  const fs::path copy_output = bench.work_dir / "x.parquet";
+  WriteSyncConfig(config, LakeSyncConfig(bench, input));
+  const Rounds rounds = RoundsFor(rows);
+  FormatMeasurement measurement{.input_bytes = fs::file_size(input)};
+  for (int round = 0; round < rounds.warm_up + rounds.timed; ++round) {
+    const bool is_last = round + 1 == rounds.warm_up + rounds.timed;
+    const double duckdb_seconds = TimeDuckDbCopy(duckdb.default_threads, format.read_sql(input),
+                                                 copy_output, rows, kParquetZstd);
     const double duckdb_single_thread_seconds =
-        TimeDuckDbCopy(duckdb_single_thread, ReadJsonSql(input), bench.work_dir / "x.parquet",
-                       rows, "FORMAT parquet, COMPRESSION zstd");
-    fs::remove_all(warehouse);
-    const SyncRun run = RunSkipprdSync(bench.launcher, bench.flags.skipprd, config, kPipeline,
-                                       data_dir, bench.work_dir / "skipprd.stderr", rows);
-    if (run.rows_landed != rows) {
-      Fail(fmt::format("skipprd sync landed {} rows, expected {}", run.rows_landed, rows));
-    }
+        rounds.has_single_thread ? TimeDuckDbCopy(duckdb.single_thread, format.read_sql(input),
+                                                  copy_output, rows, kParquetZstd)
+                                 : 0;
+    const SyncRun run = SyncToLake(bench, config, rows, is_last ? &measurement.counts : nullptr);
     measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
-    if (round == kTimedRuns) {
-      measurement.landings = run.landings;
-      measurement.counts = CountTable(OnlyTableLocation(warehouse));
+    measurement.landings = run.landings;
+    if (round < rounds.warm_up) continue;
+    KeepBest(measurement.duckdb_seconds, duckdb_seconds);
+    if (rounds.has_single_thread) {
+      KeepBest(measurement.duckdb_single_thread_seconds, duckdb_single_thread_seconds);
     }
-    fs::remove_all(data_dir);
-    fs::remove_all(warehouse);
-    if (round == 0) continue;
-    if (measurement.duckdb_seconds == 0 || duckdb_seconds < measurement.duckdb_seconds) {
-      measurement.duckdb_seconds = duckdb_seconds;
-    }
-    if (measurement.duckdb_single_thread_seconds == 0 ||
-        duckdb_single_thread_seconds < measurement.duckdb_single_thread_seconds) {
-      measurement.duckdb_single_thread_seconds = duckdb_single_thread_seconds;
-    }
-    if (measurement.skipprd_seconds == 0 || run.seconds < measurement.skipprd_seconds) {
-      measurement.skipprd_seconds = run.seconds;
-    }
+    KeepBest(measurement.skipprd_seconds, run.seconds);
   }
   fs::remove(config);
   return measurement;
+}
+
+void PrintFormatHeader(int64_t duckdb_threads) {
+  fmt::print("  {:<8}{:>10}{:>10}{:>11}{:>10}{:>8}{:>10}{:>11}{:>8}  {:<8}{:>8}  {}\n", "format",
+             "rows", "input MB", "skipprd s", "M rows/s", "MB/s",
+             fmt::format("duckdb {}t", duckdb_threads), "duckdb 1t", "ratio", "target", "RSS MiB",
+             "target");
+  std::fflush(stdout);
+}
+
+void PrintFormatRow(const InputFormat& format, uint64_t rows, const FormatMeasurement& m) {
+  const double input_mb = m.input_bytes / kBytesPerMb;
+  const std::string single_thread =
+      m.duckdb_single_thread_seconds > 0 ? fmt::format("{:.2f}", m.duckdb_single_thread_seconds)
+                                         : "-";
+  fmt::print("  {:<8}{:>10}{:>10.1f}{:>11.2f}{:>10.2f}{:>8.0f}{:>10.2f}{:>11}{:>8.2f}  >= {:<5.1f}"
+             "{:>8.0f}  < {:.0f}\n",
+             format.name, rows, input_mb, m.skipprd_seconds, rows / m.skipprd_seconds / 1e6,
+             input_mb / m.skipprd_seconds, m.duckdb_seconds, single_thread,
+             m.duckdb_seconds / m.skipprd_seconds, format.target_ratio,
+             m.skipprd_peak_rss_kib / kKibPerMib, kTargetRssMib);
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1b. the sync with and without an aggregate with one key per row
+
+SyncAggregate OneKeyPerRideAggregate() {
+  return {.id = "rides_by_id",
+          .key_fields = {"ride_id"},  // unique per row
+          .measures = {{"amount_total", "sum", "amount"}, {"ride_count", "count", "*"}}};
+}
+
+struct AggregateMeasurement {
+  uint64_t rows = 0;
+  uint64_t input_bytes = 0;  // of the JSON-lines file
+  double plain_seconds = 0;
+  double aggregate_seconds = 0;
+  uint64_t plain_peak_rss_kib = 0;
+  uint64_t aggregate_peak_rss_kib = 0;
+};
+
+// Interleaved rounds (the table's rounds warmed up the file and the binary), best of each.
+AggregateMeasurement MeasureAggregate(const Bench& bench, const fs::path& jsonl, uint64_t rows) {
+  const fs::path plain_config = bench.work_dir / "plain.yml";
+  const fs::path aggregate_config = bench.work_dir / "aggregate.yml";
+  SyncConfig sync_config = LakeSyncConfig(bench, jsonl);
+  WriteSyncConfig(plain_config, sync_config);
+  sync_config.aggregate = OneKeyPerRideAggregate();
+  WriteSyncConfig(aggregate_config, sync_config);
+  AggregateMeasurement measurement{.rows = rows, .input_bytes = fs::file_size(jsonl)};
+  for (int round = 0; round < RoundsFor(rows).timed; ++round) {
+    const SyncRun plain = SyncToLake(bench, plain_config, rows);
+    const SyncRun aggregated = SyncToLake(bench, aggregate_config, rows);
+    if (aggregated.rows_aggregated != rows) {
+      Fail(fmt::format("skipprd sync aggregated {} rows, expected {}", aggregated.rows_aggregated,
+                       rows));
+    }
+    KeepBest(measurement.plain_seconds, plain.seconds);
+    KeepBest(measurement.aggregate_seconds, aggregated.seconds);
+    measurement.plain_peak_rss_kib = std::max(measurement.plain_peak_rss_kib, plain.peak_rss_kib);
+    measurement.aggregate_peak_rss_kib =
+        std::max(measurement.aggregate_peak_rss_kib, aggregated.peak_rss_kib);
+  }
+  fs::remove(plain_config);
+  fs::remove(aggregate_config);
+  return measurement;
+}
+
+void PrintAggregate(const AggregateMeasurement& m) {
+  fmt::print("  {:<44}{}   peak RSS {:.0f} MiB   (baseline, same run)\n", "without a transform",
+             Throughput(m.plain_seconds, m.rows, m.input_bytes),
+             m.plain_peak_rss_kib / kKibPerMib);
+  fmt::print("  {:<44}{}   peak RSS {:.0f} MiB   ratio {:.2f}  (target <= {:.2f})\n",
+             fmt::format("with a {}-key aggregate (sum, count)", m.rows),
+             Throughput(m.aggregate_seconds, m.rows, m.input_bytes),
+             m.aggregate_peak_rss_kib / kKibPerMib, m.aggregate_seconds / m.plain_seconds,
+             kTargetAggregateRatio);
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1 and 1b over every size
+
+// What (3) prints for each row of (1).
+struct NamedCounts {
+  std::string label;
+  TableCounts counts;
+};
+
+// Measures and prints the formats of one size in turn, deleting each input when it is done; at the
+// `aggregate_rows` size, also (1b) on the JSON lines, returned for printing after the table.
+std::optional<AggregateMeasurement> MeasureSize(const Bench& bench, DuckDbBaselines& duckdb,
+                                                uint64_t rows, uint64_t aggregate_rows,
+                                                std::vector<NamedCounts>& counts) {
+  const Inputs inputs = WriteInputs(bench, duckdb.default_threads, rows);
+  const std::vector<std::pair<const InputFormat*, fs::path>> runs = {
+      {&kJsonLines, inputs.jsonl}, {&kCsv, inputs.csv}, {&kParquet, inputs.parquet}};
+  std::optional<AggregateMeasurement> aggregate;
+  for (const auto& [format, input] : runs) {
+    const FormatMeasurement measurement = MeasureFormat(bench, duckdb, *format, input, rows);
+    PrintFormatRow(*format, rows, measurement);
+    counts.push_back({fmt::format("after sync --once, {} {} rows", format->name, rows),
+                      measurement.counts});
+    if (format == &kJsonLines && rows == aggregate_rows) {
+      aggregate = MeasureAggregate(bench, input, rows);
+    }
+    fs::remove(input);
+  }
+  return aggregate;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,41 +568,42 @@ int main(int argc, char** argv) {
   Launcher launcher;  // first, while this process is small (bench_common.hpp, "Child processes")
   spdlog::set_level(spdlog::level::warn);
   const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher};
+  const uint64_t aggregate_rows = *std::min_element(flags.sizes.begin(), flags.sizes.end());
 
-  const std::optional<InputFiles> written = WriteInputFiles(bench.work_dir, flags.rows);
-  if (!written) Fail(fmt::format("cannot write the input files in {}", bench.work_dir.string()));
-  fs::remove(written->csv);
-  const fs::path& input = written->jsonl;
-  const uint64_t input_bytes = fs::file_size(input);
+  std::vector<NamedCounts> counts;
+  std::optional<AggregateMeasurement> aggregate;
   {
-    DuckDb duckdb(/*threads=*/std::nullopt);  // DuckDB's default, as skipprd's landing
-    DuckDb duckdb_single_thread(/*threads=*/1);
-    fmt::print("bench/lake  rows={} threads={} (DuckDB's default; skipprd reads, shapes, commits "
-               "and lands on threads of their own, on the same cores)  rides.jsonl={:.0f} MB\n",
-               flags.rows, duckdb.Threads(), input_bytes / kBytesPerMb);
-    std::fflush(stdout);
-    const FileMeasurement file = MeasureFileToLake(bench, duckdb, duckdb_single_thread, input);
-    fmt::print("  {:<40}{}   (baseline, same run)\n",
-               fmt::format("duckdb COPY read_json -> parquet zstd, {} threads", duckdb.Threads()),
-               Throughput(file.duckdb_seconds, flags.rows, input_bytes));
-    fmt::print("  {:<40}{}   (baseline, same run)\n",
-               "duckdb COPY read_json -> parquet zstd, 1 thread",
-               Throughput(file.duckdb_single_thread_seconds, flags.rows, input_bytes));
-    fmt::print("  {:<40}{}   ratio {:.2f} to {} threads, {:.2f} to 1 thread  (target >= 0.5)\n",
-               "skipprd sync --once -> SkipprLake",
-               Throughput(file.skipprd_seconds, flags.rows, input_bytes),
-               file.duckdb_seconds / file.skipprd_seconds, duckdb.Threads(),
-               file.duckdb_single_thread_seconds / file.skipprd_seconds);
-    fmt::print("  {:<40}{:.0f} MiB   ({} landing(s) per sync)\n", "skipprd peak RSS",
-               file.skipprd_peak_rss_kib / kKibPerMib, file.landings);
-    PrintCounts("files after sync --once", file.counts);
-    std::fflush(stdout);
+    DuckDbBaselines duckdb;
+    const int64_t threads = duckdb.default_threads.Threads();
+    fmt::print("bench/lake  sizes={} threads={} (DuckDB's default; skipprd reads, shapes, commits "
+               "and lands on threads of their own, on the same cores)\n",
+               fmt::join(flags.sizes, ","), threads);
+    fmt::print("  1. file -> SkipprLake: skipprd sync --once beside DuckDB COPY <reader> -> parquet "
+               "zstd (baseline, same run); ratio = duckdb {}t s / skipprd s\n",
+               threads);
+    PrintFormatHeader(threads);
+    for (const uint64_t rows : flags.sizes) {
+      if (!HasSpaceFor(bench, rows)) continue;
+      std::optional<AggregateMeasurement> measured =
+          MeasureSize(bench, duckdb, rows, aggregate_rows, counts);
+      if (measured) aggregate = measured;
+    }
   }
-  fs::remove(input);
+  fmt::print("  1b. skipprd sync --once of rides.jsonl ({} rows) -> SkipprLake, with and without "
+             "transform.aggregates\n",
+             aggregate_rows);
+  if (aggregate) {
+    PrintAggregate(*aggregate);
+  } else {
+    fmt::print("    (not measured: the {}-row size was skipped)\n", aggregate_rows);
+  }
 
+  fmt::print("  2. in-process landings\n");
   const LandingLatencies latencies = MeasureLandings(bench);
   PrintLandings(latencies, flags.landing_rows);
-  PrintCounts(fmt::format("files after {} landings", flags.landings), latencies.counts);
+  fmt::print("  3. files in the table's current snapshot\n");
+  for (const NamedCounts& named : counts) PrintCounts(named.label, named.counts);
+  PrintCounts(fmt::format("after {} landings", flags.landings), latencies.counts);
   fs::remove_all(bench.work_dir);
   return 0;
 }

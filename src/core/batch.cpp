@@ -83,9 +83,8 @@ void SetValidity(std::vector<uint8_t>& validity, int64_t row, bool valid) {
 }
 
 void AppendFixed(std::vector<uint8_t>& fixed, const void* bytes, size_t size) {
-  const size_t at = fixed.size();
-  fixed.resize(at + size);
-  std::memcpy(fixed.data() + at, bytes, size);
+  const auto* first = static_cast<const uint8_t*>(bytes);
+  fixed.insert(fixed.end(), first, first + size);  // no zero-fill before the copy
 }
 }  // namespace
 
@@ -200,6 +199,13 @@ void Column::AppendBytes(std::string_view value) {
   ++length;
 }
 
+void Column::AppendStructRow() {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kStruct);
+  SetValidity(validity, length, true);
+  ++length;
+  for ([[maybe_unused]] const Column& child : children) SKIPPR_DCHECK(child.length == length);
+}
+
 namespace {
 // Appends `count` validity bits of `from` after the first `length` bits of `to`.
 void AppendValidity(std::vector<uint8_t>& to, int64_t length, const std::vector<uint8_t>& from,
@@ -241,6 +247,31 @@ void Column::AppendColumn(const Column& other) {
 
 void Column::PadNullsTo(int64_t rows) {
   while (length < rows) AppendNull();
+}
+
+void Column::TruncateTo(int64_t rows) {
+  SKIPPR_CHECK(rows >= 0);
+  const PhysicalKind kind = PhysicalKindOf(type.id());
+  if (rows >= length) {
+    // A struct row is appended after its children: they may hold a row it does not have yet.
+    if (kind == PhysicalKind::kStruct) {
+      for (Column& child : children) child.TruncateTo(rows);
+    }
+    return;
+  }
+  validity.resize(static_cast<size_t>((rows + 7) / 8));
+  // Bits past the end must read 0: SetValidity only ever sets bits.
+  if ((rows & 7) != 0) validity.back() &= static_cast<uint8_t>((1u << (rows & 7)) - 1);
+  fixed.resize(static_cast<size_t>(rows) * FixedWidthBytes(kind));
+  if (HasOffsets(kind)) {
+    offsets.resize(static_cast<size_t>(rows) + 1);
+    if (kind == PhysicalKind::kBytes) bytes.resize(static_cast<size_t>(offsets.back()));
+  }
+  if (!children.empty()) {
+    const int64_t child_rows = kind == PhysicalKind::kStruct ? rows : offsets.back();
+    for (Column& child : children) child.TruncateTo(child_rows);
+  }
+  length = rows;
 }
 
 void Column::ConvertInt64ToDouble() {

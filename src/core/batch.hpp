@@ -59,11 +59,17 @@ struct Column {
   void AppendDouble(double value);
   void AppendDecimal(__int128 unscaled);
   void AppendBytes(std::string_view value);
+  // A present struct row whose children the caller has already appended (one row each).
+  void AppendStructRow();
   // Appends every row of `other`, whose physical layout must be this column's (its logical type
   // may be narrower: int rows into a long column, decimal(10, 2) into decimal(12, 2)).
   void AppendColumn(const Column& other);
   // Brings a column added mid-batch up to `rows` with nulls.
   void PadNullsTo(int64_t rows);
+  // Drops the rows from `rows` on (children included, also a struct's children that are ahead of
+  // it), as if they had never been appended: a source decoding a record into columns takes back
+  // the part of a record that did not fit.
+  void TruncateTo(int64_t rows);
   // Rewrites int64 values as doubles and makes the column a double column (a field created in this
   // batch that widened int → double).
   void ConvertInt64ToDouble();
@@ -158,6 +164,8 @@ struct ColumnRows {
   std::vector<Column> columns;
   int64_t num_rows = 0;
   uint64_t first_row = 1;  // the partition's record number of row 0 (RecordOrigin::row)
+  // Each row's 1-based line in a text file (RecordOrigin::line); empty where lines mean nothing.
+  std::vector<uint64_t> lines;
   std::optional<CdcSidecar> cdc;
 
   // Row `row` as the object the same source would have handed over as a record.

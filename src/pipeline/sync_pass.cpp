@@ -270,6 +270,7 @@ class SyncPass {
         ShaperOptionsFor(config_, pipeline_, ShapingPurpose::kSync);
     shaper_options.keep_origins = ops_ != nullptr;  // a failing op names the record
     shaper_.emplace(std::move(saved), std::move(shaper_options));
+    layouts_.Publish(shaper_->TypedLayout({}));
     return Status::OK();
   }
 
@@ -283,9 +284,12 @@ class SyncPass {
     sources::ReadOptions options;
     options.max_bytes_per_batch = std::clamp<uint64_t>(thresholds_.bytes, 1, kSourceBatchBytes);
     options.max_records_per_batch = kSourceBatchRecords;
+    // Rows a source decodes into columns are compact: a batch of them may fill a whole commit.
+    options.max_typed_bytes_per_batch = std::max<uint64_t>(thresholds_.bytes, 1);
     options.follows_changes = options_.follows_changes;
     options.stop_requested = options_.stop_requested;
     options.scratch_directory = state_.scratch_directory();
+    options.layouts = &layouts_;
     SKIPPR_RETURN_IF_ERROR(source_->Open(positions_, options));
     committer_.emplace(*wal_, [this](SealedCommit& commit, const wal::CommitInfo& info) {
       return OnCommitted(commit, info);
@@ -352,6 +356,8 @@ class SyncPass {
     if (pending_positions_.empty()) return Status::OK();
     SealedCommit sealed;
     sealed.changes = shaper_->Seal();
+    // The source decodes what follows into the schema as it now stands.
+    if (!sealed.changes.empty()) layouts_.Publish(shaper_->TypedLayout({}));
     std::vector<transform::RowOrigins> origins;
     sealed.batches = shaper_->TakeBatches(ops_ ? &origins : nullptr);
     for (const schema::NamespaceChange& change : sealed.changes) {
@@ -471,6 +477,8 @@ class SyncPass {
   BufferThresholds thresholds_;
   // Declared after the lander and the aggregator, which its callbacks use, and destroyed before
   // them; the source before the committer, whose callback acknowledges to it.
+  // The layout the source decodes records into (before source_: the source's thread reads it).
+  sources::LayoutBoard layouts_;
   std::unique_ptr<sources::Source> source_;
 
   // What the shaper holds and has not sealed: the positions it reaches, the input bytes, the

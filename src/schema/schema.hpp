@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -89,6 +90,71 @@ Value ValueFromText(std::string_view text);
 // caller already parsed it to a double (simdjson), to save parsing it again.
 std::optional<Value> NumberFromText(std::string_view literal,
                                     std::optional<double> parsed = std::nullopt);
+
+// ----- typed reading (docs/schema.md, "Typed reading") -------------------------------------
+// A source that knows the namespace its records go to may decode them straight into columns
+// (ColumnRows) instead of one Value per record, for every record that fits the namespace's fields
+// as they are; any other record it hands over as a Value, for the shaper to decide.
+
+// A scalar as the source's syntax gives it, before a field gives it a type: a JSON null, true or
+// false, number or string, or a CSV cell as ValueFromText reads it. `text` points into the
+// source's buffer.
+struct ScalarToken {
+  enum class Kind : uint8_t {
+    kNull,
+    kBool,
+    kInt,     // within int64
+    kDouble,  // a number a double holds exactly, as NumberFromText reads it
+    kString,
+    kOther,   // a number only a decimal (or text) holds
+  };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0;
+  std::string_view text;
+
+  // A CSV cell: what ValueFromText makes of it, without copying a string.
+  static ScalarToken OfText(std::string_view text);
+  // A JSON number literal as NumberFromText reads it; nullopt when `literal` is not one by JSON's
+  // grammar (the DOM parser would refuse the record).
+  static std::optional<ScalarToken> OfJsonNumber(std::string_view literal);
+  static ScalarToken OfString(std::string_view text) { return {Kind::kString, false, 0, 0, text}; }
+  static ScalarToken OfBool(bool value) { return {Kind::kBool, value, 0, 0, {}}; }
+  static ScalarToken Null() { return {}; }
+};
+
+// Appends `token` to `column` (of `type`, a scalar type) when the shaper would place its value in
+// a field of that type unchanged or by the same lossless conversion Shaper::Absorb makes (a date
+// string into a date column, an integer into a double one): true. False, appending nothing, when
+// the shaper would have to decide more (a sibling column, an int → long promotion).
+bool AppendScalarToken(Column& column, const LogicalType& type, const ScalarToken& token);
+
+// One namespace's fields as records name them, for a source decoding records into columns: every
+// top-level field (struct fields nested the same way) with the key records give it and its type.
+// Built by Shaper::TypedLayout from a sealed schema, immutable, shared across threads.
+class RecordLayout {
+ public:
+  struct Slot {
+    std::string key;  // the name records give the field (NamespaceSchema::source_names)
+    LogicalType type;
+    bool is_required = false;  // a configured primary key field: no row goes without a value
+    std::vector<Slot> children;  // a struct's fields
+  };
+
+  RecordLayout(std::string namespace_name, int32_t schema_id, std::vector<Slot> fields);
+  const std::string& namespace_name() const { return namespace_name_; }
+  int32_t schema_id() const { return schema_id_; }
+  const std::vector<Slot>& fields() const { return fields_; }
+  // The position among `slots` of the one records name `key`, trying `guess` first (records
+  // usually name fields in the same order); SIZE_MAX when there is none.
+  static size_t Find(const std::vector<Slot>& slots, std::string_view key, size_t guess);
+
+ private:
+  std::string namespace_name_;
+  int32_t schema_id_;
+  std::vector<Slot> fields_;
+};
 
 // Where a record came from, for deadletters: `source` is a file path (or the source's name), `line`
 // the 1-based line where the record starts (0 when the format has no lines), `row` the 1-based
@@ -266,6 +332,12 @@ class Shaper {
   // schema (call Seal() first so the schema ids are final).
   // With keep_origins, `origins` (when given) receives each batch's row origins, in parallel.
   std::vector<Batch> TakeBatches(std::vector<std::vector<RecordOrigin>>* origins = nullptr);
+
+  // The layout records of `context` may be decoded into (RecordLayout), when every such record
+  // goes to one namespace the shaper already holds fields for and the shaper takes such records'
+  // columns as they are; null otherwise (transform.namespace_fields, flatten_events, discover).
+  // Call it after Seal(): it describes the sealed schema.
+  std::shared_ptr<const RecordLayout> TypedLayout(const RecordContext& context) const;
 
   // The namespace every record in `context` goes to, when no transform.namespace_fields value
   // decides it (empty otherwise): where a record that could not be read was headed.

@@ -179,13 +179,6 @@ std::optional<std::string> TextOf(const Value& value) {
   }
 }
 
-// Integers up to 2^53 in magnitude are exactly doubles; beyond, a double loses digits.
-constexpr int64_t kMaxExactDoubleInteger = int64_t{1} << 53;
-
-bool IsExactInDouble(int64_t integer) {
-  return integer >= -kMaxExactDoubleInteger && integer <= kMaxExactDoubleInteger;
-}
-
 // A decimal value as a double, only when the double reads back as the same number.
 std::optional<double> DecimalAsDouble(const Value& decimal) {
   const std::string text = decimal.ToJson();
@@ -221,7 +214,7 @@ std::optional<Value> ConvertScalar(const Value& value, const LogicalType& type) 
     case TypeId::kDouble:
       // Numbers keep every digit: what a double cannot hold exactly goes to a sibling.
       if (kind == K::kDouble) return value;
-      if (kind == K::kInt && IsExactInDouble(value.as_int())) {
+      if (kind == K::kInt && internal::IsExactInDouble(value.as_int())) {
         return Value::Double(static_cast<double>(value.as_int()));
       }
       if (kind == K::kDecimal) {
@@ -710,7 +703,7 @@ bool Shaper::NamespaceState::PlaceScalar(Field& field, Value& value,
 }
 
 void Shaper::NamespaceState::NoteIntegerPlaced(const Field& field, const Value& value) {
-  if (value.kind() == Value::Kind::kInt && !IsExactInDouble(value.as_int()) &&
+  if (value.kind() == Value::Kind::kInt && !internal::IsExactInDouble(value.as_int()) &&
       mutable_field_ids.count(field.id) != 0) {
     beyond_double_field_ids.insert(field.id);
   }
@@ -1087,7 +1080,7 @@ void Shaper::NamespaceState::AddChunk(ColumnRows& rows, const std::vector<size_t
     if (PhysicalKindOf(field.type.id()) == PhysicalKind::kInt64 &&
         mutable_field_ids.count(field.id) != 0) {
       for (int64_t row = 0; row < from.length; ++row) {
-        if (from.IsValid(row) && !IsExactInDouble(from.Int64At(row))) {
+        if (from.IsValid(row) && !internal::IsExactInDouble(from.Int64At(row))) {
           beyond_double_field_ids.insert(field.id);
           break;
         }
@@ -1372,6 +1365,45 @@ Shaper::NamespaceState* Shaper::ColumnTargets(const ColumnRows& rows, const Reco
   return &StateFor(namespace_name);
 }
 
+namespace {
+std::vector<RecordLayout::Slot> SlotsOf(const std::vector<Field>& fields,
+                                        const SourceNames& source_names) {
+  std::vector<RecordLayout::Slot> slots;
+  slots.reserve(fields.size());
+  for (const Field& field : fields) {
+    RecordLayout::Slot slot{SourceNameOf(source_names, field), field.type};
+    if (field.type.id() == TypeId::kStruct) {
+      slot.children = SlotsOf(field.type.children(), source_names);
+    }
+    slots.push_back(std::move(slot));
+  }
+  return slots;
+}
+}  // namespace
+
+std::shared_ptr<const RecordLayout> Shaper::TypedLayout(const RecordContext& context) const {
+  if (!options_.build_columns || options_.flatten_events || !options_.namespace_fields.empty()) {
+    return nullptr;
+  }
+  const std::string namespace_name = NamespaceOf(context);
+  auto saved = schema_.namespaces.find(namespace_name);
+  if (saved == schema_.namespaces.end() || saved->second.fields.empty()) return nullptr;
+  const NamespaceSchema& ns = saved->second;
+  if (context.key_fields != nullptr && ns.key_fields != *context.key_fields) return nullptr;
+  if (auto state = states_.find(namespace_name);
+      state != states_.end() &&
+      (!state->second->changes.empty() || !state->second->mutable_field_ids.empty())) {
+    return nullptr;  // not sealed: its fields may still change type
+  }
+  std::vector<RecordLayout::Slot> slots = SlotsOf(ns.fields, ns.source_names);
+  for (const std::string& key_field : options_.key_fields) {
+    const Field* field = ns.FindField(key_field);
+    if (field == nullptr) return nullptr;  // every record would be a deadletter: the row path
+    slots[static_cast<size_t>(field - ns.fields.data())].is_required = true;
+  }
+  return std::make_shared<const RecordLayout>(namespace_name, ns.schema_id, std::move(slots));
+}
+
 std::vector<Deadletter> Shaper::AbsorbColumns(ColumnRows rows, RecordOrigin origin,
                                               const RecordContext& context) {
   std::vector<Deadletter> deadletters;
@@ -1382,6 +1414,7 @@ std::vector<Deadletter> Shaper::AbsorbColumns(ColumnRows rows, RecordOrigin orig
       row_origins.reserve(static_cast<size_t>(rows.num_rows));
       for (int64_t row = 0; row < rows.num_rows; ++row) {
         origin.row = rows.first_row + static_cast<uint64_t>(row);
+        if (!rows.lines.empty()) origin.line = rows.lines[static_cast<size_t>(row)];
         row_origins.push_back(origin);
       }
     }
@@ -1391,6 +1424,7 @@ std::vector<Deadletter> Shaper::AbsorbColumns(ColumnRows rows, RecordOrigin orig
   }
   for (int64_t row = 0; row < rows.num_rows; ++row) {
     origin.row = rows.first_row + static_cast<uint64_t>(row);
+    if (!rows.lines.empty()) origin.line = rows.lines[static_cast<size_t>(row)];
     std::optional<RowChange> change;
     if (rows.cdc) {
       const auto at = static_cast<size_t>(row);
@@ -1473,29 +1507,6 @@ size_t CountNested(const std::vector<Field>& fields) {
 }  // namespace
 
 size_t NamespaceSchema::CountFields() const { return CountNested(fields); }
-
-Value ValueFromText(std::string_view text) {
-  if (text.empty()) return Value::Null();
-  if ((text.size() == 4 || text.size() == 5) &&
-      (text == "true" || text == "false" || text == "TRUE" || text == "FALSE" || text == "True" ||
-       text == "False")) {
-    return Value::Bool(text[0] == 't' || text[0] == 'T');
-  }
-  const char first = text[0];
-  if ((first >= '0' && first <= '9') || first == '-') {
-    // One scan decides which parser can succeed, so that dates and identifiers skip both.
-    bool is_numeric = true;
-    for (size_t i = 1; i < text.size() && is_numeric; ++i) {
-      const char c = text[i];
-      const bool is_digit = c >= '0' && c <= '9';
-      is_numeric = is_digit || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
-    }
-    if (is_numeric) {
-      if (std::optional<Value> number = NumberFromText(text)) return std::move(*number);
-    }
-  }
-  return Value::String(std::string(text));
-}
 
 std::optional<Value> NumberFromText(std::string_view literal, std::optional<double> parsed) {
   constexpr size_t kMaxDecimalDigits = 38;

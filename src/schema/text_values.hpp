@@ -43,6 +43,11 @@ bool IsNumberLiteral(std::string_view text);
 // for every literal of at most 15 significant digits, and for longer ones that happen to be what
 // the double prints ("0.30000000000000004"); false for "0.1234567890123456789".
 bool DoubleHoldsLiteral(std::string_view literal, double value);
+// Integers up to 2^53 in magnitude are exactly doubles; beyond, a double loses digits.
+constexpr bool IsExactInDouble(int64_t integer) {
+  constexpr int64_t kMaxExactDoubleInteger = int64_t{1} << 53;
+  return integer >= -kMaxExactDoubleInteger && integer <= kMaxExactDoubleInteger;
+}
 
 int64_t DaysFromCivil(int64_t year, unsigned month, unsigned day);
 struct CivilDate {

@@ -170,18 +170,19 @@ Status CsvReader::ReadHeader() {
   return Status::OK();
 }
 
-Result<std::optional<CsvRow>> CsvReader::Next() {
-  using MaybeRow = std::optional<CsvRow>;
+Result<CsvReader::ParseOutcome> CsvReader::ParseNextRow() {
   while (true) {
     if (window_.size_bytes() == 0) {
-      if (window_.is_input_exhausted()) return MaybeRow();
+      if (window_.is_input_exhausted()) return ParseOutcome::kEnd;
       SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
       continue;
     }
     SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseRow());
     // A quoted field open at the end of an input cut by its size limit is a row still being
     // written, not a broken one: stop before it (the next pass reads it whole).
-    if (outcome == ParseOutcome::kUnterminatedQuote && window_.is_cut_by_limit()) return MaybeRow();
+    if (outcome == ParseOutcome::kUnterminatedQuote && window_.is_cut_by_limit()) {
+      return ParseOutcome::kEnd;
+    }
     if (outcome == ParseOutcome::kNeedMoreInput) {
       // The row runs past the window: read more (growing it) and parse the row again. The
       // window at least doubles its data each time, so a huge row costs O(size) overall.
@@ -189,25 +190,46 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
       SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/true).status());
       continue;
     }
-    if (outcome == ParseOutcome::kUnterminatedQuote || outcome == ParseOutcome::kLineTooLong) {
-      SKIPPR_ASSIGN_OR_RETURN(CsvRow problem, ProblemRow(outcome));
-      return MaybeRow(std::move(problem));
-    }
+    if (outcome != ParseOutcome::kBlankLine) return outcome;
+    window_.ConsumeUntil(window_.begin() + row_size_bytes_);
+    next_line_number_ += row_newlines_;
+  }
+}
+
+Result<const CsvRow*> CsvReader::Peek() {
+  if (!peeked_) {
+    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseNextRow());
+    if (outcome != ParseOutcome::kRow) return nullptr;
     const char* row_begin = window_.begin();
     CsvRow row{{}, next_line_number_, window_.ByteOffsetOf(row_begin)};
-    window_.ConsumeUntil(row_begin + row_size_bytes_);
-    next_line_number_ += row_newlines_;
-    if (outcome == ParseOutcome::kBlankLine) continue;
-
-    row.next_byte_offset = window_.ByteOffsetOf(window_.begin());
-    row.next_line_number = next_line_number_;
+    row.next_byte_offset = window_.ByteOffsetOf(row_begin + row_size_bytes_);
+    row.next_line_number = next_line_number_ + row_newlines_;
     row.fields.reserve(spans_.size());
     for (const FieldSpan& span : spans_) {
       const char* base = span.is_in_arena ? arena_.data() : row_begin;
       row.fields.emplace_back(base + span.offset, span.size_bytes);
     }
-    return MaybeRow(std::move(row));
+    peeked_ = std::move(row);
   }
+  return &*peeked_;
+}
+
+Result<std::optional<CsvRow>> CsvReader::Next() {
+  SKIPPR_ASSIGN_OR_RETURN(const CsvRow* peeked, Peek());
+  if (peeked == nullptr) {
+    // At the end, or at a row that cannot be read, which Peek() parsed and left in place.
+    SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseNextRow());
+    if (outcome == ParseOutcome::kEnd) return std::optional<CsvRow>();
+    SKIPPR_CHECK(outcome == ParseOutcome::kUnterminatedQuote ||
+                 outcome == ParseOutcome::kLineTooLong);
+    SKIPPR_ASSIGN_OR_RETURN(CsvRow problem, ProblemRow(outcome));
+    return std::optional<CsvRow>(std::move(problem));
+  }
+  window_.ConsumeUntil(window_.begin() + row_size_bytes_);
+  next_line_number_ += row_newlines_;
+  std::optional<CsvRow> row = std::move(peeked_);
+  peeked_.reset();
+  return row;
 }
 
 bool CsvReader::IsOverLimit(const char* end) const {

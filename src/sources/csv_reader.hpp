@@ -69,6 +69,10 @@ class CsvReader {
   // The next non-blank row, or a problem row; nullopt at end. Rows whose field count differs
   // from the header are returned as they are (the caller dead-letters them).
   Result<std::optional<CsvRow>> Next();
+  // The row Next() returns next, without consuming it (the blank lines before it are): until
+  // Next() is called, a batch that ends now leaves the row to the next one. Null at the end and
+  // at a row that cannot be read (Next() hands that one out as a problem row).
+  Result<const CsvRow*> Peek();
   const InputStream& input() const { return window_.input(); }
   // The line where the next row starts (1-based, counted from the stream's start).
   uint64_t next_line_number() const { return next_line_number_; }
@@ -87,6 +91,7 @@ class CsvReader {
     kNeedMoreInput,
     kUnterminatedQuote,  // a quoted field the input ends inside, or that outgrows the limit
     kLineTooLong,        // a line that outgrows the limit
+    kEnd,                // no more rows (ParseNextRow only)
   };
 
   CsvReader(std::unique_ptr<InputStream> input, CsvOptions options);
@@ -94,6 +99,9 @@ class CsvReader {
   // Parses one row at window_.begin(); on kRow/kBlankLine sets `row_size_bytes_` (including its
   // line end) and `row_newlines_`.
   Result<ParseOutcome> ParseRow();
+  // Parses the next row at the window's start, reading input as needed and consuming the blank
+  // lines before it: kRow (parsed, not consumed), a problem, or kEnd.
+  Result<ParseOutcome> ParseNextRow();
   // Parses a quoted field whose opening quote is at `field_begin`.
   ParseOutcome ParseQuotedField(const char* field_begin, const char** field_end);
   bool IsOverLimit(const char* end) const;
@@ -120,6 +128,7 @@ class CsvReader {
   uint64_t open_quote_line_ = 0;
   uint64_t open_quote_offset_ = 0;
   std::string problem_text_;
+  std::optional<CsvRow> peeked_;  // what Peek() parsed, until Next() consumes it
 };
 
 }  // namespace skippr::sources

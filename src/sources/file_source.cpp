@@ -18,6 +18,7 @@
 #include "sources/json_array_scanner.hpp"
 #include "sources/json_values.hpp"
 #include "sources/source_kinds.hpp"
+#include "sources/typed_rows.hpp"
 
 namespace skippr::sources {
 
@@ -174,11 +175,21 @@ struct ReaderStart {
   uint64_t skip_records = 0;
 };
 
+// How much one Fill may take: records and input bytes, and more of both for typed rows.
+struct BatchLimits {
+  uint64_t max_records = 0;
+  uint64_t max_bytes = 0;
+  uint64_t max_typed_records = 0;
+  uint64_t max_typed_bytes = 0;
+};
+
 class FileReader {
  public:
   virtual ~FileReader() = default;
   // Adds records to `batch` until a limit is hit or the file ends; true when the file ended.
-  virtual Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) = 0;
+  virtual Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) = 0;
+  // The layout the next Fill may decode records into (null: none); readers that cannot, ignore it.
+  virtual void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) {}
 };
 
 // What the text readers (JSON lines, JSON arrays, CSV) share: the batch loop, the record count,
@@ -187,25 +198,33 @@ class FileReader {
 // row).
 class TextFileReader : public FileReader {
  public:
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t max_bytes) final {
+  Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) final {
     uint64_t bytes_in_batch = 0;
-    bool has_more = true;
-    while (has_more && batch.records.size() + batch.deadletters.size() < max_records &&
-           bytes_in_batch < max_bytes) {
-      Result<bool> more = ReadOne(batch, bytes_in_batch);
-      if (!more.ok() && more.status().code() == StatusCode::kCorruption) {
+    ReadStep step = ReadStep::kRead;
+    const auto has_room = [&] {
+      const auto typed = static_cast<uint64_t>(typed_ ? typed_->rows() : 0);
+      const uint64_t taken = batch.records.size() + batch.deadletters.size() + typed;
+      // Once rows go to columns, the batch ends in columns: it may grow to the typed limits.
+      return typed > 0 ? taken < limits.max_typed_records && bytes_in_batch < limits.max_typed_bytes
+                       : taken < limits.max_records && bytes_in_batch < limits.max_bytes;
+    };
+    while (step == ReadStep::kRead && has_room()) {
+      Result<ReadStep> next = ReadOne(batch, bytes_in_batch);
+      if (!next.ok() && next.status().code() == StatusCode::kCorruption) {
         // A damaged or truncated gzip/zstd stream: what it held so far is read, the rest of the
         // file is one deadletter (once: a later pass skips it with the records before it).
         if (TakeRecord()) {
           batch.deadletters.push_back(schema::MakeDeadletter(
               OriginAt(next_line_), schema::FailureCode::kUnreadableFile,
-              std::string(more.status().message()), ""));
+              std::string(next.status().message()), ""));
         }
-        has_more = false;
+        step = ReadStep::kEndOfFile;
         break;
       }
-      SKIPPR_ASSIGN_OR_RETURN(has_more, std::move(more));
+      SKIPPR_ASSIGN_OR_RETURN(step, std::move(next));
     }
+    const bool has_more = step != ReadStep::kEndOfFile;
+    if (typed_ && typed_->rows() > 0) batch.columns = typed_->Take(first_typed_row_);
     // At the end of a file that held no record at all: one deadletter that says so, so that no
     // file is silently read as 0 rows. Not while the file grows: its first record is coming.
     const bool is_whole_file = stream_.held_back_bytes() == 0 && !stream_.ended_inside_unit();
@@ -218,7 +237,20 @@ class TextFileReader : public FileReader {
     return !has_more;
   }
 
+  void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) final {
+    if (layout == nullptr) {
+      typed_.reset();
+    } else if (!typed_ || typed_->layout() != layout.get()) {
+      typed_ = MakeTypedRows(std::move(layout));
+    }
+  }
+
  protected:
+  enum class ReadStep {
+    kRead,        // an item was read (or skipped); go on
+    kEndOfFile,
+    kEndOfBatch,  // the next record takes the Value path after typed rows: the next batch's
+  };
   // `stream`: the reader's input (owned by the reader's parser), for whether it was cut.
   TextFileReader(std::string path, const InputStream& stream, const ReaderStart& start)
       : path_(std::move(path)),
@@ -228,9 +260,26 @@ class TextFileReader : public FileReader {
         next_line_(start.line) {}
 
   // Reads the next item into `batch` (a record, a deadletter, or nothing for a blank line or one
-  // a previous pass consumed), adding its input bytes; false at the end of the file.
-  virtual Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) = 0;
+  // a previous pass consumed), adding its input bytes.
+  virtual Result<ReadStep> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) = 0;
   virtual std::string NoRecordsReason() const = 0;
+  // The typed rows of `layout` this reader's records can be decoded into, if any.
+  virtual std::optional<internal::TypedRows> MakeTypedRows(
+      std::shared_ptr<const schema::RecordLayout> layout) {
+    return std::nullopt;
+  }
+
+  // The typed rows the next record may go to: null without a layout, and while records a previous
+  // pass consumed are still being skipped.
+  internal::TypedRows* typed_rows() { return typed_ && skip_records_ == 0 ? &*typed_ : nullptr; }
+  // Counts the record just appended to typed_rows(), which ended before line `next_line` and took
+  // `bytes` of input.
+  void TakeTypedRecord(uint64_t next_line, uint64_t bytes, uint64_t& bytes_in_batch) {
+    SKIPPR_CHECK(TakeRecord());
+    if (typed_->rows() == 1) first_typed_row_ = records_;
+    AdvanceToLine(next_line);
+    bytes_in_batch += bytes;
+  }
 
   // Counts the next record; false while it is one a previous pass already consumed.
   bool TakeRecord() {
@@ -257,6 +306,8 @@ class TextFileReader : public FileReader {
   uint64_t records_;
   uint64_t skip_records_;
   uint64_t next_line_;
+  std::optional<internal::TypedRows> typed_;
+  uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
 
 class JsonLinesReader final : public TextFileReader {
@@ -272,12 +323,22 @@ class JsonLinesReader final : public TextFileReader {
       : TextFileReader(std::move(path), *input, start),
         lines_(std::move(input), start.line, kMaxRecordBytes) {}
 
-  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+  Result<ReadStep> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+    if (internal::TypedRows* typed = typed_rows()) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> peeked, lines_.Peek());
+      if (peeked && !peeked->is_over_limit && !IsBlank(peeked->text)) {
+        if (typed->AppendJson(peeked->text, peeked->line_number)) {
+          SKIPPR_RETURN_IF_ERROR(lines_.Next().status());
+          TakeTypedRecord(peeked->line_number + 1, peeked->size_bytes + 1, bytes_in_batch);
+          return ReadStep::kRead;
+        }
+        if (typed->rows() > 0) return ReadStep::kEndOfBatch;
+      }
+    }
     SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, lines_.Next());
-    if (!line) return false;
+    if (!line) return ReadStep::kEndOfFile;
     AdvanceToLine(line->line_number + 1);
-    const bool is_blank = line->text.find_first_not_of(" \t\r") == std::string_view::npos;
-    if ((is_blank && !line->is_over_limit) || !TakeRecord()) return true;
+    if ((IsBlank(line->text) && !line->is_over_limit) || !TakeRecord()) return ReadStep::kRead;
     bytes_in_batch += line->size_bytes + 1;
     if (line->is_over_limit) {
       AddDeadletter(batch, line->line_number, line->byte_offset,
@@ -286,7 +347,7 @@ class JsonLinesReader final : public TextFileReader {
                                 "limit; split it into smaller records",
                                 line->size_bytes, line->byte_offset, kMaxRecordBytes >> 20),
                     line->text);
-      return true;
+      return ReadStep::kRead;
     }
     Value value;
     if (const simdjson::error_code error = json_.Parse(line->text, /*has_padding=*/true, &value)) {
@@ -296,10 +357,17 @@ class JsonLinesReader final : public TextFileReader {
                     fmt::format("invalid JSON: {} (line at byte offset {})",
                                 simdjson::error_message(error), line->byte_offset),
                     line->text);
-      return true;
+      return ReadStep::kRead;
     }
     batch.records.push_back({std::move(value), line->line_number, records()});
-    return true;
+    return ReadStep::kRead;
+  }
+  std::optional<internal::TypedRows> MakeTypedRows(
+      std::shared_ptr<const schema::RecordLayout> layout) override {
+    return internal::TypedRows(std::move(layout));
+  }
+  static bool IsBlank(std::string_view text) {
+    return text.find_first_not_of(" \t\r") == std::string_view::npos;
   }
   std::string NoRecordsReason() const override {
     return "no records: the file holds only blank lines";
@@ -325,11 +393,11 @@ class JsonArrayReader final : public TextFileReader {
       : TextFileReader(std::move(path), *input, start),
         elements_(std::move(input), /*is_at_array_start=*/true, start.line, kMaxRecordBytes) {}
 
-  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+  Result<ReadStep> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
     SKIPPR_ASSIGN_OR_RETURN(std::optional<JsonArrayElement> element, elements_.Next());
-    if (!element) return false;
+    if (!element) return ReadStep::kEndOfFile;
     AdvanceToLine(element->next_line_number);
-    if (!TakeRecord()) return true;
+    if (!TakeRecord()) return ReadStep::kRead;
     bytes_in_batch += element->size_bytes + 1;
     const auto deadletter = [&](std::string_view reason) {
       AddDeadletter(batch, element->line_number, element->byte_offset,
@@ -337,7 +405,7 @@ class JsonArrayReader final : public TextFileReader {
                     fmt::format("{} (element {} at byte offset {})", reason, records(),
                                 element->byte_offset),
                     element->text);
-      return true;
+      return ReadStep::kRead;
     };
     if (element->problem) return deadletter(*element->problem);
     Value value;
@@ -346,7 +414,7 @@ class JsonArrayReader final : public TextFileReader {
       return deadletter(fmt::format("invalid JSON: {}", simdjson::error_message(error)));
     }
     batch.records.push_back({std::move(value), element->line_number, records()});
-    return true;
+    return ReadStep::kRead;
   }
   std::string NoRecordsReason() const override { return "no records: the JSON array is empty"; }
 
@@ -378,31 +446,48 @@ class CsvFileReader final : public TextFileReader {
     return std::unique_ptr<FileReader>(new CsvFileReader(file.path(), stream, std::move(csv), start));
   }
 
-  Result<bool> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
+  Result<ReadStep> ReadOne(SourceBatch& batch, uint64_t& bytes_in_batch) override {
     if (!has_reported_header_) {
       has_reported_header_ = true;
       if (const std::optional<CsvRow>& header = csv_->header_problem(); header && TakeRecord()) {
         AddDeadletter(batch, header->line_number, header->byte_offset,
                       schema::FailureCode::kInvalidCsv,
                       "the header line cannot be read: " + *header->problem, header->raw_text);
-        return true;
+        return ReadStep::kRead;
       }
     }
+    if (internal::TypedRows* typed = typed_rows()) {
+      SKIPPR_ASSIGN_OR_RETURN(const CsvRow* peeked, csv_->Peek());
+      // Peek consumed the blank lines before the row: a batch ending here ends after them.
+      AdvanceToLine(csv_->next_line_number());
+      if (peeked != nullptr && !Unreadable(*peeked) &&
+          typed->AppendCells(peeked->fields, peeked->line_number)) {
+        const uint64_t next_line = peeked->next_line_number;
+        const uint64_t bytes = peeked->next_byte_offset - peeked->byte_offset;
+        SKIPPR_RETURN_IF_ERROR(csv_->Next().status());
+        TakeTypedRecord(next_line, bytes, bytes_in_batch);
+        return ReadStep::kRead;
+      }
+      if (typed->rows() > 0) return ReadStep::kEndOfBatch;
+    }
     SKIPPR_ASSIGN_OR_RETURN(std::optional<CsvRow> next, csv_->Next());
-    if (!next) return false;
+    if (!next) {
+      AdvanceToLine(csv_->next_line_number());  // past the blank lines the file ends with
+      return ReadStep::kEndOfFile;
+    }
     const CsvRow& row = *next;
     AdvanceToLine(row.next_line_number);
-    if (!TakeRecord()) return true;
+    if (!TakeRecord()) return ReadStep::kRead;
     bytes_in_batch += row.next_byte_offset - row.byte_offset;
     if (row.problem) {
       AddDeadletter(batch, row.line_number, row.byte_offset, schema::FailureCode::kInvalidCsv,
                     *row.problem, row.raw_text);
-      return true;
+      return ReadStep::kRead;
     }
     if (std::optional<Problem> problem = Unreadable(row)) {
       AddDeadletter(batch, row.line_number, row.byte_offset, problem->code,
                     std::move(problem->reason), JoinRow(row));
-      return true;
+      return ReadStep::kRead;
     }
     ValueObject object;
     object.reserve(names_.size());
@@ -410,7 +495,11 @@ class CsvFileReader final : public TextFileReader {
       object.emplace_back(names_[i], schema::ValueFromText(row.fields[i]));
     }
     batch.records.push_back({Value::Object(std::move(object)), row.line_number, records()});
-    return true;
+    return ReadStep::kRead;
+  }
+  std::optional<internal::TypedRows> MakeTypedRows(
+      std::shared_ptr<const schema::RecordLayout> layout) override {
+    return internal::TypedRows::ForHeader(std::move(layout), names_);
   }
   std::string NoRecordsReason() const override {
     if (names_.empty()) return "no records: the file holds only blank lines";
@@ -585,13 +674,13 @@ class ParquetReader final : public FileReader {
     if (has_result_) duckdb_destroy_result(&result_);
   }
 
-  Result<bool> Fill(SourceBatch& batch, uint64_t max_records, uint64_t) override {
+  Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) override {
     if (error_) {
       batch.deadletters.push_back(
           schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
       return true;
     }
-    while (batch.records.size() < max_records) {
+    while (batch.records.size() < limits.max_records) {
       if (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
         if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
         chunk_ = duckdb_fetch_chunk(result_);
@@ -651,7 +740,7 @@ class UnreadableFileReader final : public FileReader {
  public:
   UnreadableFileReader(std::string path, std::string reason)
       : path_(std::move(path)), reason_(std::move(reason)) {}
-  Result<bool> Fill(SourceBatch& batch, uint64_t, uint64_t) override {
+  Result<bool> Fill(SourceBatch& batch, const BatchLimits&) override {
     batch.deadletters.push_back(
         schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, reason_, ""));
     return true;
@@ -988,16 +1077,18 @@ class FileSource final : public Source {
         format == FileFormat::kJsonLines || format == FileFormat::kJsonArray;
     batch.context.records_are_flat = format == FileFormat::kCsv;
     if (format == FileFormat::kParquet) batch.context.declared_types = &declared_types_;
-    uint64_t limit = options_.max_records_per_batch;
+    BatchLimits limits{options_.max_records_per_batch, options_.max_bytes_per_batch,
+                       options_.max_typed_records_per_batch, options_.max_typed_bytes_per_batch};
     if (options_.max_records_per_partition > 0) {
-      limit = std::min(limit, options_.max_records_per_partition -
-                                  std::min(options_.max_records_per_partition,
-                                           reading.records_this_pass));
+      const uint64_t left = options_.max_records_per_partition -
+                            std::min(options_.max_records_per_partition, reading.records_this_pass);
+      limits.max_records = std::min(limits.max_records, left);
+      limits.max_typed_records = std::min(limits.max_typed_records, left);
     }
-    batch.records.reserve(std::min<uint64_t>(limit, kRecordsReservedPerBatch));
-    SKIPPR_ASSIGN_OR_RETURN(bool is_done,
-                            reading.reader->Fill(batch, limit, options_.max_bytes_per_batch));
-    const uint64_t taken = batch.records.size() + batch.deadletters.size();
+    batch.records.reserve(std::min<uint64_t>(limits.max_records, kRecordsReservedPerBatch));
+    reading.reader->UseLayout(options_.layouts != nullptr ? options_.layouts->Current() : nullptr);
+    SKIPPR_ASSIGN_OR_RETURN(bool is_done, reading.reader->Fill(batch, limits));
+    const uint64_t taken = batch.record_count() + batch.deadletters.size();
     reading.records_this_pass += taken;
     reading.position.records_consumed += taken;
     SKIPPR_RETURN_IF_ERROR(RecordProgress(reading, batch.position.next_line, is_done));

@@ -557,8 +557,9 @@ LineReader::LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_n
       next_line_number_(first_line_number),
       max_line_bytes_(max_line_bytes) {}
 
-Result<std::optional<Line>> LineReader::Next() {
+Result<std::optional<Line>> LineReader::Peek() {
   using MaybeLine = std::optional<Line>;
+  if (peeked_) return peeked_;
   if (!has_started_) {
     has_started_ = true;
     SKIPPR_RETURN_IF_ERROR(window_.SkipByteOrderMark());
@@ -573,21 +574,35 @@ Result<std::optional<Line>> LineReader::Next() {
     }
     if (next_line != nullptr) {
       const size_t size_bytes = static_cast<size_t>(line_end - line_begin);
-      if (size_bytes > max_line_bytes_) {
-        SKIPPR_ASSIGN_OR_RETURN(Line line, SkipLongLine());
-        return MaybeLine(std::move(line));
-      }
-      Line line{std::string_view(line_begin, size_bytes), next_line_number_++,
-                window_.ByteOffsetOf(line_begin), window_.ByteOffsetOf(next_line), size_bytes};
-      window_.ConsumeUntil(next_line);
-      return MaybeLine(line);
+      if (size_bytes > max_line_bytes_) return MaybeLine(OverLimitLine());
+      peeked_ = Line{std::string_view(line_begin, size_bytes), next_line_number_,
+                     window_.ByteOffsetOf(line_begin), window_.ByteOffsetOf(next_line),
+                     size_bytes};
+      peeked_end_ = next_line;
+      return peeked_;
     }
-    if (window_.size_bytes() > max_line_bytes_) {
-      SKIPPR_ASSIGN_OR_RETURN(Line line, SkipLongLine());
-      return MaybeLine(std::move(line));
-    }
+    if (window_.size_bytes() > max_line_bytes_) return MaybeLine(OverLimitLine());
     SKIPPR_RETURN_IF_ERROR(window_.ReadMore(/*fill_window=*/false).status());
   }
+}
+
+Result<std::optional<Line>> LineReader::Next() {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> line, Peek());
+  if (!line) return line;
+  if (line->is_over_limit) {
+    SKIPPR_ASSIGN_OR_RETURN(Line skipped, SkipLongLine());
+    return std::optional<Line>(std::move(skipped));
+  }
+  window_.ConsumeUntil(peeked_end_);
+  ++next_line_number_;
+  peeked_.reset();
+  return line;
+}
+
+Line LineReader::OverLimitLine() const {
+  Line line{{}, next_line_number_, window_.ByteOffsetOf(window_.begin())};
+  line.is_over_limit = true;
+  return line;
 }
 
 Result<Line> LineReader::SkipLongLine() {

@@ -267,10 +267,15 @@ class LineReader {
   explicit LineReader(std::unique_ptr<InputStream> input, uint64_t first_line_number = 1,
                       uint64_t max_line_bytes = UINT64_MAX);
   Result<std::optional<Line>> Next();  // nullopt at end
+  // The line Next() returns next, without consuming it: until Next() is called, a batch that
+  // ends now leaves the line to the next one. A line over the limit is peeked without its text
+  // (is_over_limit); Next() reads through it.
+  Result<std::optional<Line>> Peek();
   const InputStream& input() const { return window_.input(); }
 
  private:
   Result<Line> SkipLongLine();
+  Line OverLimitLine() const;  // the next line, known to be over the limit, not read yet
 
   InputWindow window_;
   LineEndFinder line_ends_;
@@ -278,6 +283,8 @@ class LineReader {
   uint64_t max_line_bytes_;
   bool has_started_ = false;
   std::string long_line_prefix_;  // padded
+  std::optional<Line> peeked_;     // what Peek() found, until Next() consumes it
+  const char* peeked_end_ = nullptr;  // where the peeked line's line end ends
 };
 
 }  // namespace skippr::sources

@@ -168,6 +168,16 @@ Result<std::optional<ServerState>> ReadServerState(const config::ConnectorConfig
   return std::optional<ServerState>();
 }
 
+void LayoutBoard::Publish(std::shared_ptr<const schema::RecordLayout> layout) {
+  std::lock_guard lock(mutex_);
+  layout_ = std::move(layout);
+}
+
+std::shared_ptr<const schema::RecordLayout> LayoutBoard::Current() const {
+  std::lock_guard lock(mutex_);
+  return layout_;
+}
+
 Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connector,
                                            const std::string& source_name) {
   if (connector.kind == "Sample") return internal::MakeSampleSource(connector);

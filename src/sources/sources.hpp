@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,9 +110,27 @@ struct SourceBatch {
   }
 };
 
+// The layout (schema::RecordLayout) a source may decode records straight into, for the records
+// that name no namespace of their own (a file's): published by the thread that shapes them (sync,
+// after each sealed commit changes the schema), read by the source's thread as it starts a batch.
+// Records that do not fit it still arrive as Values, so a stale layout costs speed, never rows.
+class LayoutBoard {
+ public:
+  void Publish(std::shared_ptr<const schema::RecordLayout> layout);
+  std::shared_ptr<const schema::RecordLayout> Current() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const schema::RecordLayout> layout_;
+};
+
 struct ReadOptions {
   uint64_t max_records_per_batch = 100'000;
   uint64_t max_bytes_per_batch = 10 << 20;
+  // A batch of rows decoded into columns (SourceBatch::columns) holds about its input's size in
+  // memory rather than a Value's several times that, so it may be larger.
+  uint64_t max_typed_records_per_batch = 1'000'000;
+  uint64_t max_typed_bytes_per_batch = 64 << 20;
   uint64_t max_records_per_partition = 0;  // 0: no limit (discover samples with a limit)
   // A change stream follows its source rather than ending when caught up (SyncOptions).
   bool follows_changes = false;
@@ -122,6 +141,9 @@ struct ReadOptions {
   // (a PostgreSQL transaction streamed while in progress); it may empty it at Open. Empty: the
   // source asks its server not to stream such transactions.
   std::string scratch_directory;
+  // Where the shaper publishes the layout records may be decoded into; null: every record is
+  // handed over as a Value (discover, which has no schema yet).
+  const LayoutBoard* layouts = nullptr;
 };
 
 class Source {

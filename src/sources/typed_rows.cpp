@@ -1,0 +1,195 @@
+#include "sources/typed_rows.hpp"
+
+#include "core/check.hpp"
+
+namespace skippr::sources::internal {
+
+namespace {
+
+using simdjson::ondemand::json_type;
+using ScalarToken = schema::ScalarToken;
+
+// raw_json_token() may end with the whitespace that follows the number.
+std::string_view TrimTrailingSpace(std::string_view token) {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n' ||
+                            token.back() == '\r')) {
+    token.remove_suffix(1);
+  }
+  return token;
+}
+
+bool IsNested(const LogicalType& type) { return type.is_nested(); }
+
+}  // namespace
+
+TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout)
+    : layout_(std::move(layout)) {
+  for (const Slot& slot : layout_->fields()) slots_.push_back(&slot);
+  Reset(nullptr);
+}
+
+TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout,
+                     std::vector<const Slot*> slots)
+    : layout_(std::move(layout)), slots_(std::move(slots)) {
+  Reset(nullptr);
+}
+
+std::optional<TypedRows> TypedRows::ForHeader(std::shared_ptr<const schema::RecordLayout> layout,
+                                              const std::vector<std::string>& header) {
+  const std::vector<Slot>& fields = layout->fields();
+  std::vector<const Slot*> slots;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const size_t index = schema::RecordLayout::Find(fields, header[i], i);
+    if (index == SIZE_MAX) return std::nullopt;
+    slots.push_back(&fields[index]);
+  }
+  for (const Slot& field : fields) {
+    if (field.is_required && std::find(slots.begin(), slots.end(), &field) == slots.end()) {
+      return std::nullopt;
+    }
+  }
+  return TypedRows(std::move(layout), std::move(slots));
+}
+
+bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
+  simdjson::ondemand::document document;
+  simdjson::ondemand::object object;
+  bool fits = !parser_.iterate(padded_text.data(), padded_text.size(),
+                               padded_text.size() + simdjson::SIMDJSON_PADDING)
+                   .get(document) &&
+              !document.get_object().get(object) &&
+              AppendObject(object, layout_->fields(), rows_.columns);
+  // Nothing may follow the object: the DOM parser refuses such a line.
+  fits = fits && document.current_location().error() == simdjson::OUT_OF_BOUNDS;
+  return EndRow(fits, line);
+}
+
+bool TypedRows::AppendCells(const std::vector<std::string_view>& cells, uint64_t line) {
+  SKIPPR_DCHECK(cells.size() == slots_.size());
+  bool fits = true;
+  for (size_t i = 0; i < cells.size() && fits; ++i) {
+    const ScalarToken token = ScalarToken::OfText(cells[i]);
+    const Slot& slot = *slots_[i];
+    fits = !(token.kind == ScalarToken::Kind::kNull && slot.is_required) &&
+           !IsNested(slot.type) && schema::AppendScalarToken(rows_.columns[i], slot.type, token);
+  }
+  return EndRow(fits, line);
+}
+
+bool TypedRows::AppendObject(simdjson::ondemand::object object, const std::vector<Slot>& slots,
+                             std::vector<Column>& columns) {
+  size_t position = 0;
+  for (auto member : object) {
+    simdjson::ondemand::field field;
+    std::string_view key;
+    if (std::move(member).get(field) || field.unescaped_key().get(key)) return false;
+    const size_t index = schema::RecordLayout::Find(slots, key, position++);
+    // A key the layout lacks is a new field; one seen twice a duplicate (a deadletter).
+    if (index == SIZE_MAX || columns[index].length > row_) return false;
+    if (!AppendValue(field.value(), slots[index], columns[index])) return false;
+  }
+  return CloseRow(slots, columns);
+}
+
+bool TypedRows::AppendValue(simdjson::ondemand::value value, const Slot& slot, Column& column) {
+  json_type type;
+  if (value.type().get(type)) return false;
+  ScalarToken token;
+  switch (type) {
+    case json_type::null: {
+      bool is_null = false;
+      if (value.is_null().get(is_null) || !is_null || slot.is_required) return false;
+      column.AppendNull();
+      return true;
+    }
+    case json_type::boolean: {
+      bool boolean = false;
+      if (value.get_bool().get(boolean)) return false;
+      token = ScalarToken::OfBool(boolean);
+      break;
+    }
+    case json_type::number: {
+      std::optional<ScalarToken> number =
+          ScalarToken::OfJsonNumber(TrimTrailingSpace(value.raw_json_token()));
+      if (!number) return false;
+      token = *number;
+      break;
+    }
+    case json_type::string: {
+      std::string_view text;
+      if (value.get_string().get(text)) return false;
+      token = ScalarToken::OfString(text);
+      break;
+    }
+    case json_type::object: {
+      simdjson::ondemand::object object;
+      if (slot.type.id() != TypeId::kStruct || value.get_object().get(object) ||
+          !AppendObject(object, slot.children, column.children)) {
+        return false;
+      }
+      column.AppendStructRow();
+      return true;
+    }
+    case json_type::array:
+      return false;  // lists take the Value path
+  }
+  return !IsNested(slot.type) && schema::AppendScalarToken(column, slot.type, token);
+}
+
+bool TypedRows::CloseRow(const std::vector<Slot>& slots, std::vector<Column>& columns) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].length > row_) continue;
+    if (slots[i].is_required) return false;
+    columns[i].AppendNull();
+  }
+  return true;
+}
+
+bool TypedRows::EndRow(bool fits, uint64_t line) {
+  if (!fits) {
+    for (Column& column : rows_.columns) column.TruncateTo(row_);
+    return false;
+  }
+  for ([[maybe_unused]] const Column& column : rows_.columns) {
+    SKIPPR_DCHECK(column.length == row_ + 1);
+  }
+  rows_.lines.push_back(line);
+  rows_.num_rows = ++row_;
+  return true;
+}
+
+ColumnRows TypedRows::Take(uint64_t first_row) {
+  ColumnRows taken = std::move(rows_);
+  taken.first_row = first_row;
+  Reset(&taken);
+  return taken;
+}
+
+namespace {
+// Room for what `previous` held, so that a batch's columns grow without copying.
+void ReserveLike(Column& column, const Column& previous) {
+  column.validity.reserve(previous.validity.size());
+  column.fixed.reserve(previous.fixed.size());
+  column.offsets.reserve(previous.offsets.size());
+  column.bytes.reserve(previous.bytes.size());
+  for (size_t i = 0; i < column.children.size() && i < previous.children.size(); ++i) {
+    ReserveLike(column.children[i], previous.children[i]);
+  }
+}
+}  // namespace
+
+void TypedRows::Reset(const ColumnRows* previous) {
+  rows_ = ColumnRows();
+  row_ = 0;
+  for (const Slot* slot : slots_) {
+    rows_.names.push_back(slot->key);
+    rows_.columns.emplace_back(slot->type);
+  }
+  if (previous == nullptr) return;
+  for (size_t i = 0; i < rows_.columns.size(); ++i) {
+    ReserveLike(rows_.columns[i], previous->columns[i]);
+  }
+  rows_.lines.reserve(previous->lines.size());
+}
+
+}  // namespace skippr::sources::internal

@@ -1,0 +1,62 @@
+// Internal to sources/: records decoded straight into a namespace's columns (schema::RecordLayout)
+// instead of one Value each — the typed reading of docs/schema.md. A record that does not fit the
+// layout as it is (a new field, a value for a sibling column, invalid JSON) is taken back whole and
+// left for the Value path, which decides what it becomes.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/batch.hpp"
+#include "schema/schema.hpp"
+
+namespace skippr::sources::internal {
+
+// Rows built column by column, a record at a time, for one of a layout's namespaces: every
+// top-level field (JSON) or the fields a CSV header names, in header order.
+class TypedRows {
+ public:
+  using Slot = schema::RecordLayout::Slot;
+
+  // Columns for every field of `layout`, in its order.
+  explicit TypedRows(std::shared_ptr<const schema::RecordLayout> layout);
+  // Columns for the fields named by `header` (a CSV file's, names unique): nullopt when a name has
+  // no field, or a key field has no column, since then no row fits.
+  static std::optional<TypedRows> ForHeader(std::shared_ptr<const schema::RecordLayout> layout,
+                                            const std::vector<std::string>& header);
+
+  const schema::RecordLayout* layout() const { return layout_.get(); }
+  int64_t rows() const { return rows_.num_rows; }
+
+  // Appends the JSON object in `text` (followed by simdjson::SIMDJSON_PADDING readable bytes) as
+  // a row from `line` when every value fits its column; false, with nothing appended, otherwise.
+  bool AppendJson(std::string_view padded_text, uint64_t line);
+  // Appends a CSV row's cells (one per column, valid UTF-8) as ScalarToken::OfText reads them.
+  bool AppendCells(const std::vector<std::string_view>& cells, uint64_t line);
+
+  // The rows so far (row 0 being the partition's record `first_row`); starts again empty.
+  ColumnRows Take(uint64_t first_row);
+
+ private:
+  TypedRows(std::shared_ptr<const schema::RecordLayout> layout, std::vector<const Slot*> slots);
+  // Empty columns again, with room for as much as the last rows taken held.
+  void Reset(const ColumnRows* previous);
+  bool AppendObject(simdjson::ondemand::object object, const std::vector<Slot>& slots,
+                    std::vector<Column>& columns);
+  bool AppendValue(simdjson::ondemand::value value, const Slot& slot, Column& column);
+  // Pads the columns `row` left out with nulls; false when one is a required (key) field.
+  bool CloseRow(const std::vector<Slot>& slots, std::vector<Column>& columns) const;
+  bool EndRow(bool fits, uint64_t line);
+
+  std::shared_ptr<const schema::RecordLayout> layout_;
+  std::vector<const Slot*> slots_;  // parallel to rows_.columns
+  ColumnRows rows_;
+  int64_t row_ = 0;  // the row being appended (== rows_.num_rows)
+  simdjson::ondemand::parser parser_;
+};
+
+}  // namespace skippr::sources::internal

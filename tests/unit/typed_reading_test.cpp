@@ -1,0 +1,323 @@
+// Typed reading (docs/schema.md): a File source decoding JSON lines and CSV rows straight into a
+// namespace's columns must land exactly what the Value path lands — the same rows in the same
+// order, the same schema, the same deadletters — for any input, and resume exactly once.
+// Differential: each file is read both ways from the same starting schema and compared.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "sources/sources.hpp"
+#include "support/temp_dir.hpp"
+
+namespace skippr::sources {
+namespace {
+
+namespace fs = std::filesystem;
+using skippr::testing::TempDir;
+
+constexpr const char* kNamespace = "p";
+
+schema::ShaperOptions ShaperOptionsForSync() {
+  schema::ShaperOptions options;
+  options.default_namespace = kNamespace;
+  options.build_columns = true;
+  options.keep_origins = true;
+  return options;
+}
+
+config::ConnectorConfig FileConnector(const std::string& path) {
+  config::ConnectorConfig connector;
+  connector.kind = "File";
+  connector.settings["path"] = path;
+  return connector;
+}
+
+// A row as it reads whatever fields were added after it (they are null in it): a batch's rows
+// carry every field of the schema when it was taken, which depends on where batches ended.
+Value WithoutNulls(Value value) {
+  if (value.kind() != Value::Kind::kObject) return value;
+  ValueObject kept;
+  for (auto& [name, item] : value.mutable_object()) {
+    if (!item.is_null()) kept.emplace_back(name, WithoutNulls(std::move(item)));
+  }
+  return Value::Object(std::move(kept));
+}
+
+// What one read of a file shaped into: every row (as JSON) with its origin, the deadletters, the
+// schema, how many rows arrived as typed columns and the positions reached.
+struct Shaped {
+  std::vector<std::string> rows;
+  std::vector<std::string> deadletters;  // "record line code"
+  std::string schema;
+  uint64_t typed_rows = 0;
+  SourcePositions positions;
+};
+
+// Reads `path` (from `committed`, at most `max_batches` batches when positive) into `shaper`,
+// sealing after every batch as sync does at its threshold, publishing the layout when `board`.
+void ReadInto(const std::string& path, schema::Shaper& shaper, LayoutBoard* board,
+              const SourcePositions& committed, int max_batches, Shaped& shaped) {
+  Result<std::unique_ptr<Source>> source = MakeSource(FileConnector(path));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  ReadOptions options;
+  options.max_records_per_batch = 7;  // small batches: many boundaries, typed and not
+  options.max_bytes_per_batch = 1 << 20;
+  options.max_typed_records_per_batch = 13;
+  options.layouts = board;
+  if (board != nullptr) board->Publish(shaper.TypedLayout({}));
+  ASSERT_TRUE((*source)->Open(committed, options).ok());
+  shaped.positions = committed;
+  for (int batches = 0; max_batches <= 0 || batches < max_batches; ++batches) {
+    Result<std::optional<SourceBatch>> next = (*source)->Next();
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    if (!*next) break;
+    SourceBatch& batch = **next;
+    schema::RecordOrigin origin{batch.partition};
+    for (SourceRecord& record : batch.records) {
+      origin.line = record.line;
+      origin.row = record.row;
+      if (auto deadletter = shaper.Absorb(std::move(record.value), origin, batch.context)) {
+        batch.deadletters.push_back(std::move(*deadletter));
+      }
+    }
+    if (batch.columns) {
+      shaped.typed_rows += static_cast<uint64_t>(batch.columns->num_rows);
+      for (schema::Deadletter& deadletter :
+           shaper.AbsorbColumns(std::move(*batch.columns), {batch.partition}, batch.context)) {
+        batch.deadletters.push_back(std::move(deadletter));
+      }
+    }
+    for (const schema::Deadletter& deadletter : batch.deadletters) {
+      shaped.deadletters.push_back(fmt::format("{} {} {}", deadletter.origin.row,
+                                               deadletter.origin.line,
+                                               schema::FailureCodeName(deadletter.failure_code)));
+    }
+    shaped.positions[batch.partition] = batch.position;
+    if (!shaper.Seal().empty() && board != nullptr) board->Publish(shaper.TypedLayout({}));
+    std::vector<std::vector<schema::RecordOrigin>> origins;
+    const std::vector<Batch> taken = shaper.TakeBatches(&origins);
+    for (size_t i = 0; i < taken.size(); ++i) {
+      for (int64_t row = 0; row < taken[i].num_rows; ++row) {
+        const schema::RecordOrigin& row_origin = origins[i][static_cast<size_t>(row)];
+        shaped.rows.push_back(fmt::format("{} (record {}, line {})",
+                                          WithoutNulls(taken[i].RowAt(row)).ToJson(),
+                                          row_origin.row, row_origin.line));
+      }
+    }
+  }
+  shaped.schema =
+      schema::FieldsToIcebergJson(shaper.schema().namespaces.at(kNamespace).fields, 0).dump();
+}
+
+// The schema both reads start from: `training` shaped and sealed.
+schema::PipelineSchema TrainedSchema(const std::string& training) {
+  schema::Shaper shaper({}, ShaperOptionsForSync());
+  Shaped ignored;
+  ReadInto(training, shaper, nullptr, {}, 0, ignored);
+  return shaper.schema();
+}
+
+Shaped ReadWhole(const std::string& path, const schema::PipelineSchema& start, bool typed) {
+  schema::Shaper shaper(start, ShaperOptionsForSync());
+  LayoutBoard board;
+  Shaped shaped;
+  ReadInto(path, shaper, typed ? &board : nullptr, {}, 0, shaped);
+  return shaped;
+}
+
+// Typed, stopping after `batches_per_pass` batches and resuming from the positions reached, as a
+// pass that was killed after committing them.
+Shaped ReadInPasses(const std::string& path, const schema::PipelineSchema& start,
+                    int batches_per_pass) {
+  schema::Shaper shaper(start, ShaperOptionsForSync());
+  LayoutBoard board;
+  Shaped shaped;
+  for (int pass = 0; pass < 1000; ++pass) {
+    const size_t rows_before = shaped.rows.size();
+    const size_t deadletters_before = shaped.deadletters.size();
+    ReadInto(path, shaper, &board, shaped.positions, batches_per_pass, shaped);
+    if (shaped.rows.size() == rows_before && shaped.deadletters.size() == deadletters_before) break;
+  }
+  return shaped;
+}
+
+void ExpectSameShape(const Shaped& typed, const Shaped& values) {
+  EXPECT_EQ(typed.schema, values.schema);
+  ASSERT_EQ(typed.rows.size(), values.rows.size());
+  for (size_t i = 0; i < typed.rows.size(); ++i) {
+    ASSERT_EQ(typed.rows[i], values.rows[i]) << "row entry " << i;
+  }
+  // Within a batch the source's deadletters come before the shaper's, and batches end elsewhere.
+  std::vector<std::string> typed_deadletters = typed.deadletters;
+  std::vector<std::string> value_deadletters = values.deadletters;
+  std::sort(typed_deadletters.begin(), typed_deadletters.end());
+  std::sort(value_deadletters.begin(), value_deadletters.end());
+  EXPECT_EQ(typed_deadletters, value_deadletters);
+  EXPECT_EQ(values.typed_rows, 0u);
+}
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+}
+
+// ----- generated JSON lines -------------------------------------------------------------------
+
+const std::vector<std::string> kNumbers = {
+    "0", "-0", "7", "-12", "2147483647", "2147483648", "-2147483649", "9007199254740993",
+    "9223372036854775807", "9223372036854775808", "123456789012345678901234567890", "1.5",
+    "-0.0", "2.50", "1e3", "1E400", "0.1234567890123456789", "0.30000000000000004", "1.0",
+    "1262304000", "1700000000000", "01", "1.", "-", "1e", "+1", ".5"};
+const std::vector<std::string> kStrings = {
+    R"("plain")", R"("with \"quote\" and \\ backslash")", R"("caf\u00e9 ☕")", R"("")",
+    R"("2024-03-04T12:34:56Z")", R"("2024-03-04 12:34:56.123456")", R"("2024-03-04T12:34+02:00")",
+    R"("2024-03-04")", R"("2024-02-30")", R"("true")", R"("false")", R"("TRUE")", R"("42")",
+    R"("-7")", R"("3.25")", R"("007")", R"("12:30:00")", R"("\ud800")", R"("bad \x escape")",
+    "\"\xff\xfe\""};
+
+std::string RandomScalar(std::mt19937_64& random) {
+  switch (random() % 5) {
+    case 0: return kNumbers[random() % kNumbers.size()];
+    case 1: return kStrings[random() % kStrings.size()];
+    case 2: return random() % 2 ? "true" : "false";
+    case 3: return "null";
+    default: return random() % 2 ? "[1,2]" : "{\"a\":1}";
+  }
+}
+
+// A value mostly of the field's trained kind, now and then anything at all.
+std::string FieldValue(const std::string& name, std::mt19937_64& random) {
+  if (random() % 10 == 0) return RandomScalar(random);
+  if (name == "id") return std::to_string(static_cast<int64_t>(random() % 100000));
+  if (name == "small") return std::to_string(static_cast<int>(random() % 100));
+  if (name == "amount") return fmt::format("{}.{:02}", random() % 1000, random() % 100);
+  if (name == "name") return fmt::format("\"n{}\"", random() % 50);
+  if (name == "ts") return "\"2024-01-02T03:04:05Z\"";
+  if (name == "day") return "\"2024-01-02\"";
+  if (name == "flag") return random() % 2 ? "true" : "false";
+  if (name == "nested") {
+    switch (random() % 4) {
+      case 0: return "{\"a\":1,\"b\":\"x\"}";
+      case 1: return "{\"b\":\"only\"}";
+      case 2: return "{\"a\":2,\"a\":3}";
+      default: return "{\"a\":\"text\",\"c\":true}";
+    }
+  }
+  return "1";
+}
+
+std::string RandomJsonLine(std::mt19937_64& random) {
+  static const std::vector<std::string> kFields = {"id",  "small", "amount", "name",
+                                                   "ts",  "day",   "flag",   "nested"};
+  switch (random() % 40) {
+    case 0: return "";                                 // a blank line
+    case 1: return R"({"id":1,"name":"x")";            // truncated
+    case 2: return R"({"id":1} {"id":2})";             // two documents
+    case 3: return R"([1,2,3])";                       // not an object
+    case 4: return R"({"id":1,"id":2})";               // a duplicate key
+    case 5: return R"({"id":1,"brand_new":"field"})";  // a field the layout lacks
+    default: break;
+  }
+  std::vector<std::string> fields = kFields;
+  std::shuffle(fields.begin(), fields.end(), random);
+  fields.resize(1 + random() % fields.size());
+  std::string line = "{";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) line += random() % 3 == 0 ? " , " : ",";
+    line += fmt::format("\"{}\":{}", fields[i], FieldValue(fields[i], random));
+  }
+  return line + (random() % 5 == 0 ? "}  " : "}");
+}
+
+constexpr const char* kJsonTraining =
+    R"({"id":99,"small":1,"amount":1.5,"name":"a","ts":"2024-01-01T00:00:00Z",)"
+    R"("day":"2024-01-01","flag":true,"nested":{"a":1,"b":"x"}})"
+    "\n";
+
+TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.jsonl";
+  WriteFile(training, kJsonTraining);
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937_64 random(seed);
+    std::string text;
+    for (int i = 0; i < 400; ++i) text += RandomJsonLine(random) + (i % 7 == 0 ? "\r\n" : "\n");
+    const fs::path input = fs::path(dir.path()) / fmt::format("input-{}.jsonl", seed);
+    WriteFile(input, text);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
+    const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
+    ExpectSameShape(typed, values);
+    EXPECT_GT(typed.typed_rows, 50u) << "the typed path was hardly taken";
+    EXPECT_EQ(typed.positions, values.positions);
+    ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
+  }
+}
+
+// ----- generated CSV --------------------------------------------------------------------------
+
+const std::vector<std::string> kCells = {
+    "", "0", "-0", "42", "-7", "007", "2147483648", "9223372036854775808", "1.5", "2.50", "1e3",
+    "1E400", "0.1234567890123456789", "true", "FALSE", "True", "yes", "2024-03-04",
+    "2024-03-04T12:34:56Z", "2024-03-04 12:34", "2024-02-30", "1262304000", "12:30:00",
+    "\"a, quoted\"", "\"\"\"\"", "plain text", "caf\xc3\xa9", "\xff\xfe"};
+
+std::string RandomCsvRow(std::mt19937_64& random, size_t columns) {
+  switch (random() % 30) {
+    case 0: return "";          // a blank line
+    case 1: return "1,2";       // too few fields
+    case 2: return "\"open, 1"; // an unbalanced quote (costs its first line)
+    default: break;
+  }
+  std::string row;
+  for (size_t i = 0; i < columns; ++i) {
+    if (i > 0) row += ",";
+    row += random() % 12 == 0 ? kCells[random() % kCells.size()]
+                             : std::vector<std::string>{"12", "3.25", "word", "2024-01-02T03:04:05Z",
+                                                        "2024-01-02", "true", "5"}[i % 7];
+  }
+  return row;
+}
+
+TEST(TypedReading, CsvShapesExactlyAsValues) {
+  TempDir dir;
+  const std::string header = "id,amount,name,ts,day,flag,small\n";
+  const fs::path training = fs::path(dir.path()) / "training.csv";
+  WriteFile(training, header + "99,1.5,a,2024-01-01T00:00:00Z,2024-01-01,true,3\n");
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937_64 random(seed);
+    std::string text = header;
+    for (int i = 0; i < 400; ++i) text += RandomCsvRow(random, 7) + (i % 9 == 0 ? "\r\n" : "\n");
+    const fs::path input = fs::path(dir.path()) / fmt::format("input-{}.csv", seed);
+    WriteFile(input, text);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
+    const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
+    ExpectSameShape(typed, values);
+    EXPECT_GT(typed.typed_rows, 50u) << "the typed path was hardly taken";
+    EXPECT_EQ(typed.positions, values.positions);
+    ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
+  }
+}
+
+TEST(TypedReading, AHeaderNameWithoutAFieldReadsAsValues) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.csv";
+  WriteFile(training, "id,name\n1,a\n");
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  const fs::path input = fs::path(dir.path()) / "input.csv";
+  WriteFile(input, "id,name,extra\n1,a,x\n2,b,y\n");
+  const Shaped values = ReadWhole(input.string(), start, false);
+  const Shaped typed = ReadWhole(input.string(), start, true);
+  ExpectSameShape(typed, values);
+}
+
+}  // namespace
+}  // namespace skippr::sources
