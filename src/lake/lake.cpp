@@ -624,6 +624,10 @@ Status LandingFileFailed(const std::string& path, const Status& failure) {
                             path, failure.message()));
 }
 
+// zstd level 1 rather than DuckDB's default 3: on bench/lake's rides a quarter less of the
+// writer's compression time for files 3% larger.
+constexpr int kParquetZstdLevel = 1;
+
 // Writes the rows of `select_sql` to a Parquet file at `path` (zstd, the fields' Iceberg ids),
 // synced with its directory; sets `file`'s record count and size. DuckDB writes the file itself;
 // its fsync, and its directory's, go through `env`.
@@ -634,10 +638,11 @@ Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_
   // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
   // find them; DuckDB writes the field ids into the Parquet schema itself.
   Result<query::QueryResult> copied =
-      engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, FIELD_IDS {}, "
+      engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, "
+                             "COMPRESSION_LEVEL {}, FIELD_IDS {}, "
                              "KV_METADATA {{'iceberg.schema': {}}})",
-                             select_sql, QuoteLiteral(path), FieldIdsClause(fields),
-                             QuoteLiteral(schema_json)));
+                             select_sql, QuoteLiteral(path), kParquetZstdLevel,
+                             FieldIdsClause(fields), QuoteLiteral(schema_json)));
   if (!copied.ok()) return LandingFileFailed(path, copied.status());
   SKIPPR_CHECK_MSG(copied->rows.size() == 1 && copied->rows[0].size() == 1 && copied->rows[0][0],
                    "COPY reports the rows it wrote");

@@ -166,12 +166,18 @@ ColumnRows TypedRows::Take(uint64_t first_row) {
 }
 
 namespace {
-// Room for what `previous` held, so that a batch's columns grow without copying.
+// Room for a quarter more than `previous` held, so that a batch's columns (about as large as the
+// last one) grow without copying.
+template <typename Buffer>
+void ReserveMoreThan(Buffer& buffer, size_t previous_size) {
+  buffer.reserve(previous_size + previous_size / 4);
+}
+
 void ReserveLike(Column& column, const Column& previous) {
-  column.validity.reserve(previous.validity.size());
-  column.fixed.reserve(previous.fixed.size());
-  column.offsets.reserve(previous.offsets.size());
-  column.bytes.reserve(previous.bytes.size());
+  ReserveMoreThan(column.validity, previous.validity.size());
+  ReserveMoreThan(column.fixed, previous.fixed.size());
+  ReserveMoreThan(column.offsets, previous.offsets.size());
+  ReserveMoreThan(column.bytes, previous.bytes.size());
   for (size_t i = 0; i < column.children.size() && i < previous.children.size(); ++i) {
     ReserveLike(column.children[i], previous.children[i]);
   }
@@ -189,7 +195,7 @@ void TypedRows::Reset(const ColumnRows* previous) {
   for (size_t i = 0; i < rows_.columns.size(); ++i) {
     ReserveLike(rows_.columns[i], previous->columns[i]);
   }
-  rows_.lines.reserve(previous->lines.size());
+  ReserveMoreThan(rows_.lines, previous->lines.size());
 }
 
 }  // namespace skippr::sources::internal
