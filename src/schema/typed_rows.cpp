@@ -86,6 +86,8 @@ bool AppendDecimal(Column& column, const LogicalType& type, const ScalarToken& t
   std::optional<__int128> unscaled;
   if (token.kind == ScalarToken::Kind::kInt) {
     unscaled = internal::ParseDecimal(std::to_string(token.integer), type.decimal_scale());
+  } else if (token.kind == ScalarToken::Kind::kDouble) {
+    unscaled = internal::ParseDecimal(fmt::format("{}", token.real), type.decimal_scale());
   } else if (token.kind == ScalarToken::Kind::kString) {
     unscaled = internal::ParseDecimal(token.text, type.decimal_scale());
   }

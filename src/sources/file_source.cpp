@@ -680,38 +680,78 @@ class ParquetReader final : public FileReader {
           schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
       return true;
     }
-    while (batch.records.size() < limits.max_records) {
-      if (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
-        if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
-        chunk_ = duckdb_fetch_chunk(result_);
-        chunk_row_ = 0;
-        if (chunk_ == nullptr) return true;
+    // Typed rows count a nominal size per record, as sync counts a Parquet record's bytes.
+    const uint64_t max_typed_records =
+        std::min(limits.max_typed_records, limits.max_typed_bytes / kNominalRecordBytes + 1);
+    bool is_done = false;
+    while (true) {
+      const auto typed_rows = static_cast<uint64_t>(typed_ ? typed_->rows() : 0);
+      const uint64_t taken = batch.records.size() + batch.deadletters.size() + typed_rows;
+      if (taken >= (typed_rows > 0 ? max_typed_records : limits.max_records)) break;
+      const std::optional<std::string_view> row = NextRow();
+      if (!row) {
+        is_done = true;
+        break;
       }
-      duckdb_vector vector = duckdb_data_chunk_get_vector(chunk_, 0);
-      auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
-      duckdb_string_t& cell = strings[chunk_row_++];
-      const char* data =
-          duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
-      const uint32_t length = cell.value.inlined.length;
-      ++records_;
+      // The row's JSON text, padded for simdjson.
+      padded_row_.assign(*row);
+      padded_row_.resize(row->size() + simdjson::SIMDJSON_PADDING, '\0');
+      const std::string_view text(padded_row_.data(), row->size());
+      if (typed_ && typed_->AppendJson(text, /*line=*/0)) {
+        TakeRow();
+        if (typed_->rows() == 1) first_typed_row_ = records_;
+        continue;
+      }
+      if (typed_rows > 0) break;  // the next batch reads this row as a Value
+      TakeRow();
       Value value;
-      const simdjson::error_code error =
-          json_.Parse(std::string_view(data, length), /*has_padding=*/false, &value);
-      if (error) {
+      if (const simdjson::error_code error = json_.Parse(text, /*has_padding=*/true, &value)) {
         batch.deadletters.push_back(schema::MakeDeadletter(
             {path_, 0, records_}, schema::FailureCode::kUnconvertibleRow,
-            fmt::format("row not convertible: {}", simdjson::error_message(error)),
-            std::string_view(data, length)));
+            fmt::format("row not convertible: {}", simdjson::error_message(error)), *row));
         continue;
       }
       batch.records.push_back({std::move(value), /*line=*/0, /*row=*/records_});
     }
-    return false;
+    if (typed_ && typed_->rows() > 0) batch.columns = typed_->Take(first_typed_row_);
+    return is_done;
+  }
+
+  void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) override {
+    if (layout == nullptr) {
+      typed_.reset();
+    } else if (!typed_ || typed_->layout() != layout.get()) {
+      typed_.emplace(std::move(layout));
+    }
   }
 
  private:
+  // A sync counts this many input bytes per Parquet record (sync_pass.cpp).
+  static constexpr uint64_t kNominalRecordBytes = 256;
+
   ParquetReader(std::string path, std::string read_path)
       : read_path_(std::move(read_path)), path_(std::move(path)) {}
+
+  // The next row's JSON text, or nullopt at the end. It stays the next row, its text valid, until
+  // TakeRow().
+  std::optional<std::string_view> NextRow() {
+    if (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
+      if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
+      chunk_ = duckdb_fetch_chunk(result_);
+      chunk_row_ = 0;
+      if (chunk_ == nullptr) return std::nullopt;
+    }
+    duckdb_vector vector = duckdb_data_chunk_get_vector(chunk_, 0);
+    auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
+    duckdb_string_t& cell = strings[chunk_row_];
+    const char* data =
+        duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
+    return std::string_view(data, cell.value.inlined.length);
+  }
+  void TakeRow() {
+    ++chunk_row_;
+    ++records_;
+  }
 
   // DuckDB's message names the descriptor path it read; the user knows the file by its name.
   void SetError(const char* duckdb_message) {
@@ -732,6 +772,9 @@ class ParquetReader final : public FileReader {
   idx_t chunk_row_ = 0;
   uint64_t records_ = 0;
   internal::JsonParser json_{kMaxRecordBytes};
+  std::string padded_row_;
+  std::optional<internal::TypedRows> typed_;
+  uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
 
 // A file that cannot be read as any format: one deadletter for the whole file (line 0), which is

@@ -2,6 +2,7 @@
 // namespace's columns must land exactly what the Value path lands — the same rows in the same
 // order, the same schema, the same deadletters — for any input, and resume exactly once.
 // Differential: each file is read both ways from the same starting schema and compared.
+#include <duckdb.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -317,6 +318,50 @@ TEST(TypedReading, AHeaderNameWithoutAFieldReadsAsValues) {
   const Shaped values = ReadWhole(input.string(), start, false);
   const Shaped typed = ReadWhole(input.string(), start, true);
   ExpectSameShape(typed, values);
+}
+
+// ----- Parquet (rows read as DuckDB's JSON text of each row) ---------------------------------
+
+void WriteParquet(const fs::path& path, const std::string& select_sql) {
+  duckdb_database database = nullptr;
+  duckdb_connection connection = nullptr;
+  ASSERT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
+  ASSERT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
+  duckdb_result result;
+  const std::string sql =
+      fmt::format("COPY ({}) TO '{}' (FORMAT parquet)", select_sql, path.string());
+  EXPECT_EQ(duckdb_query(connection, sql.c_str(), &result), DuckDBSuccess)
+      << duckdb_result_error(&result);
+  duckdb_destroy_result(&result);
+  duckdb_disconnect(&connection);
+  duckdb_close(&database);
+}
+
+TEST(TypedReading, ParquetShapesExactlyAsValues) {
+  TempDir dir;
+  // Every column type the reader declares, nested ones, nulls, and values that drift: `drift` is
+  // an integer column in the training file and text in the input.
+  const std::string columns =
+      "i AS id, i * 1.5 AS amount, 'n' || i AS name, "
+      "TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (i) SECOND AS ts, "
+      "TIMESTAMP '2024-01-01' + INTERVAL (i) MINUTE AS local_ts, DATE '2024-01-01' + i::INTEGER AS day, "
+      "i % 2 = 0 AS flag, {'a': i, 'b': 'x' || i} AS nested, "
+      "CASE WHEN i % 7 = 0 THEN NULL ELSE i END AS maybe, "
+      "(i * 1.01)::DECIMAL(10, 2) AS price, (i % 3)::TINYINT AS tiny, "
+      "(i * 1000000000000)::UBIGINT AS big";
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, fmt::format("SELECT {}, i AS drift FROM range(3) t(i)", columns));
+  const fs::path input = fs::path(dir.path()) / "input.parquet";
+  WriteParquet(input, fmt::format("SELECT {}, CASE WHEN i % 11 = 0 THEN 'text' ELSE i::VARCHAR "
+                                  "END AS drift FROM range(300) t(i)",
+                                  columns));
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
+  const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
+  ExpectSameShape(typed, values);
+  EXPECT_GT(typed.typed_rows, 0u) << "the typed path was not taken";
+  EXPECT_EQ(typed.positions, values.positions);
+  ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
 }
 
 }  // namespace
