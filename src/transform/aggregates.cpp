@@ -648,30 +648,43 @@ class Chunk {
   }
 
  private:
+  // In key order: LMDB then writes each B-tree page while it is at hand, where hash order (a
+  // chunk of many distinct keys) touches pages at random.
   Status WriteState(store::WriteTransaction& write) {
-    for (const auto& [key, group] : groups_) {
-      if (group.rows == 0) {
-        for (const MeasureState& measure : group.measures) {
+    for (const auto& [store_key, group] : InKeyOrder(groups_, GroupKey)) {
+      if (group->rows == 0) {
+        for (const MeasureState& measure : group->measures) {
           SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
         }
-        SKIPPR_RETURN_IF_ERROR(
-            write.Delete(store::Family::kStreamState, GroupKey(aggregate_.id, key)));
+        SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
         continue;
       }
-      SKIPPR_CHECK(group.rows > 0);
+      SKIPPR_CHECK(group->rows > 0);
       SKIPPR_RETURN_IF_ERROR(
-          write.Put(store::Family::kStreamState, GroupKey(aggregate_.id, key), EncodeGroup(group)));
+          write.Put(store::Family::kStreamState, store_key, EncodeGroup(*group)));
     }
-    for (const auto& [key, entity] : entities_) {
-      const std::string store_key = EntityKey(aggregate_.id, key);
-      if (!entity.is_live && entity.order_token.empty()) {
+    for (const auto& [store_key, entity] : InKeyOrder(entities_, EntityKey)) {
+      if (!entity->is_live && entity->order_token.empty()) {
         SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
       } else {
         SKIPPR_RETURN_IF_ERROR(
-            write.Put(store::Family::kStreamState, store_key, EncodeEntity(entity)));
+            write.Put(store::Family::kStreamState, store_key, EncodeEntity(*entity)));
       }
     }
     return Status::OK();
+  }
+
+  // The states of `states` with their store keys (`key_of(id, key)`), sorted by store key.
+  template <typename State>
+  std::vector<std::pair<std::string, const State*>> InKeyOrder(
+      const std::unordered_map<std::string, State>& states,
+      std::string (*key_of)(const std::string&, std::string_view)) const {
+    std::vector<std::pair<std::string, const State*>> ordered;
+    ordered.reserve(states.size());
+    for (const auto& [key, state] : states) ordered.emplace_back(key_of(aggregate_.id, key), &state);
+    std::sort(ordered.begin(), ordered.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return ordered;
   }
 
   void Clear() {
