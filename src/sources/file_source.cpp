@@ -310,6 +310,9 @@ class TextFileReader : public FileReader {
   uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
 
+// Lines are parsed in place: LineReader's padding is what simdjson reads past a text's end.
+static_assert(kLinePaddingBytes >= simdjson::SIMDJSON_PADDING);
+
 class JsonLinesReader final : public TextFileReader {
  public:
   static Result<std::unique_ptr<FileReader>> Open(std::string path,
