@@ -34,11 +34,14 @@ bool LooksNumeric(std::string_view text) {
 // NumberFromText's value of `literal` as a token: a string it returns is the literal itself.
 ScalarToken TokenOfNumber(const Value& number, std::string_view literal) {
   switch (number.kind()) {
-    case Value::Kind::kInt: return {ScalarToken::Kind::kInt, false, number.as_int(), 0, literal};
+    case Value::Kind::kInt:
+      return {ScalarToken::Kind::kInt, false, number.as_int(), 0, literal};
     case Value::Kind::kDouble:
       return {ScalarToken::Kind::kDouble, false, 0, number.as_double(), literal};
-    case Value::Kind::kString: return ScalarToken::OfString(literal);
-    default: return {ScalarToken::Kind::kOther, false, 0, 0, literal};
+    case Value::Kind::kString:
+      return ScalarToken::OfString(literal);
+    default:
+      return {ScalarToken::Kind::kOther, false, 0, 0, literal};
   }
 }
 
@@ -47,10 +50,18 @@ constexpr int64_t kMicrosPerDay = 86'400'000'000LL;
 // What the shaper's TextOf gives for a scalar placed in a string column.
 void AppendAsText(Column& column, const ScalarToken& token) {
   switch (token.kind) {
-    case ScalarToken::Kind::kBool: column.AppendBytes(token.boolean ? "true" : "false"); break;
-    case ScalarToken::Kind::kInt: column.AppendBytes(std::to_string(token.integer)); break;
-    case ScalarToken::Kind::kDouble: column.AppendBytes(fmt::format("{}", token.real)); break;
-    default: column.AppendBytes(token.text); break;
+    case ScalarToken::Kind::kBool:
+      column.AppendBytes(token.boolean ? "true" : "false");
+      break;
+    case ScalarToken::Kind::kInt:
+      column.AppendBytes(std::to_string(token.integer));
+      break;
+    case ScalarToken::Kind::kDouble:
+      column.AppendBytes(fmt::format("{}", token.real));
+      break;
+    default:
+      column.AppendBytes(token.text);
+      break;
   }
 }
 
@@ -66,7 +77,9 @@ bool AppendInteger(Column& column, const ScalarToken& token, bool is_int32) {
 
 bool AppendReal(Column& column, const ScalarToken& token) {
   switch (token.kind) {
-    case ScalarToken::Kind::kDouble: column.AppendDouble(token.real); return true;
+    case ScalarToken::Kind::kDouble:
+      column.AppendDouble(token.real);
+      return true;
     case ScalarToken::Kind::kInt:
       if (!internal::IsExactInDouble(token.integer)) return false;
       column.AppendDouble(static_cast<double>(token.integer));
@@ -78,7 +91,8 @@ bool AppendReal(Column& column, const ScalarToken& token) {
         return true;
       }
       return false;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -172,12 +186,18 @@ std::optional<ScalarToken> ScalarToken::OfJsonNumber(std::string_view literal) {
 Value ValueFromText(std::string_view text) {
   const ScalarToken token = ScalarToken::OfText(text);
   switch (token.kind) {
-    case ScalarToken::Kind::kNull: return Value::Null();
-    case ScalarToken::Kind::kBool: return Value::Bool(token.boolean);
-    case ScalarToken::Kind::kInt: return Value::Int(token.integer);
-    case ScalarToken::Kind::kDouble: return Value::Double(token.real);
-    case ScalarToken::Kind::kString: return Value::String(std::string(text));
-    case ScalarToken::Kind::kOther: return *NumberFromText(text);
+    case ScalarToken::Kind::kNull:
+      return Value::Null();
+    case ScalarToken::Kind::kBool:
+      return Value::Bool(token.boolean);
+    case ScalarToken::Kind::kInt:
+      return Value::Int(token.integer);
+    case ScalarToken::Kind::kDouble:
+      return Value::Double(token.real);
+    case ScalarToken::Kind::kString:
+      return Value::String(std::string(text));
+    case ScalarToken::Kind::kOther:
+      return *NumberFromText(text);
   }
   return Value::Null();
 }
@@ -201,11 +221,15 @@ bool AppendScalarToken(Column& column, const LogicalType& type, const ScalarToke
         return true;
       }
       return false;
-    case TypeId::kInt: return AppendInteger(column, token, /*is_int32=*/true);
-    case TypeId::kLong: return AppendInteger(column, token, /*is_int32=*/false);
+    case TypeId::kInt:
+      return AppendInteger(column, token, /*is_int32=*/true);
+    case TypeId::kLong:
+      return AppendInteger(column, token, /*is_int32=*/false);
     case TypeId::kFloat:
-    case TypeId::kDouble: return AppendReal(column, token);
-    case TypeId::kDecimal: return AppendDecimal(column, type, token);
+    case TypeId::kDouble:
+      return AppendReal(column, token);
+    case TypeId::kDecimal:
+      return AppendDecimal(column, type, token);
     case TypeId::kDate:
       if (token.kind != K::kString) return false;
       if (auto days = internal::ParseDate(token.text)) {
@@ -225,7 +249,8 @@ bool AppendScalarToken(Column& column, const LogicalType& type, const ScalarToke
       }
       return false;
     case TypeId::kTimestamp:
-    case TypeId::kTimestampTz: return AppendTimestamp(column, token);
+    case TypeId::kTimestampTz:
+      return AppendTimestamp(column, token);
     case TypeId::kString:
       if (token.kind == K::kOther) return false;
       AppendAsText(column, token);
@@ -234,7 +259,8 @@ bool AppendScalarToken(Column& column, const LogicalType& type, const ScalarToke
       if (token.kind != K::kString) return false;
       column.AppendBytes(token.text);
       return true;
-    default: return false;  // uuid (no text form reads as one), nested types
+    default:
+      return false;  // uuid (no text form reads as one), nested types
   }
 }
 

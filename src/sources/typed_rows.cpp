@@ -54,8 +54,9 @@ std::optional<TypedRows> TypedRows::ForHeader(std::shared_ptr<const schema::Reco
 bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
   simdjson::ondemand::document document;
   simdjson::ondemand::object object;
-  bool fits = !parser_.iterate(padded_text.data(), padded_text.size(),
-                               padded_text.size() + simdjson::SIMDJSON_PADDING)
+  bool fits = !parser_
+                   .iterate(padded_text.data(), padded_text.size(),
+                            padded_text.size() + simdjson::SIMDJSON_PADDING)
                    .get(document) &&
               !document.get_object().get(object) &&
               AppendObject(object, layout_->fields(), rows_.columns);
@@ -70,8 +71,8 @@ bool TypedRows::AppendCells(const std::vector<std::string_view>& cells, uint64_t
   for (size_t i = 0; i < cells.size() && fits; ++i) {
     const ScalarToken token = ScalarToken::OfText(cells[i]);
     const Slot& slot = *slots_[i];
-    fits = !(token.kind == ScalarToken::Kind::kNull && slot.is_required) &&
-           !IsNested(slot.type) && schema::AppendScalarToken(rows_.columns[i], slot.type, token);
+    fits = !(token.kind == ScalarToken::Kind::kNull && slot.is_required) && !IsNested(slot.type) &&
+           schema::AppendScalarToken(rows_.columns[i], slot.type, token);
   }
   return EndRow(fits, line);
 }

@@ -169,25 +169,66 @@ void WriteFile(const fs::path& path, const std::string& text) {
 
 // ----- generated JSON lines -------------------------------------------------------------------
 
-const std::vector<std::string> kNumbers = {
-    "0", "-0", "7", "-12", "2147483647", "2147483648", "-2147483649", "9007199254740993",
-    "9223372036854775807", "9223372036854775808", "123456789012345678901234567890", "1.5",
-    "-0.0", "2.50", "1e3", "1E400", "0.1234567890123456789", "0.30000000000000004", "1.0",
-    "1262304000", "1700000000000", "01", "1.", "-", "1e", "+1", ".5"};
-const std::vector<std::string> kStrings = {
-    R"("plain")", R"("with \"quote\" and \\ backslash")", R"("caf\u00e9 ☕")", R"("")",
-    R"("2024-03-04T12:34:56Z")", R"("2024-03-04 12:34:56.123456")", R"("2024-03-04T12:34+02:00")",
-    R"("2024-03-04")", R"("2024-02-30")", R"("true")", R"("false")", R"("TRUE")", R"("42")",
-    R"("-7")", R"("3.25")", R"("007")", R"("12:30:00")", R"("\ud800")", R"("bad \x escape")",
-    "\"\xff\xfe\""};
+const std::vector<std::string> kNumbers = {"0",
+                                           "-0",
+                                           "7",
+                                           "-12",
+                                           "2147483647",
+                                           "2147483648",
+                                           "-2147483649",
+                                           "9007199254740993",
+                                           "9223372036854775807",
+                                           "9223372036854775808",
+                                           "123456789012345678901234567890",
+                                           "1.5",
+                                           "-0.0",
+                                           "2.50",
+                                           "1e3",
+                                           "1E400",
+                                           "0.1234567890123456789",
+                                           "0.30000000000000004",
+                                           "1.0",
+                                           "1262304000",
+                                           "1700000000000",
+                                           "01",
+                                           "1.",
+                                           "-",
+                                           "1e",
+                                           "+1",
+                                           ".5"};
+const std::vector<std::string> kStrings = {R"("plain")",
+                                           R"("with \"quote\" and \\ backslash")",
+                                           R"("caf\u00e9 ☕")",
+                                           R"("")",
+                                           R"("2024-03-04T12:34:56Z")",
+                                           R"("2024-03-04 12:34:56.123456")",
+                                           R"("2024-03-04T12:34+02:00")",
+                                           R"("2024-03-04")",
+                                           R"("2024-02-30")",
+                                           R"("true")",
+                                           R"("false")",
+                                           R"("TRUE")",
+                                           R"("42")",
+                                           R"("-7")",
+                                           R"("3.25")",
+                                           R"("007")",
+                                           R"("12:30:00")",
+                                           R"("\ud800")",
+                                           R"("bad \x escape")",
+                                           "\"\xff\xfe\""};
 
 std::string RandomScalar(std::mt19937_64& random) {
   switch (random() % 5) {
-    case 0: return kNumbers[random() % kNumbers.size()];
-    case 1: return kStrings[random() % kStrings.size()];
-    case 2: return random() % 2 ? "true" : "false";
-    case 3: return "null";
-    default: return random() % 2 ? "[1,2]" : "{\"a\":1}";
+    case 0:
+      return kNumbers[random() % kNumbers.size()];
+    case 1:
+      return kStrings[random() % kStrings.size()];
+    case 2:
+      return random() % 2 ? "true" : "false";
+    case 3:
+      return "null";
+    default:
+      return random() % 2 ? "[1,2]" : "{\"a\":1}";
   }
 }
 
@@ -203,26 +244,37 @@ std::string FieldValue(const std::string& name, std::mt19937_64& random) {
   if (name == "flag") return random() % 2 ? "true" : "false";
   if (name == "nested") {
     switch (random() % 4) {
-      case 0: return "{\"a\":1,\"b\":\"x\"}";
-      case 1: return "{\"b\":\"only\"}";
-      case 2: return "{\"a\":2,\"a\":3}";
-      default: return "{\"a\":\"text\",\"c\":true}";
+      case 0:
+        return "{\"a\":1,\"b\":\"x\"}";
+      case 1:
+        return "{\"b\":\"only\"}";
+      case 2:
+        return "{\"a\":2,\"a\":3}";
+      default:
+        return "{\"a\":\"text\",\"c\":true}";
     }
   }
   return "1";
 }
 
 std::string RandomJsonLine(std::mt19937_64& random) {
-  static const std::vector<std::string> kFields = {"id",  "small", "amount", "name",
-                                                   "ts",  "day",   "flag",   "nested"};
+  static const std::vector<std::string> kFields = {"id", "small", "amount", "name",
+                                                   "ts", "day",   "flag",   "nested"};
   switch (random() % 40) {
-    case 0: return "";                                 // a blank line
-    case 1: return R"({"id":1,"name":"x")";            // truncated
-    case 2: return R"({"id":1} {"id":2})";             // two documents
-    case 3: return R"([1,2,3])";                       // not an object
-    case 4: return R"({"id":1,"id":2})";               // a duplicate key
-    case 5: return R"({"id":1,"brand_new":"field"})";  // a field the layout lacks
-    default: break;
+    case 0:
+      return "";  // a blank line
+    case 1:
+      return R"({"id":1,"name":"x")";  // truncated
+    case 2:
+      return R"({"id":1} {"id":2})";  // two documents
+    case 3:
+      return R"([1,2,3])";  // not an object
+    case 4:
+      return R"({"id":1,"id":2})";  // a duplicate key
+    case 5:
+      return R"({"id":1,"brand_new":"field"})";  // a field the layout lacks
+    default:
+      break;
   }
   std::vector<std::string> fields = kFields;
   std::shuffle(fields.begin(), fields.end(), random);
@@ -263,25 +315,53 @@ TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
 
 // ----- generated CSV --------------------------------------------------------------------------
 
-const std::vector<std::string> kCells = {
-    "", "0", "-0", "42", "-7", "007", "2147483648", "9223372036854775808", "1.5", "2.50", "1e3",
-    "1E400", "0.1234567890123456789", "true", "FALSE", "True", "yes", "2024-03-04",
-    "2024-03-04T12:34:56Z", "2024-03-04 12:34", "2024-02-30", "1262304000", "12:30:00",
-    "\"a, quoted\"", "\"\"\"\"", "plain text", "caf\xc3\xa9", "\xff\xfe"};
+const std::vector<std::string> kCells = {"",
+                                         "0",
+                                         "-0",
+                                         "42",
+                                         "-7",
+                                         "007",
+                                         "2147483648",
+                                         "9223372036854775808",
+                                         "1.5",
+                                         "2.50",
+                                         "1e3",
+                                         "1E400",
+                                         "0.1234567890123456789",
+                                         "true",
+                                         "FALSE",
+                                         "True",
+                                         "yes",
+                                         "2024-03-04",
+                                         "2024-03-04T12:34:56Z",
+                                         "2024-03-04 12:34",
+                                         "2024-02-30",
+                                         "1262304000",
+                                         "12:30:00",
+                                         "\"a, quoted\"",
+                                         "\"\"\"\"",
+                                         "plain text",
+                                         "caf\xc3\xa9",
+                                         "\xff\xfe"};
 
 std::string RandomCsvRow(std::mt19937_64& random, size_t columns) {
   switch (random() % 30) {
-    case 0: return "";          // a blank line
-    case 1: return "1,2";       // too few fields
-    case 2: return "\"open, 1"; // an unbalanced quote (costs its first line)
-    default: break;
+    case 0:
+      return "";  // a blank line
+    case 1:
+      return "1,2";  // too few fields
+    case 2:
+      return "\"open, 1";  // an unbalanced quote (costs its first line)
+    default:
+      break;
   }
   std::string row;
   for (size_t i = 0; i < columns; ++i) {
     if (i > 0) row += ",";
-    row += random() % 12 == 0 ? kCells[random() % kCells.size()]
-                             : std::vector<std::string>{"12", "3.25", "word", "2024-01-02T03:04:05Z",
-                                                        "2024-01-02", "true", "5"}[i % 7];
+    row += random() % 12 == 0
+               ? kCells[random() % kCells.size()]
+               : std::vector<std::string>{"12",         "3.25", "word", "2024-01-02T03:04:05Z",
+                                          "2024-01-02", "true", "5"}[i % 7];
   }
   return row;
 }
@@ -344,7 +424,8 @@ TEST(TypedReading, ParquetShapesExactlyAsValues) {
   const std::string columns =
       "i AS id, i * 1.5 AS amount, 'n' || i AS name, "
       "TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (i) SECOND AS ts, "
-      "TIMESTAMP '2024-01-01' + INTERVAL (i) MINUTE AS local_ts, DATE '2024-01-01' + i::INTEGER AS day, "
+      "TIMESTAMP '2024-01-01' + INTERVAL (i) MINUTE AS local_ts, DATE '2024-01-01' + i::INTEGER AS "
+      "day, "
       "i % 2 = 0 AS flag, {'a': i, 'b': 'x' || i} AS nested, "
       "CASE WHEN i % 7 = 0 THEN NULL ELSE i END AS maybe, "
       "(i * 1.01)::DECIMAL(10, 2) AS price, (i % 3)::TINYINT AS tiny, "
