@@ -139,6 +139,8 @@ class RecordLayout {
     std::string key;  // the name records give the field (NamespaceSchema::source_names)
     LogicalType type;
     bool is_required = false;  // a configured primary key field: no row goes without a value
+    // No '"' or '\\' in `key`: a JSON reader may match it against a key's raw bytes.
+    bool is_plain_key = false;
     std::vector<Slot> children;  // a struct's fields
   };
 

@@ -1372,6 +1372,7 @@ std::vector<RecordLayout::Slot> SlotsOf(const std::vector<Field>& fields,
   slots.reserve(fields.size());
   for (const Field& field : fields) {
     RecordLayout::Slot slot{SourceNameOf(source_names, field), field.type};
+    slot.is_plain_key = slot.key.find_first_of("\"\\") == std::string::npos;
     if (field.type.id() == TypeId::kStruct) {
       slot.children = SlotsOf(field.type.children(), source_names);
     }

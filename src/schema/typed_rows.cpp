@@ -142,14 +142,27 @@ ScalarToken ScalarToken::OfText(std::string_view text) {
 namespace {
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+// Up to 18 digits always fit an int64.
+constexpr size_t kDigitsThatFitInt64 = 18;
+
 // JSON's number grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, in one pass; `is_integer`
-// when it has neither fraction nor exponent.
-bool IsJsonNumber(std::string_view text, bool* is_integer) {
-  size_t at = !text.empty() && text[0] == '-' ? 1 : 0;
+// when it has neither fraction nor exponent, and then its value in `integer` when it has at most
+// 18 digits (`has_integer`).
+bool IsJsonNumber(std::string_view text, bool* is_integer, bool* has_integer, int64_t* integer) {
+  const bool is_negative = !text.empty() && text[0] == '-';
+  size_t at = is_negative ? 1 : 0;
   const size_t first_digit = at;
-  while (at < text.size() && IsDigit(text[at])) ++at;
+  uint64_t magnitude = 0;
+  while (at < text.size() && IsDigit(text[at])) {
+    magnitude = magnitude * 10 + static_cast<uint64_t>(text[at] - '0');  // wraps past 19 digits
+    ++at;
+  }
   if (at == first_digit || (text[first_digit] == '0' && at > first_digit + 1)) return false;
   *is_integer = at == text.size();
+  *has_integer = *is_integer && at - first_digit <= kDigitsThatFitInt64;
+  if (*has_integer) {
+    *integer = is_negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+  }
   if (at < text.size() && text[at] == '.') {
     const size_t fraction = ++at;
     while (at < text.size() && IsDigit(text[at])) ++at;
@@ -168,8 +181,11 @@ bool IsJsonNumber(std::string_view text, bool* is_integer) {
 
 std::optional<ScalarToken> ScalarToken::OfJsonNumber(std::string_view literal) {
   bool is_integer = false;
-  if (!IsJsonNumber(literal, &is_integer)) return std::nullopt;
+  bool has_integer = false;
+  int64_t integer = 0;
+  if (!IsJsonNumber(literal, &is_integer, &has_integer, &integer)) return std::nullopt;
   // The common cases as NumberFromText decides them, without building a Value.
+  if (has_integer) return ScalarToken{Kind::kInt, false, integer, 0, literal};
   if (is_integer) {
     if (auto integer = internal::ParseInteger(literal)) {
       return ScalarToken{Kind::kInt, false, *integer, 0, literal};

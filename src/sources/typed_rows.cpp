@@ -77,64 +77,70 @@ bool TypedRows::AppendCells(const std::vector<std::string_view>& cells, uint64_t
   return EndRow(fits, line);
 }
 
-bool TypedRows::AppendObject(simdjson::ondemand::object object, const std::vector<Slot>& slots,
+bool TypedRows::AppendObject(simdjson::ondemand::object& object, const std::vector<Slot>& slots,
                              std::vector<Column>& columns) {
   size_t position = 0;
   for (auto member : object) {
     simdjson::ondemand::field field;
-    std::string_view key;
-    if (std::move(member).get(field) || field.unescaped_key().get(key)) return false;
-    const size_t index = schema::RecordLayout::Find(slots, key, position++);
+    if (std::move(member).get(field)) return false;
+    // Records mostly name fields in the layout's order, without escapes: the raw bytes decide.
+    size_t index = position;
+    if (index >= slots.size() || !slots[index].is_plain_key ||
+        !field.key().unsafe_is_equal(slots[index].key)) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return false;
+      index = schema::RecordLayout::Find(slots, key, position);
+    }
+    ++position;
     // A key the layout lacks is a new field; one seen twice a duplicate (a deadletter).
     if (index == SIZE_MAX || columns[index].length > row_) return false;
-    if (!AppendValue(field.value(), slots[index], columns[index])) return false;
+    simdjson::ondemand::value value = field.value();
+    if (!AppendValue(value, slots[index], columns[index])) return false;
   }
   return CloseRow(slots, columns);
 }
 
-bool TypedRows::AppendValue(simdjson::ondemand::value value, const Slot& slot, Column& column) {
+// Each case appends from a token of its own, built in place: the value iterator and the token are
+// passed by reference, not copied through the stack on every value.
+bool TypedRows::AppendValue(simdjson::ondemand::value& value, const Slot& slot, Column& column) {
   json_type type;
   if (value.type().get(type)) return false;
-  ScalarToken token;
+  if (type == json_type::object) {
+    simdjson::ondemand::object object;
+    if (slot.type.id() != TypeId::kStruct || value.get_object().get(object) ||
+        !AppendObject(object, slot.children, column.children)) {
+      return false;
+    }
+    column.AppendStructRow();
+    return true;
+  }
+  if (type == json_type::null) {
+    bool is_null = false;
+    if (value.is_null().get(is_null) || !is_null || slot.is_required) return false;
+    column.AppendNull();
+    return true;
+  }
+  // Lists take the Value path; a scalar never fits a nested field.
+  if (type == json_type::array || IsNested(slot.type)) return false;
   switch (type) {
-    case json_type::null: {
-      bool is_null = false;
-      if (value.is_null().get(is_null) || !is_null || slot.is_required) return false;
-      column.AppendNull();
-      return true;
+    case json_type::string: {
+      std::string_view text;
+      return !value.get_string().get(text) &&
+             schema::AppendScalarToken(column, slot.type, ScalarToken::OfString(text));
+    }
+    case json_type::number: {
+      const std::optional<ScalarToken> number =
+          ScalarToken::OfJsonNumber(TrimTrailingSpace(value.raw_json_token()));
+      return number && schema::AppendScalarToken(column, slot.type, *number);
     }
     case json_type::boolean: {
       bool boolean = false;
-      if (value.get_bool().get(boolean)) return false;
-      token = ScalarToken::OfBool(boolean);
-      break;
+      return !value.get_bool().get(boolean) &&
+             schema::AppendScalarToken(column, slot.type, ScalarToken::OfBool(boolean));
     }
-    case json_type::number: {
-      std::optional<ScalarToken> number =
-          ScalarToken::OfJsonNumber(TrimTrailingSpace(value.raw_json_token()));
-      if (!number) return false;
-      token = *number;
-      break;
-    }
-    case json_type::string: {
-      std::string_view text;
-      if (value.get_string().get(text)) return false;
-      token = ScalarToken::OfString(text);
-      break;
-    }
-    case json_type::object: {
-      simdjson::ondemand::object object;
-      if (slot.type.id() != TypeId::kStruct || value.get_object().get(object) ||
-          !AppendObject(object, slot.children, column.children)) {
-        return false;
-      }
-      column.AppendStructRow();
-      return true;
-    }
-    case json_type::array:
-      return false;  // lists take the Value path
+    default:
+      return false;
   }
-  return !IsNested(slot.type) && schema::AppendScalarToken(column, slot.type, token);
 }
 
 bool TypedRows::CloseRow(const std::vector<Slot>& slots, std::vector<Column>& columns) const {

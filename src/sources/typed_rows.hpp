@@ -45,9 +45,9 @@ class TypedRows {
   TypedRows(std::shared_ptr<const schema::RecordLayout> layout, std::vector<const Slot*> slots);
   // Empty columns again, with room for as much as the last rows taken held.
   void Reset(const ColumnRows* previous);
-  bool AppendObject(simdjson::ondemand::object object, const std::vector<Slot>& slots,
+  bool AppendObject(simdjson::ondemand::object& object, const std::vector<Slot>& slots,
                     std::vector<Column>& columns);
-  bool AppendValue(simdjson::ondemand::value value, const Slot& slot, Column& column);
+  bool AppendValue(simdjson::ondemand::value& value, const Slot& slot, Column& column);
   // Pads the columns `row` left out with nulls; false when one is a required (key) field.
   bool CloseRow(const std::vector<Slot>& slots, std::vector<Column>& columns) const;
   bool EndRow(bool fits, uint64_t line);

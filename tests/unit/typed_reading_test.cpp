@@ -273,6 +273,10 @@ std::string RandomJsonLine(std::mt19937_64& random) {
       return R"({"id":1,"id":2})";  // a duplicate key
     case 5:
       return R"({"id":1,"brand_new":"field"})";  // a field the layout lacks
+    case 6:
+      return R"({"n\u0061me":"an escaped key","id":3})";  // "name", spelt with an escape
+    case 7:
+      return R"({"id":4,"we\"ird":true})";  // a key holding a quote
     default:
       break;
   }
