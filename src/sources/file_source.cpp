@@ -674,6 +674,8 @@ class ParquetReader final : public FileReader {
   }
 
   ~ParquetReader() override {
+    // A reader dropped mid-file (discover's sample, a pass that stops) still holds a chunk.
+    if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
     if (has_result_) duckdb_destroy_result(&result_);
   }
 
