@@ -5,6 +5,7 @@
 #include <glob.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/text.hpp"
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
+#include "sources/duckdb_columns.hpp"
 #include "sources/input_stream.hpp"
 #include "sources/json_array_scanner.hpp"
 #include "sources/json_values.hpp"
@@ -638,11 +640,11 @@ class ParquetReader final : public FileReader {
                                                   uint64_t skip_records,
                                                   std::map<std::string, LogicalType>* declared) {
     SKIPPR_RETURN_IF_ERROR(duckdb.Open());
-    auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(path, read_path));
-    const std::string source = "read_parquet(" + SqlQuote(read_path) + ")";
+    auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(duckdb, path, read_path));
+    reader->records_ = skip_records;
     duckdb_result described;
-    if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + source).c_str(), &described) !=
-        DuckDBSuccess) {
+    if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + reader->ReadSql()).c_str(),
+                     &described) != DuckDBSuccess) {
       reader->SetError(duckdb_result_error(&described));
       duckdb_destroy_result(&described);
       return std::unique_ptr<FileReader>(std::move(reader));
@@ -658,42 +660,161 @@ class ParquetReader final : public FileReader {
       duckdb_free(type);
     }
     duckdb_destroy_result(&described);
-    // Each row as JSON text with the declared types above: values convert back exactly
-    // (timestamps and decimals as text), and nested values arrive as objects and lists.
-    const std::string sql =
-        fmt::format("SELECT to_json(t)::VARCHAR FROM {} t OFFSET {}", source, skip_records);
-    duckdb_prepared_statement statement;
-    if (duckdb_prepare(duckdb.get(), sql.c_str(), &statement) != DuckDBSuccess ||
-        duckdb_execute_prepared_streaming(statement, &reader->result_) != DuckDBSuccess) {
-      reader->SetError(duckdb_result_error(&reader->result_));
-    }
-    duckdb_destroy_prepare(&statement);
-    reader->has_result_ = true;
-    reader->records_ = skip_records;
+    reader->DescribeColumns();
     return std::unique_ptr<FileReader>(std::move(reader));
   }
 
-  ~ParquetReader() override {
-    // A reader dropped mid-file (discover's sample, a pass that stops) still holds a chunk.
-    if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
-    if (has_result_) duckdb_destroy_result(&result_);
-  }
+  ~ParquetReader() override { CloseQuery(); }
 
   Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) override {
+    if (!error_) RunQuery(WantedRows());
+    if (!error_ && rows_as_ == RowsAs::kColumns) {
+      if (const std::optional<bool> is_done = FillColumns(batch, limits)) return *is_done;
+      RunQuery(RowsAs::kJsonText);  // the next row is for the JSON path
+    }
     if (error_) {
       batch.deadletters.push_back(
           schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
       return true;
     }
+    return FillJson(batch, limits);
+  }
+
+  void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) override {
+    if (layout == nullptr) {
+      plan_.reset();
+      typed_.reset();
+    } else if (!typed_ || typed_->layout() != layout.get()) {
+      plan_ = internal::DuckdbColumnsPlan::Make(*layout, columns_);
+      typed_.emplace(std::move(layout));
+    }
+  }
+
+ private:
+  // How the query hands rows over: DuckDB's columns, copied into the layout's columns where they
+  // fit it (DuckdbColumnsPlan), or each row as DuckDB's JSON text of it, read by the JSON path —
+  // typed when it fits, as a Value otherwise.
+  enum class RowsAs { kColumns, kJsonText };
+
+  // A sync counts this many input bytes per Parquet record (sync_pass.cpp).
+  static constexpr uint64_t kNominalRecordBytes = 256;
+
+  ParquetReader(DuckdbConnection& duckdb, std::string path, std::string read_path)
+      : duckdb_(duckdb), read_path_(std::move(read_path)), path_(std::move(path)) {}
+
+  std::string ReadSql() const { return "read_parquet(" + SqlQuote(read_path_) + ")"; }
+
+  // The file's columns as DuckDB reads them, for the plans; none when it cannot say.
+  void DescribeColumns() {
+    duckdb_prepared_statement statement;
+    if (duckdb_prepare(duckdb_.get(), ("SELECT * FROM " + ReadSql()).c_str(), &statement) ==
+        DuckDBSuccess) {
+      for (idx_t i = 0; i < duckdb_prepared_statement_column_count(statement); ++i) {
+        // A copy the caller frees, though typed const (LeakSanitizer found it).
+        const char* name = duckdb_prepared_statement_column_name(statement, i);
+        columns_.emplace_back(name != nullptr ? name : "",
+                              duckdb_prepared_statement_column_logical_type(statement, i));
+        duckdb_free(const_cast<char*>(name));
+        // DuckDB's names are case-insensitive.
+        const std::string& column = columns_.back().name();
+        can_filter_row_numbers_ &= strcasecmp(column.c_str(), "file_row_number") != 0;
+      }
+    }
+    duckdb_destroy_prepare(&statement);
+  }
+
+  RowsAs WantedRows() const {
+    return plan_ && records_ >= json_until_ ? RowsAs::kColumns : RowsAs::kJsonText;
+  }
+
+  // The row after the current one is the first the columns may take again. Each switch re-runs
+  // the query, which costs DuckDB a row group's decoding: a file whose rows keep needing the
+  // JSON path stays on it twice as long each time, so switches stay logarithmic in its rows.
+  void ReadNextRowAsJson() {
+    json_until_ = records_ + 1 + json_stretch_;
+    json_stretch_ = json_stretch_ * 2 + 1;
+  }
+
+  // The file's rows from the next record on. DuckDB skips the row groups before it when it may
+  // filter on the file's row numbers (no column already has their name); OFFSET reads them.
+  std::string RowsFromNextSql() const {
+    if (!can_filter_row_numbers_) return fmt::format("{} t OFFSET {}", ReadSql(), records_);
+    return fmt::format(
+        "(SELECT * EXCLUDE (file_row_number) FROM read_parquet({}, file_row_number = true) "
+        "WHERE file_row_number >= {}) t",
+        SqlQuote(read_path_), records_);
+  }
+
+  // Runs the query that hands rows over `rows_as`, from the next record on, unless it is running.
+  void RunQuery(RowsAs rows_as) {
+    if (has_result_ && rows_as_ == rows_as) return;
+    CloseQuery();
+    // JSON text keeps the declared types' values exact (timestamps and decimals as text), and
+    // nested values arrive as objects and lists.
+    const std::string sql =
+        fmt::format("SELECT {} FROM {}", rows_as == RowsAs::kColumns ? "*" : "to_json(t)::VARCHAR",
+                    RowsFromNextSql());
+    duckdb_prepared_statement statement;
+    if (duckdb_prepare(duckdb_.get(), sql.c_str(), &statement) != DuckDBSuccess) {
+      SetError(duckdb_prepare_error(statement));
+    } else if (duckdb_execute_prepared_streaming(statement, &result_) != DuckDBSuccess) {
+      SetError(duckdb_result_error(&result_));
+    }
+    duckdb_destroy_prepare(&statement);
+    has_result_ = true;
+    rows_as_ = rows_as;
+  }
+
+  void CloseQuery() {
+    // A reader dropped mid-file (discover's sample, a pass that stops) still holds a chunk.
+    if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
+    if (has_result_) duckdb_destroy_result(&result_);
+    has_result_ = false;
+    chunk_row_ = 0;
+  }
+
+  uint64_t MaxTypedRecords(const BatchLimits& limits) const {
     // Typed rows count a nominal size per record, as sync counts a Parquet record's bytes.
-    const uint64_t max_typed_records =
-        std::min(limits.max_typed_records, limits.max_typed_bytes / kNominalRecordBytes + 1);
+    return std::min(limits.max_typed_records, limits.max_typed_bytes / kNominalRecordBytes + 1);
+  }
+
+  // Rows copied as columns; nullopt, with nothing read, when the next row is for the JSON path.
+  std::optional<bool> FillColumns(SourceBatch& batch, const BatchLimits& limits) {
+    const uint64_t max_rows = MaxTypedRecords(limits);
+    bool is_done = false;
+    while (static_cast<uint64_t>(typed_->rows()) < max_rows) {
+      if (!HasRow()) {
+        is_done = true;
+        break;
+      }
+      const uint64_t rows_before = static_cast<uint64_t>(typed_->rows());
+      const uint64_t end = std::min<uint64_t>(duckdb_data_chunk_get_size(chunk_),
+                                              chunk_row_ + (max_rows - rows_before));
+      const uint64_t appended = plan_->Append(chunk_, chunk_row_, end, *typed_);
+      if (rows_before == 0 && appended > 0) first_typed_row_ = records_ + 1;
+      chunk_row_ += appended;
+      records_ += appended;
+      if (chunk_row_ < end) {  // a row the columns do not take as it is
+        ReadNextRowAsJson();
+        if (typed_->rows() == 0) return std::nullopt;
+        break;
+      }
+    }
+    if (typed_->rows() > 0) batch.columns = typed_->Take(first_typed_row_);
+    return is_done;
+  }
+
+  // Rows read from their JSON text: typed while they fit the layout, as Values otherwise.
+  bool FillJson(SourceBatch& batch, const BatchLimits& limits) {
+    const uint64_t max_typed_records = MaxTypedRecords(limits);
     bool is_done = false;
     while (true) {
       const auto typed_rows = static_cast<uint64_t>(typed_ ? typed_->rows() : 0);
       const uint64_t taken = batch.records.size() + batch.deadletters.size() + typed_rows;
       if (taken >= (typed_rows > 0 ? max_typed_records : limits.max_records)) break;
-      const std::optional<std::string_view> row = NextRow();
+      // Past the rows that needed this path, the next batch goes back to copying columns.
+      if (taken > 0 && WantedRows() == RowsAs::kColumns) break;
+      const std::optional<std::string_view> row = NextJsonRow();
       if (!row) {
         is_done = true;
         break;
@@ -722,30 +843,21 @@ class ParquetReader final : public FileReader {
     return is_done;
   }
 
-  void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) override {
-    if (layout == nullptr) {
-      typed_.reset();
-    } else if (!typed_ || typed_->layout() != layout.get()) {
-      typed_.emplace(std::move(layout));
-    }
-  }
-
- private:
-  // A sync counts this many input bytes per Parquet record (sync_pass.cpp).
-  static constexpr uint64_t kNominalRecordBytes = 256;
-
-  ParquetReader(std::string path, std::string read_path)
-      : read_path_(std::move(read_path)), path_(std::move(path)) {}
-
-  // The next row's JSON text, or nullopt at the end. It stays the next row, its text valid, until
-  // TakeRow().
-  std::optional<std::string_view> NextRow() {
-    if (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
+  // Whether the query has a row left; the next chunk is fetched once the current one is read.
+  bool HasRow() {
+    while (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
       if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
       chunk_ = duckdb_fetch_chunk(result_);
       chunk_row_ = 0;
-      if (chunk_ == nullptr) return std::nullopt;
+      if (chunk_ == nullptr) return false;
     }
+    return true;
+  }
+
+  // The next row's JSON text, or nullopt at the end. It stays the next row, its text valid, until
+  // TakeRow().
+  std::optional<std::string_view> NextJsonRow() {
+    if (!HasRow()) return std::nullopt;
     duckdb_vector vector = duckdb_data_chunk_get_vector(chunk_, 0);
     auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
     duckdb_string_t& cell = strings[chunk_row_];
@@ -768,17 +880,24 @@ class ParquetReader final : public FileReader {
     error_ = "unreadable Parquet: " + message;
   }
 
+  DuckdbConnection& duckdb_;
   std::string read_path_;
   std::string path_;
   std::optional<std::string> error_;
+  std::vector<internal::ResultColumn> columns_;
   duckdb_result result_{};
   bool has_result_ = false;
+  RowsAs rows_as_ = RowsAs::kJsonText;
+  bool can_filter_row_numbers_ = true;  // false: a column of the file is named file_row_number
   duckdb_data_chunk chunk_ = nullptr;
   idx_t chunk_row_ = 0;
-  uint64_t records_ = 0;
+  uint64_t records_ = 0;     // the rows read (or skipped on resuming) so far
+  uint64_t json_until_ = 0;  // rows up to this record take the JSON path
+  uint64_t json_stretch_ = 0;
   internal::JsonParser json_{kMaxRecordBytes};
   std::string padded_row_;
   std::optional<internal::TypedRows> typed_;
+  std::optional<internal::DuckdbColumnsPlan> plan_;  // typed_'s layout: slots point into it
   uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
 

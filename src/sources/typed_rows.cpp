@@ -23,16 +23,22 @@ bool IsNested(const LogicalType& type) { return type.is_nested(); }
 }  // namespace
 
 TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout)
-    : layout_(std::move(layout)) {
+    : layout_(std::move(layout)), parser_(std::make_unique<simdjson::ondemand::parser>()) {
   for (const Slot& slot : layout_->fields()) slots_.push_back(&slot);
   Reset(nullptr);
 }
 
 TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout,
                      std::vector<const Slot*> slots)
-    : layout_(std::move(layout)), slots_(std::move(slots)) {
+    : layout_(std::move(layout)),
+      slots_(std::move(slots)),
+      parser_(std::make_unique<simdjson::ondemand::parser>()) {
   Reset(nullptr);
 }
+
+TypedRows::TypedRows(TypedRows&&) noexcept = default;
+TypedRows& TypedRows::operator=(TypedRows&&) noexcept = default;
+TypedRows::~TypedRows() = default;
 
 std::optional<TypedRows> TypedRows::ForHeader(std::shared_ptr<const schema::RecordLayout> layout,
                                               const std::vector<std::string>& header) {
@@ -55,8 +61,8 @@ bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
   simdjson::ondemand::document document;
   simdjson::ondemand::object object;
   bool fits = !parser_
-                   .iterate(padded_text.data(), padded_text.size(),
-                            padded_text.size() + simdjson::SIMDJSON_PADDING)
+                   ->iterate(padded_text.data(), padded_text.size(),
+                             padded_text.size() + simdjson::SIMDJSON_PADDING)
                    .get(document) &&
               !document.get_object().get(object) &&
               AppendObject(object, layout_->fields(), rows_.columns);
@@ -163,6 +169,15 @@ bool TypedRows::EndRow(bool fits, uint64_t line) {
   rows_.lines.push_back(line);
   rows_.num_rows = ++row_;
   return true;
+}
+
+void TypedRows::EndRows(int64_t count) {
+  for ([[maybe_unused]] const Column& column : rows_.columns) {
+    SKIPPR_DCHECK(column.length == row_ + count);
+  }
+  rows_.lines.resize(rows_.lines.size() + static_cast<size_t>(count), 0);
+  row_ += count;
+  rows_.num_rows = row_;
 }
 
 ColumnRows TypedRows::Take(uint64_t first_row) {

@@ -24,6 +24,9 @@ class TypedRows {
 
   // Columns for every field of `layout`, in its order.
   explicit TypedRows(std::shared_ptr<const schema::RecordLayout> layout);
+  TypedRows(TypedRows&&) noexcept;
+  TypedRows& operator=(TypedRows&&) noexcept;
+  ~TypedRows();
   // Columns for the fields named by `header` (a CSV file's, names unique): nullopt when a name has
   // no field, or a key field has no column, since then no row fits.
   static std::optional<TypedRows> ForHeader(std::shared_ptr<const schema::RecordLayout> layout,
@@ -37,6 +40,11 @@ class TypedRows {
   bool AppendJson(std::string_view padded_text, uint64_t line);
   // Appends a CSV row's cells (one per column, valid UTF-8) as ScalarToken::OfText reads them.
   bool AppendCells(const std::vector<std::string_view>& cells, uint64_t line);
+
+  // For a columnar source that appends a block of rows column by column: the columns (parallel to
+  // the layout's fields), then EndRows(count) once each holds `count` more rows, all from line 0.
+  std::vector<Column>& columns() { return rows_.columns; }
+  void EndRows(int64_t count);
 
   // The rows so far (row 0 being the partition's record `first_row`); starts again empty.
   ColumnRows Take(uint64_t first_row);
@@ -56,7 +64,9 @@ class TypedRows {
   std::vector<const Slot*> slots_;  // parallel to rows_.columns
   ColumnRows rows_;
   int64_t row_ = 0;  // the row being appended (== rows_.num_rows)
-  simdjson::ondemand::parser parser_;
+  // Behind a pointer, built and destroyed in typed_rows.cpp: simdjson's parser changes its layout
+  // with the includer's flags (-O0 adds development checks), so it must not be part of ours.
+  std::unique_ptr<simdjson::ondemand::parser> parser_;
 };
 
 }  // namespace skippr::sources::internal

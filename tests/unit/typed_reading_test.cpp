@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "sources/duckdb_columns.hpp"
 #include "sources/sources.hpp"
 #include "support/temp_dir.hpp"
 
@@ -162,6 +163,18 @@ void ExpectSameShape(const Shaped& typed, const Shaped& values) {
   EXPECT_EQ(values.typed_rows, 0u);
 }
 
+// Reads `input` as Values, typed, and typed in passes of `batches_per_pass` batches, from `start`:
+// all three must shape alike, the typed read taking more than `min_typed_rows` rows typed.
+void ExpectTypedReadsMatchValues(const fs::path& input, const schema::PipelineSchema& start,
+                                 uint64_t min_typed_rows, int batches_per_pass) {
+  const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
+  const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
+  ExpectSameShape(typed, values);
+  EXPECT_GT(typed.typed_rows, min_typed_rows) << "the typed path was hardly taken";
+  EXPECT_EQ(typed.positions, values.positions);
+  ExpectSameShape(ReadInPasses(input.string(), start, batches_per_pass), values);
+}
+
 void WriteFile(const fs::path& path, const std::string& text) {
   std::ofstream file(path, std::ios::binary);
   file << text;
@@ -308,12 +321,7 @@ TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
     const fs::path input = fs::path(dir.path()) / fmt::format("input-{}.jsonl", seed);
     WriteFile(input, text);
     SCOPED_TRACE(fmt::format("seed {}", seed));
-    const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
-    const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
-    ExpectSameShape(typed, values);
-    EXPECT_GT(typed.typed_rows, 50u) << "the typed path was hardly taken";
-    EXPECT_EQ(typed.positions, values.positions);
-    ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
+    ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/50, /*batches_per_pass=*/3);
   }
 }
 
@@ -383,12 +391,7 @@ TEST(TypedReading, CsvShapesExactlyAsValues) {
     const fs::path input = fs::path(dir.path()) / fmt::format("input-{}.csv", seed);
     WriteFile(input, text);
     SCOPED_TRACE(fmt::format("seed {}", seed));
-    const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
-    const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
-    ExpectSameShape(typed, values);
-    EXPECT_GT(typed.typed_rows, 50u) << "the typed path was hardly taken";
-    EXPECT_EQ(typed.positions, values.positions);
-    ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
+    ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/50, /*batches_per_pass=*/3);
   }
 }
 
@@ -404,7 +407,7 @@ TEST(TypedReading, AHeaderNameWithoutAFieldReadsAsValues) {
   ExpectSameShape(typed, values);
 }
 
-// ----- Parquet (rows read as DuckDB's JSON text of each row) ---------------------------------
+// ----- Parquet (DuckDB's columns copied where they fit, its JSON text of each row otherwise) -----
 
 void WriteParquet(const fs::path& path, const std::string& select_sql) {
   duckdb_database database = nullptr;
@@ -441,12 +444,122 @@ TEST(TypedReading, ParquetShapesExactlyAsValues) {
                                   "END AS drift FROM range(300) t(i)",
                                   columns));
   const schema::PipelineSchema start = TrainedSchema(training.string());
+  ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/0, /*batches_per_pass=*/3);
+}
+
+// Every column type the columns are copied from, struct fields nested twice, nulls and edge values
+// (pre-1970 and year 1 and 9999 dates, -0.0, 1e300, quotes and escapes). With `misfits`, rows the
+// columns do not take as they are, which the JSON path reads: NaN and infinity, an infinite date,
+// a UBIGINT beyond long, a struct field beyond int, a decimal wider than its field.
+std::string AllColumnTypesSql(uint64_t rows, bool misfits) {
+  const std::string misfit = misfits ? "true" : "false";
+  return fmt::format(
+      "SELECT i AS id, (i % 100)::TINYINT AS tiny, ((i * 7) % 60000 - 30000)::SMALLINT AS small, "
+      "(i * 1000 - 2000000)::INTEGER AS int32, (i * 100000000000)::BIGINT AS int64, "
+      "(i % 200)::UTINYINT AS utiny, ((i * 3) % 65536)::USMALLINT AS usmall, "
+      "(i * 800000)::UINTEGER AS uint32, "
+      "(CASE WHEN {0} AND i % 313 = 5 THEN 18446744073709551615 ELSE i * 1000000000000 "
+      "END)::UBIGINT "
+      "AS ubig, (i / 7.0)::FLOAT AS f32, "
+      "CASE WHEN {0} AND i % 317 = 3 THEN 'nan'::DOUBLE WHEN {0} AND i % 331 = 4 THEN "
+      "'inf'::DOUBLE "
+      "WHEN i % 17 = 5 THEN -0.0::DOUBLE WHEN i % 17 = 6 THEN 1e300::DOUBLE ELSE i / 3.0 END AS "
+      "f64, "
+      "(i * 1.01)::DECIMAL(10, 2) AS price, (i * 123456789.123)::DECIMAL(38, 3) AS wide, "
+      "(CASE WHEN {0} AND i % 347 = 2 THEN 123456789012.5 ELSE i * 0.5 END)::{1} AS grows, "
+      "CASE WHEN {0} AND i % 353 = 1 THEN 'infinity'::DATE WHEN i % 23 = 2 THEN DATE '0001-01-01' "
+      "WHEN i % 23 = 3 THEN DATE '9999-12-31' ELSE DATE '2024-01-01' + i::INTEGER END AS day, "
+      "TIME '00:00:00' + INTERVAL (i * 1234567) MICROSECOND AS clock, "
+      "TIMESTAMP '1960-01-01' + INTERVAL (i * 12345678901) MICROSECOND AS local_ts, "
+      "TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (i) SECOND AS ts, "
+      "'n' || i || CASE WHEN i % 5 = 0 THEN ' \"quoted\" \\ é ✓' ELSE '' END AS name, "
+      "i % 2 = 0 AS flag, CASE WHEN i % 5 = 0 THEN NULL ELSE i % 3 = 0 END AS maybe_flag, "
+      "{{'a': CASE WHEN {0} AND i % 359 = 7 THEN i * 10000000000 ELSE i END, 'b': 'x' || i, "
+      "'c': {{'d': i * 0.5, 'e': CASE WHEN i % 4 = 0 THEN NULL ELSE DATE '2024-01-01' END}}}} "
+      "AS nested, CASE WHEN i % 6 = 0 THEN NULL ELSE {{'p': i}} END AS maybe_struct "
+      "FROM range({2}) t(i)",
+      misfit, misfits ? "DECIMAL(20, 2)" : "DECIMAL(10, 2)", rows);
+}
+
+TEST(TypedReading, ParquetColumnsShapeExactlyAsValues) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, AllColumnTypesSql(3, /*misfits=*/false));
+  // More rows than a DuckDB chunk holds (2048): batches end inside chunks and across them.
+  const fs::path input = fs::path(dir.path()) / "input.parquet";
+  WriteParquet(input, AllColumnTypesSql(2500, /*misfits=*/true));
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  // Fewer, longer passes than above: each opens the file again.
+  ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/1000, /*batches_per_pass=*/61);
+}
+
+// DuckDB names the file's row numbers file_row_number, which the reader filters on to resume: a
+// file with a column of that name (in any case) is resumed by OFFSET instead.
+TEST(TypedReading, ParquetWithAColumnNamedFileRowNumberResumes) {
+  TempDir dir;
+  const std::string select =
+      "SELECT i AS id, i * 2 AS File_Row_Number, 'n' || i AS name FROM range({}) t(i)";
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, fmt::format(fmt::runtime(select), 3));
+  const fs::path input = fs::path(dir.path()) / "input.parquet";
+  WriteParquet(input, fmt::format(fmt::runtime(select), 100));
+  const schema::PipelineSchema start = TrainedSchema(training.string());
   const Shaped values = ReadWhole(input.string(), start, /*typed=*/false);
-  const Shaped typed = ReadWhole(input.string(), start, /*typed=*/true);
-  ExpectSameShape(typed, values);
-  EXPECT_GT(typed.typed_rows, 0u) << "the typed path was not taken";
-  EXPECT_EQ(typed.positions, values.positions);
-  ExpectSameShape(ReadInPasses(input.string(), start, 3), values);
+  ASSERT_EQ(values.rows.size(), 100u);
+  EXPECT_THAT(values.rows[99], ::testing::HasSubstr("\"File_Row_Number\":198"));
+  ExpectSameShape(ReadInPasses(input.string(), start, 2), values);
+}
+
+// The columns of the file the training schema came from are all copied: no row needs the JSON
+// path (the test above holds the copy to what that path makes).
+TEST(TypedReading, ParquetColumnsOfTheTrainingTypesAreCopiedWhole) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, AllColumnTypesSql(3, /*misfits=*/false));
+  const fs::path input = fs::path(dir.path()) / "input.parquet";
+  WriteParquet(input, AllColumnTypesSql(5000, /*misfits=*/false));
+  schema::Shaper shaper(TrainedSchema(training.string()), ShaperOptionsForSync());
+  const std::shared_ptr<const schema::RecordLayout> layout = shaper.TypedLayout({});
+  ASSERT_NE(layout, nullptr);
+
+  duckdb_database database = nullptr;
+  duckdb_connection connection = nullptr;
+  ASSERT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
+  ASSERT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
+  const std::string sql = fmt::format("SELECT * FROM read_parquet('{}')", input.string());
+  duckdb_prepared_statement statement = nullptr;
+  ASSERT_EQ(duckdb_prepare(connection, sql.c_str(), &statement), DuckDBSuccess);
+  std::vector<internal::ResultColumn> columns;
+  for (idx_t i = 0; i < duckdb_prepared_statement_column_count(statement); ++i) {
+    const char* name = duckdb_prepared_statement_column_name(statement, i);
+    columns.emplace_back(name, duckdb_prepared_statement_column_logical_type(statement, i));
+    duckdb_free(const_cast<char*>(name));
+  }
+  const std::optional<internal::DuckdbColumnsPlan> plan =
+      internal::DuckdbColumnsPlan::Make(*layout, columns);
+  ASSERT_TRUE(plan.has_value()) << "a column type has no copy";
+
+  duckdb_result result;
+  ASSERT_EQ(duckdb_execute_prepared_streaming(statement, &result), DuckDBSuccess);
+  internal::TypedRows rows(layout);
+  uint64_t total = 0;
+  while (duckdb_data_chunk chunk = duckdb_fetch_chunk(result)) {
+    const uint64_t size = duckdb_data_chunk_get_size(chunk);
+    EXPECT_EQ(plan->Append(chunk, 0, size, rows), size);
+    total += size;
+    duckdb_destroy_data_chunk(&chunk);
+  }
+  EXPECT_EQ(total, 5000u);
+  const ColumnRows taken = rows.Take(1);
+  EXPECT_EQ(taken.num_rows, 5000);
+  for (const Column& column : taken.columns) {
+    std::string reason;
+    EXPECT_TRUE(column.Validate(&reason)) << reason;
+  }
+  duckdb_destroy_result(&result);
+  duckdb_destroy_prepare(&statement);
+  duckdb_disconnect(&connection);
+  duckdb_close(&database);
 }
 
 }  // namespace

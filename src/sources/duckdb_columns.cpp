@@ -1,0 +1,347 @@
+#include "sources/duckdb_columns.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "core/check.hpp"
+#include "schema/text_values.hpp"
+
+namespace skippr::sources::internal {
+
+namespace {
+
+using Copy = DuckdbColumnsPlan::Copy;
+using Slot = schema::RecordLayout::Slot;
+using ScalarToken = schema::ScalarToken;
+
+bool IsIntegerType(duckdb_type type) {
+  switch (type) {
+    case DUCKDB_TYPE_TINYINT:
+    case DUCKDB_TYPE_SMALLINT:
+    case DUCKDB_TYPE_INTEGER:
+    case DUCKDB_TYPE_BIGINT:
+    case DUCKDB_TYPE_UTINYINT:
+    case DUCKDB_TYPE_USMALLINT:
+    case DUCKDB_TYPE_UINTEGER:
+    case DUCKDB_TYPE_UBIGINT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// 10^0 to 10^22, each exactly a double: an integer of at most 53 bits divided by one of them is
+// the double nearest the quotient (one rounding), as reading the decimal's text gives.
+constexpr double kExactPowersOfTen[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+// Decimals of up to 14 digits: to_json's text of one (a ".0" added) has at most 15 significant
+// digits, which the JSON path reads as a double; longer ones it may read as decimals.
+constexpr int64_t kMaxDecimalAsDouble = 99'999'999'999'999;
+
+bool IsTimestampField(TypeId id) { return id == TypeId::kTimestamp || id == TypeId::kTimestampTz; }
+
+// Which copy takes values of `source` into a field of type `field`, when the JSON path would read
+// every such value (as to_json writes it) into that field the same way; nullopt otherwise.
+std::optional<Copy::Kind> CopyKindFor(duckdb_type source, const LogicalType& field) {
+  const TypeId id = field.id();
+  if (field.is_nested()) return std::nullopt;
+  if (IsIntegerType(source)) {
+    // A JSON integer: every scalar field but boolean, date, binary and uuid may take one.
+    const bool takes = id != TypeId::kBoolean && id != TypeId::kDate && id != TypeId::kBinary &&
+                       id != TypeId::kUuid;
+    return takes ? std::optional(Copy::Kind::kInteger) : std::nullopt;
+  }
+  switch (source) {
+    case DUCKDB_TYPE_BOOLEAN:
+      if (id == TypeId::kBoolean || id == TypeId::kString) return Copy::Kind::kBool;
+      return std::nullopt;
+    case DUCKDB_TYPE_FLOAT:
+    case DUCKDB_TYPE_DOUBLE:
+      // to_json writes the shortest text that reads back as the double; the JSON path reads that
+      // text into a float or double field as the same double.
+      if (id == TypeId::kFloat || id == TypeId::kDouble) return Copy::Kind::kReal;
+      return std::nullopt;
+    case DUCKDB_TYPE_DECIMAL:
+      // A struct field holding decimals was inferred from their text: a double field.
+      if (id == TypeId::kDecimal || id == TypeId::kFloat || id == TypeId::kDouble) {
+        return Copy::Kind::kDecimal;
+      }
+      return std::nullopt;
+    case DUCKDB_TYPE_DATE:
+      if (id == TypeId::kDate || IsTimestampField(id)) return Copy::Kind::kDate;
+      return std::nullopt;
+    case DUCKDB_TYPE_TIME:
+      if (id == TypeId::kTime) return Copy::Kind::kTime;
+      return std::nullopt;
+    case DUCKDB_TYPE_TIMESTAMP:
+    case DUCKDB_TYPE_TIMESTAMP_TZ:
+      if (IsTimestampField(id)) return Copy::Kind::kTimestamp;
+      return std::nullopt;
+    case DUCKDB_TYPE_VARCHAR:
+      return Copy::Kind::kText;  // as a JSON string: schema::AppendScalarToken decides
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Copy> PlanCopy(duckdb_logical_type type, const std::vector<Slot>& slots,
+                             const std::string& name, size_t source_index);
+
+// The struct fields of `type` into `slot`'s children: every source field must have one.
+bool PlanStruct(duckdb_logical_type type, const Slot& slot, Copy& copy) {
+  const idx_t count = duckdb_struct_type_child_count(type);
+  std::vector<bool> is_present(slot.children.size(), false);
+  for (idx_t i = 0; i < count; ++i) {
+    char* child_name = duckdb_struct_type_child_name(type, i);
+    const std::string name = child_name != nullptr ? child_name : "";
+    duckdb_free(child_name);
+    duckdb_logical_type child_type = duckdb_struct_type_child_type(type, i);
+    std::optional<Copy> child = PlanCopy(child_type, slot.children, name, i);
+    duckdb_destroy_logical_type(&child_type);
+    if (!child) return false;
+    is_present[child->field] = true;
+    copy.children.push_back(std::move(*child));
+  }
+  for (size_t field = 0; field < slot.children.size(); ++field) {
+    // Key fields are top-level only.
+    if (!is_present[field]) copy.absent_fields.push_back(field);
+  }
+  return true;
+}
+
+std::optional<Copy> PlanCopy(duckdb_logical_type type, const std::vector<Slot>& slots,
+                             const std::string& name, size_t source_index) {
+  const size_t field = schema::RecordLayout::Find(slots, name, source_index);
+  if (field == SIZE_MAX) return std::nullopt;  // a new field: the shaper adds it
+  const Slot& slot = slots[field];
+  Copy copy;
+  copy.slot = &slot;
+  copy.field = field;
+  copy.source_index = source_index;
+  copy.source = duckdb_get_type_id(type);
+  if (copy.source == DUCKDB_TYPE_STRUCT) {
+    if (slot.type.id() != TypeId::kStruct || !PlanStruct(type, slot, copy)) return std::nullopt;
+    copy.kind = Copy::Kind::kStruct;
+    return copy;
+  }
+  const std::optional<Copy::Kind> kind = CopyKindFor(copy.source, slot.type);
+  if (!kind) return std::nullopt;
+  copy.kind = *kind;
+  if (copy.kind == Copy::Kind::kDecimal) {
+    // The JSON path reads a decimal's text at the field's scale; only the same scale is a copy.
+    copy.decimal_scale = duckdb_decimal_scale(type);
+    const bool is_copied =
+        slot.type.id() == TypeId::kDecimal
+            ? copy.decimal_scale == slot.type.decimal_scale()
+            : copy.decimal_scale < static_cast<int>(std::size(kExactPowersOfTen));
+    if (!is_copied) return std::nullopt;
+    copy.source = duckdb_decimal_internal_type(type);
+  }
+  return copy;
+}
+
+// ----- appending --------------------------------------------------------------------------------
+
+// A vector of a chunk, with its struct fields' vectors.
+struct VectorView {
+  const void* data = nullptr;
+  const uint64_t* validity = nullptr;  // null: every row valid
+  std::vector<VectorView> children;
+
+  bool IsValid(uint64_t row) const {
+    return validity == nullptr ||
+           duckdb_validity_row_is_valid(const_cast<uint64_t*>(validity), row);
+  }
+  template <typename T>
+  T At(uint64_t row) const {
+    return static_cast<const T*>(data)[row];
+  }
+};
+
+VectorView ViewOf(duckdb_vector vector, const Copy& copy) {
+  VectorView view;
+  view.data = duckdb_vector_get_data(vector);
+  view.validity = duckdb_vector_get_validity(vector);
+  for (const Copy& child : copy.children) {
+    view.children.push_back(
+        ViewOf(duckdb_struct_vector_get_child(vector, child.source_index), child));
+  }
+  return view;
+}
+
+// The integer at `row` of an integer vector; nullopt beyond int64 (a UBIGINT's top half).
+std::optional<int64_t> IntegerAt(const VectorView& view, duckdb_type type, uint64_t row) {
+  switch (type) {
+    case DUCKDB_TYPE_TINYINT:
+      return view.At<int8_t>(row);
+    case DUCKDB_TYPE_SMALLINT:
+      return view.At<int16_t>(row);
+    case DUCKDB_TYPE_INTEGER:
+      return view.At<int32_t>(row);
+    case DUCKDB_TYPE_BIGINT:
+      return view.At<int64_t>(row);
+    case DUCKDB_TYPE_UTINYINT:
+      return view.At<uint8_t>(row);
+    case DUCKDB_TYPE_USMALLINT:
+      return view.At<uint16_t>(row);
+    case DUCKDB_TYPE_UINTEGER:
+      return view.At<uint32_t>(row);
+    case DUCKDB_TYPE_UBIGINT: {
+      const uint64_t value = view.At<uint64_t>(row);
+      if (value > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+      return static_cast<int64_t>(value);
+    }
+    default:
+      SKIPPR_CHECK_MSG(false, "not an integer vector");
+      return std::nullopt;
+  }
+}
+
+__int128 DecimalAt(const VectorView& view, duckdb_type internal_type, uint64_t row) {
+  if (internal_type != DUCKDB_TYPE_HUGEINT) return *IntegerAt(view, internal_type, row);
+  const auto value = view.At<duckdb_hugeint>(row);
+  return static_cast<__int128>(static_cast<unsigned __int128>(value.lower) |
+                               (static_cast<unsigned __int128>(value.upper) << 64));
+}
+
+constexpr int64_t kMicrosPerDay = 86'400'000'000LL;
+// Years 0001 to 9999: what to_json writes as an RFC 3339 date the JSON path reads back. Beyond
+// (DuckDB's BC dates, year 10000, infinity) the JSON path decides.
+const int64_t kFirstDay = schema::internal::DaysFromCivil(1, 1, 1);
+const int64_t kEndDay = schema::internal::DaysFromCivil(10000, 1, 1);
+
+bool IsWrittenAsDate(int64_t days) { return days >= kFirstDay && days < kEndDay; }
+
+bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& column);
+
+bool AppendStructCell(const Copy& copy, const VectorView& view, uint64_t row, Column& column) {
+  for (size_t i = 0; i < copy.children.size(); ++i) {
+    const Copy& child = copy.children[i];
+    if (!AppendCell(child, view.children[i], row, column.children[child.field])) return false;
+  }
+  for (size_t field : copy.absent_fields) column.children[field].AppendNull();
+  column.AppendStructRow();
+  return true;
+}
+
+// Appends the value at `row` as the JSON path appends its to_json text; false, perhaps having
+// appended part of a struct (the caller truncates), when that path would not take it as is.
+bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& column) {
+  if (!view.IsValid(row)) {
+    if (copy.slot->is_required) return false;
+    column.AppendNull();
+    return true;
+  }
+  const LogicalType& type = copy.slot->type;
+  switch (copy.kind) {
+    case Copy::Kind::kBool:
+      return schema::AppendScalarToken(column, type, ScalarToken::OfBool(view.At<bool>(row)));
+    case Copy::Kind::kInteger: {
+      const std::optional<int64_t> integer = IntegerAt(view, copy.source, row);
+      return integer && schema::AppendScalarToken(
+                            column, type, {ScalarToken::Kind::kInt, false, *integer, 0, {}});
+    }
+    case Copy::Kind::kReal: {
+      const double real =
+          copy.source == DUCKDB_TYPE_FLOAT ? view.At<float>(row) : view.At<double>(row);
+      // NaN and infinities are not JSON; a subnormal's text may not read back exactly.
+      const int kind = std::fpclassify(real);
+      if (kind != FP_NORMAL && kind != FP_ZERO) return false;
+      column.AppendDouble(real);
+      return true;
+    }
+    case Copy::Kind::kDecimal: {
+      const __int128 unscaled = DecimalAt(view, copy.source, row);
+      if (type.id() != TypeId::kDecimal) {
+        if (unscaled > kMaxDecimalAsDouble || unscaled < -kMaxDecimalAsDouble) return false;
+        column.AppendDouble(static_cast<double>(static_cast<int64_t>(unscaled)) /
+                            kExactPowersOfTen[copy.decimal_scale]);
+        return true;
+      }
+      if (!schema::internal::FitsDecimalPrecision(unscaled, type.decimal_precision())) return false;
+      column.AppendDecimal(unscaled);
+      return true;
+    }
+    case Copy::Kind::kDate: {
+      const int32_t days = view.At<int32_t>(row);
+      if (!IsWrittenAsDate(days)) return false;
+      column.AppendInt64(type.id() == TypeId::kDate ? days : days * kMicrosPerDay);
+      return true;
+    }
+    case Copy::Kind::kTime: {
+      const int64_t micros = view.At<int64_t>(row);
+      if (micros < 0 || micros >= kMicrosPerDay) return false;  // 24:00:00 is DuckDB's alone
+      column.AppendInt64(micros);
+      return true;
+    }
+    case Copy::Kind::kTimestamp: {
+      const int64_t micros = view.At<int64_t>(row);
+      // Floor division: a day before 1970 starts at a negative multiple of a day.
+      const int64_t days = micros / kMicrosPerDay - (micros % kMicrosPerDay < 0 ? 1 : 0);
+      if (!IsWrittenAsDate(days)) return false;
+      column.AppendInt64(micros);
+      return true;
+    }
+    case Copy::Kind::kText: {
+      auto cell = view.At<duckdb_string_t>(row);
+      const char* data =
+          duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
+      return schema::AppendScalarToken(
+          column, type, ScalarToken::OfString(std::string_view(data, cell.value.inlined.length)));
+    }
+    case Copy::Kind::kStruct:
+      return AppendStructCell(copy, view, row, column);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<DuckdbColumnsPlan> DuckdbColumnsPlan::Make(const schema::RecordLayout& layout,
+                                                         const std::vector<ResultColumn>& columns) {
+  const std::vector<Slot>& fields = layout.fields();
+  DuckdbColumnsPlan plan;
+  std::vector<bool> is_present(fields.size(), false);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    std::optional<Copy> copy = PlanCopy(columns[i].type(), fields, columns[i].name(), i);
+    if (!copy) return std::nullopt;
+    is_present[copy->field] = true;
+    plan.columns_.push_back(std::move(*copy));
+  }
+  for (size_t field = 0; field < fields.size(); ++field) {
+    if (is_present[field]) continue;
+    if (fields[field].is_required) return std::nullopt;  // no row could fit
+    plan.absent_fields_.push_back(field);
+  }
+  return plan;
+}
+
+uint64_t DuckdbColumnsPlan::Append(duckdb_data_chunk chunk, uint64_t begin, uint64_t end,
+                                   TypedRows& rows) const {
+  SKIPPR_DCHECK(begin <= end && end <= duckdb_data_chunk_get_size(chunk));
+  std::vector<Column>& columns = rows.columns();
+  const int64_t rows_before = rows.rows();
+  // Column by column; a row one column does not take ends the block for the columns after it.
+  uint64_t stop = end;
+  for (const Copy& copy : columns_) {
+    const VectorView view = ViewOf(duckdb_data_chunk_get_vector(chunk, copy.source_index), copy);
+    Column& column = columns[copy.field];
+    for (uint64_t row = begin; row < stop; ++row) {
+      if (!AppendCell(copy, view, row, column)) {
+        stop = row;
+        break;
+      }
+    }
+  }
+  const auto appended = static_cast<int64_t>(stop - begin);
+  for (const Copy& copy : columns_) columns[copy.field].TruncateTo(rows_before + appended);
+  for (size_t field : absent_fields_) {
+    for (int64_t i = 0; i < appended; ++i) columns[field].AppendNull();
+  }
+  rows.EndRows(appended);
+  return stop - begin;
+}
+
+}  // namespace skippr::sources::internal
