@@ -130,6 +130,8 @@ class Environment {
   // Keys starting with `prefix`, from the first one at or after `start` (empty: from the prefix).
   Status Scan(MDB_txn* txn, Family family, std::string_view prefix, const ScanVisitor& visit,
               std::string_view start = {}) const;
+  Result<std::optional<std::string>> LastKey(MDB_txn* txn, Family family,
+                                             std::string_view prefix) const;
 
   // The in-process half of "one writer at a time": LMDB's writer mutex is not recursive, so a
   // thread that begins a second write transaction would deadlock on itself.
@@ -491,6 +493,35 @@ Result<std::optional<std::string>> Environment::Get(MDB_txn* txn, Family family,
   return std::optional<std::string>(View(mdb_value));
 }
 
+Result<std::optional<std::string>> Environment::LastKey(MDB_txn* txn, Family family,
+                                                        std::string_view prefix) const {
+  SKIPPR_CHECK_MSG(!prefix.empty(), "LastKey needs a prefix");
+  if (prefix.size() > max_key_bytes_) return std::optional<std::string>();  // no such key
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_cursor_open(txn, dbi(family), &cursor);
+  if (rc != 0) return Error(rc, "open a cursor", family);
+  CursorGuard guard(cursor);
+  // The first key past every key with the prefix: the prefix with its last byte below 0xff
+  // incremented and what follows it dropped. The key before that (or the last key, when none
+  // comes after) is the greatest with the prefix, if it has it.
+  std::string past = std::string(prefix);
+  while (!past.empty() && static_cast<uint8_t>(past.back()) == 0xff) past.pop_back();
+  if (!past.empty()) past.back() = static_cast<char>(static_cast<uint8_t>(past.back()) + 1);
+  MDB_val key = Val(past);
+  MDB_val value{};
+  rc = past.empty() ? MDB_NOTFOUND : mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE);
+  if (rc == 0) {
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_PREV);
+  } else if (rc == MDB_NOTFOUND) {
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_LAST);
+  }
+  if (rc == MDB_NOTFOUND) return std::optional<std::string>();
+  if (rc != 0) return Error(rc, "find the last key", family);
+  const std::string_view last = View(key);
+  if (!last.starts_with(prefix)) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(last));
+}
+
 Status Environment::Scan(MDB_txn* txn, Family family, std::string_view prefix,
                          const ScanVisitor& visit, std::string_view start) const {
   if (prefix.size() > max_key_bytes_) return Status::OK();  // no key can be that long
@@ -568,6 +599,12 @@ Status ReadTransaction::Scan(Family family, std::string_view prefix,
                              const ScanVisitor& visit) const {
   SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
   return env_->Scan(txn_, family, prefix, visit);
+}
+
+Result<std::optional<std::string>> ReadTransaction::LastKey(Family family,
+                                                            std::string_view prefix) const {
+  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
+  return env_->LastKey(txn_, family, prefix);
 }
 
 Status ReadTransaction::ScanFrom(Family family, std::string_view prefix, std::string_view start,

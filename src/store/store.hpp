@@ -97,6 +97,9 @@ class ReadTransaction {
   // Scan, from the first key at or after `start` (a scan resumed where an earlier one stopped).
   Status ScanFrom(Family family, std::string_view prefix, std::string_view start,
                   const ScanVisitor& visit) const;
+  // The greatest key starting with `prefix` (non-empty); nullopt when there is none. A key that
+  // sorts after it cannot be in this snapshot: a reader of keys that only grow skips their Gets.
+  Result<std::optional<std::string>> LastKey(Family family, std::string_view prefix) const;
 
  private:
   friend class Store;

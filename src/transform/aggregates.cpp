@@ -60,6 +60,7 @@ std::string GroupPrefix(const std::string& id) { return Prefix(id).Text("group")
 std::string GroupKey(const std::string& id, std::string_view group) {
   return Prefix(id).Text("group").Bytes(group).key();
 }
+std::string EntityPrefix(const std::string& id) { return Prefix(id).Text("entity").key(); }
 std::string EntityKey(const std::string& id, std::string_view entity) {
   return Prefix(id).Text("entity").Bytes(entity).key();
 }
@@ -558,8 +559,11 @@ void RowContributions(const config::AggregateConfig& aggregate, const ResolvedSl
 
 class Chunk {
  public:
-  Chunk(store::Store& store, const config::AggregateConfig& aggregate)
-      : store_(store), aggregate_(aggregate) {}
+  // `expected_groups`: room made up front, so that a chunk of many keys never rehashes.
+  Chunk(store::Store& store, const config::AggregateConfig& aggregate, size_t expected_groups)
+      : store_(store), aggregate_(aggregate) {
+    groups_.reserve(expected_groups);
+  }
 
   int64_t rows() const { return rows_; }
   void CountRows(int64_t rows) { rows_ += rows; }
@@ -648,10 +652,17 @@ class Chunk {
   }
 
  private:
+  // A state of the chunk with its key in the store, made once.
+  template <typename State>
+  struct Pending {
+    std::string store_key;
+    State state;
+  };
+
   // In key order: LMDB then writes each B-tree page while it is at hand, where hash order (a
   // chunk of many distinct keys) touches pages at random.
   Status WriteState(store::WriteTransaction& write) {
-    for (const auto& [store_key, group] : InKeyOrder(groups_, GroupKey)) {
+    for (const auto& [store_key, group] : InKeyOrder(groups_)) {
       if (group->rows == 0) {
         for (const MeasureState& measure : group->measures) {
           SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
@@ -663,7 +674,7 @@ class Chunk {
       SKIPPR_RETURN_IF_ERROR(
           write.Put(store::Family::kStreamState, store_key, EncodeGroup(*group)));
     }
-    for (const auto& [store_key, entity] : InKeyOrder(entities_, EntityKey)) {
+    for (const auto& [store_key, entity] : InKeyOrder(entities_)) {
       if (!entity->is_live && entity->order_token.empty()) {
         SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
       } else {
@@ -674,14 +685,13 @@ class Chunk {
     return Status::OK();
   }
 
-  // The states of `states` with their store keys (`key_of(id, key)`), sorted by store key.
+  // The chunk's states with their store keys, sorted by store key.
   template <typename State>
-  std::vector<std::pair<std::string, const State*>> InKeyOrder(
-      const std::unordered_map<std::string, State>& states,
-      std::string (*key_of)(const std::string&, std::string_view)) const {
-    std::vector<std::pair<std::string, const State*>> ordered;
-    ordered.reserve(states.size());
-    for (const auto& [key, state] : states) ordered.emplace_back(key_of(aggregate_.id, key), &state);
+  static std::vector<std::pair<std::string_view, const State*>> InKeyOrder(
+      const std::unordered_map<std::string, Pending<State>>& pending) {
+    std::vector<std::pair<std::string_view, const State*>> ordered;
+    ordered.reserve(pending.size());
+    for (const auto& [key, item] : pending) ordered.emplace_back(item.store_key, &item.state);
     std::sort(ordered.begin(), ordered.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     return ordered;
@@ -690,7 +700,7 @@ class Chunk {
   void Clear() {
     groups_.clear();
     entities_.clear();
-    read_.reset();
+    snapshot_.reset();
     rows_ = 0;
   }
 
@@ -700,47 +710,75 @@ class Chunk {
     return key.key();
   }
 
-  Result<const store::ReadTransaction*> Snapshot() {
-    if (!read_) {
-      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
-      read_.emplace(std::move(read));
+  // The store as of the chunk's first read, with the greatest group and entity keys it holds.
+  struct Snapshot {
+    store::ReadTransaction read;
+    std::optional<std::string> last_group_key;
+    std::optional<std::string> last_entity_key;
+
+    // Whether `store_key` may be stored: not when it sorts after every stored key of its kind,
+    // which spares keys that only grow (ids, times) a read that would find nothing.
+    static bool MayHold(const std::optional<std::string>& last_key, std::string_view store_key) {
+      return last_key && store_key <= *last_key;
     }
-    return &*read_;
+  };
+
+  Result<const Snapshot*> TakeSnapshot() {
+    if (!snapshot_) {
+      SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
+      const store::Family family = store::Family::kStreamState;
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_group,
+                              read.LastKey(family, GroupPrefix(aggregate_.id)));
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_entity,
+                              read.LastKey(family, EntityPrefix(aggregate_.id)));
+      snapshot_.emplace(Snapshot{std::move(read), std::move(last_group), std::move(last_entity)});
+    }
+    return &*snapshot_;
+  }
+
+  // The stored value of `store_key`, or nullopt, reading only when the snapshot may hold it.
+  Result<std::optional<std::string>> ReadStored(
+      const std::string& store_key, std::optional<std::string> Snapshot::*last_key) {
+    SKIPPR_ASSIGN_OR_RETURN(const Snapshot* snapshot, TakeSnapshot());
+    if (!Snapshot::MayHold(snapshot->*last_key, store_key)) return std::optional<std::string>();
+    return snapshot->read.Get(store::Family::kStreamState, store_key);
   }
 
   Result<GroupState*> Group(const std::string& key) {
-    if (auto found = groups_.find(key); found != groups_.end()) return &found->second;
-    SKIPPR_ASSIGN_OR_RETURN(const store::ReadTransaction* read, Snapshot());
+    if (auto found = groups_.find(key); found != groups_.end()) return &found->second.state;
+    std::string store_key = GroupKey(aggregate_.id, key);
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                            read->Get(store::Family::kStreamState, GroupKey(aggregate_.id, key)));
+                            ReadStored(store_key, &Snapshot::last_group_key));
     GroupState group;
     if (bytes) {
       SKIPPR_ASSIGN_OR_RETURN(group, DecodeGroup(*bytes, aggregate_));
     } else {
       group.measures.resize(aggregate_.measures.size());
     }
-    return &groups_.emplace(key, std::move(group)).first->second;
+    Pending<GroupState> pending{std::move(store_key), std::move(group)};
+    return &groups_.emplace(key, std::move(pending)).first->second.state;
   }
 
   Result<EntityState*> Entity(std::string_view key) {
     if (auto found = entities_.find(std::string(key)); found != entities_.end()) {
-      return &found->second;
+      return &found->second.state;
     }
-    SKIPPR_ASSIGN_OR_RETURN(const store::ReadTransaction* read, Snapshot());
+    std::string store_key = EntityKey(aggregate_.id, key);
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                            read->Get(store::Family::kStreamState, EntityKey(aggregate_.id, key)));
+                            ReadStored(store_key, &Snapshot::last_entity_key));
     EntityState entity;
     if (bytes) {
       SKIPPR_ASSIGN_OR_RETURN(entity, DecodeEntity(*bytes, aggregate_.id));
     }
-    return &entities_.emplace(std::string(key), std::move(entity)).first->second;
+    Pending<EntityState> pending{std::move(store_key), std::move(entity)};
+    return &entities_.emplace(std::string(key), std::move(pending)).first->second.state;
   }
 
   store::Store& store_;
   const config::AggregateConfig& aggregate_;
-  std::optional<store::ReadTransaction> read_;
-  std::unordered_map<std::string, GroupState> groups_;
-  std::unordered_map<std::string, EntityState> entities_;
+  std::optional<Snapshot> snapshot_;
+  std::unordered_map<std::string, Pending<GroupState>> groups_;
+  std::unordered_map<std::string, Pending<EntityState>> entities_;
   std::vector<Contribution> scratch_;
   int64_t rows_ = 0;
 };
@@ -949,7 +987,7 @@ Status AggregateProcessor::LoadPendingBaselines() {
   for (const config::AggregateConfig* aggregate : pending) {
     spdlog::info("aggregate {}: starting from {} landed batch(es); {} live slice(s) already landed",
                  aggregate->id, baseline.batches.size(), baseline.landed_slices.size());
-    Chunk chunk(store_, *aggregate);
+    Chunk chunk(store_, *aggregate, options_.keys_per_transaction);
     for (const Batch& batch : baseline.batches) {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(*aggregate, batch));
       if (!resolved) continue;
@@ -1039,7 +1077,7 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
     SKIPPR_ASSIGN_OR_RETURN(cursor, ReadCursor(read, aggregate.id));
     SKIPPR_ASSIGN_OR_RETURN(in_baseline, ReadBaselineSlices(read, aggregate.id));
   }
-  Chunk chunk(store_, aggregate);
+  Chunk chunk(store_, aggregate, options_.keys_per_transaction);
   const FieldSelection fields = FieldsRead(aggregate);
   int64_t applied = 0;
   for (const wal::SegmentEntry& segment : live) {

@@ -151,6 +151,31 @@ TEST(Store, ScanVisitsThePrefixInByteOrderAndStopsEarly) {
   }
 }
 
+// The greatest key with a prefix, checked against a scan: prefixes ending in 0xff bytes (whose
+// successor drops them), a prefix past every key, one between keys, one that is itself a key.
+TEST(Store, LastKeyIsTheGreatestKeyWithThePrefix) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  const std::vector<std::string> inserted = {"a",     "b",       "b/1",  "b/10", "b/\xff",
+                                             "b/\xff\xff", "b\xff", "b\xff/", "c",    "d/1"};
+  for (Family family : kAllFamilies) {
+    SCOPED_TRACE(std::string(FamilyName(family)));
+    auto txn = ValueOrDie(store->BeginWrite());
+    for (const std::string& key : inserted) ExpectOk(txn.Put(family, key, "v"));
+    ExpectOk(txn.Commit());
+    auto read = ValueOrDie(store->BeginRead());
+    for (const std::string prefix :
+         {"a", "b", "b/", "b/1", "b/\xff", "b\xff", "c", "d", "d/", "e", "0", "\xff", "b/2"}) {
+      SCOPED_TRACE(prefix);
+      std::optional<std::string> expected;
+      for (const auto& [key, value] : ScanAll(read, family, prefix)) expected = key;
+      Result<std::optional<std::string>> last = read.LastKey(family, prefix);
+      ASSERT_TRUE(last.ok()) << last.status().message();
+      EXPECT_EQ(*last, expected);
+    }
+  }
+}
+
 TEST(Store, FamiliesAreIndependent) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
