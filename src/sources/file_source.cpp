@@ -632,6 +632,45 @@ class DuckdbConnection {
   duckdb_connection connection_ = nullptr;
 };
 
+// Where a Parquet file's row groups begin and end, from its footer.
+class ParquetRowGroups {
+ public:
+  // None when DuckDB cannot read the footer's row groups.
+  static std::optional<ParquetRowGroups> Read(DuckdbConnection& duckdb,
+                                              const std::string& read_path) {
+    const std::string sql = fmt::format(
+        "SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata({}) ORDER BY 1",
+        SqlQuote(read_path));
+    duckdb_result result;
+    std::optional<ParquetRowGroups> groups;
+    if (duckdb_query(duckdb.get(), sql.c_str(), &result) == DuckDBSuccess) {
+      groups.emplace();
+      uint64_t end = 0;
+      for (idx_t row = 0; row < duckdb_row_count(&result); ++row) {
+        end += static_cast<uint64_t>(std::max<int64_t>(0, duckdb_value_int64(&result, 1, row)));
+        groups->ends_.push_back(end);
+      }
+    }
+    duckdb_destroy_result(&result);
+    return groups;
+  }
+
+  // The group holding the row numbered `row` (from 0); the number of groups past the last row.
+  size_t GroupOf(uint64_t row) const {
+    return static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), row) - ends_.begin());
+  }
+  // The rows [first, end) of the group holding `row`; an empty range past the last row.
+  std::pair<uint64_t, uint64_t> GroupRecords(uint64_t row) const {
+    const size_t group = GroupOf(row);
+    if (group == ends_.size()) return {row, row};
+    return {group == 0 ? 0 : ends_[group - 1], ends_[group]};
+  }
+  uint64_t EndOfGroup(uint64_t row) const { return GroupRecords(row).second; }
+
+ private:
+  std::vector<uint64_t> ends_;  // cumulative: group i holds rows [ends_[i-1], ends_[i])
+};
+
 class ParquetReader final : public FileReader {
  public:
   // Reads the file at `read_path` (the opened file's descriptor path), named `path` in messages.
@@ -667,17 +706,13 @@ class ParquetReader final : public FileReader {
   ~ParquetReader() override { CloseQuery(); }
 
   Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) override {
-    if (!error_) RunQuery(WantedRows());
-    if (!error_ && rows_as_ == RowsAs::kColumns) {
-      if (const std::optional<bool> is_done = FillColumns(batch, limits)) return *is_done;
-      RunQuery(RowsAs::kJsonText);  // the next row is for the JSON path
-    }
-    if (error_) {
-      batch.deadletters.push_back(
-          schema::MakeDeadletter({path_, 0, 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
-      return true;
-    }
-    return FillJson(batch, limits);
+    const bool is_done = FillRows(batch, limits);
+    if (!error_) return is_done;
+    // The rows before a damaged page land; the rest of the file is one deadletter, the record
+    // after them (record 1 when the file cannot be opened at all).
+    batch.deadletters.push_back(schema::MakeDeadletter(
+        {path_, 0, records_ + 1}, schema::FailureCode::kUnreadableFile, *error_, ""));
+    return true;
   }
 
   void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) override {
@@ -735,14 +770,18 @@ class ParquetReader final : public FileReader {
     json_stretch_ = json_stretch_ * 2 + 1;
   }
 
-  // The file's rows from the next record on. DuckDB skips the row groups before it when it may
-  // filter on the file's row numbers (no column already has their name); OFFSET reads them.
+  // The file's rows from the next record on (to the end of its row group when reading a group at
+  // a time). DuckDB skips the row groups outside the range when it may filter on the file's row
+  // numbers (no column already has their name); OFFSET reads them.
   std::string RowsFromNextSql() const {
     if (!can_filter_row_numbers_) return fmt::format("{} t OFFSET {}", ReadSql(), records_);
+    const std::string before_group_end =
+        row_groups_ ? fmt::format(" AND file_row_number < {}", row_groups_->EndOfGroup(records_))
+                    : "";
     return fmt::format(
         "(SELECT * EXCLUDE (file_row_number) FROM read_parquet({}, file_row_number = true) "
-        "WHERE file_row_number >= {}) t",
-        SqlQuote(read_path_), records_);
+        "WHERE file_row_number >= {}{}) t",
+        SqlQuote(read_path_), records_, before_group_end);
   }
 
   // Runs the query that hands rows over `rows_as`, from the next record on, unless it is running.
@@ -755,14 +794,41 @@ class ParquetReader final : public FileReader {
         fmt::format("SELECT {} FROM {}", rows_as == RowsAs::kColumns ? "*" : "to_json(t)::VARCHAR",
                     RowsFromNextSql());
     duckdb_prepared_statement statement;
+    bool is_running = false;
     if (duckdb_prepare(duckdb_.get(), sql.c_str(), &statement) != DuckDBSuccess) {
       SetError(duckdb_prepare_error(statement));
-    } else if (duckdb_execute_prepared_streaming(statement, &result_) != DuckDBSuccess) {
-      SetError(duckdb_result_error(&result_));
+    } else {
+      is_running = duckdb_execute_prepared_streaming(statement, &result_) == DuckDBSuccess;
     }
     duckdb_destroy_prepare(&statement);
     has_result_ = true;
     rows_as_ = rows_as;
+    query_first_record_ = records_;
+    if (!is_running && !error_) QueryFailed(rows_as);
+  }
+
+  // The running query failed reading the file. DuckDB reads row groups ahead, on several threads,
+  // and drops the rows it read before a damaged one: the file is read again a row group at a time
+  // from the next record, so every row before the damaged group is read.
+  void QueryFailed(RowsAs rows_as) {
+    const std::string message = DuckdbMessage(duckdb_result_error(&result_));
+    if (!row_groups_ && can_filter_row_numbers_) {
+      row_groups_ = ParquetRowGroups::Read(duckdb_, read_path_);
+      if (row_groups_) {
+        CloseQuery();
+        return RunQuery(rows_as);
+      }
+    }
+    if (row_groups_) {
+      const auto [first, end] = row_groups_->GroupRecords(records_);
+      error_ = fmt::format(
+          "unreadable Parquet: row group {} (records {} to {}) is damaged, and the records after "
+          "it are not read: {}",
+          row_groups_->GroupOf(records_), first + 1, end, message);
+    } else {
+      error_ = fmt::format("unreadable Parquet after record {} (the records after it are not "
+                           "read): {}", records_, message);
+    }
   }
 
   void CloseQuery() {
@@ -776,6 +842,16 @@ class ParquetReader final : public FileReader {
   uint64_t MaxTypedRecords(const BatchLimits& limits) const {
     // Typed rows count a nominal size per record, as sync counts a Parquet record's bytes.
     return std::min(limits.max_typed_records, limits.max_typed_bytes / kNominalRecordBytes + 1);
+  }
+
+  // Rows copied as columns or read from JSON text; true at the end of the file or at an error.
+  bool FillRows(SourceBatch& batch, const BatchLimits& limits) {
+    if (!error_) RunQuery(WantedRows());
+    if (!error_ && rows_as_ == RowsAs::kColumns) {
+      if (const std::optional<bool> is_done = FillColumns(batch, limits)) return *is_done;
+      RunQuery(RowsAs::kJsonText);  // the next row is for the JSON path
+    }
+    return error_ || FillJson(batch, limits);
   }
 
   // Rows copied as columns; nullopt, with nothing read, when the next row is for the JSON path.
@@ -844,12 +920,24 @@ class ParquetReader final : public FileReader {
   }
 
   // Whether the query has a row left; the next chunk is fetched once the current one is read.
+  // DuckDB ends a result the same way at its end and at an error (a damaged page mid-file): the
+  // result's error tells them apart, so a damaged file never reads as a shorter one.
   bool HasRow() {
     while (chunk_ == nullptr || chunk_row_ >= duckdb_data_chunk_get_size(chunk_)) {
       if (chunk_ != nullptr) duckdb_destroy_data_chunk(&chunk_);
+      if (error_) return false;
       chunk_ = duckdb_fetch_chunk(result_);
       chunk_row_ = 0;
-      if (chunk_ == nullptr) return false;
+      if (chunk_ != nullptr) continue;
+      if (duckdb_result_error(&result_) != nullptr) {
+        QueryFailed(rows_as_);
+        continue;
+      }
+      // Read a group at a time, the file goes on while a group's query hands rows over.
+      if (!row_groups_ || records_ == query_first_record_) return false;
+      const RowsAs rows_as = rows_as_;
+      CloseQuery();
+      RunQuery(rows_as);
     }
     return true;
   }
@@ -871,13 +959,16 @@ class ParquetReader final : public FileReader {
   }
 
   // DuckDB's message names the descriptor path it read; the user knows the file by its name.
-  void SetError(const char* duckdb_message) {
+  std::string DuckdbMessage(const char* duckdb_message) const {
     std::string message = duckdb_message != nullptr ? duckdb_message : "unknown error";
     for (size_t at = message.find(read_path_); at != std::string::npos;
          at = message.find(read_path_, at + path_.size())) {
       message.replace(at, read_path_.size(), path_);
     }
-    error_ = "unreadable Parquet: " + message;
+    return message;
+  }
+  void SetError(const char* duckdb_message) {
+    error_ = "unreadable Parquet: " + DuckdbMessage(duckdb_message);
   }
 
   DuckdbConnection& duckdb_;
@@ -892,12 +983,14 @@ class ParquetReader final : public FileReader {
   duckdb_data_chunk chunk_ = nullptr;
   idx_t chunk_row_ = 0;
   uint64_t records_ = 0;     // the rows read (or skipped on resuming) so far
+  uint64_t query_first_record_ = 0;  // records_ when the running query began
   uint64_t json_until_ = 0;  // rows up to this record take the JSON path
   uint64_t json_stretch_ = 0;
   internal::JsonParser json_{kMaxRecordBytes};
   std::string padded_row_;
   std::optional<internal::TypedRows> typed_;
   std::optional<internal::DuckdbColumnsPlan> plan_;  // typed_'s layout: slots point into it
+  std::optional<ParquetRowGroups> row_groups_;  // set once the file is read a group at a time
   uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
 

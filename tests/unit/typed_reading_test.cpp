@@ -55,6 +55,7 @@ Value WithoutNulls(Value value) {
 struct Shaped {
   std::vector<std::string> rows;
   std::vector<std::string> deadletters;  // "record line code"
+  std::vector<std::string> deadletter_reasons;
   std::string schema;
   uint64_t typed_rows = 0;
   SourcePositions positions;
@@ -98,6 +99,7 @@ void ReadInto(const std::string& path, schema::Shaper& shaper, LayoutBoard* boar
       shaped.deadletters.push_back(fmt::format("{} {} {}", deadletter.origin.row,
                                                deadletter.origin.line,
                                                schema::FailureCodeName(deadletter.failure_code)));
+      shaped.deadletter_reasons.push_back(deadletter.reason);
     }
     shaped.positions[batch.partition] = batch.position;
     if (!shaper.Seal().empty() && board != nullptr) board->Publish(shaper.TypedLayout({}));
@@ -409,14 +411,14 @@ TEST(TypedReading, AHeaderNameWithoutAFieldReadsAsValues) {
 
 // ----- Parquet (DuckDB's columns copied where they fit, its JSON text of each row otherwise) -----
 
-void WriteParquet(const fs::path& path, const std::string& select_sql) {
+void WriteParquet(const fs::path& path, const std::string& select_sql,
+                  const std::string& options = "FORMAT parquet") {
   duckdb_database database = nullptr;
   duckdb_connection connection = nullptr;
   ASSERT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
   ASSERT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
   duckdb_result result;
-  const std::string sql =
-      fmt::format("COPY ({}) TO '{}' (FORMAT parquet)", select_sql, path.string());
+  const std::string sql = fmt::format("COPY ({}) TO '{}' ({})", select_sql, path.string(), options);
   EXPECT_EQ(duckdb_query(connection, sql.c_str(), &result), DuckDBSuccess)
       << duckdb_result_error(&result);
   duckdb_destroy_result(&result);
@@ -560,6 +562,76 @@ TEST(TypedReading, ParquetColumnsOfTheTrainingTypesAreCopiedWhole) {
   duckdb_destroy_prepare(&statement);
   duckdb_disconnect(&connection);
   duckdb_close(&database);
+}
+
+// Overwrites the column chunk of `column` in the file's row group `row_group` with 0xff bytes, the
+// footer left whole; returns the first row of that group.
+uint64_t DamageRowGroup(const fs::path& path, int row_group, const std::string& column) {
+  duckdb_database database = nullptr;
+  duckdb_connection connection = nullptr;
+  EXPECT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
+  EXPECT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
+  const std::string sql = fmt::format(
+      "SELECT (SELECT coalesce(sum(num_rows), 0) FROM (SELECT DISTINCT row_group_id, "
+      "row_group_num_rows AS num_rows FROM parquet_metadata('{0}') WHERE row_group_id < {1})), "
+      "data_page_offset, total_compressed_size FROM parquet_metadata('{0}') "
+      "WHERE row_group_id = {1} AND path_in_schema = '{2}'",
+      path.string(), row_group, column);
+  duckdb_result result;
+  EXPECT_EQ(duckdb_query(connection, sql.c_str(), &result), DuckDBSuccess)
+      << duckdb_result_error(&result);
+  EXPECT_EQ(duckdb_row_count(&result), 1u);
+  const auto first_row = static_cast<uint64_t>(duckdb_value_int64(&result, 0, 0));
+  const int64_t offset = duckdb_value_int64(&result, 1, 0);
+  const int64_t size = duckdb_value_int64(&result, 2, 0);
+  duckdb_destroy_result(&result);
+  duckdb_disconnect(&connection);
+  duckdb_close(&database);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(offset);
+  const std::string damage(static_cast<size_t>(size), '\xff');
+  file.write(damage.data(), static_cast<std::streamsize>(damage.size()));
+  EXPECT_TRUE(file.good());
+  return first_row;
+}
+
+// A damaged page mid-file ends DuckDB's result as its end does, and DuckDB drops rows it read
+// ahead: every row before the damaged row group is read, the rest of the file is one deadletter at
+// the record after them — never a file that merely ends early. Damage in the first, a middle and
+// the last row group, read as values, typed, and typed in passes that resume.
+TEST(TypedReading, ParquetDamagedMidFileReadsEveryRowBeforeTheDamagedGroup) {
+  TempDir dir;
+  const std::string select =
+      "SELECT i AS id, 'n' || i AS name, i * 0.5 AS amount FROM range({}) t(i)";
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, fmt::format(fmt::runtime(select), 3));
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  for (const int damaged_group : {0, 11, 19}) {
+    SCOPED_TRACE(fmt::format("row group {} damaged", damaged_group));
+    const fs::path input = fs::path(dir.path()) / fmt::format("input-{}.parquet", damaged_group);
+    // 20 row groups, the last one short, which DuckDB reads on several threads.
+    WriteParquet(input, fmt::format(fmt::runtime(select), 40000),
+                 "FORMAT parquet, ROW_GROUP_SIZE 2048");
+    const uint64_t readable_rows = DamageRowGroup(input, damaged_group, "name");
+    const uint64_t group_end = std::min<uint64_t>(readable_rows + 2048, 40000);
+    for (const auto& [how, shaped] :
+         {std::pair{"as values", ReadWhole(input.string(), start, /*typed=*/false)},
+          std::pair{"typed", ReadWhole(input.string(), start, /*typed=*/true)},
+          std::pair{"typed in passes", ReadInPasses(input.string(), start, 211)}}) {
+      SCOPED_TRACE(how);
+      ASSERT_EQ(shaped.rows.size(), readable_rows);
+      for (uint64_t row = 0; row < readable_rows; row += 997) {
+        EXPECT_THAT(shaped.rows[row], ::testing::StartsWith(fmt::format("{{\"id\":{},", row)));
+      }
+      EXPECT_THAT(shaped.deadletters,
+                  ::testing::ElementsAre(fmt::format("{} 0 unreadable_file", readable_rows + 1)));
+      EXPECT_THAT(shaped.deadletter_reasons,
+                  ::testing::ElementsAre(::testing::StartsWith(fmt::format(
+                      "unreadable Parquet: row group {} (records {} to {}) is damaged, and the "
+                      "records after it are not read: ",
+                      damaged_group, readable_rows + 1, group_end))));
+    }
+  }
 }
 
 }  // namespace
