@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -28,8 +30,12 @@ namespace skippr::transform {
 namespace {
 
 using Int128 = __int128;
+static_assert(std::numeric_limits<Int128>::is_specialized, "the record decoders range-check it");
 
 constexpr uint8_t kRecordVersion = 1;
+// Group records are written compact (varints, absent parts left out), and version 1 ones are
+// still read: a group is a store entry per key, and at one key per row its size is the store's.
+constexpr uint8_t kGroupRecordVersion = 2;
 // Test seams, read only by the processor before each commit: a delay, and a file whose existence
 // holds the processor back (tests prove ingest does not wait for it).
 constexpr const char* kDelayVariable = "SKIPPR_AGGREGATE_DELAY_MS";
@@ -91,6 +97,19 @@ class Encoder {
     Fixed(static_cast<uint32_t>(text.size()));
     out_.append(text);
   }
+  // 7 bits a byte, least significant first; the high bit says another byte follows.
+  void Varint(unsigned __int128 value) {
+    while (value >= 0x80) {
+      out_.push_back(static_cast<char>(static_cast<uint8_t>(value) | 0x80));
+      value >>= 7;
+    }
+    out_.push_back(static_cast<char>(value));
+  }
+  // Zigzag: small magnitudes of either sign take few bytes.
+  void Signed(Int128 value) {
+    Varint((static_cast<unsigned __int128>(value) << 1) ^
+           static_cast<unsigned __int128>(value >> 127));
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -114,6 +133,33 @@ class Decoder {
     std::string text(bytes_.substr(offset_, length));
     offset_ += length;
     return text;
+  }
+  Result<unsigned __int128> Varint() {
+    unsigned __int128 value = 0;
+    for (int shift = 0; shift < 128; shift += 7) {
+      SKIPPR_ASSIGN_OR_RETURN(const uint8_t byte, Fixed<uint8_t>());
+      const unsigned __int128 bits = byte & 0x7f;
+      if (shift > 0 && (bits >> (128 - shift)) != 0) break;  // past 128 bits
+      value |= bits << shift;
+      if ((byte & 0x80) == 0) return value;
+    }
+    return Damaged("a number longer than 128 bits");
+  }
+  // A zigzag number that must fit T's range.
+  template <typename T>
+  Result<T> Signed() {
+    SKIPPR_ASSIGN_OR_RETURN(const unsigned __int128 zigzag, Varint());
+    const Int128 value = static_cast<Int128>(zigzag >> 1) ^ -static_cast<Int128>(zigzag & 1);
+    if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+      return Damaged("a number out of its field's range");
+    }
+    return static_cast<T>(value);
+  }
+  Status Damaged(std::string_view problem) const {
+    return Status::Corruption(fmt::format(
+        "{} holds {} at byte {}; stream_state is damaged: delete the aggregate's state (change "
+        "its id) to rebuild it from the WAL",
+        what_, problem, offset_));
   }
   Status ExpectEnd() const {
     if (offset_ == bytes_.size()) return Status::OK();
@@ -258,33 +304,36 @@ Result<std::vector<Contribution>> DecodeContributions(Decoder& in) {
   return row;
 }
 
+// Group record version 2: which parts of a measure follow (the others are 0, or for non_null the
+// group's rows).
+enum MeasureParts : uint8_t {
+  kHasExact = 1,
+  kHasScale = 2,
+  kHasReal = 4,
+  kNonNullDiffersFromRows = 8,
+  kAllMeasureParts = 15,
+};
+
 std::string EncodeGroup(const GroupState& group) {
   Encoder out;
-  out.Fixed(kRecordVersion);
-  out.Fixed(group.rows);
-  out.Fixed(static_cast<uint32_t>(group.measures.size()));
+  out.Fixed(kGroupRecordVersion);
+  out.Signed(group.rows);
+  out.Varint(group.measures.size());
   for (const MeasureState& measure : group.measures) {
-    out.Fixed(measure.exact);
-    out.Fixed(measure.scale);
-    out.Fixed(measure.real);
-    out.Fixed<uint8_t>(measure.has_real);
-    out.Fixed(measure.non_null);
+    const uint8_t parts = (measure.exact != 0 ? kHasExact : 0) |
+                          (measure.scale != 0 ? kHasScale : 0) |
+                          (measure.has_real ? kHasReal : 0) |
+                          (measure.non_null != group.rows ? kNonNullDiffersFromRows : 0);
+    out.Fixed(parts);
+    if ((parts & kHasExact) != 0) out.Signed(measure.exact);
+    if ((parts & kHasScale) != 0) out.Signed(measure.scale);
+    if ((parts & kHasReal) != 0) out.Fixed(measure.real);
+    if ((parts & kNonNullDiffersFromRows) != 0) out.Signed(measure.non_null);
   }
   return out.Take();
 }
 
-Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateConfig& aggregate) {
-  const std::string what = fmt::format("aggregate {}: a group record", aggregate.id);
-  Decoder in(bytes, what);
-  SKIPPR_RETURN_IF_ERROR(CheckVersion(in, what));
-  GroupState group;
-  SKIPPR_ASSIGN_OR_RETURN(group.rows, in.Fixed<int64_t>());
-  SKIPPR_ASSIGN_OR_RETURN(const uint32_t count, in.Fixed<uint32_t>());
-  if (count != aggregate.measures.size()) {
-    return Status::Corruption(
-        fmt::format("{} holds {} measures, the config {}", what, count, aggregate.measures.size()));
-  }
-  group.measures.resize(count);
+Status DecodeMeasuresV1(Decoder& in, GroupState& group) {
   for (MeasureState& measure : group.measures) {
     SKIPPR_ASSIGN_OR_RETURN(measure.exact, in.Fixed<Int128>());
     SKIPPR_ASSIGN_OR_RETURN(measure.scale, in.Fixed<int32_t>());
@@ -293,6 +342,56 @@ Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateCo
     measure.has_real = has_real != 0;
     SKIPPR_ASSIGN_OR_RETURN(measure.non_null, in.Fixed<int64_t>());
   }
+  return Status::OK();
+}
+
+Status DecodeMeasuresV2(Decoder& in, GroupState& group) {
+  for (MeasureState& measure : group.measures) {
+    SKIPPR_ASSIGN_OR_RETURN(const uint8_t parts, in.Fixed<uint8_t>());
+    if ((parts & ~kAllMeasureParts) != 0) return in.Damaged("unknown measure parts");
+    if ((parts & kHasExact) != 0) {
+      SKIPPR_ASSIGN_OR_RETURN(measure.exact, in.Signed<Int128>());
+    }
+    if ((parts & kHasScale) != 0) {
+      SKIPPR_ASSIGN_OR_RETURN(measure.scale, in.Signed<int32_t>());
+    }
+    measure.has_real = (parts & kHasReal) != 0;
+    if (measure.has_real) {
+      SKIPPR_ASSIGN_OR_RETURN(measure.real, in.Fixed<double>());
+    }
+    measure.non_null = group.rows;
+    if ((parts & kNonNullDiffersFromRows) != 0) {
+      SKIPPR_ASSIGN_OR_RETURN(measure.non_null, in.Signed<int64_t>());
+    }
+  }
+  return Status::OK();
+}
+
+Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateConfig& aggregate) {
+  const std::string what = fmt::format("aggregate {}: a group record", aggregate.id);
+  Decoder in(bytes, what);
+  SKIPPR_ASSIGN_OR_RETURN(const uint8_t version, in.Fixed<uint8_t>());
+  if (version != 1 && version != kGroupRecordVersion) {
+    return Status::NotSupported(fmt::format(
+        "{} has record version {}; this skipprd reads versions 1 to {}: run the newer skipprd",
+        what, version, kGroupRecordVersion));
+  }
+  GroupState group;
+  uint64_t count = 0;
+  if (version == 1) {
+    SKIPPR_ASSIGN_OR_RETURN(group.rows, in.Fixed<int64_t>());
+    SKIPPR_ASSIGN_OR_RETURN(count, in.Fixed<uint32_t>());
+  } else {
+    SKIPPR_ASSIGN_OR_RETURN(group.rows, in.Signed<int64_t>());
+    SKIPPR_ASSIGN_OR_RETURN(const unsigned __int128 measures, in.Varint());
+    count = measures <= UINT32_MAX ? static_cast<uint64_t>(measures) : UINT64_MAX;
+  }
+  if (count != aggregate.measures.size()) {
+    return Status::Corruption(
+        fmt::format("{} holds {} measures, the config {}", what, count, aggregate.measures.size()));
+  }
+  group.measures.resize(count);
+  SKIPPR_RETURN_IF_ERROR(version == 1 ? DecodeMeasuresV1(in, group) : DecodeMeasuresV2(in, group));
   SKIPPR_RETURN_IF_ERROR(in.ExpectEnd());
   return group;
 }
@@ -557,13 +656,84 @@ void RowContributions(const config::AggregateConfig& aggregate, const ResolvedSl
 // A chunk: the groups and entities its rows touched, loaded from one snapshot, written in one
 // transaction with the cursor.
 
+// The states a chunk changed, by store key, in the order they arrived. While keys only grow (ids,
+// times) a key is found without an index — it is the last one or none — and the states are
+// written without a sort; the first key that does not grow builds the hash index, which then
+// serves every lookup.
+template <typename State>
+class PendingStates {
+ public:
+  explicit PendingStates(size_t expected_keys) : expected_keys_(expected_keys) {}
+
+  size_t size() const { return items_.size(); }
+
+  State* Find(std::string_view store_key) {
+    if (items_.empty()) return nullptr;
+    if (!index_) {
+      const std::string& last = items_.back().store_key;
+      if (store_key > last) return nullptr;
+      if (store_key == last) return &items_.back().state;
+      BuildIndex();
+    }
+    const auto found = index_->find(store_key);
+    return found != index_->end() ? found->second : nullptr;
+  }
+
+  // `store_key` is not held: Find said so.
+  State* Add(std::string store_key, State state) {
+    SKIPPR_CHECK(index_ || items_.empty() || store_key > items_.back().store_key);
+    Item& item = items_.emplace_back(Item{std::move(store_key), std::move(state)});
+    if (index_) {
+      const bool is_new = index_->emplace(item.store_key, &item.state).second;
+      SKIPPR_CHECK(is_new);
+    }
+    return &item.state;
+  }
+
+  // The states with their store keys, sorted by store key: LMDB then writes each B-tree page
+  // while it is at hand, where hash order (many distinct keys) touches pages at random.
+  std::vector<std::pair<std::string_view, const State*>> InKeyOrder() const {
+    std::vector<std::pair<std::string_view, const State*>> ordered;
+    ordered.reserve(items_.size());
+    for (const Item& item : items_) ordered.emplace_back(item.store_key, &item.state);
+    if (index_) {  // else they arrived in key order
+      std::sort(ordered.begin(), ordered.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
+    return ordered;
+  }
+
+  void Clear() {
+    items_.clear();
+    index_.reset();
+  }
+
+ private:
+  struct Item {
+    std::string store_key;
+    State state;
+  };
+
+  void BuildIndex() {
+    index_.emplace();
+    // Room made up front, so that a chunk of many keys never rehashes.
+    index_->reserve(std::max(expected_keys_, items_.size()));
+    for (Item& item : items_) index_->emplace(item.store_key, &item.state);
+  }
+
+  size_t expected_keys_;
+  std::deque<Item> items_;  // stable addresses: the index holds views of their keys
+  std::optional<std::unordered_map<std::string_view, State*>> index_;
+};
+
 class Chunk {
  public:
   // `expected_groups`: room made up front, so that a chunk of many keys never rehashes.
   Chunk(store::Store& store, const config::AggregateConfig& aggregate, size_t expected_groups)
-      : store_(store), aggregate_(aggregate) {
-    groups_.reserve(expected_groups);
-  }
+      : store_(store),
+        aggregate_(aggregate),
+        groups_(expected_groups),
+        entities_(expected_groups) {}
 
   int64_t rows() const { return rows_; }
   void CountRows(int64_t rows) { rows_ += rows; }
@@ -652,17 +822,8 @@ class Chunk {
   }
 
  private:
-  // A state of the chunk with its key in the store, made once.
-  template <typename State>
-  struct Pending {
-    std::string store_key;
-    State state;
-  };
-
-  // In key order: LMDB then writes each B-tree page while it is at hand, where hash order (a
-  // chunk of many distinct keys) touches pages at random.
   Status WriteState(store::WriteTransaction& write) {
-    for (const auto& [store_key, group] : InKeyOrder(groups_)) {
+    for (const auto& [store_key, group] : groups_.InKeyOrder()) {
       if (group->rows == 0) {
         for (const MeasureState& measure : group->measures) {
           SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
@@ -674,7 +835,7 @@ class Chunk {
       SKIPPR_RETURN_IF_ERROR(
           write.Put(store::Family::kStreamState, store_key, EncodeGroup(*group)));
     }
-    for (const auto& [store_key, entity] : InKeyOrder(entities_)) {
+    for (const auto& [store_key, entity] : entities_.InKeyOrder()) {
       if (!entity->is_live && entity->order_token.empty()) {
         SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
       } else {
@@ -685,21 +846,9 @@ class Chunk {
     return Status::OK();
   }
 
-  // The chunk's states with their store keys, sorted by store key.
-  template <typename State>
-  static std::vector<std::pair<std::string_view, const State*>> InKeyOrder(
-      const std::unordered_map<std::string, Pending<State>>& pending) {
-    std::vector<std::pair<std::string_view, const State*>> ordered;
-    ordered.reserve(pending.size());
-    for (const auto& [key, item] : pending) ordered.emplace_back(item.store_key, &item.state);
-    std::sort(ordered.begin(), ordered.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    return ordered;
-  }
-
   void Clear() {
-    groups_.clear();
-    entities_.clear();
+    groups_.Clear();
+    entities_.Clear();
     snapshot_.reset();
     rows_ = 0;
   }
@@ -745,8 +894,8 @@ class Chunk {
   }
 
   Result<GroupState*> Group(const std::string& key) {
-    if (auto found = groups_.find(key); found != groups_.end()) return &found->second.state;
     std::string store_key = GroupKey(aggregate_.id, key);
+    if (GroupState* pending = groups_.Find(store_key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                             ReadStored(store_key, &Snapshot::last_group_key));
     GroupState group;
@@ -755,30 +904,26 @@ class Chunk {
     } else {
       group.measures.resize(aggregate_.measures.size());
     }
-    Pending<GroupState> pending{std::move(store_key), std::move(group)};
-    return &groups_.emplace(key, std::move(pending)).first->second.state;
+    return groups_.Add(std::move(store_key), std::move(group));
   }
 
   Result<EntityState*> Entity(std::string_view key) {
-    if (auto found = entities_.find(std::string(key)); found != entities_.end()) {
-      return &found->second.state;
-    }
     std::string store_key = EntityKey(aggregate_.id, key);
+    if (EntityState* pending = entities_.Find(store_key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                             ReadStored(store_key, &Snapshot::last_entity_key));
     EntityState entity;
     if (bytes) {
       SKIPPR_ASSIGN_OR_RETURN(entity, DecodeEntity(*bytes, aggregate_.id));
     }
-    Pending<EntityState> pending{std::move(store_key), std::move(entity)};
-    return &entities_.emplace(std::string(key), std::move(pending)).first->second.state;
+    return entities_.Add(std::move(store_key), std::move(entity));
   }
 
   store::Store& store_;
   const config::AggregateConfig& aggregate_;
   std::optional<Snapshot> snapshot_;
-  std::unordered_map<std::string, Pending<GroupState>> groups_;
-  std::unordered_map<std::string, Pending<EntityState>> entities_;
+  PendingStates<GroupState> groups_;
+  PendingStates<EntityState> entities_;
   std::vector<Contribution> scratch_;
   int64_t rows_ = 0;
 };

@@ -116,6 +116,100 @@ TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
   EXPECT_EQ(snapshot.groups[0].measures[0], "36893488147419103228");  // 4 × (2^63 − 1)
 }
 
+// Group records are written as version 2 (compact); a version 1 record, as earlier skipprd wrote
+// it, is still read and carried on exactly.
+TEST(AggregateProcessor, AVersionOneGroupRecordIsStillRead) {
+  TempDir dir;
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  config::AggregateConfig aggregate;
+  aggregate.id = "old";
+  aggregate.key_fields = {"k"};
+  aggregate.measures = {{"total", config::MeasureKind::kSum, "v"},
+                        {"rows", config::MeasureKind::kCount, "*"}};
+  Batch batch;
+  batch.namespace_name = "n";
+  batch.fields = {{1, "k", LogicalType::String(), true}, {2, "v", LogicalType::Long(), true}};
+  for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
+  for (int i = 0; i < 3; ++i) {
+    batch.columns[0].Append(Value::String("a"));
+    batch.columns[1].Append(Value::Int(INT64_MAX));
+    ++batch.num_rows;
+  }
+  auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
+  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
+  auto processor =
+      ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {aggregate}));
+  ValueOrDie(processor->ProcessCommitted());
+
+  // The group record rewritten as version 1 says 5 rows: total 5 × (2^63 − 1), rows 5.
+  const std::string prefix =
+      store::KeyBuilder().Text("aggregate").Text("old").Text("group").key();
+  std::vector<std::string> keys;
+  {
+    store::ReadTransaction read = ValueOrDie(store->BeginRead());
+    OkOrDie(read.Scan(store::Family::kStreamState, prefix, [&](std::string_view key, auto) {
+      keys.emplace_back(key);
+      return true;
+    }));
+  }
+  ASSERT_EQ(keys.size(), 1u);
+  std::string v1;
+  const auto append = [&v1](const auto& value) {
+    v1.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  append(uint8_t{1});                                  // version
+  append(int64_t{5});                                  // rows
+  append(uint32_t{2});                            // measures, as configured: total, rows
+  append(static_cast<__int128>(INT64_MAX) * 5);   // total: exact
+  append(int32_t{0});                             //        scale
+  append(0.0);                                    //        real
+  append(uint8_t{0});                             //        has_real
+  append(int64_t{5});                             //        non_null
+  append(static_cast<__int128>(0));               // rows: exact
+  append(int32_t{0});
+  append(0.0);
+  append(uint8_t{0});
+  append(int64_t{5});                             //       non_null: the count
+  {
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    OkOrDie(write.Put(store::Family::kStreamState, keys[0], v1));
+    OkOrDie(write.Commit());
+  }
+  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
+  ValueOrDie(processor->ProcessCommitted());
+  store::ReadTransaction read = ValueOrDie(store->BeginRead());
+  auto snapshot = ValueOrDie(transform::ReadAggregate(read, aggregate));
+  ASSERT_EQ(snapshot.groups.size(), 1u);
+  EXPECT_EQ(snapshot.groups[0].measures, (std::vector<std::optional<std::string>>{
+                                             "73786976294838206456", "8"}));  // 8 × (2^63 − 1)
+  // Rewritten as version 2: version, rows, measure count, total's parts and exact sum (a 67-bit
+  // zigzag number: 10 bytes), rows' parts (its count is the group's rows).
+  const std::optional<std::string> rewritten =
+      ValueOrDie(read.Get(store::Family::kStreamState, keys[0]));
+  ASSERT_TRUE(rewritten.has_value());
+  EXPECT_EQ(rewritten->size(), 1u + 1 + 1 + 1 + 10 + 1);
+  EXPECT_EQ(static_cast<uint8_t>(rewritten->front()), 2);
+
+  // Damaged version 2 records are refused, naming the aggregate, never read as other numbers.
+  const std::string& good = *rewritten;
+  for (const std::string& damaged :
+       {good.substr(0, good.size() - 1),                   // truncated inside the exact sum
+        good + '\x00',                                      // a byte left over
+        good.substr(0, 3) + '\x10' + good.substr(4),        // unknown measure parts
+        good.substr(0, 4) + std::string(19, '\xff') + '\x01',  // a sum beyond 128 bits
+        std::string("\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 11),  // rows beyond 64 bits
+        std::string("\x03", 1)}) {                          // a newer version
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    OkOrDie(write.Put(store::Family::kStreamState, keys[0], damaged));
+    OkOrDie(write.Commit());
+    store::ReadTransaction again = ValueOrDie(store->BeginRead());
+    const Result<transform::AggregateSnapshot> refused = transform::ReadAggregate(again, aggregate);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("aggregate old: a group record"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Crashes: the driver runs the processor in a child process.
 
