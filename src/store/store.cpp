@@ -622,6 +622,7 @@ WriteTransaction::WriteTransaction(std::shared_ptr<internal::Environment> env, M
 WriteTransaction::WriteTransaction(WriteTransaction&& other) noexcept
     : env_(std::move(other.env_)),
       txn_(std::exchange(other.txn_, nullptr)),
+      put_cursors_(std::exchange(other.put_cursors_, {})),
       owner_thread_(other.owner_thread_),
       state_(other.state_),
       failure_(std::move(other.failure_)),
@@ -636,6 +637,7 @@ WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept
     state_ = other.state_;
     failure_ = std::move(other.failure_);
     scan_depth_ = other.scan_depth_;
+    put_cursors_ = std::exchange(other.put_cursors_, {});
   }
   return *this;
 }
@@ -650,6 +652,7 @@ void WriteTransaction::Abort() {
                    "a WriteTransaction was finished on a thread other than the one that began it");
   env_->ClearWriterThread();
   mdb_txn_abort(std::exchange(txn_, nullptr));
+  put_cursors_ = {};  // freed with the transaction
 }
 
 Status WriteTransaction::Fail(Status status) {
@@ -701,12 +704,25 @@ Status WriteTransaction::Scan(Family family, std::string_view prefix,
   return status;
 }
 
+Result<MDB_cursor*> WriteTransaction::PutCursor(Family family) {
+  MDB_cursor*& cursor = put_cursors_[static_cast<size_t>(family)];
+  if (cursor == nullptr) {
+    const int rc = mdb_cursor_open(txn_, env_->dbi(family), &cursor);
+    if (rc != 0) {
+      cursor = nullptr;
+      return Fail(env_->Error(rc, "open a put cursor", family));
+    }
+  }
+  return cursor;
+}
+
 Status WriteTransaction::Put(Family family, std::string_view key, std::string_view value) {
   SKIPPR_RETURN_IF_ERROR(CheckUsable("put", /*is_write=*/true));
   SKIPPR_RETURN_IF_ERROR(env_->CheckKey(family, key, "put"));
+  SKIPPR_ASSIGN_OR_RETURN(MDB_cursor* const cursor, PutCursor(family));
   MDB_val mdb_key = Val(key);
   MDB_val mdb_value = Val(value);
-  const int rc = mdb_put(txn_, env_->dbi(family), &mdb_key, &mdb_value, 0);
+  const int rc = mdb_cursor_put(cursor, &mdb_key, &mdb_value, 0);
   if (rc != 0) return Fail(env_->Error(rc, "put", family));
   return Status::OK();
 }
@@ -758,6 +774,7 @@ Status WriteTransaction::Commit() {
   SKIPPR_RETURN_IF_ERROR(CheckUsable("commit", /*is_write=*/true));
   env_->ClearWriterThread();  // before LMDB releases its mutex to the next writer
   const int rc = mdb_txn_commit(std::exchange(txn_, nullptr));  // frees the txn either way
+  put_cursors_ = {};                                              // and its cursors
   if (rc != 0) {
     state_ = State::kFailed;
     failure_ = env_->Error(rc, "commit", std::nullopt);

@@ -6,6 +6,7 @@
 // snapshot that writers never disturb. The bytes on disk are documented in docs/formats/store.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "core/status.hpp"
 
 struct MDB_txn;  // from <lmdb.h>, which stays private to store/
+struct MDB_cursor;
 
 namespace skippr::store {
 
@@ -143,9 +145,13 @@ class WriteTransaction {
   Status CheckUsable(std::string_view operation, bool is_write) const;
   Status Fail(Status status);
   void Abort();
+  Result<MDB_cursor*> PutCursor(Family family);
 
   std::shared_ptr<internal::Environment> env_;
   MDB_txn* txn_ = nullptr;  // null once committed, failed or moved from
+  // One cursor per family for Put: LMDB searches only the cursor's page when a key falls within
+  // it, so keys put in order skip the descent from the root. LMDB frees them with txn_.
+  std::array<MDB_cursor*, kFamilyCount> put_cursors_{};
   std::thread::id owner_thread_;
   State state_ = State::kOpen;
   Status failure_;  // the error that spent the transaction, once state_ is kFailed
