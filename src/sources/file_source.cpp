@@ -883,11 +883,15 @@ class ParquetReader final : public FileReader {
   // Rows read from their JSON text: typed while they fit the layout, as Values otherwise.
   bool FillJson(SourceBatch& batch, const BatchLimits& limits) {
     const uint64_t max_typed_records = MaxTypedRecords(limits);
+    uint64_t value_bytes = 0;  // the JSON text of the rows read as Values: their memory's measure
     bool is_done = false;
     while (true) {
       const auto typed_rows = static_cast<uint64_t>(typed_ ? typed_->rows() : 0);
       const uint64_t taken = batch.records.size() + batch.deadletters.size() + typed_rows;
-      if (taken >= (typed_rows > 0 ? max_typed_records : limits.max_records)) break;
+      if (typed_rows > 0 ? taken >= max_typed_records
+                         : taken >= limits.max_records || value_bytes >= limits.max_bytes) {
+        break;
+      }
       // Past the rows that needed this path, the next batch goes back to copying columns.
       if (taken > 0 && WantedRows() == RowsAs::kColumns) break;
       const std::optional<std::string_view> row = NextJsonRow();
@@ -906,6 +910,7 @@ class ParquetReader final : public FileReader {
       }
       if (typed_rows > 0) break;  // the next batch reads this row as a Value
       TakeRow();
+      value_bytes += row->size();
       Value value;
       if (const simdjson::error_code error = json_.Parse(text, /*has_padding=*/true, &value)) {
         batch.deadletters.push_back(schema::MakeDeadletter(

@@ -564,6 +564,32 @@ TEST(TypedReading, ParquetColumnsOfTheTrainingTypesAreCopiedWhole) {
   duckdb_close(&database);
 }
 
+// Rows read as Values (no layout: discover's sample) are held as Values until the batch is shaped:
+// a batch ends at the byte limit as well as the record limit, whatever the rows' size.
+TEST(TypedReading, ParquetRowsReadAsValuesKeepBatchesWithinTheByteLimit) {
+  TempDir dir;
+  const fs::path input = fs::path(dir.path()) / "wide.parquet";
+  WriteParquet(input, "SELECT i AS id, repeat('x', 10000) AS wide FROM range(1000) t(i)");
+  Result<std::unique_ptr<Source>> source = MakeSource(FileConnector(input.string()));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  ReadOptions options;
+  options.max_records_per_batch = 100'000;
+  options.max_bytes_per_batch = 100'000;  // about 10 rows of JSON text
+  ASSERT_TRUE((*source)->Open({}, options).ok());
+  uint64_t rows = 0;
+  uint64_t batches = 0;
+  while (true) {
+    Result<std::optional<SourceBatch>> next = (*source)->Next();
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    if (!*next) break;
+    EXPECT_LE((*next)->records.size(), 11u);
+    rows += (*next)->records.size();
+    ++batches;
+  }
+  EXPECT_EQ(rows, 1000u);
+  EXPECT_GE(batches, 90u);
+}
+
 // Overwrites the column chunk of `column` in the file's row group `row_group` with 0xff bytes, the
 // footer left whole; returns the first row of that group.
 uint64_t DamageRowGroup(const fs::path& path, int row_group, const std::string& column) {
