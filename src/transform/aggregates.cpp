@@ -62,14 +62,10 @@ store::KeyBuilder Prefix(const std::string& aggregate_id) {
 std::string AllAggregatesPrefix() { return store::KeyBuilder().Text("aggregate").key(); }
 std::string HashKey(const std::string& id) { return Prefix(id).Text("config_hash").key(); }
 std::string CursorKey(const std::string& id) { return Prefix(id).Text("cursor").key(); }
+// A group's store key is its prefix then the group key's bytes as they are, and an entity's the
+// same (KeyBuilder's Bytes, the last component, appends them raw): Chunk::StoreKey.
 std::string GroupPrefix(const std::string& id) { return Prefix(id).Text("group").key(); }
-std::string GroupKey(const std::string& id, std::string_view group) {
-  return Prefix(id).Text("group").Bytes(group).key();
-}
 std::string EntityPrefix(const std::string& id) { return Prefix(id).Text("entity").key(); }
-std::string EntityKey(const std::string& id, std::string_view entity) {
-  return Prefix(id).Text("entity").Bytes(entity).key();
-}
 std::string WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
 // Set from the reset of a rebuild that starts from the landed tables until the baseline is in.
 std::string BaselinePendingKey(const std::string& id) {
@@ -733,7 +729,9 @@ class Chunk {
       : store_(store),
         aggregate_(aggregate),
         groups_(expected_groups),
-        entities_(expected_groups) {}
+        entities_(expected_groups),
+        group_prefix_(GroupPrefix(aggregate.id)),
+        entity_prefix_(EntityPrefix(aggregate.id)) {}
 
   int64_t rows() const { return rows_; }
   void CountRows(int64_t rows) { rows_ += rows; }
@@ -893,8 +891,15 @@ class Chunk {
     return snapshot->read.Get(store::Family::kStreamState, store_key);
   }
 
+  // The store key of a group or an entity (GroupPrefix), made in a buffer each lookup reuses, so
+  // that a row whose group is pending costs no allocation.
+  const std::string& StoreKey(const std::string& prefix, std::string_view key) {
+    store_key_.assign(prefix).append(key);
+    return store_key_;
+  }
+
   Result<GroupState*> Group(const std::string& key) {
-    std::string store_key = GroupKey(aggregate_.id, key);
+    const std::string& store_key = StoreKey(group_prefix_, key);
     if (GroupState* pending = groups_.Find(store_key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                             ReadStored(store_key, &Snapshot::last_group_key));
@@ -904,11 +909,11 @@ class Chunk {
     } else {
       group.measures.resize(aggregate_.measures.size());
     }
-    return groups_.Add(std::move(store_key), std::move(group));
+    return groups_.Add(store_key, std::move(group));
   }
 
   Result<EntityState*> Entity(std::string_view key) {
-    std::string store_key = EntityKey(aggregate_.id, key);
+    const std::string& store_key = StoreKey(entity_prefix_, key);
     if (EntityState* pending = entities_.Find(store_key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                             ReadStored(store_key, &Snapshot::last_entity_key));
@@ -916,7 +921,7 @@ class Chunk {
     if (bytes) {
       SKIPPR_ASSIGN_OR_RETURN(entity, DecodeEntity(*bytes, aggregate_.id));
     }
-    return entities_.Add(std::move(store_key), std::move(entity));
+    return entities_.Add(store_key, std::move(entity));
   }
 
   store::Store& store_;
@@ -925,6 +930,9 @@ class Chunk {
   PendingStates<GroupState> groups_;
   PendingStates<EntityState> entities_;
   std::vector<Contribution> scratch_;
+  const std::string group_prefix_;
+  const std::string entity_prefix_;
+  std::string store_key_;  // StoreKey's buffer
   int64_t rows_ = 0;
 };
 

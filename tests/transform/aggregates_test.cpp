@@ -89,6 +89,20 @@ TEST(AggregateProcessor, RandomStreamsEqualARecomputeOverTheFinalRows) {
   }
 }
 
+// `rows` rows of namespace n: k = "a", v = 2^63 − 1.
+Batch MaxLongRowsOfGroupA(int rows) {
+  Batch batch;
+  batch.namespace_name = "n";
+  batch.fields = {{1, "k", LogicalType::String(), true}, {2, "v", LogicalType::Long(), true}};
+  for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
+  for (int i = 0; i < rows; ++i) {
+    batch.columns[0].Append(Value::String("a"));
+    batch.columns[1].Append(Value::Int(INT64_MAX));
+    ++batch.num_rows;
+  }
+  return batch;
+}
+
 TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
   TempDir dir;
   auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
@@ -96,15 +110,7 @@ TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
   aggregate.id = "big";
   aggregate.key_fields = {"k"};
   aggregate.measures = {{"total", config::MeasureKind::kSum, "v"}};
-  Batch batch;
-  batch.namespace_name = "n";
-  batch.fields = {{1, "k", LogicalType::String(), true}, {2, "v", LogicalType::Long(), true}};
-  for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
-  for (int i = 0; i < 4; ++i) {
-    batch.columns[0].Append(Value::String("a"));
-    batch.columns[1].Append(Value::Int(INT64_MAX));
-    ++batch.num_rows;
-  }
+  const Batch batch = MaxLongRowsOfGroupA(4);
   auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
   ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
   auto processor =
@@ -126,15 +132,7 @@ TEST(AggregateProcessor, AVersionOneGroupRecordIsStillRead) {
   aggregate.key_fields = {"k"};
   aggregate.measures = {{"total", config::MeasureKind::kSum, "v"},
                         {"rows", config::MeasureKind::kCount, "*"}};
-  Batch batch;
-  batch.namespace_name = "n";
-  batch.fields = {{1, "k", LogicalType::String(), true}, {2, "v", LogicalType::Long(), true}};
-  for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
-  for (int i = 0; i < 3; ++i) {
-    batch.columns[0].Append(Value::String("a"));
-    batch.columns[1].Append(Value::Int(INT64_MAX));
-    ++batch.num_rows;
-  }
+  const Batch batch = MaxLongRowsOfGroupA(3);
   auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
   ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
   auto processor =

@@ -411,19 +411,38 @@ TEST(TypedReading, AHeaderNameWithoutAFieldReadsAsValues) {
 
 // ----- Parquet (DuckDB's columns copied where they fit, its JSON text of each row otherwise) -----
 
+// An in-memory DuckDB with one connection, for the tests' own queries.
+class TestDuckdb {
+ public:
+  TestDuckdb() {
+    EXPECT_EQ(duckdb_open(nullptr, &database_), DuckDBSuccess);
+    EXPECT_EQ(duckdb_connect(database_, &connection_), DuckDBSuccess);
+  }
+  ~TestDuckdb() {
+    duckdb_disconnect(&connection_);
+    duckdb_close(&database_);
+  }
+  TestDuckdb(const TestDuckdb&) = delete;
+  TestDuckdb& operator=(const TestDuckdb&) = delete;
+  duckdb_connection connection() const { return connection_; }
+
+  // Runs `sql`, which must succeed; the caller destroys `result`.
+  void Query(const std::string& sql, duckdb_result* result) const {
+    EXPECT_EQ(duckdb_query(connection_, sql.c_str(), result), DuckDBSuccess)
+        << duckdb_result_error(result);
+  }
+
+ private:
+  duckdb_database database_ = nullptr;
+  duckdb_connection connection_ = nullptr;
+};
+
 void WriteParquet(const fs::path& path, const std::string& select_sql,
                   const std::string& options = "FORMAT parquet") {
-  duckdb_database database = nullptr;
-  duckdb_connection connection = nullptr;
-  ASSERT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
-  ASSERT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
+  const TestDuckdb duckdb;
   duckdb_result result;
-  const std::string sql = fmt::format("COPY ({}) TO '{}' ({})", select_sql, path.string(), options);
-  EXPECT_EQ(duckdb_query(connection, sql.c_str(), &result), DuckDBSuccess)
-      << duckdb_result_error(&result);
+  duckdb.Query(fmt::format("COPY ({}) TO '{}' ({})", select_sql, path.string(), options), &result);
   duckdb_destroy_result(&result);
-  duckdb_disconnect(&connection);
-  duckdb_close(&database);
 }
 
 TEST(TypedReading, ParquetShapesExactlyAsValues) {
@@ -524,13 +543,10 @@ TEST(TypedReading, ParquetColumnsOfTheTrainingTypesAreCopiedWhole) {
   const std::shared_ptr<const schema::RecordLayout> layout = shaper.TypedLayout({});
   ASSERT_NE(layout, nullptr);
 
-  duckdb_database database = nullptr;
-  duckdb_connection connection = nullptr;
-  ASSERT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
-  ASSERT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
+  const TestDuckdb duckdb;
   const std::string sql = fmt::format("SELECT * FROM read_parquet('{}')", input.string());
   duckdb_prepared_statement statement = nullptr;
-  ASSERT_EQ(duckdb_prepare(connection, sql.c_str(), &statement), DuckDBSuccess);
+  ASSERT_EQ(duckdb_prepare(duckdb.connection(), sql.c_str(), &statement), DuckDBSuccess);
   std::vector<internal::ResultColumn> columns;
   for (idx_t i = 0; i < duckdb_prepared_statement_column_count(statement); ++i) {
     const char* name = duckdb_prepared_statement_column_name(statement, i);
@@ -560,8 +576,6 @@ TEST(TypedReading, ParquetColumnsOfTheTrainingTypesAreCopiedWhole) {
   }
   duckdb_destroy_result(&result);
   duckdb_destroy_prepare(&statement);
-  duckdb_disconnect(&connection);
-  duckdb_close(&database);
 }
 
 // Rows read as Values (no layout: discover's sample) are held as Values until the batch is shaped:
@@ -593,26 +607,20 @@ TEST(TypedReading, ParquetRowsReadAsValuesKeepBatchesWithinTheByteLimit) {
 // Overwrites the column chunk of `column` in the file's row group `row_group` with 0xff bytes, the
 // footer left whole; returns the first row of that group.
 uint64_t DamageRowGroup(const fs::path& path, int row_group, const std::string& column) {
-  duckdb_database database = nullptr;
-  duckdb_connection connection = nullptr;
-  EXPECT_EQ(duckdb_open(nullptr, &database), DuckDBSuccess);
-  EXPECT_EQ(duckdb_connect(database, &connection), DuckDBSuccess);
   const std::string sql = fmt::format(
       "SELECT (SELECT coalesce(sum(num_rows), 0) FROM (SELECT DISTINCT row_group_id, "
       "row_group_num_rows AS num_rows FROM parquet_metadata('{0}') WHERE row_group_id < {1})), "
       "data_page_offset, total_compressed_size FROM parquet_metadata('{0}') "
       "WHERE row_group_id = {1} AND path_in_schema = '{2}'",
       path.string(), row_group, column);
+  const TestDuckdb duckdb;  // outlives the result
   duckdb_result result;
-  EXPECT_EQ(duckdb_query(connection, sql.c_str(), &result), DuckDBSuccess)
-      << duckdb_result_error(&result);
+  duckdb.Query(sql, &result);
   EXPECT_EQ(duckdb_row_count(&result), 1u);
   const auto first_row = static_cast<uint64_t>(duckdb_value_int64(&result, 0, 0));
   const int64_t offset = duckdb_value_int64(&result, 1, 0);
   const int64_t size = duckdb_value_int64(&result, 2, 0);
   duckdb_destroy_result(&result);
-  duckdb_disconnect(&connection);
-  duckdb_close(&database);
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
   file.seekp(offset);
   const std::string damage(static_cast<size_t>(size), '\xff');
