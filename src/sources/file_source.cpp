@@ -673,14 +673,17 @@ class ParquetRowGroups {
 
 class ParquetReader final : public FileReader {
  public:
-  // Reads the file at `read_path` (the opened file's descriptor path), named `path` in messages.
+  // Reads the file at `read_path` (the opened file's descriptor path), named `path` in messages,
+  // from record `skip_records` on; `max_records` > 0 (discover's sample) ends the reading after so
+  // many, which lets DuckDB decode only the row groups that hold them.
   static Result<std::unique_ptr<FileReader>> Open(DuckdbConnection& duckdb, const std::string& path,
                                                   const std::string& read_path,
-                                                  uint64_t skip_records,
+                                                  uint64_t skip_records, uint64_t max_records,
                                                   std::map<std::string, LogicalType>* declared) {
     SKIPPR_RETURN_IF_ERROR(duckdb.Open());
     auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(duckdb, path, read_path));
     reader->records_ = skip_records;
+    if (max_records > 0) reader->end_record_ = skip_records + max_records;
     duckdb_result described;
     if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + reader->ReadSql()).c_str(),
                      &described) != DuckDBSuccess) {
@@ -706,6 +709,9 @@ class ParquetReader final : public FileReader {
   ~ParquetReader() override { CloseQuery(); }
 
   Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) override {
+    // The source stops asking at its sample's end: asked again, the reader would hand over
+    // nothing and not be done, forever.
+    SKIPPR_CHECK_MSG(!IsAtEndRecord(), "a Parquet reader was asked for records past its end");
     const bool is_done = FillRows(batch, limits);
     if (!error_) return is_done;
     // The rows before a damaged page land; the rest of the file is one deadletter, the record
@@ -770,19 +776,27 @@ class ParquetReader final : public FileReader {
     json_stretch_ = json_stretch_ * 2 + 1;
   }
 
-  // The file's rows from the next record on (to the end of its row group when reading a group at
-  // a time). DuckDB skips the row groups outside the range when it may filter on the file's row
-  // numbers (no column already has their name); OFFSET reads them.
+  // The file's rows from the next record on, up to end_record_ and, when reading a group at a
+  // time, to the end of its row group. DuckDB skips the row groups outside the range when it may
+  // filter on the file's row numbers (no column already has their name); OFFSET reads them.
   std::string RowsFromNextSql() const {
-    if (!can_filter_row_numbers_) return fmt::format("{} t OFFSET {}", ReadSql(), records_);
-    const std::string before_group_end =
-        row_groups_ ? fmt::format(" AND file_row_number < {}", row_groups_->EndOfGroup(records_))
-                    : "";
+    if (!can_filter_row_numbers_ && !end_record_) {
+      return fmt::format("{} t OFFSET {}", ReadSql(), records_);
+    }
+    if (!can_filter_row_numbers_) {
+      return fmt::format("(SELECT * FROM {} LIMIT {} OFFSET {}) t", ReadSql(),
+                         *end_record_ - records_, records_);
+    }
+    std::optional<uint64_t> end = end_record_;
+    if (row_groups_) end = std::min(end.value_or(UINT64_MAX), row_groups_->EndOfGroup(records_));
+    const std::string before_end = end ? fmt::format(" AND file_row_number < {}", *end) : "";
     return fmt::format(
         "(SELECT * EXCLUDE (file_row_number) FROM read_parquet({}, file_row_number = true) "
         "WHERE file_row_number >= {}{}) t",
-        SqlQuote(read_path_), records_, before_group_end);
+        SqlQuote(read_path_), records_, before_end);
   }
+
+  bool IsAtEndRecord() const { return end_record_ && records_ >= *end_record_; }
 
   // Runs the query that hands rows over `rows_as`, from the next record on, unless it is running.
   void RunQuery(RowsAs rows_as) {
@@ -860,7 +874,7 @@ class ParquetReader final : public FileReader {
     bool is_done = false;
     while (static_cast<uint64_t>(typed_->rows()) < max_rows) {
       if (!HasRow()) {
-        is_done = true;
+        is_done = !IsAtEndRecord();
         break;
       }
       const uint64_t rows_before = static_cast<uint64_t>(typed_->rows());
@@ -896,7 +910,7 @@ class ParquetReader final : public FileReader {
       if (taken > 0 && WantedRows() == RowsAs::kColumns) break;
       const std::optional<std::string_view> row = NextJsonRow();
       if (!row) {
-        is_done = true;
+        is_done = !IsAtEndRecord();
         break;
       }
       // The row's JSON text, padded for simdjson.
@@ -939,7 +953,7 @@ class ParquetReader final : public FileReader {
         continue;
       }
       // Read a group at a time, the file goes on while a group's query hands rows over.
-      if (!row_groups_ || records_ == query_first_record_) return false;
+      if (!row_groups_ || records_ == query_first_record_ || IsAtEndRecord()) return false;
       const RowsAs rows_as = rows_as_;
       CloseQuery();
       RunQuery(rows_as);
@@ -988,6 +1002,7 @@ class ParquetReader final : public FileReader {
   duckdb_data_chunk chunk_ = nullptr;
   idx_t chunk_row_ = 0;
   uint64_t records_ = 0;     // the rows read (or skipped on resuming) so far
+  std::optional<uint64_t> end_record_;  // the reading ends after this record (a sample's end)
   uint64_t query_first_record_ = 0;  // records_ when the running query began
   uint64_t json_until_ = 0;  // rows up to this record take the JSON path
   uint64_t json_stretch_ = 0;
@@ -1313,7 +1328,8 @@ class FileSource final : public Source {
         SKIPPR_ASSIGN_OR_RETURN(
             reading.reader,
             ParquetReader::Open(duckdb_, path, file.DescriptorPath(),
-                                plan.reader_start.skip_records, &declared_types_));
+                                plan.reader_start.skip_records,
+                                options_.max_records_per_partition, &declared_types_));
         break;
       }
       case FileFormat::kBinary:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "sources/duckdb_columns.hpp"
@@ -602,6 +603,76 @@ TEST(TypedReading, ParquetRowsReadAsValuesKeepBatchesWithinTheByteLimit) {
   }
   EXPECT_EQ(rows, 1000u);
   EXPECT_GE(batches, 90u);
+}
+
+// The ids a sample of at most `records` reads from `path`, resuming at `committed`, as Values (as
+// discover reads) or typed; `positions` receives where it ended.
+std::vector<int64_t> SampleIds(const fs::path& path, const SourcePositions& committed,
+                               uint64_t records, bool typed, SourcePositions* positions) {
+  std::vector<int64_t> ids;
+  Result<std::unique_ptr<Source>> source = MakeSource(FileConnector(path.string()));
+  EXPECT_TRUE(source.ok()) << source.status().message();
+  schema::Shaper shaper(TrainedSchema(path.string()), ShaperOptionsForSync());
+  LayoutBoard board;
+  board.Publish(shaper.TypedLayout({}));
+  ReadOptions options;
+  options.max_records_per_batch = 700;
+  options.max_typed_records_per_batch = 700;
+  options.max_records_per_partition = records;
+  if (typed) options.layouts = &board;
+  EXPECT_TRUE((*source)->Open(committed, options).ok());
+  *positions = committed;
+  while (true) {
+    Result<std::optional<SourceBatch>> next = (*source)->Next();
+    EXPECT_TRUE(next.ok()) << next.status().message();
+    if (!next.ok() || !*next) break;
+    const SourceBatch& batch = **next;
+    EXPECT_TRUE(batch.deadletters.empty());
+    for (const SourceRecord& record : batch.records) ids.push_back(record.value.Find("id")->as_int());
+    for (int64_t row = 0; batch.columns && row < batch.columns->num_rows; ++row) {
+      ids.push_back(batch.columns->RowAt(row).Find("id")->as_int());
+    }
+    (*positions)[batch.partition] = batch.position;
+  }
+  return ids;
+}
+
+// A sample (discover's) asks DuckDB only for its records: it reads exactly the records after the
+// committed position, in order, up to its limit, and the file is not taken as read to its end —
+// also when a column is named file_row_number (the reader then bounds its query by LIMIT).
+TEST(TypedReading, AParquetSampleReadsExactlyItsRecordsAndLeavesTheFileOpen) {
+  TempDir dir;
+  const fs::path plain = fs::path(dir.path()) / "plain.parquet";
+  WriteParquet(plain, "SELECT i AS id, 'n' || i AS name FROM range(10000) t(i)",
+               "FORMAT parquet, ROW_GROUP_SIZE 1024");
+  const fs::path named = fs::path(dir.path()) / "named.parquet";
+  WriteParquet(named, "SELECT i AS id, i * 2 AS file_row_number FROM range(10000) t(i)",
+               "FORMAT parquet, ROW_GROUP_SIZE 1024");
+  for (const fs::path& path : {plain, named}) {
+    for (const bool typed : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}, {}", path.filename().string(), typed ? "typed" : "values"));
+      std::vector<int64_t> expected(2500);
+      std::iota(expected.begin(), expected.end(), 0);
+      SourcePositions first;
+      EXPECT_EQ(SampleIds(path, {}, 2500, typed, &first), expected);
+      const PartitionPosition& position = first.at(path.string());
+      EXPECT_EQ(position.records_consumed, 2500u);
+      EXPECT_FALSE(position.is_closed);
+
+      std::iota(expected.begin(), expected.end(), 2500);
+      SourcePositions second;
+      EXPECT_EQ(SampleIds(path, first, 2500, typed, &second), expected);
+      EXPECT_EQ(second.at(path.string()).records_consumed, 5000u);
+
+      expected.resize(1000);
+      std::iota(expected.begin(), expected.end(), 9000);
+      SourcePositions at_nine_thousand = second;
+      at_nine_thousand[path.string()].records_consumed = 9000;
+      SourcePositions last;
+      EXPECT_EQ(SampleIds(path, at_nine_thousand, 2500, typed, &last), expected);
+      EXPECT_TRUE(last.at(path.string()).is_closed);
+    }
+  }
 }
 
 // Overwrites the column chunk of `column` in the file's row group `row_group` with 0xff bytes, the
