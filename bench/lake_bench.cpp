@@ -4,13 +4,17 @@
 //
 //   1. file → SkipprLake, a table over input formats (JSON lines, CSV, Parquet) × sizes (--sizes):
 //      the real `skipprd sync --once` (a child process: discover, WAL commits and landing included)
-//      of the file into a fresh local warehouse and DATA_DIR, beside DuckDB in-process COPY
-//      read_json / read_csv / read_parquet of the same file → Parquet (zstd) with its default
-//      thread count (the machine's cores, which skipprd's reader, sync, committer and lander
-//      threads share) and, for reference at the sizes timed in best-of rounds, one thread. Per row:
-//      skipprd's seconds, rows/s and MB/s of input, DuckDB's seconds, the ratio (DuckDB's seconds
-//      at its default threads / skipprd's) against the target, and skipprd's peak RSS (the
-//      child's ru_maxrss). The Parquet input is written by DuckDB from the JSON-lines file before
+//      of the file into a fresh local warehouse and DATA_DIR, beside DuckDB's one-line COPY
+//      read_json / read_csv / read_parquet of the same file → Parquet (zstd) at its default thread
+//      count (the machine's cores, which skipprd's reader, sync, committer and lander threads
+//      share), run the way a user runs it: `duckdb -c "COPY ..."`, a fresh process
+//      (duckdb_copy, timed and measured like skipprd's). For reference, the same COPY in
+//      this process's DuckDB, warm (its allocator's memory already mapped, its file pages cached;
+//      no user's one-line run gets that) at its default threads and, at the sizes timed in
+//      best-of rounds, one thread. Per row: skipprd's seconds, rows/s and MB/s of input, DuckDB's
+//      seconds, the ratio (the one-line process's seconds / skipprd's) against the target,
+//      the ratio to the warm in-process COPY, and both processes' peak RSS (the children's
+//      ru_maxrss). The Parquet input is written by DuckDB from the JSON-lines file before
 //      anything is timed; each input is deleted once its format is done, and a size is skipped
 //      (with a note) when the work directory has less than 3× its input free. Below
 //      kSingleRoundRows: a warm-up round, then the best of interleaved rounds; from it, one round.
@@ -143,6 +147,7 @@ struct Bench {
   const Flags& flags;
   fs::path work_dir;  // temporary, removed at the end
   Launcher& launcher;
+  fs::path duckdb_copy;  // the duckdb_copy program, beside this one
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -318,13 +323,38 @@ SyncRun SyncToLake(const Bench& bench, const fs::path& config, uint64_t rows,
 
 struct FormatMeasurement {
   uint64_t input_bytes = 0;
-  double duckdb_seconds = 0;                // at DuckDB's default thread count
+  double duckdb_process_seconds = 0;        // the one-line COPY's own process
+  uint64_t duckdb_process_peak_rss_kib = 0;
+  double duckdb_seconds = 0;                // in this process, warm, at DuckDB's default threads
   double duckdb_single_thread_seconds = 0;  // 0: not timed at this size
   double skipprd_seconds = 0;
   uint64_t skipprd_peak_rss_kib = 0;  // the largest of every round's
   uint64_t landings = 0;              // of the last sync
   TableCounts counts;                 // of the last sync's table
 };
+
+// DuckDB's one-line COPY of `table_function` to `parquet` in a process of its own
+// (duckdb_copy: `duckdb -c "COPY ..."` without the shell); fails unless it copied
+// `expected_rows`.
+ChildRun RunDuckDbCopyProcess(const Bench& bench, const std::string& table_function,
+                              const fs::path& parquet, uint64_t expected_rows) {
+  const fs::path stderr_path = bench.work_dir / "duckdb.stderr";
+  const ChildRun child = bench.launcher.Run(
+      {{bench.duckdb_copy.string(),
+        fmt::format("COPY (SELECT * FROM {}) TO {} ({})", table_function,
+                    SqlQuoted(parquet.string()), kParquetZstd)},
+       ChildEnvironment({}),
+       stderr_path});
+  const std::string expected = fmt::format("{}\n", expected_rows);
+  if (child.exit_code != 0 || child.stdout_text != expected) {
+    Fail(fmt::format("{} exited {} having copied {} rows, expected {}; stderr:\n{}",
+                     bench.duckdb_copy.string(), child.exit_code, child.stdout_text,
+                     expected_rows, FileText(stderr_path)));
+  }
+  fs::remove(stderr_path);
+  fs::remove(parquet);
+  return child;
+}
 
 // Rounds of DuckDB then skipprd on `input`, keeping each one's best: this machine's speed drifts
 // over minutes, and interleaving keeps the baseline beside what it measures.
@@ -337,6 +367,10 @@ FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
   FormatMeasurement measurement{.input_bytes = fs::file_size(input)};
   for (int round = 0; round < rounds.warm_up + rounds.timed; ++round) {
     const bool is_last = round + 1 == rounds.warm_up + rounds.timed;
+    const ChildRun duckdb_process =
+        RunDuckDbCopyProcess(bench, format.read_sql(input), copy_output, rows);
+    measurement.duckdb_process_peak_rss_kib =
+        std::max(measurement.duckdb_process_peak_rss_kib, duckdb_process.peak_rss_kib);
     const double duckdb_seconds = TimeDuckDbCopy(duckdb.default_threads, format.read_sql(input),
                                                  copy_output, rows, kParquetZstd);
     const double duckdb_single_thread_seconds =
@@ -347,6 +381,7 @@ FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
     measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
     measurement.landings = run.landings;
     if (round < rounds.warm_up) continue;
+    KeepBest(measurement.duckdb_process_seconds, duckdb_process.seconds);
     KeepBest(measurement.duckdb_seconds, duckdb_seconds);
     if (rounds.has_single_thread) {
       KeepBest(measurement.duckdb_single_thread_seconds, duckdb_single_thread_seconds);
@@ -358,10 +393,12 @@ FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
 }
 
 void PrintFormatHeader(int64_t duckdb_threads) {
-  fmt::print("  {:<8}{:>10}{:>10}{:>11}{:>10}{:>8}{:>10}{:>11}{:>8}  {:<8}{:>8}  {}\n", "format",
-             "rows", "input MB", "skipprd s", "M rows/s", "MB/s",
-             fmt::format("duckdb {}t", duckdb_threads), "duckdb 1t", "ratio", "target", "RSS MiB",
-             "target");
+  fmt::print("  {:<8}{:>10}{:>10}{:>11}{:>10}{:>8}{:>11}{:>8}  {:<8}{:>9}{:>8}{:>8}{:>13}{:>12}"
+             "  {}\n",
+             "format", "rows", "input MB", "skipprd s", "M rows/s", "MB/s",
+             fmt::format("duckdb {}t", duckdb_threads), "ratio", "target",
+             fmt::format("warm {}t", duckdb_threads), "warm 1t", "ratio", "skipprd MiB",
+             "duckdb MiB", "target");
   std::fflush(stdout);
 }
 
@@ -370,12 +407,14 @@ void PrintFormatRow(const InputFormat& format, uint64_t rows, const FormatMeasur
   const std::string single_thread =
       m.duckdb_single_thread_seconds > 0 ? fmt::format("{:.2f}", m.duckdb_single_thread_seconds)
                                          : "-";
-  fmt::print("  {:<8}{:>10}{:>10.1f}{:>11.2f}{:>10.2f}{:>8.0f}{:>10.2f}{:>11}{:>8.2f}  >= {:<5.1f}"
-             "{:>8.0f}  < {:.0f}\n",
+  fmt::print("  {:<8}{:>10}{:>10.1f}{:>11.2f}{:>10.2f}{:>8.0f}{:>11.2f}{:>8.2f}  >= {:<5.1f}"
+             "{:>9.2f}{:>8}{:>8.2f}{:>13.0f}{:>12.0f}  < {:.0f}\n",
              format.name, rows, input_mb, m.skipprd_seconds, rows / m.skipprd_seconds / 1e6,
-             input_mb / m.skipprd_seconds, m.duckdb_seconds, single_thread,
-             m.duckdb_seconds / m.skipprd_seconds, format.target_ratio,
-             m.skipprd_peak_rss_kib / kKibPerMib, kTargetRssMib);
+             input_mb / m.skipprd_seconds, m.duckdb_process_seconds,
+             m.duckdb_process_seconds / m.skipprd_seconds, format.target_ratio, m.duckdb_seconds,
+             single_thread, m.duckdb_seconds / m.skipprd_seconds,
+             m.skipprd_peak_rss_kib / kKibPerMib, m.duckdb_process_peak_rss_kib / kKibPerMib,
+             kTargetRssMib);
   std::fflush(stdout);
 }
 
@@ -567,7 +606,8 @@ int main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   Launcher launcher;  // first, while this process is small (bench_common.hpp, "Child processes")
   spdlog::set_level(spdlog::level::warn);
-  const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher};
+  const Bench bench{flags, MakeWorkDir(flags.parent_dir), launcher,
+                    fs::read_symlink("/proc/self/exe").parent_path() / "duckdb_copy"};
   const uint64_t aggregate_rows = *std::min_element(flags.sizes.begin(), flags.sizes.end());
 
   std::vector<NamedCounts> counts;
@@ -579,7 +619,9 @@ int main(int argc, char** argv) {
                "and lands on threads of their own, on the same cores)\n",
                fmt::join(flags.sizes, ","), threads);
     fmt::print("  1. file -> SkipprLake: skipprd sync --once beside DuckDB COPY <reader> -> parquet "
-               "zstd (baseline, same run); ratio = duckdb {}t s / skipprd s\n",
+               "zstd (baseline, same run), both fresh processes: ratio = duckdb {}t s / skipprd "
+               "s (the target's); warm: the COPY in this process's DuckDB, after a warm-up, for "
+               "reference\n",
                threads);
     PrintFormatHeader(threads);
     for (const uint64_t rows : flags.sizes) {
