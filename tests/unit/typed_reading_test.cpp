@@ -628,7 +628,8 @@ std::vector<int64_t> SampleIds(const fs::path& path, const SourcePositions& comm
     if (!next.ok() || !*next) break;
     const SourceBatch& batch = **next;
     EXPECT_TRUE(batch.deadletters.empty());
-    for (const SourceRecord& record : batch.records) ids.push_back(record.value.Find("id")->as_int());
+    for (const SourceRecord& record : batch.records)
+      ids.push_back(record.value.Find("id")->as_int());
     for (int64_t row = 0; batch.columns && row < batch.columns->num_rows; ++row) {
       ids.push_back(batch.columns->RowAt(row).Find("id")->as_int());
     }
