@@ -660,7 +660,8 @@ Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_
 // per key the last); nullopt when a merge leaves no row. The name derives from the landing id, so
 // a retry rewrites the same file.
 Result<std::optional<iceberg::DataFile>> WriteDataFile(
-    Env& env, query::Engine& engine, const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    Env& env, query::Engine& engine, const Landing& landing,
+    const schema::NamespaceSchema& namespace_schema,
     const std::vector<std::shared_ptr<const Batch>>& batches, int64_t rows,
     const std::string& location, const std::string& local_location) {
   const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
@@ -849,11 +850,13 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/data"));
   LandingFiles files;
-  SKIPPR_ASSIGN_OR_RETURN(files.data_file, WriteDataFile(*options_.env, *engine_, landing, namespace_schema, batches, rows,
-                                                         location, local_location));
+  SKIPPR_ASSIGN_OR_RETURN(files.data_file,
+                          WriteDataFile(*options_.env, *engine_, landing, namespace_schema,
+                                        batches, rows, location, local_location));
   if (!landing.key_columns.empty()) {
-    SKIPPR_ASSIGN_OR_RETURN(files.delete_file, WriteDeleteFile(*options_.env, *engine_, landing, namespace_schema,
-                                                               rows, location, local_location));
+    SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
+                            WriteDeleteFile(*options_.env, *engine_, landing, namespace_schema,
+                                            rows, location, local_location));
   }
   return files;
 }
