@@ -98,7 +98,6 @@ std::optional<std::string> ExecutePrepared(duckdb_prepared_statement statement,
   return error;
 }
 
-
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
