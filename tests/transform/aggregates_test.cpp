@@ -103,20 +103,34 @@ Batch MaxLongRowsOfGroupA(int rows) {
   return batch;
 }
 
+// A store, a WAL and one aggregate's processor in `dir`; Commit hands a batch to the WAL and
+// applies what is committed.
+struct AggregateOverWal {
+  AggregateOverWal(TempDir& dir, const config::AggregateConfig& aggregate)
+      : store(ValueOrDie(store::Store::Open({dir.Sub("store")}))),
+        wal(ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store))),
+        processor(ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"),
+                                                                 {aggregate}))) {}
+
+  void Commit(const Batch& batch) {
+    ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
+    ValueOrDie(processor->ProcessCommitted());
+  }
+
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<wal::Wal> wal;
+  std::unique_ptr<transform::AggregateProcessor> processor;
+};
+
 TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
   TempDir dir;
-  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
   config::AggregateConfig aggregate;
   aggregate.id = "big";
   aggregate.key_fields = {"k"};
   aggregate.measures = {{"total", config::MeasureKind::kSum, "v"}};
-  const Batch batch = MaxLongRowsOfGroupA(4);
-  auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
-  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
-  auto processor =
-      ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {aggregate}));
-  ValueOrDie(processor->ProcessCommitted());
-  store::ReadTransaction read = ValueOrDie(store->BeginRead());
+  AggregateOverWal over(dir, aggregate);
+  over.Commit(MaxLongRowsOfGroupA(4));
+  store::ReadTransaction read = ValueOrDie(over.store->BeginRead());
   auto snapshot = ValueOrDie(transform::ReadAggregate(read, aggregate));
   ASSERT_EQ(snapshot.groups.size(), 1u);
   EXPECT_EQ(snapshot.groups[0].measures[0], "36893488147419103228");  // 4 × (2^63 − 1)
@@ -126,18 +140,15 @@ TEST(AggregateProcessor, ExactSumsBeyond64Bits) {
 // it, is still read and carried on exactly.
 TEST(AggregateProcessor, AVersionOneGroupRecordIsStillRead) {
   TempDir dir;
-  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
   config::AggregateConfig aggregate;
   aggregate.id = "old";
   aggregate.key_fields = {"k"};
   aggregate.measures = {{"total", config::MeasureKind::kSum, "v"},
                         {"rows", config::MeasureKind::kCount, "*"}};
   const Batch batch = MaxLongRowsOfGroupA(3);
-  auto wal = ValueOrDie(wal::Wal::Open(dir.Sub("wal"), "p", *store));
-  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
-  auto processor =
-      ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {aggregate}));
-  ValueOrDie(processor->ProcessCommitted());
+  AggregateOverWal over(dir, aggregate);
+  store::Store* store = over.store.get();
+  over.Commit(batch);
 
   // The group record rewritten as version 1 says 5 rows: total 5 × (2^63 − 1), rows 5.
   const std::string prefix =
@@ -173,8 +184,7 @@ TEST(AggregateProcessor, AVersionOneGroupRecordIsStillRead) {
     OkOrDie(write.Put(store::Family::kStreamState, keys[0], v1));
     OkOrDie(write.Commit());
   }
-  ValueOrDie(wal->Commit({batch}, "{}", [](store::WriteTransaction&) { return Status::OK(); }));
-  ValueOrDie(processor->ProcessCommitted());
+  over.Commit(batch);
   store::ReadTransaction read = ValueOrDie(store->BeginRead());
   auto snapshot = ValueOrDie(transform::ReadAggregate(read, aggregate));
   ASSERT_EQ(snapshot.groups.size(), 1u);
