@@ -199,6 +199,18 @@ void Column::AppendBytes(std::string_view value) {
   ++length;
 }
 
+uint8_t* Column::AppendNullFixedRows(int64_t rows) {
+  const size_t width = FixedWidthBytes(PhysicalKindOf(type.id()));
+  SKIPPR_CHECK(width > 0 && rows >= 0);
+  const size_t first = fixed.size();
+  SKIPPR_DCHECK(first == static_cast<size_t>(length) * width);
+  fixed.resize(first + static_cast<size_t>(rows) * width, 0);
+  length += rows;
+  // Bits past the old end already read 0; the new bytes do too.
+  validity.resize(static_cast<size_t>((length + 7) / 8), 0);
+  return fixed.data() + first;
+}
+
 void Column::AppendStructRow() {
   SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kStruct);
   SetValidity(validity, length, true);

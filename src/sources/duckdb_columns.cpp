@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
+#include <type_traits>
+#include <utility>
 
 #include "core/check.hpp"
 #include "schema/text_values.hpp"
@@ -171,32 +174,39 @@ VectorView ViewOf(duckdb_vector vector, const Copy& copy) {
   return view;
 }
 
-// The integer at `row` of an integer vector; nullopt beyond int64 (a UBIGINT's top half).
-std::optional<int64_t> IntegerAt(const VectorView& view, duckdb_type type, uint64_t row) {
+// Calls `visit` with a value of the C type of the integer vector type `type`.
+template <typename Visit>
+auto VisitIntegerType(duckdb_type type, Visit visit) -> decltype(visit(int64_t{})) {
   switch (type) {
     case DUCKDB_TYPE_TINYINT:
-      return view.At<int8_t>(row);
+      return visit(int8_t{});
     case DUCKDB_TYPE_SMALLINT:
-      return view.At<int16_t>(row);
+      return visit(int16_t{});
     case DUCKDB_TYPE_INTEGER:
-      return view.At<int32_t>(row);
+      return visit(int32_t{});
     case DUCKDB_TYPE_BIGINT:
-      return view.At<int64_t>(row);
+      return visit(int64_t{});
     case DUCKDB_TYPE_UTINYINT:
-      return view.At<uint8_t>(row);
+      return visit(uint8_t{});
     case DUCKDB_TYPE_USMALLINT:
-      return view.At<uint16_t>(row);
+      return visit(uint16_t{});
     case DUCKDB_TYPE_UINTEGER:
-      return view.At<uint32_t>(row);
-    case DUCKDB_TYPE_UBIGINT: {
-      const uint64_t value = view.At<uint64_t>(row);
-      if (value > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-      return static_cast<int64_t>(value);
-    }
+      return visit(uint32_t{});
+    case DUCKDB_TYPE_UBIGINT:
+      return visit(uint64_t{});
     default:
       SKIPPR_CHECK_MSG(false, "not an integer vector");
-      return std::nullopt;
+      return {};
   }
+}
+
+// The integer at `row` of an integer vector; nullopt beyond int64 (a UBIGINT's top half).
+std::optional<int64_t> IntegerAt(const VectorView& view, duckdb_type type, uint64_t row) {
+  return VisitIntegerType(type, [&](auto source_type) -> std::optional<int64_t> {
+    const auto value = view.At<decltype(source_type)>(row);
+    if (std::cmp_greater(value, INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(value);
+  });
 }
 
 __int128 DecimalAt(const VectorView& view, duckdb_type internal_type, uint64_t row) {
@@ -213,6 +223,12 @@ const int64_t kFirstDay = schema::internal::DaysFromCivil(1, 1, 1);
 const int64_t kEndDay = schema::internal::DaysFromCivil(10000, 1, 1);
 
 bool IsWrittenAsDate(int64_t days) { return days >= kFirstDay && days < kEndDay; }
+
+bool IsWrittenAsTimestamp(int64_t micros) {
+  // Floor division: a day before 1970 starts at a negative multiple of a day.
+  const int64_t days = micros / kMicrosPerDay - (micros % kMicrosPerDay < 0 ? 1 : 0);
+  return IsWrittenAsDate(days);
+}
 
 bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& column);
 
@@ -278,9 +294,7 @@ bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& 
     }
     case Copy::Kind::kTimestamp: {
       const int64_t micros = view.At<int64_t>(row);
-      // Floor division: a day before 1970 starts at a negative multiple of a day.
-      const int64_t days = micros / kMicrosPerDay - (micros % kMicrosPerDay < 0 ? 1 : 0);
-      if (!IsWrittenAsDate(days)) return false;
+      if (!IsWrittenAsTimestamp(micros)) return false;
       column.AppendInt64(micros);
       return true;
     }
@@ -295,6 +309,133 @@ bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& 
       return AppendStructCell(copy, view, row, column);
   }
   return false;
+}
+
+// ----- runs: a column's rows copied in one loop -------------------------------------------------
+// The common pairs of source and field type skip AppendCell's per-value dispatch; each takes
+// exactly the values AppendCell takes, as AppendCell appends them.
+
+// Copies rows [begin, end) of `view`, of `Source`s, into the fixed-width `column` as `Target`s:
+// `convert(value, target)` false, or a null in a required field, ends the run there (the JSON
+// path reads that row). Returns how many rows it copied.
+template <typename Target, typename Source, typename Convert>
+uint64_t CopyFixedRun(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                      Column& column, Convert convert) {
+  static_assert(std::is_trivially_copyable_v<Target>);
+  const int64_t first = column.length;
+  uint8_t* out = column.AppendNullFixedRows(static_cast<int64_t>(end - begin));
+  SKIPPR_CHECK(column.fixed.size() == static_cast<size_t>(column.length) * sizeof(Target));
+  const auto* values = static_cast<const Source*>(view.data);
+  uint64_t row = begin;
+  for (; row < end; ++row) {
+    const uint64_t index = row - begin;
+    if (!view.IsValid(row)) {
+      if (copy.slot->is_required) break;
+      continue;  // null: its value stays zero
+    }
+    Target target;
+    if (!convert(values[row], target)) break;
+    std::memcpy(out + index * sizeof(Target), &target, sizeof(Target));
+    column.SetPresent(first + static_cast<int64_t>(index));
+  }
+  column.TruncateTo(first + static_cast<int64_t>(row - begin));
+  return row - begin;
+}
+
+// Integers into an int or long field (AppendScalarToken's AppendInteger): beyond int64, or
+// beyond int32 for an int field, the shaper decides.
+uint64_t CopyIntegerRun(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                        Column& column) {
+  const bool is_int32 = copy.slot->type.id() == TypeId::kInt;
+  return VisitIntegerType(copy.source, [&](auto source_type) {
+    using Source = decltype(source_type);
+    return CopyFixedRun<int64_t, Source>(
+        copy, view, begin, end, column, [is_int32](Source value, int64_t& target) {
+          if (std::cmp_greater(value, INT64_MAX)) return false;
+          target = static_cast<int64_t>(value);
+          return !is_int32 || (target >= INT32_MIN && target <= INT32_MAX);
+        });
+  });
+}
+
+template <typename Source>
+uint64_t CopyRealRun(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                     Column& column) {
+  return CopyFixedRun<double, Source>(copy, view, begin, end, column,
+                                      [](Source value, double& target) {
+                                        target = value;
+                                        const int kind = std::fpclassify(target);
+                                        return kind == FP_NORMAL || kind == FP_ZERO;
+                                      });
+}
+
+// Strings into a string field: the JSON path appends a JSON string's text as it is.
+uint64_t CopyTextRun(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                     Column& column) {
+  uint64_t row = begin;
+  for (; row < end; ++row) {
+    if (!view.IsValid(row)) {
+      if (copy.slot->is_required) break;
+      column.AppendNull();
+      continue;
+    }
+    auto cell = view.At<duckdb_string_t>(row);
+    const char* data =
+        duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
+    column.AppendBytes(std::string_view(data, cell.value.inlined.length));
+  }
+  return row - begin;
+}
+
+// Copies what it can of rows [begin, end) as one run; nullopt when this pair of source and field
+// types has no run (AppendCell takes each value).
+std::optional<uint64_t> CopyRun(const Copy& copy, const VectorView& view, uint64_t begin,
+                                uint64_t end, Column& column) {
+  const TypeId field = copy.slot->type.id();
+  switch (copy.kind) {
+    case Copy::Kind::kInteger:
+      if (field != TypeId::kInt && field != TypeId::kLong) return std::nullopt;
+      return CopyIntegerRun(copy, view, begin, end, column);
+    case Copy::Kind::kReal:
+      if (copy.source == DUCKDB_TYPE_FLOAT)
+        return CopyRealRun<float>(copy, view, begin, end, column);
+      return CopyRealRun<double>(copy, view, begin, end, column);
+    case Copy::Kind::kBool:
+      if (field != TypeId::kBoolean) return std::nullopt;
+      return CopyFixedRun<uint8_t, bool>(copy, view, begin, end, column,
+                                         [](bool value, uint8_t& target) {
+                                           target = value ? 1 : 0;
+                                           return true;
+                                         });
+    case Copy::Kind::kDate: {
+      const int64_t scale = field == TypeId::kDate ? 1 : kMicrosPerDay;
+      return CopyFixedRun<int64_t, int32_t>(copy, view, begin, end, column,
+                                            [scale](int32_t days, int64_t& target) {
+                                              if (!IsWrittenAsDate(days)) return false;
+                                              target = days * scale;
+                                              return true;
+                                            });
+    }
+    case Copy::Kind::kTime:
+      return CopyFixedRun<int64_t, int64_t>(copy, view, begin, end, column,
+                                            [](int64_t micros, int64_t& target) {
+                                              target = micros;
+                                              return micros >= 0 && micros < kMicrosPerDay;
+                                            });
+    case Copy::Kind::kTimestamp:
+      return CopyFixedRun<int64_t, int64_t>(copy, view, begin, end, column,
+                                            [](int64_t micros, int64_t& target) {
+                                              target = micros;
+                                              return IsWrittenAsTimestamp(micros);
+                                            });
+    case Copy::Kind::kText:
+      if (field != TypeId::kString) return std::nullopt;
+      return CopyTextRun(copy, view, begin, end, column);
+    case Copy::Kind::kDecimal:
+    case Copy::Kind::kStruct:
+      return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -328,6 +469,10 @@ uint64_t DuckdbColumnsPlan::Append(duckdb_data_chunk chunk, uint64_t begin, uint
   for (const Copy& copy : columns_) {
     const VectorView view = ViewOf(duckdb_data_chunk_get_vector(chunk, copy.source_index), copy);
     Column& column = columns[copy.field];
+    if (const std::optional<uint64_t> copied = CopyRun(copy, view, begin, stop, column)) {
+      stop = begin + *copied;
+      continue;
+    }
     for (uint64_t row = begin; row < stop; ++row) {
       if (!AppendCell(copy, view, row, column)) {
         stop = row;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -526,6 +527,38 @@ TEST(BatchColumn, PadNullsToBringsAColumnAddedMidBatchUpToLength) {
   empty.Append(Obj({{"l", Lst({Str("x")})}, {"m", Obj({{"k", Value::Int(1)}})}}));
   EXPECT_TRUE(empty.Validate(&reason)) << reason;
   EXPECT_EQ(empty.ValueAt(3), Obj({{"l", Lst({Str("x")})}, {"m", Obj({{"k", Value::Int(1)}})}}));
+}
+
+// A run filled in place reads as the same rows appended one by one; the rows taken back leave
+// nothing behind.
+TEST(BatchColumn, ARunFilledInPlaceEqualsTheSameRowsAppended) {
+  Column appended = BuildColumn(LogicalType::Long(), {Value::Int(7)});
+  Column filled = appended;
+  const std::vector<std::optional<int64_t>> run = {3, std::nullopt, -9, INT64_MIN, std::nullopt,
+                                                   42, 0, 8, 1};
+  for (const std::optional<int64_t>& value : run) {
+    appended.Append(value ? Value::Int(*value) : Value::Null());
+  }
+  uint8_t* out = filled.AppendNullFixedRows(static_cast<int64_t>(run.size()) + 6);
+  EXPECT_EQ(filled.length, 1 + static_cast<int64_t>(run.size()) + 6);
+  for (size_t i = 0; i < run.size(); ++i) {
+    if (!run[i]) continue;
+    std::memcpy(out + i * 8, &*run[i], 8);
+    filled.SetPresent(1 + static_cast<int64_t>(i));
+  }
+  filled.SetPresent(filled.length - 1);  // a row past the run, taken back below
+  filled.TruncateTo(1 + static_cast<int64_t>(run.size()));
+  std::string reason;
+  ASSERT_TRUE(filled.Validate(&reason)) << reason;
+  EXPECT_EQ(filled.validity, appended.validity);
+  EXPECT_EQ(filled.fixed, appended.fixed);
+  for (int64_t row = 0; row < filled.length; ++row) {
+    EXPECT_EQ(filled.ValueAt(row), appended.ValueAt(row)) << row;
+  }
+  // Appending after the run lands on the right row.
+  filled.AppendInt64(5);
+  EXPECT_EQ(filled.ValueAt(filled.length - 1), Value::Int(5));
+  EXPECT_TRUE(filled.Validate(&reason)) << reason;
 }
 
 TEST(BatchColumn, ConvertInt64ToDoubleRewritesValuesAndKeepsNulls) {
