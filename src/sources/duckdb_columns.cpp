@@ -397,8 +397,9 @@ std::optional<uint64_t> CopyRun(const Copy& copy, const VectorView& view, uint64
       if (field != TypeId::kInt && field != TypeId::kLong) return std::nullopt;
       return CopyIntegerRun(copy, view, begin, end, column);
     case Copy::Kind::kReal:
-      if (copy.source == DUCKDB_TYPE_FLOAT)
+      if (copy.source == DUCKDB_TYPE_FLOAT) {
         return CopyRealRun<float>(copy, view, begin, end, column);
+      }
       return CopyRealRun<double>(copy, view, begin, end, column);
     case Copy::Kind::kBool:
       if (field != TypeId::kBoolean) return std::nullopt;
