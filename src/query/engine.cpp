@@ -57,8 +57,9 @@ namespace {
 // queue again at once while its worker threads hold every task: a core spinning beside the
 // reader, committer and lander threads that need it (4% of a Parquet sync's CPU went there). This
 // runs tasks until the result is ready and pauses, 50 µs doubling up to 1 ms, while none is free.
-// DuckDB's message when the statement fails, `*result` then left unset.
+// DuckDB's message when the statement fails; `*result` then holds nothing to destroy.
 std::optional<std::string> ExecutePending(duckdb_pending_result pending, duckdb_result* result) {
+  *result = duckdb_result{};  // an empty result is safe to destroy, should a caller do so
   constexpr std::chrono::microseconds kFirstPause{50};
   constexpr std::chrono::microseconds kLongestPause{1000};
   std::chrono::microseconds pause = kFirstPause;
@@ -741,8 +742,8 @@ std::optional<std::string> Engine::QueryOneText(const std::string& sql,
       }
     }
     if (chunk != nullptr) duckdb_destroy_data_chunk(&chunk);
+    duckdb_destroy_result(&result);  // set only when the statement ran
   }
-  duckdb_destroy_result(&result);
   duckdb_destroy_prepare(&statement);
   return text;
 }
@@ -1208,12 +1209,17 @@ Status Engine::ExecuteToWriter(duckdb_prepared_statement statement, ResultWriter
 }
 
 Result<Batch> Engine::RunToBatch(const std::string& sql) {
+  duckdb_prepared_statement statement = nullptr;
+  std::optional<std::string> error;
   duckdb_result result;
-  if (duckdb_query(handles_->connection, sql.c_str(), &result) != DuckDBSuccess) {
-    std::string message = duckdb_result_error(&result) ? duckdb_result_error(&result) : "";
-    duckdb_destroy_result(&result);
-    return Status::InvalidArgument(message);
+  if (duckdb_prepare(handles_->connection, sql.c_str(), &statement) != DuckDBSuccess) {
+    const char* message = duckdb_prepare_error(statement);
+    error = message != nullptr ? message : "";
+  } else {
+    error = ExecutePrepared(statement, &result);
   }
+  duckdb_destroy_prepare(&statement);
+  if (error) return Status::InvalidArgument(*error);
   Result<Batch> batch = detail::ResultToBatch(result);
   duckdb_destroy_result(&result);
   return batch;
