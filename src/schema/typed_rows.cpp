@@ -134,6 +134,9 @@ ScalarToken ScalarToken::OfText(std::string_view text) {
   if (text.empty()) return Null();
   if (IsBoolWord(text)) return OfBool(text[0] == 't' || text[0] == 'T');
   if (LooksNumeric(text)) {
+    // Most numeric cells are JSON numbers, which OfJsonNumber reads as NumberFromText does without
+    // building a Value; the rest ("+5", "1.", "00.5") go to NumberFromText itself.
+    if (std::optional<ScalarToken> number = OfJsonNumber(text)) return *number;
     if (std::optional<Value> number = NumberFromText(text)) return TokenOfNumber(*number, text);
   }
   return OfString(text);

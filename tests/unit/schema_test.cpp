@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1939,6 +1940,34 @@ TEST(SchemaValueFromText, CellsReadAsTheDocumentedValues) {
   EXPECT_EQ(ValueFromText("2024-01-15"), Str("2024-01-15"));  // dates are recognised later
   EXPECT_EQ(ValueFromText("inf"), Str("inf"));
   EXPECT_EQ(ValueFromText("1e999"), Str("1e999"));
+}
+
+// A cell that looks numeric reads as NumberFromText reads it, or as its text when that is no
+// number: whatever path the reading takes (JSON numbers have a faster one).
+TEST(SchemaValueFromText, NumericLookingCellsReadAsNumberFromTextReadsThem) {
+  std::mt19937_64 random(20261203);
+  std::vector<std::string> texts = {"0", "-0", "-0.0", "0e0", "1E+2", "1e-2", "12.5e3", "1.",
+                                    "00", "-", "--1", "1-2", "1e", "1e+", "9007199254740993",
+                                    "123456789012345678", "1234567890123456789",
+                                    "0.1000000000000000055511151231257827"};
+  constexpr std::string_view kAlphabet = "0123456789012345678901234567890123456789.-+eE";
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    const size_t length = 1 + random() % 24;
+    for (size_t at = 0; at < length; ++at) text += kAlphabet[random() % kAlphabet.size()];
+    texts.push_back(std::move(text));
+    texts.push_back(fmt::format("{}", static_cast<double>(random()) / (1 + random() % 100000)));
+    texts.push_back(fmt::format("{:.{}f}", static_cast<double>(random() % 1000000) / 1000,
+                                random() % 8));
+    texts.push_back(std::to_string(static_cast<int64_t>(random())));
+  }
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text);
+    const std::optional<Value> number = NumberFromText(text);
+    if (text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) {
+      EXPECT_EQ(ValueFromText(text), number.value_or(Value::String(text)));
+    }
+  }
 }
 
 // ----- numbers keep every digit ------------------------------------------------------------------
