@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/check.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
 
@@ -65,7 +66,10 @@ struct Column {
   // one's bytes: a source copying a run of values writes each present one there and marks it with
   // SetPresent, then takes back with TruncateTo the rows it could not fill.
   uint8_t* AppendNullFixedRows(int64_t rows);
-  void SetPresent(int64_t row) { validity[row >> 3] |= static_cast<uint8_t>(1u << (row & 7)); }
+  void SetPresent(int64_t row) {
+    SKIPPR_DCHECK(row >= 0 && row < length);
+    validity[row >> 3] |= static_cast<uint8_t>(1u << (row & 7));
+  }
   // Appends every row of `other`, whose physical layout must be this column's (its logical type
   // may be narrower: int rows into a long column, decimal(10, 2) into decimal(12, 2)).
   void AppendColumn(const Column& other);
