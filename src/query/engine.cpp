@@ -53,6 +53,9 @@ std::string QuoteLiteral(std::string_view text) {
 
 namespace {
 
+// A message DuckDB may not have: "" for none.
+std::string MessageText(const char* message) { return message != nullptr ? message : ""; }
+
 // DuckDB's own wait for a result (duckdb_execute_prepared, duckdb_execute_pending) asks its task
 // queue again at once while its worker threads hold every task: a core spinning beside the
 // reader, committer and lander threads that need it (4% of a Parquet sync's CPU went there). This
@@ -67,8 +70,7 @@ std::optional<std::string> ExecutePending(duckdb_pending_result pending, duckdb_
     const duckdb_pending_state state = duckdb_pending_execute_task(pending);
     if (state == DUCKDB_PENDING_RESULT_READY) break;
     if (state == DUCKDB_PENDING_ERROR) {
-      const char* message = duckdb_pending_error(pending);
-      return std::string(message != nullptr ? message : "");
+      return MessageText(duckdb_pending_error(pending));
     }
     if (state == DUCKDB_PENDING_NO_TASKS_AVAILABLE) {
       std::this_thread::sleep_for(pause);
@@ -78,8 +80,7 @@ std::optional<std::string> ExecutePending(duckdb_pending_result pending, duckdb_
     }
   }
   if (duckdb_execute_pending(pending, result) == DuckDBSuccess) return std::nullopt;
-  const char* message = duckdb_result_error(result);
-  std::string error = message != nullptr ? message : "";
+  std::string error = MessageText(duckdb_result_error(result));
   duckdb_destroy_result(result);
   return error;
 }
@@ -90,8 +91,7 @@ std::optional<std::string> ExecutePrepared(duckdb_prepared_statement statement,
   duckdb_pending_result pending = nullptr;
   std::optional<std::string> error;
   if (duckdb_pending_prepared(statement, &pending) != DuckDBSuccess) {
-    const char* message = duckdb_pending_error(pending);
-    error = message != nullptr ? message : "";
+    error = MessageText(duckdb_pending_error(pending));
   } else {
     error = ExecutePending(pending, result);
   }
@@ -1061,7 +1061,7 @@ Status Engine::StreamBatches(duckdb_prepared_statement statement, const std::str
   Status status = Status::OK();
   if (duckdb_pending_prepared_streaming(cast_statement ? cast_statement : statement, &pending) !=
       DuckDBSuccess) {
-    status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
+    status = ExplainFailure(MessageText(duckdb_pending_error(pending)));
     duckdb_destroy_pending(&pending);
   } else if (const std::optional<std::string> error = ExecutePending(pending, &result)) {
     status = ExplainFailure(*error);
@@ -1104,7 +1104,7 @@ Status Engine::RunStatements(
   for (idx_t i = 0; i < count && status.ok(); ++i) {
     duckdb_prepared_statement statement = nullptr;
     if (duckdb_prepare_extracted_statement(connection, extracted, i, &statement) != DuckDBSuccess) {
-      status = ExplainFailure(duckdb_prepare_error(statement) ? duckdb_prepare_error(statement) : "");
+      status = ExplainFailure(MessageText(duckdb_prepare_error(statement)));
     } else if (!allows_file_access_) {
       status = CheckStatementAllowed(duckdb_prepared_statement_type(statement), sql);
     }
@@ -1157,7 +1157,7 @@ Status Engine::StreamSingleStatement(const std::string& sql, duckdb_prepared_sta
   duckdb_result result;
   Status status = Status::OK();
   if (duckdb_pending_prepared_streaming(text_statement, &pending) != DuckDBSuccess) {
-    status = ExplainFailure(duckdb_pending_error(pending) ? duckdb_pending_error(pending) : "");
+    status = ExplainFailure(MessageText(duckdb_pending_error(pending)));
   } else if (const std::optional<std::string> error = ExecutePending(pending, &result)) {
     status = ExplainFailure(*error);
   } else {
@@ -1213,8 +1213,7 @@ Result<Batch> Engine::RunToBatch(const std::string& sql) {
   std::optional<std::string> error;
   duckdb_result result;
   if (duckdb_prepare(handles_->connection, sql.c_str(), &statement) != DuckDBSuccess) {
-    const char* message = duckdb_prepare_error(statement);
-    error = message != nullptr ? message : "";
+    error = MessageText(duckdb_prepare_error(statement));
   } else {
     error = ExecutePrepared(statement, &result);
   }

@@ -161,6 +161,11 @@ struct VectorView {
   T At(uint64_t row) const {
     return static_cast<const T*>(data)[row];
   }
+  // A VARCHAR vector's string at `row`, valid while the chunk is.
+  std::string_view TextAt(uint64_t row) const {
+    auto* cell = static_cast<duckdb_string_t*>(const_cast<void*>(data)) + row;
+    return {duckdb_string_t_data(cell), duckdb_string_t_length(*cell)};
+  }
 };
 
 VectorView ViewOf(duckdb_vector vector, const Copy& copy) {
@@ -298,13 +303,8 @@ bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& 
       column.AppendInt64(micros);
       return true;
     }
-    case Copy::Kind::kText: {
-      auto cell = view.At<duckdb_string_t>(row);
-      const char* data =
-          duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
-      return schema::AppendScalarToken(
-          column, type, ScalarToken::OfString(std::string_view(data, cell.value.inlined.length)));
-    }
+    case Copy::Kind::kText:
+      return schema::AppendScalarToken(column, type, ScalarToken::OfString(view.TextAt(row)));
     case Copy::Kind::kStruct:
       return AppendStructCell(copy, view, row, column);
   }
@@ -379,10 +379,7 @@ uint64_t CopyTextRun(const Copy& copy, const VectorView& view, uint64_t begin, u
       column.AppendNull();
       continue;
     }
-    auto cell = view.At<duckdb_string_t>(row);
-    const char* data =
-        duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
-    column.AppendBytes(std::string_view(data, cell.value.inlined.length));
+    column.AppendBytes(view.TextAt(row));
   }
   return row - begin;
 }

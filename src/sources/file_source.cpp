@@ -968,9 +968,7 @@ class ParquetReader final : public FileReader {
     duckdb_vector vector = duckdb_data_chunk_get_vector(chunk_, 0);
     auto* strings = static_cast<duckdb_string_t*>(duckdb_vector_get_data(vector));
     duckdb_string_t& cell = strings[chunk_row_];
-    const char* data =
-        duckdb_string_is_inlined(cell) ? cell.value.inlined.inlined : cell.value.pointer.ptr;
-    return std::string_view(data, cell.value.inlined.length);
+    return std::string_view(duckdb_string_t_data(&cell), duckdb_string_t_length(cell));
   }
   void TakeRow() {
     ++chunk_row_;
