@@ -444,6 +444,19 @@ Value ColumnRows::RowAt(int64_t row) const {
   return Value::Object(std::move(object));
 }
 
+uint64_t Column::DataBytes() const {
+  uint64_t bytes_held = validity.size() + fixed.size() + offsets.size() * sizeof(int64_t) +
+                        bytes.size();
+  for (const Column& child : children) bytes_held += child.DataBytes();
+  return bytes_held;
+}
+
+uint64_t Batch::DataBytes() const {
+  uint64_t bytes_held = 0;
+  for (const Column& column : columns) bytes_held += column.DataBytes();
+  return bytes_held;
+}
+
 Value Batch::RowAt(int64_t row) const {
   ValueObject object;
   for (size_t i = 0; i < columns.size(); ++i) object.emplace_back(fields[i].name, columns[i].ValueAt(row));

@@ -87,6 +87,8 @@ struct Column {
   Value ValueAt(int64_t row) const;
   // Checks lengths, offsets and children against each other; false and a reason when broken.
   bool Validate(std::string* reason) const;
+  // The bytes its buffers hold (children included): what the column weighs uncompressed.
+  uint64_t DataBytes() const;
 };
 
 // True when `value` can be appended as-is to a column of `type` (the kinds match exactly).
@@ -225,6 +227,7 @@ struct Batch {
   // Row `row` as an object Value keyed by field name.
   Value RowAt(int64_t row) const;
   bool Validate(std::string* reason) const;
+  uint64_t DataBytes() const;  // of its columns (Column::DataBytes)
 };
 
 }  // namespace skippr

@@ -776,6 +776,14 @@ Status CheckKeyColumns(const std::vector<std::string>& key_columns,
   return Status::OK();
 }
 
+// The data file WriteStream wrote, synced, not yet a landing's.
+struct LakeWriter::StreamedFile {
+  std::string namespace_name;
+  int32_t schema_id = 0;
+  std::string local_path;
+  iceberg::DataFile file;  // record count and size set; path and statistics at LandStreamed
+};
+
 LakeWriter::~LakeWriter() = default;
 
 Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
@@ -795,6 +803,7 @@ struct LakeWriter::LandingFiles {
   std::optional<iceberg::DataFile> data_file;    // none when a merge leaves no row
   std::optional<iceberg::DataFile> delete_file;  // merge_by_key: every key the landing touches
 };
+
 
 namespace {
 
@@ -864,13 +873,99 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
 Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
                                         const schema::NamespaceSchema& namespace_schema,
                                         const std::vector<std::shared_ptr<const Batch>>& batches) {
-  const iceberg::TableIdentifier table{options_.table_namespace, landing.namespace_name};
-  SKIPPR_ASSIGN_OR_RETURN(
-      const std::string location,
-      iceberg::TableLocation(options_.warehouse, options_.table_namespace, landing.namespace_name));
-  SKIPPR_ASSIGN_OR_RETURN(const std::string local_location, iceberg::LocalPathOfUri(location));
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
+  return Commit(landing, namespace_schema, rows,
+                [&](const std::string& location, const std::string& local_location) {
+                  return WriteLandingFiles(landing, namespace_schema, batches, location,
+                                           local_location);
+                });
+}
+
+Result<LakeWriter::TableLocations> LakeWriter::LocationsOf(const std::string& namespace_name) const {
+  TableLocations locations;
+  SKIPPR_ASSIGN_OR_RETURN(
+      locations.location,
+      iceberg::TableLocation(options_.warehouse, options_.table_namespace, namespace_name));
+  SKIPPR_ASSIGN_OR_RETURN(locations.local, iceberg::LocalPathOfUri(locations.location));
+  return locations;
+}
+
+Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace_schema,
+                                        StreamedBatches next) {
+  streamed_.reset();
+  SKIPPR_ASSIGN_OR_RETURN(const TableLocations locations, LocationsOf(namespace_schema.name));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, locations.local + "/data"));
+  query::TableSource source;
+  source.pipeline = std::string(kLandingPipeline);
+  source.namespace_name = namespace_schema.name;
+  source.fields = namespace_schema.fields;
+  source.batches = query::BatchList::Streaming(std::move(next));
+  SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
+  // One stream at a time per pipeline instance: a stream that did not land (a crash, a failed
+  // commit) leaves a file the next one overwrites. The name is not the landing's, which is known
+  // only once the stream ends; the leading underscore hides it from engines that list directories
+  // (Spark, Hive).
+  auto streamed = std::make_unique<StreamedFile>();
+  streamed->namespace_name = namespace_schema.name;
+  streamed->schema_id = namespace_schema.schema_id;
+  streamed->local_path = fmt::format("{}/data/_streaming-{}.parquet", locations.local,
+                                     options_.pipeline_instance);
+  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
+      *options_.env, *engine_,
+      fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
+                  QuoteIdentifier(namespace_schema.name)),
+      namespace_schema.fields, namespace_schema.schema_id, streamed->local_path, streamed->file));
+  const int64_t rows = streamed->file.record_count;
+  streamed_ = std::move(streamed);
+  return rows;
+}
+
+Result<LandingOutcome> LakeWriter::LandStreamed(
+    const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    const std::vector<std::shared_ptr<const Batch>>& batches) {
+  SKIPPR_CHECK_MSG(streamed_ != nullptr && streamed_->namespace_name == landing.namespace_name &&
+                       streamed_->schema_id == namespace_schema.schema_id,
+                   "LandStreamed lands the stream WriteStream last wrote, under its schema");
+  SKIPPR_CHECK_MSG(landing.key_columns.empty(), "a streamed landing appends or replaces");
+  std::unique_ptr<StreamedFile> streamed = std::move(streamed_);
+  int64_t rows = 0;
+  for (const auto& batch : batches) rows += batch->num_rows;
+  SKIPPR_CHECK_MSG(rows == streamed->file.record_count, "the stream wrote every landed row");
+  Result<LandingOutcome> outcome = Commit(
+      landing, namespace_schema, rows,
+      [&](const std::string& location, const std::string& local_location) -> Result<LandingFiles> {
+        const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
+        const std::string path = local_location + "/" + name;
+        // Under the landing's name, as a replay of the landing would write it.
+        if (Status renamed = options_.env->RenameFile(streamed->local_path, path); !renamed.ok()) {
+          return LandingFileFailed(path, renamed);
+        }
+        if (Status synced = options_.env->SyncDirectory(DirectoryOf(path)); !synced.ok()) {
+          return LandingFileFailed(path, synced);
+        }
+        SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, path, rows));
+        LandingFiles files;
+        files.data_file = std::move(streamed->file);
+        files.data_file->file_path = location + "/" + name;
+        SKIPPR_RETURN_IF_ERROR(
+            AddColumnStatisticsFromBatches(namespace_schema.fields, batches, *files.data_file));
+        return files;
+      });
+  if (outcome.ok() && outcome->was_landed_before) {
+    // Not reached by a landing planned after its stream; the file would only be garbage.
+    (void)options_.env->RemoveFile(streamed->local_path);
+  }
+  return outcome;
+}
+
+Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
+                                          const schema::NamespaceSchema& namespace_schema,
+                                          int64_t rows, const WriteFiles& write_files) {
+  const iceberg::TableIdentifier table{options_.table_namespace, landing.namespace_name};
+  SKIPPR_ASSIGN_OR_RETURN(const TableLocations locations, LocationsOf(landing.namespace_name));
+  const std::string& location = locations.location;
+  const std::string& local_location = locations.local;
 
   std::optional<LandingFiles> files;
   for (int attempt = 1;; ++attempt) {
@@ -902,8 +997,7 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
               .status());
     }
     if (!files) {
-      SKIPPR_ASSIGN_OR_RETURN(
-          files, WriteLandingFiles(landing, namespace_schema, batches, location, local_location));
+      SKIPPR_ASSIGN_OR_RETURN(files, write_files(location, local_location));
       CrashPoint("lake.after_data_file");
     }
 

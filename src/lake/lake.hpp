@@ -10,6 +10,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -117,9 +118,36 @@ class LakeWriter {
   Result<LandingOutcome> Land(const Landing& landing, const schema::NamespaceSchema& namespace_schema,
                               const std::vector<std::shared_ptr<const Batch>>& batches);
 
+  // Streaming landing, for an append or a table replace: the data file is written while its
+  // batches are still being committed to the WAL, before the landing they make up is known.
+  // WriteStream writes every batch `next` hands out (each of `namespace_schema`'s current schema;
+  // nullptr ends the stream) to a synced Parquet file no snapshot names, and returns its rows.
+  // LandStreamed then lands `landing`, whose slices are exactly those `batches`, by committing that
+  // file as Land would have written it (a replay of the landing after a crash writes it again). A
+  // stream that never lands leaves a file that the next stream of the pipeline overwrites.
+  using StreamedBatches = std::function<Result<std::shared_ptr<const Batch>>()>;
+  Result<int64_t> WriteStream(const schema::NamespaceSchema& namespace_schema,
+                              StreamedBatches next);
+  Result<LandingOutcome> LandStreamed(const Landing& landing,
+                                      const schema::NamespaceSchema& namespace_schema,
+                                      const std::vector<std::shared_ptr<const Batch>>& batches);
+
  private:
   LakeWriter() = default;
   struct LandingFiles;
+  struct StreamedFile;
+  struct TableLocations {
+    std::string location;  // the table's URI
+    std::string local;     // its local directory
+  };
+  Result<TableLocations> LocationsOf(const std::string& namespace_name) const;
+  // Commits `landing` (of `rows` rows) as one snapshot, writing its files with `write_files` once
+  // the table is known to lack it; retries a conflicting commit.
+  using WriteFiles = std::function<Result<LandingFiles>(const std::string& location,
+                                                        const std::string& local_location)>;
+  Result<LandingOutcome> Commit(const Landing& landing,
+                                const schema::NamespaceSchema& namespace_schema, int64_t rows,
+                                const WriteFiles& write_files);
   Result<LandingFiles> WriteLandingFiles(const Landing& landing,
                                          const schema::NamespaceSchema& namespace_schema,
                                          const std::vector<std::shared_ptr<const Batch>>& batches,
@@ -129,6 +157,7 @@ class LakeWriter {
   LakeOptions options_;
   std::unique_ptr<iceberg::Catalog> catalog_;
   std::unique_ptr<query::Engine> engine_;  // DuckDB, for Parquet writing
+  std::unique_ptr<StreamedFile> streamed_;  // WriteStream's file, until LandStreamed takes it
 };
 
 // The live data and equality-delete files of a landed snapshot, as local paths with their data

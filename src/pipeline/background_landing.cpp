@@ -1,5 +1,6 @@
 // RoundThread and BackgroundLander (landing.hpp): LandCommittedSlices rounds on a thread of their
 // own.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -86,66 +87,254 @@ void RoundThread::Run() {
 
 // ----- BackgroundLander ----------------------------------------------------------------------
 
+namespace {
+Result<uint64_t> NewestLiveSegmentId(PipelineState& state) {
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(const std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+  uint64_t newest = 0;
+  for (const wal::SegmentEntry& entry : live) newest = std::max(newest, entry.segment_id);
+  return newest;
+}
+}  // namespace
+
 BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
                                    PipelineSinks sinks)
-    : state_(state),
-      pipeline_(pipeline),
-      sinks_(std::move(sinks)),
-      rounds_([this] { return LandRound(); }) {}
+    : state_(state), pipeline_(pipeline), sinks_(std::move(sinks)) {
+  // Read before any commit of this pass: everything up to it was committed by earlier runs.
+  Result<uint64_t> newest = NewestLiveSegmentId(state_);
+  if (!newest.ok()) {
+    failure_ = newest.status();
+    has_stopped_ = true;
+    return;
+  }
+  last_committed_segment_id_ = *newest;
+  thread_ = std::thread([this] { Run(); });
+}
 
-BackgroundLander::~BackgroundLander() = default;
+BackgroundLander::~BackgroundLander() {
+  {
+    std::lock_guard lock(mutex_);
+    is_stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool BackgroundLander::MayStream(const Batch& batch) const {
+  return sinks_.data != nullptr && sinks_.data_policy.key_columns.empty() && !batch.cdc &&
+         batch.namespace_name != schema::kDeadlettersNamespace;
+}
 
 void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches,
                                            uint64_t source_bytes) {
-  if (rounds_.has_stopped()) return;
-  std::lock_guard lock(handover_mutex_);
-  const uint64_t landing_bytes =
-      std::max(sinks_.data_policy.target_file_bytes, sinks_.deadletter_policy.target_file_bytes);
-  if (kept_bytes_ + source_bytes > kKeptLandings * landing_bytes) {
-    return;  // the landing decodes the segment instead
+  {
+    std::lock_guard lock(mutex_);
+    SKIPPR_CHECK_MSG(segment_id > last_committed_segment_id_, "segments are handed over in order");
+    last_committed_segment_id_ = segment_id;
+    if (has_stopped_) return;
+    const uint64_t landing_bytes =
+        std::max(sinks_.data_policy.target_file_bytes, sinks_.deadletter_policy.target_file_bytes);
+    if (kept_bytes_ + source_bytes > kKeptLandings * landing_bytes) {
+      return;  // a round reads the segment back
+    }
+    for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
+      const bool streams = MayStream(batches[ordinal]);
+      queue_.emplace(lake::SliceRef{segment_id, ordinal},
+                     Queued{std::make_shared<const Batch>(std::move(batches[ordinal])), streams});
+    }
+    kept_bytes_by_segment_[segment_id] += source_bytes;
+    kept_bytes_ += source_bytes;
   }
-  for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
-    handed_over_.emplace(lake::SliceRef{segment_id, ordinal},
-                         std::make_shared<const Batch>(std::move(batches[ordinal])));
-  }
-  kept_bytes_by_segment_[segment_id] += source_bytes;
-  kept_bytes_ += source_bytes;
+  changed_.notify_all();
 }
 
-void BackgroundLander::RequestLanding() { rounds_.Request(); }
+void BackgroundLander::RequestLanding() {
+  {
+    std::lock_guard lock(mutex_);
+    is_requested_ = true;
+  }
+  changed_.notify_all();
+}
 
-Status BackgroundLander::failure() const { return rounds_.failure(); }
+Status BackgroundLander::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
 
 Result<LandingPassResult> BackgroundLander::Finish() {
-  SKIPPR_RETURN_IF_ERROR(rounds_.Finish());
+  {
+    std::lock_guard lock(mutex_);
+    is_finishing_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mutex_);
+  SKIPPR_RETURN_IF_ERROR(failure_);
   return totals_;
 }
 
-Status BackgroundLander::LandRound() {
+void BackgroundLander::Run() {
+  Status status = LandUntilFinished();
   {
-    std::lock_guard lock(handover_mutex_);
-    pass_.committed_batches.merge(handed_over_);
-    handed_over_.clear();
+    std::lock_guard lock(mutex_);
+    failure_ = std::move(status);
+    has_stopped_ = true;
+    queue_.clear();  // nothing lands from memory any more
   }
-  SKIPPR_ASSIGN_OR_RETURN(const LandingPassResult round,
-                          LandCommittedSlices(state_, pipeline_, sinks_.view(), pass_));
-  totals_.landings += round.landings;
-  totals_.rows_landed += round.rows_landed;
-  totals_.segments_reclaimed += round.segments_reclaimed;
-  totals_.deadletters.landed += round.deadletters.landed;
-  totals_.deadletters.discarded += round.deadletters.discarded;
-  std::lock_guard lock(handover_mutex_);
+  changed_.notify_all();
+}
+
+Status BackgroundLander::LandUntilFinished() {
+  SKIPPR_RETURN_IF_ERROR(LandRound());  // what an earlier run left
+  while (true) {
+    std::string stream_namespace;
+    switch (WaitForWork(stream_namespace)) {
+      case Work::kStop:
+        return Status::OK();
+      case Work::kStream:
+        SKIPPR_RETURN_IF_ERROR(Stream(stream_namespace));
+        break;
+      case Work::kRound:
+        SKIPPR_RETURN_IF_ERROR(LandRound());
+        break;
+      case Work::kFinish:
+        return LandRound();  // everything committed is in it: ingest has drained
+    }
+  }
+}
+
+BackgroundLander::Work BackgroundLander::WaitForWork(std::string& stream_namespace) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] {
+    return is_stopping_ || is_requested_ || is_finishing_ || FirstStreamable(nullptr) != queue_.end();
+  });
+  if (is_stopping_) return Work::kStop;
+  // A round asked for goes first: it lands only what no stream takes, so it never cuts one short.
+  if (is_requested_) {
+    is_requested_ = false;
+    return Work::kRound;
+  }
+  if (auto first = FirstStreamable(nullptr); first != queue_.end()) {
+    stream_namespace = first->second.batch->namespace_name;
+    return Work::kStream;
+  }
+  return Work::kFinish;
+}
+
+BackgroundLander::Queue::iterator BackgroundLander::FirstStreamable(
+    const std::string* namespace_name) {
+  return std::find_if(queue_.begin(), queue_.end(), [&](const auto& queued) {
+    return queued.second.streams &&
+           (namespace_name == nullptr || queued.second.batch->namespace_name == *namespace_name);
+  });
+}
+
+Status BackgroundLander::LandRound() {
+  uint64_t last_segment_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    last_segment_id = last_committed_segment_id_;
+    pass_.last_segment_id = last_segment_id;
+    for (const auto& [slice, queued] : queue_) {
+      if (slice.segment_id > last_segment_id) break;
+      if (queued.streams) {
+        pass_.reserved.insert(slice);
+      } else {
+        pass_.committed_batches.emplace(slice, queued.batch);
+      }
+    }
+  }
+  Result<LandingPassResult> round = LandCommittedSlices(state_, pipeline_, sinks_.view(), pass_);
+  std::lock_guard lock(mutex_);
+  // The round landed every slice up to its last segment that a stream does not take (or, without
+  // a sink for it, none will ever land): none of them is needed in memory.
+  std::erase_if(queue_, [&](const auto& queued) {
+    return queued.first.segment_id <= last_segment_id && !pass_.reserved.contains(queued.first);
+  });
+  pass_.committed_batches.clear();
+  pass_.reserved.clear();
   ForgetLandedSegments();
+  SKIPPR_RETURN_IF_ERROR(round.status());
+  AddToTotals(*round);
   return Status::OK();
+}
+
+Status BackgroundLander::Stream(const std::string& namespace_name) {
+  schema::NamespaceSchema namespace_schema;
+  {
+    SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state_.store().BeginRead());
+    SKIPPR_ASSIGN_OR_RETURN(const schema::PipelineSchema saved, schema::LoadSchema(read));
+    if (auto found = saved.namespaces.find(namespace_name); found != saved.namespaces.end()) {
+      namespace_schema = found->second;
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    auto first = FirstStreamable(&namespace_name);
+    SKIPPR_CHECK(first != queue_.end());  // only this thread takes from the queue
+    if (first->second.batch->schema_id != namespace_schema.schema_id) {
+      // Of a schema older than the saved one: a round projects it onto the saved one.
+      first->second.streams = false;
+      return Status::OK();
+    }
+  }
+  StreamBudget budget{
+      sinks_.data_policy.target_file_bytes,
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::duration<double>(
+                                                 sinks_.data_policy.commit_interval_seconds))};
+  Result<LandingPassResult> landed = LandStream(
+      state_, pipeline_, sinks_.view(), namespace_schema,
+      [&] { return NextStreamed(namespace_schema, budget); }, pass_);
+  {
+    std::lock_guard lock(mutex_);
+    ForgetLandedSegments();
+  }
+  SKIPPR_RETURN_IF_ERROR(landed.status());
+  AddToTotals(*landed);
+  return Status::OK();
+}
+
+Result<std::optional<StreamedSlice>> BackgroundLander::NextStreamed(
+    const schema::NamespaceSchema& namespace_schema, StreamBudget& budget) {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (is_stopping_) {
+      return Status::Unavailable(fmt::format(
+          "the sync pass stopped before landing {} ended; the WAL keeps its rows",
+          namespace_schema.name));
+    }
+    if (budget.bytes_left == 0 || std::chrono::steady_clock::now() >= budget.deadline) {
+      return std::optional<StreamedSlice>();
+    }
+    if (auto next = FirstStreamable(&namespace_schema.name); next != queue_.end()) {
+      // A batch of another schema ends the stream; the next stream takes it under its own.
+      if (next->second.batch->schema_id != namespace_schema.schema_id) {
+        return std::optional<StreamedSlice>();
+      }
+      StreamedSlice taken{next->first, std::move(next->second.batch)};
+      queue_.erase(next);
+      ForgetLandedSegments();  // the stream holds the batch now, within its own budget
+      budget.bytes_left -= std::min(budget.bytes_left, taken.batch->DataBytes());
+      return std::optional<StreamedSlice>(std::move(taken));
+    }
+    if (is_finishing_) return std::optional<StreamedSlice>();
+    changed_.wait_until(lock, budget.deadline);
+  }
+}
+
+void BackgroundLander::AddToTotals(const LandingPassResult& landed) {
+  totals_.landings += landed.landings;
+  totals_.rows_landed += landed.rows_landed;
+  totals_.segments_reclaimed += landed.segments_reclaimed;
+  totals_.deadletters.landed += landed.deadletters.landed;
+  totals_.deadletters.discarded += landed.deadletters.discarded;
 }
 
 void BackgroundLander::ForgetLandedSegments() {
   std::erase_if(kept_bytes_by_segment_, [this](const auto& kept) {
-    const auto still_kept = [&](const auto& map) {
-      auto next = map.lower_bound(lake::SliceRef{kept.first, 0});
-      return next != map.end() && next->first.segment_id == kept.first;
-    };
-    if (still_kept(pass_.committed_batches) || still_kept(handed_over_)) return false;
+    auto next = queue_.lower_bound(lake::SliceRef{kept.first, 0});
+    if (next != queue_.end() && next->first.segment_id == kept.first) return false;
     kept_bytes_ -= kept.second;
     return true;
   });

@@ -134,7 +134,10 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
   for (const wal::SegmentEntry& segment : segments) {
     for (const wal::SliceSummary& slice : segment.slices) {
       const lake::SliceRef ref{segment.segment_id, slice.ordinal};
-      if (landed.contains(ref) || full.contains(slice.namespace_name)) continue;
+      if (landed.contains(ref) || pass.reserved.contains(ref) ||
+          full.contains(slice.namespace_name)) {
+        continue;
+      }
       const LakePolicy* policy = PolicyFor(sinks, slice.namespace_name);
       if (policy == nullptr) continue;
       uint64_t& bytes = bytes_by_namespace[slice.namespace_name];
@@ -505,6 +508,12 @@ Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
   return rows;
 }
 
+Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
+                     const std::map<uint64_t, wal::SegmentEntry>& segments,
+                     const lake::Landing& landing, const lake::LandingOutcome& outcome,
+                     const DeadletterTotals& deadletters, std::string_view how,
+                     PassLandings& pass, LandingPassResult& result);
+
 // Lands one planned landing in its sink — or discards it, for deadletters without a deadletter
 // sink — and records it; adds what it did to `result`.
 Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
@@ -533,8 +542,19 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
     SKIPPR_ASSIGN_OR_RETURN(outcome, writer.Land(landing, *namespace_schema, batches));
     if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
   }
+  return FinishLanding(state, pipeline, plan.segments, landing, outcome, deadletters, "", pass,
+                       result);
+}
+
+// Records a landing that its sink holds now (or that was discarded), logs it, adds it to `result`.
+Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
+                     const std::map<uint64_t, wal::SegmentEntry>& segments,
+                     const lake::Landing& landing, const lake::LandingOutcome& outcome,
+                     const DeadletterTotals& deadletters, std::string_view how,
+                     PassLandings& pass, LandingPassResult& result) {
+  const bool is_deadletters = IsDeadletters(landing.namespace_name);
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
-                          RecordLanding(state, pipeline, plan.segments, landing, outcome.snapshot,
+                          RecordLanding(state, pipeline, segments, landing, outcome.snapshot,
                                         deadletters));
   pass.namespaces_landed.insert(landing.namespace_name);
   for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
@@ -545,8 +565,8 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
                  deadletters.discarded, pipeline.name, pipeline.name, reclaimed);
   } else {
     spdlog::info(
-        "lake {}: landing {} of {} rows ({} slices{}) {} snapshot {}; {} segment(s) reclaimed",
-        landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(),
+        "lake {}: landing {} of {} rows ({} slices{}{}) {} snapshot {}; {} segment(s) reclaimed",
+        landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(), how,
         DescribePolicy(landing, outcome),
         outcome.was_landed_before ? "was already in" : "committed as",
         outcome.snapshot.snapshot_id, reclaimed);
@@ -569,7 +589,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
   LandingPassResult result;
   // Segments committed while this runs (ingest goes on beside a BackgroundLander) wait for the
   // next call: landing them now would cut them into landings smaller than the target.
-  std::optional<uint64_t> last_segment_id;
+  std::optional<uint64_t> last_segment_id = pass.last_segment_id;
   while (true) {
     SKIPPR_ASSIGN_OR_RETURN(const RoundPlan plan,
                             PlanRound(state, pipeline, sinks, pass, last_segment_id));
@@ -594,6 +614,72 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       SKIPPR_RETURN_IF_ERROR(LandOne(state, pipeline, sinks, plan, landing, pass, result));
     }
   }
+}
+
+namespace {
+
+// Records `landing`, the stream's slices, as planned — checking that no landing holds any of them
+// — and returns the live segments as of that record.
+Result<std::map<uint64_t, wal::SegmentEntry>> RecordStreamPlan(PipelineState& state,
+                                                               const lake::Landing& landing) {
+  SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+  SKIPPR_ASSIGN_OR_RETURN(const std::optional<std::string> pending,
+                          write.Get(store::Family::kCatalog, PendingKey(landing.namespace_name)));
+  SKIPPR_CHECK_MSG(!pending, "a stream lands only while its namespace has no pending landing");
+  for (const lake::SliceRef& slice : landing.slices) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::optional<std::string> marker,
+                            write.Get(store::Family::kCatalog, LandedKey(slice)));
+    SKIPPR_CHECK_MSG(!marker, "a streamed slice was not landed before");
+  }
+  SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, PendingKey(landing.namespace_name),
+                                   LandingToJson(landing)));
+  SKIPPR_RETURN_IF_ERROR(write.Commit());
+  SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+  SKIPPR_ASSIGN_OR_RETURN(std::vector<wal::SegmentEntry> live, wal::LiveSegments(read));
+  std::map<uint64_t, wal::SegmentEntry> segments;
+  for (wal::SegmentEntry& entry : live) segments.emplace(entry.segment_id, std::move(entry));
+  return segments;
+}
+
+}  // namespace
+
+Result<LandingPassResult> LandStream(PipelineState& state, const config::PipelineConfig& pipeline,
+                                     const LandingSinks& sinks,
+                                     const schema::NamespaceSchema& namespace_schema,
+                                     const NextStreamedSlice& next, PassLandings& pass) {
+  SKIPPR_CHECK(sinks.data != nullptr && sinks.data_policy.key_columns.empty() &&
+               !IsDeadletters(namespace_schema.name));
+  std::vector<lake::SliceRef> slices;
+  std::vector<std::shared_ptr<const Batch>> batches;
+  SKIPPR_RETURN_IF_ERROR(
+      sinks.data
+          ->WriteStream(namespace_schema,
+                        [&]() -> Result<std::shared_ptr<const Batch>> {
+                          SKIPPR_ASSIGN_OR_RETURN(std::optional<StreamedSlice> taken, next());
+                          if (!taken) return std::shared_ptr<const Batch>();
+                          SKIPPR_CHECK(taken->batch->namespace_name == namespace_schema.name &&
+                                       taken->batch->schema_id == namespace_schema.schema_id);
+                          slices.push_back(taken->slice);
+                          batches.push_back(taken->batch);
+                          return taken->batch;
+                        })
+          .status());
+  LandingPassResult result;
+  if (slices.empty()) return result;
+  CrashPoint("landing.after_stream_written");
+  // The plan, recorded before the commit: a crash from here on replays exactly these slices.
+  const lake::Landing landing = lake::PlanLanding(
+      pipeline.name, state.store().identity().instance_id, namespace_schema.name,
+      std::move(slices),
+      sinks.data_policy.replaces_table && !pass.namespaces_landed.contains(namespace_schema.name));
+  using SegmentsById = std::map<uint64_t, wal::SegmentEntry>;
+  SKIPPR_ASSIGN_OR_RETURN(const SegmentsById segments, RecordStreamPlan(state, landing));
+  SKIPPR_ASSIGN_OR_RETURN(const lake::LandingOutcome outcome,
+                          sinks.data->LandStreamed(landing, namespace_schema, batches));
+  SKIPPR_RETURN_IF_ERROR(
+      FinishLanding(state, pipeline, segments, landing, outcome, {},
+                    ", written as they were committed", pass, result));
+  return result;
 }
 
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,

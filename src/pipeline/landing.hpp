@@ -7,11 +7,13 @@
 // docs/formats/landing.md documents the keys and the protocol.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -98,6 +100,10 @@ struct PassLandings {
   // here instead of decoding the segment again (the segment, not this cache, is what a replay after
   // a crash reads).
   std::map<lake::SliceRef, std::shared_ptr<const Batch>> committed_batches;
+  // The newest segment a landing round may land from; unset: the newest live at the round's start.
+  std::optional<uint64_t> last_segment_id;
+  // Slices a round leaves alone: a stream (LandStream) will land them.
+  std::set<lake::SliceRef> reserved;
 };
 
 struct LandingPassResult {
@@ -118,6 +124,24 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
                                               lake::LakeWriter& writer, const LakePolicy& policy,
                                               PassLandings& pass);
+
+// One committed slice handed to a stream, with its batch.
+struct StreamedSlice {
+  lake::SliceRef slice;
+  std::shared_ptr<const Batch> batch;
+};
+// The next slice of a stream, waiting for it to be committed; nullopt ends the stream.
+using NextStreamedSlice = std::function<Result<std::optional<StreamedSlice>>()>;
+
+// Lands the slices `next` hands out — committed, of one data namespace whose sink appends or
+// replaces the table, each batch of `namespace_schema` (the saved one) — as one landing whose data
+// file is written while they come, as ingest commits them (LakeWriter::WriteStream). The landing
+// is planned and recorded when the stream ends, then committed and recorded as any other: a crash
+// before the plan leaves only a file no snapshot names, and the slices land in a later round.
+Result<LandingPassResult> LandStream(PipelineState& state, const config::PipelineConfig& pipeline,
+                                     const LandingSinks& sinks,
+                                     const schema::NamespaceSchema& namespace_schema,
+                                     const NextStreamedSlice& next, PassLandings& pass);
 
 // What readers need from one store snapshot: the slices already in the lake and each namespace's
 // landed snapshot.
@@ -157,22 +181,25 @@ class RoundThread {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// Lands on a thread of its own, so ingest goes on while DuckDB writes Parquet: the sync thread
-// hands over each committed segment's batches and asks for a landing round; the lander runs
-// LandCommittedSlices rounds until told to finish. Landing stays exactly once (the protocol is in
-// the store, not in this object); what the rounds add up to comes back from Finish.
+// Lands on a thread of its own, so ingest goes on while DuckDB writes Parquet. The sync thread
+// hands over each committed segment's batches; the lander streams a data namespace's batches into
+// its sink as they come (LandStream: a landing per target_file_bytes of column data, commit
+// interval or schema change), and lands the rest — deadletters, batches of an older schema,
+// merge_by_key, what did not fit the memory budget, what an earlier run left — in
+// LandCommittedSlices rounds: at the start, when asked, and at the end. Landing stays exactly once
+// (the protocol is in the store, not in this object); what it adds up to comes back from Finish.
 class BackgroundLander {
  public:
   // Starts the thread, which lands whatever an earlier run committed and did not land at once.
   BackgroundLander(PipelineState& state, const config::PipelineConfig& pipeline,
                    PipelineSinks sinks);
-  ~BackgroundLander();  // stops after the round in progress (the WAL keeps what did not land)
+  ~BackgroundLander();  // stops the round or stream in progress (the WAL keeps what did not land)
   BackgroundLander(const BackgroundLander&) = delete;
   BackgroundLander& operator=(const BackgroundLander&) = delete;
 
-  // The batches of a just-committed segment (read from `source_bytes` of input), so its landing
-  // need not decode it again. Kept only within a memory budget; beyond it the landing reads the
-  // segment back.
+  // The batches of a just-committed segment (read from `source_bytes` of input), in commit order,
+  // to land from memory. Kept only within a memory budget; beyond it a round reads the segment
+  // back.
   void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t source_bytes);
   // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
   void RequestLanding();
@@ -182,8 +209,31 @@ class BackgroundLander {
   Result<LandingPassResult> Finish();
 
  private:
-  Status LandRound();            // on the lander thread
-  void ForgetLandedSegments();  // with handover_mutex_ held, on the lander thread
+  struct Queued {
+    std::shared_ptr<const Batch> batch;
+    bool streams = false;  // a stream may take it; otherwise a round lands it
+  };
+  using Queue = std::map<lake::SliceRef, Queued>;
+  enum class Work { kStream, kRound, kFinish, kStop };
+  // What a stream may still take.
+  struct StreamBudget {
+    uint64_t bytes_left = 0;  // of column data
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  // On the lander thread.
+  void Run();
+  Status LandUntilFinished();
+  Work WaitForWork(std::string& stream_namespace);
+  Status LandRound();
+  Status Stream(const std::string& namespace_name);
+  Result<std::optional<StreamedSlice>> NextStreamed(const schema::NamespaceSchema& namespace_schema,
+                                                    StreamBudget& budget);
+  void AddToTotals(const LandingPassResult& landed);
+  // With mutex_ held.
+  Queue::iterator FirstStreamable(const std::string* namespace_name);
+  void ForgetLandedSegments();
+  bool MayStream(const Batch& batch) const;
 
   PipelineState& state_;
   const config::PipelineConfig& pipeline_;
@@ -191,12 +241,21 @@ class BackgroundLander {
   PassLandings pass_;          // the lander thread's own
   LandingPassResult totals_;   // the lander thread's own; read after Finish
 
-  std::mutex handover_mutex_;
-  std::map<lake::SliceRef, std::shared_ptr<const Batch>> handed_over_;  // not yet in pass_
-  // Source bytes of the segments whose batches are kept (handed over or in pass_), by segment.
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  Queue queue_;  // handed over, not landed yet
+  // Source bytes of the segments with batches in queue_, by segment.
   std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
   uint64_t kept_bytes_ = 0;
-  RoundThread rounds_;  // last: its first round starts at construction
+  // The newest segment committed: live when the pass started, or handed over since. A round
+  // lands no segment after it, which it might otherwise land before its batches are handed over.
+  uint64_t last_committed_segment_id_ = 0;
+  bool is_requested_ = false;
+  bool is_finishing_ = false;
+  bool is_stopping_ = false;
+  bool has_stopped_ = false;
+  Status failure_;
+  std::thread thread_;  // last: starts once the members above exist
 };
 
 // Reclaims the live segments whose slices are all landed and which every aggregate's cursor has

@@ -639,6 +639,12 @@ BatchList BatchList::InMemory(std::vector<std::shared_ptr<const Batch>> batches)
   return list;
 }
 
+BatchList BatchList::Streaming(std::function<Result<std::shared_ptr<const Batch>>()> next) {
+  BatchList list;
+  list.next = std::move(next);
+  return list;
+}
+
 void Engine::SetBinder(std::unique_ptr<TableBinder> binder) { binder_ = std::move(binder); }
 
 ScanCounters Engine::scan_counters() const {

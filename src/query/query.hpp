@@ -88,8 +88,17 @@ struct BatchList {
   std::function<Result<std::shared_ptr<const Batch>>(size_t index, const FieldSelection& fields)>
       read;
 
+  // Instead of the two above, for batches that arrive while the scan runs (a landing written as
+  // the WAL commits): the next batch, waiting for it, or nullptr after the last. Called from the
+  // scan's threads one at a time. The rows are not known up front, so a scan with change columns
+  // (which numbers them) cannot read such a list.
+  std::function<Result<std::shared_ptr<const Batch>>()> next;
+
   // A list of batches already in memory (read whole, whatever the selection).
   static BatchList InMemory(std::vector<std::shared_ptr<const Batch>> batches);
+  // A list of the batches `next` hands out as they come.
+  static BatchList Streaming(std::function<Result<std::shared_ptr<const Batch>>()> next);
+  bool is_streaming() const { return static_cast<bool>(next); }
 };
 
 // Supplies the rows of one table: the target schema (current fields, with ids) and the batches to

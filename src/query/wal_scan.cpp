@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ using SourceLookup =
     std::function<std::shared_ptr<const TableSource>(const std::string&, const std::string&)>;
 
 namespace {
+
+// The threads a scan of a streaming list may run on; DuckDB gives it at most its own.
+constexpr idx_t kStreamingScanThreads = 64;
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -409,6 +413,7 @@ struct ScanState {
   FieldSelection fields = FieldSelection::All();  // the projected target fields, by id
   std::vector<int64_t> first_ordinals;  // per batch: the scan's row number of its first row
   std::atomic<size_t> next_batch{0};
+  std::mutex next_streamed_mutex;  // a streaming list hands out one batch at a time
 };
 
 // One thread's batch: rows [next_row, num_rows) are still to be emitted.
@@ -533,6 +538,17 @@ void Init(duckdb_init_info info) {
     duckdb_init_set_error(info, "wal_scan: the table has no batch reader");
     return;
   }
+  if (source.batches.is_streaming()) {
+    if (bind->has_change_columns) {
+      duckdb_init_set_error(info, "wal_scan: a streamed table has no change columns");
+      return;
+    }
+    // As many threads as DuckDB gives: each takes the next batch as it arrives.
+    duckdb_init_set_max_threads(info, kStreamingScanThreads);
+    duckdb_init_set_init_data(info, state.release(),
+                              [](void* data) { delete static_cast<ScanState*>(data); });
+    return;
+  }
   int64_t rows = 0;
   for (const int64_t count : source.batches.row_counts) {
     state->first_ordinals.push_back(rows);
@@ -570,9 +586,51 @@ Result<std::vector<int>> PlanBatch(const TableSource& source, const Batch& batch
   return plan;
 }
 
+std::string CannotRead(const TableSource& source, std::string_view why) {
+  return fmt::format("table {}.{} cannot be read: {}", source.pipeline, source.namespace_name, why);
+}
+
+// Makes `batch` (number `index` of the scan) the thread's batch.
+Status TakeBatch(const BindData& bind, std::shared_ptr<const Batch> batch, size_t index,
+                 ThreadState& thread) {
+  const TableSource& source = *bind.source;
+  if (batch->cdc && batch->cdc->mutations.size() != static_cast<size_t>(batch->num_rows)) {
+    return Status::Corruption(CannotRead(source, fmt::format("a batch of {} rows has {} CDC mutations",
+                                                             batch->num_rows,
+                                                             batch->cdc->mutations.size())));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(thread.plan, PlanBatch(source, *batch));
+  bind.counters->batches.fetch_add(1, std::memory_order_relaxed);
+  bind.counters->columns.fetch_add(static_cast<int64_t>(batch->columns.size()),
+                                   std::memory_order_relaxed);
+  thread.batch = std::move(batch);
+  thread.index = index;
+  thread.next_row = 0;
+  return Status::OK();
+}
+
+// The next batch with rows of a streaming list into `thread`; false after the last.
+Result<bool> ClaimStreamedBatch(const BindData& bind, ScanState& state, ThreadState& thread) {
+  const TableSource& source = *bind.source;
+  std::lock_guard lock(state.next_streamed_mutex);
+  while (true) {
+    Result<std::shared_ptr<const Batch>> next = source.batches.next();
+    if (!next.ok()) return Status(next.status().code(), CannotRead(source, next.status().message()));
+    if (*next == nullptr) {
+      thread.batch.reset();
+      return false;
+    }
+    if ((*next)->num_rows == 0) continue;
+    const size_t index = state.next_batch.fetch_add(1, std::memory_order_relaxed);
+    SKIPPR_RETURN_IF_ERROR(TakeBatch(bind, std::move(next).value(), index, thread));
+    return true;
+  }
+}
+
 // Claims and reads the next batch with rows into `thread`; false at the end of the scan.
 Result<bool> ClaimBatch(const BindData& bind, ScanState& state, ThreadState& thread) {
   const TableSource& source = *bind.source;
+  if (source.batches.is_streaming()) return ClaimStreamedBatch(bind, state, thread);
   while (true) {
     const size_t index = state.next_batch.fetch_add(1, std::memory_order_relaxed);
     if (index >= source.batches.row_counts.size()) {
@@ -581,29 +639,15 @@ Result<bool> ClaimBatch(const BindData& bind, ScanState& state, ThreadState& thr
     }
     const int64_t expected_rows = source.batches.row_counts[index];
     if (expected_rows == 0) continue;
-    const auto failed = [&](std::string_view why) {
-      return fmt::format("table {}.{} cannot be read: {}", source.pipeline, source.namespace_name,
-                         why);
-    };
     Result<std::shared_ptr<const Batch>> read = source.batches.read(index, state.fields);
-    if (!read.ok()) return Status(read.status().code(), failed(read.status().message()));
+    if (!read.ok()) return Status(read.status().code(), CannotRead(source, read.status().message()));
     std::shared_ptr<const Batch> batch = std::move(read).value();
     if (batch == nullptr || batch->num_rows != expected_rows) {
-      return Status::Corruption(failed(fmt::format("batch {} has {} rows where {} were listed",
-                                                   index, batch == nullptr ? 0 : batch->num_rows,
-                                                   expected_rows)));
+      return Status::Corruption(
+          CannotRead(source, fmt::format("batch {} has {} rows where {} were listed", index,
+                                         batch == nullptr ? 0 : batch->num_rows, expected_rows)));
     }
-    if (batch->cdc && batch->cdc->mutations.size() != static_cast<size_t>(batch->num_rows)) {
-      return Status::Corruption(failed(fmt::format("a batch of {} rows has {} CDC mutations",
-                                                   batch->num_rows, batch->cdc->mutations.size())));
-    }
-    SKIPPR_ASSIGN_OR_RETURN(thread.plan, PlanBatch(source, *batch));
-    bind.counters->batches.fetch_add(1, std::memory_order_relaxed);
-    bind.counters->columns.fetch_add(static_cast<int64_t>(batch->columns.size()),
-                                     std::memory_order_relaxed);
-    thread.batch = std::move(batch);
-    thread.index = index;
-    thread.next_row = 0;
+    SKIPPR_RETURN_IF_ERROR(TakeBatch(bind, std::move(batch), index, thread));
     return true;
   }
 }

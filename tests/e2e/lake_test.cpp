@@ -441,8 +441,9 @@ TEST(LakeCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnce) {
     ++kills;
   }
   for (const std::string point :
-       {"lake.after_data_file", "lake.before_catalog_commit", "lake.after_catalog_commit",
-        "landing.before_store_commit", "landing.after_store_commit"}) {
+       {"landing.after_stream_written", "lake.after_data_file", "lake.before_catalog_commit",
+        "lake.after_catalog_commit", "landing.before_store_commit",
+        "landing.after_store_commit"}) {
     const int64_t extra_rows = Scaled(20000, 2);
     expected_checksum +=
         WriteInput(dir, 2, extra_rows, expected_rows, std::string("extra-") + point);

@@ -239,7 +239,8 @@ TEST(FaultPowerCut, AtEveryRecoveryCrashPointTheOrphanGoesAndNothingIsLost) {
 }
 
 TEST(FaultPowerCut, AtEveryLandingCrashPointNothingIsLostOrLandedTwice) {
-  PowerCutAtEach({"lake.after_data_file", "iceberg.after_metadata_file",
+  PowerCutAtEach({"landing.after_stream_written", "lake.after_data_file",
+                  "iceberg.after_metadata_file",
                   "lake.before_catalog_commit", "iceberg.after_catalog_swap",
                   "lake.after_catalog_commit", "landing.before_store_commit",
                   "landing.after_store_commit"});

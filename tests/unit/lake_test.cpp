@@ -8,7 +8,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -354,6 +359,133 @@ TEST(LakeLandingId, ThePipelineInstanceIsPartOfTheLandingId) {
   EXPECT_NE(first, other);
   EXPECT_EQ(first, PlanLanding("p", kInstance, "events", slices).landing_id);
   EXPECT_EQ(first.size(), 32u);
+}
+
+// ----- streamed landings (written while their batches are committed) ---------------------------
+
+// Rows {id, "name-<id>"} for ids [first_id, first_id + rows), as a sync commits them: no CDC.
+std::shared_ptr<const Batch> AppendedRows(int64_t first_id, int64_t rows) {
+  auto batch = std::make_shared<Batch>();
+  batch->namespace_name = "events";
+  batch->schema_id = 1;
+  batch->fields = EventsSchema().fields;
+  for (const Field& field : batch->fields) batch->columns.emplace_back(field.type);
+  for (int64_t id = first_id; id < first_id + rows; ++id) {
+    batch->columns[0].Append(Value::Int(id));
+    batch->columns[1].Append(Value::String(fmt::format("name-{}", id)));
+  }
+  batch->num_rows = rows;
+  return batch;
+}
+
+// Hands out `batches` one by one from another thread, each after a pause, as commits arrive;
+// fails instead of handing out batch `fail_at`.
+class BatchFeed {
+ public:
+  BatchFeed(Batches batches, size_t fail_at = SIZE_MAX)
+      : batches_(std::move(batches)), fail_at_(fail_at), feeder_([this] { Feed(); }) {}
+  ~BatchFeed() { feeder_.join(); }
+
+  Result<std::shared_ptr<const Batch>> Next() {
+    std::unique_lock lock(mutex_);
+    arrived_.wait(lock, [this] { return taken_ < fed_ || fed_ == batches_.size(); });
+    if (taken_ == fail_at_) return Status::IOError("the feed broke");
+    if (taken_ == batches_.size()) return std::shared_ptr<const Batch>();
+    return batches_[taken_++];
+  }
+
+ private:
+  void Feed() {
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::lock_guard lock(mutex_);
+      ++fed_;
+      arrived_.notify_all();
+    }
+  }
+
+  const Batches batches_;
+  const size_t fail_at_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  size_t fed_ = 0;
+  size_t taken_ = 0;
+  std::thread feeder_;  // last
+};
+
+class LakeStream : public LakeMerge {
+ protected:
+  // Streams `batches` (slices 0... of segment `segment_id`) and lands them as one landing.
+  Result<LandingOutcome> StreamAndLand(uint64_t segment_id, const Batches& batches) {
+    BatchFeed feed(batches);
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t rows,
+                            writer_->WriteStream(EventsSchema(), [&] { return feed.Next(); }));
+    int64_t expected_rows = 0;
+    std::vector<SliceRef> slices;
+    for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
+      expected_rows += batches[ordinal]->num_rows;
+      slices.push_back({segment_id, ordinal});
+    }
+    EXPECT_EQ(rows, expected_rows);
+    landing_ = PlanLanding("p", kInstance, "events", slices);
+    SKIPPR_ASSIGN_OR_RETURN(LandingOutcome outcome,
+                            writer_->LandStreamed(landing_, EventsSchema(), batches));
+    snapshot_ = outcome.snapshot;
+    return outcome;
+  }
+
+  std::vector<std::string> DataFiles() {
+    std::vector<std::string> names;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(dir_.Sub("warehouse/landed/events/data"))) {
+      names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Landing landing_;
+};
+
+TableRows IdsAndNames(int64_t first_id, int64_t rows) {
+  TableRows expected;
+  for (int64_t id = first_id; id < first_id + rows; ++id) expected[id] = fmt::format("name-{}", id);
+  return expected;
+}
+
+TEST_F(LakeStream, AStreamLandsEveryRowItsBatchesBringUnderTheLandingsOwnFile) {
+  Batches batches;
+  for (int i = 0; i < 20; ++i) batches.push_back(AppendedRows(i * 3000, 3000));
+  Result<LandingOutcome> outcome = StreamAndLand(7, batches);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_FALSE(outcome->was_landed_before);
+  EXPECT_EQ(outcome->rows, 60000);
+  // The stream's file became the landing's, as a replay of the landing would name it.
+  EXPECT_EQ(DataFiles(), std::vector<std::string>{landing_.landing_id + ".parquet"});
+  EXPECT_EQ(ReadWithQuery(), IdsAndNames(0, 60000));
+  EXPECT_EQ(ReadWithIcebird(), IdsAndNames(0, 60000));
+  // The landing is in the table's history: landing it again (a replay) writes nothing.
+  Result<LandingOutcome> replay = writer_->Land(landing_, EventsSchema(), batches);
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_TRUE(replay->was_landed_before);
+  EXPECT_EQ(CurrentMetadata().snapshots.size(), 1u);
+}
+
+TEST_F(LakeStream, AStreamThatFailsCommitsNothingAndTheNextOneLandsOverItsFile) {
+  Batches batches;
+  for (int i = 0; i < 6; ++i) batches.push_back(AppendedRows(i * 1000, 1000));
+  {
+    BatchFeed broken(batches, 3);
+    Result<int64_t> written =
+        writer_->WriteStream(EventsSchema(), [&] { return broken.Next(); });
+    ASSERT_FALSE(written.ok());
+    EXPECT_THAT(written.status().message(), HasSubstr("the feed broke"));
+    EXPECT_THAT(written.status().message(), HasSubstr("nothing was committed to the table"));
+  }
+  Result<LandingOutcome> outcome = StreamAndLand(1, batches);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(DataFiles(), std::vector<std::string>{landing_.landing_id + ".parquet"});
+  EXPECT_EQ(ReadWithIcebird(), IdsAndNames(0, 6000));
 }
 
 // ----- landed file pruning (query's view reads only the data files a statement can need) --------
