@@ -173,44 +173,74 @@ std::optional<iceberg::PrimitiveValue> AsPrimitive(const LogicalType& type,
   return std::nullopt;
 }
 
-// Value, null and NaN counts and bounds of the top-level primitive columns, computed from the
-// batches the data file was written from (older schemas projected as the scan projects them: a
-// missing column is NULL, int/long read as double where the field widened).
+bool HasStatistics(const Field& field) {
+  const TypeId id = field.type.id();
+  return id != TypeId::kStruct && id != TypeId::kList && id != TypeId::kMap;
+}
+
+// Value, null and NaN counts and bounds of a data file's top-level primitive columns, added batch
+// by batch from the batches it is written from (older schemas projected as the scan projects them:
+// a missing column is NULL, int/long read as double where the field widened). String bounds point
+// into the batches, which must outlive it.
+class FileStatistics {
+ public:
+  explicit FileStatistics(std::vector<Field> fields)
+      : fields_(std::move(fields)), statistics_(fields_.size()) {}
+
+  void Add(const Batch& batch) {
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      const Field& field = fields_[f];
+      if (!HasStatistics(field)) continue;
+      FieldStatistics& stats = statistics_[f];
+      const Column* column = nullptr;
+      for (size_t c = 0; c < batch.fields.size(); ++c) {
+        if (batch.fields[c].id == field.id) column = &batch.columns[c];
+      }
+      if (column == nullptr) {
+        stats.AddNulls(batch.num_rows);
+        continue;
+      }
+      SKIPPR_CHECK_MSG(column->length == batch.num_rows, "a batch column has another row count");
+      for (int64_t row = 0; row < batch.num_rows; ++row) stats.Add(*column, field.type, row);
+    }
+  }
+
+  Status WriteTo(iceberg::DataFile& file) const {
+    for (size_t f = 0; f < fields_.size(); ++f) {
+      const Field& field = fields_[f];
+      if (!HasStatistics(field)) continue;
+      const FieldStatistics& stats = statistics_[f];
+      const TypeId id = field.type.id();
+      SKIPPR_CHECK_MSG(stats.values == file.record_count, "statistics cover another row count");
+      file.value_counts[field.id] = stats.values;
+      file.null_value_counts[field.id] = stats.nulls;
+      if (id == TypeId::kFloat || id == TypeId::kDouble) file.nan_value_counts[field.id] = stats.nans;
+      if (auto min = AsPrimitive(field.type, stats, /*is_min=*/true)) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *min));
+        file.lower_bounds[field.id] = iceberg::TruncateLowerBound(field.type, std::move(encoded));
+      }
+      if (auto max = AsPrimitive(field.type, stats, /*is_min=*/false)) {
+        SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *max));
+        if (auto upper = iceberg::TruncateUpperBound(field.type, std::move(encoded))) {
+          file.upper_bounds[field.id] = std::move(*upper);
+        }
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  const std::vector<Field> fields_;
+  std::vector<FieldStatistics> statistics_;  // parallel to fields_
+};
+
+// FileStatistics of `batches`, all in memory.
 Status AddColumnStatisticsFromBatches(const std::vector<Field>& fields,
                                       const std::vector<std::shared_ptr<const Batch>>& batches,
                                       iceberg::DataFile& file) {
-  for (const Field& field : fields) {
-    const TypeId id = field.type.id();
-    if (id == TypeId::kStruct || id == TypeId::kList || id == TypeId::kMap) continue;
-    FieldStatistics stats;
-    for (const auto& batch : batches) {
-      const Column* column = nullptr;
-      for (size_t c = 0; c < batch->fields.size(); ++c) {
-        if (batch->fields[c].id == field.id) column = &batch->columns[c];
-      }
-      if (column == nullptr) {
-        stats.AddNulls(batch->num_rows);
-        continue;
-      }
-      SKIPPR_CHECK_MSG(column->length == batch->num_rows, "a batch column has another row count");
-      for (int64_t row = 0; row < batch->num_rows; ++row) stats.Add(*column, field.type, row);
-    }
-    SKIPPR_CHECK_MSG(stats.values == file.record_count, "statistics cover another row count");
-    file.value_counts[field.id] = stats.values;
-    file.null_value_counts[field.id] = stats.nulls;
-    if (id == TypeId::kFloat || id == TypeId::kDouble) file.nan_value_counts[field.id] = stats.nans;
-    if (auto min = AsPrimitive(field.type, stats, /*is_min=*/true)) {
-      SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *min));
-      file.lower_bounds[field.id] = iceberg::TruncateLowerBound(field.type, std::move(encoded));
-    }
-    if (auto max = AsPrimitive(field.type, stats, /*is_min=*/false)) {
-      SKIPPR_ASSIGN_OR_RETURN(std::string encoded, iceberg::EncodeSingleValue(field.type, *max));
-      if (auto upper = iceberg::TruncateUpperBound(field.type, std::move(encoded))) {
-        file.upper_bounds[field.id] = std::move(*upper);
-      }
-    }
-  }
-  return Status::OK();
+  FileStatistics statistics(fields);
+  for (const auto& batch : batches) statistics.Add(*batch);
+  return statistics.WriteTo(file);
 }
 
 // The row count in the written file's footer: what readers will see, checked against the rows
@@ -782,6 +812,9 @@ struct LakeWriter::StreamedFile {
   int32_t schema_id = 0;
   std::string local_path;
   iceberg::DataFile file;  // record count and size set; path and statistics at LandStreamed
+  // Gathered as the batches were handed to DuckDB (by its scan threads, one batch at a time),
+  // rather than after the stream, when nothing else would overlap with it.
+  std::shared_ptr<FileStatistics> statistics;
 };
 
 LakeWriter::~LakeWriter() = default;
@@ -900,7 +933,13 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
   source.pipeline = std::string(kLandingPipeline);
   source.namespace_name = namespace_schema.name;
   source.fields = namespace_schema.fields;
-  source.batches = query::BatchList::Streaming(std::move(next));
+  auto statistics = std::make_shared<FileStatistics>(namespace_schema.fields);
+  source.batches = query::BatchList::Streaming(
+      [next = std::move(next), statistics]() -> Result<std::shared_ptr<const Batch>> {
+        SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> batch, next());
+        if (batch != nullptr) statistics->Add(*batch);
+        return batch;
+      });
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   // One stream at a time per pipeline instance: a stream that did not land (a crash, a failed
   // commit) leaves a file the next one overwrites. The name is not the landing's, which is known
@@ -909,6 +948,7 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
   auto streamed = std::make_unique<StreamedFile>();
   streamed->namespace_name = namespace_schema.name;
   streamed->schema_id = namespace_schema.schema_id;
+  streamed->statistics = std::move(statistics);
   streamed->local_path = fmt::format("{}/data/_streaming-{}.parquet", locations.local,
                                      options_.pipeline_instance);
   SKIPPR_RETURN_IF_ERROR(CopyToParquet(
@@ -948,8 +988,7 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
         LandingFiles files;
         files.data_file = std::move(streamed->file);
         files.data_file->file_path = location + "/" + name;
-        SKIPPR_RETURN_IF_ERROR(
-            AddColumnStatisticsFromBatches(namespace_schema.fields, batches, *files.data_file));
+        SKIPPR_RETURN_IF_ERROR(streamed->statistics->WriteTo(*files.data_file));
         return files;
       });
   if (outcome.ok() && outcome->was_landed_before) {

@@ -471,6 +471,43 @@ TEST_F(LakeStream, AStreamLandsEveryRowItsBatchesBringUnderTheLandingsOwnFile) {
   EXPECT_EQ(CurrentMetadata().snapshots.size(), 1u);
 }
 
+// The statistics a stream gathers as DuckDB takes its batches are those Land computes from the
+// same batches at once: counts, and bounds a filter prunes files by.
+TEST_F(LakeStream, AStreamedFileHasTheStatisticsOfTheSameRowsLanded) {
+  Batches batches;
+  for (int i = 0; i < 8; ++i) batches.push_back(AppendedRows(1000 - i * 100, 50 + i * 7));
+  ASSERT_TRUE(StreamAndLand(3, batches).ok());
+  const LandedSnapshot streamed = snapshot_;
+  TempDir other;
+  Result<std::unique_ptr<LakeWriter>> writer =
+      LakeWriter::Open({.pipeline = "p",
+                        .warehouse = "file://" + other.Sub("warehouse"),
+                        .table_namespace = std::string(kTableNamespace)});
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  Result<LandingOutcome> landed = (*writer)->Land(landing_, EventsSchema(), batches);
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+
+  Result<query::LandedRows> from_stream = LandedRowsOf(streamed);
+  Result<query::LandedRows> from_land = LandedRowsOf(landed->snapshot);
+  ASSERT_TRUE(from_stream.ok() && from_land.ok());
+  ASSERT_EQ(from_stream->data_files.size(), 1u);
+  ASSERT_EQ(from_land->data_files.size(), 1u);
+  const auto& stream_statistics = from_stream->data_files[0].column_statistics;
+  const auto& land_statistics = from_land->data_files[0].column_statistics;
+  ASSERT_EQ(stream_statistics.size(), 2u);
+  for (const auto& [field_id, expected] : land_statistics) {
+    SCOPED_TRACE(field_id);
+    ASSERT_TRUE(stream_statistics.contains(field_id));
+    const query::ColumnStatistics& actual = stream_statistics.at(field_id);
+    EXPECT_EQ(actual.lower, expected.lower);
+    EXPECT_EQ(actual.upper, expected.upper);
+    EXPECT_EQ(actual.value_count, expected.value_count);
+    EXPECT_EQ(actual.null_count, expected.null_count);
+  }
+  EXPECT_EQ(stream_statistics.at(1).lower, Value::Int(300));
+  EXPECT_EQ(stream_statistics.at(1).upper, Value::Int(1049));
+}
+
 TEST_F(LakeStream, AStreamThatFailsCommitsNothingAndTheNextOneLandsOverItsFile) {
   Batches batches;
   for (int i = 0; i < 6; ++i) batches.push_back(AppendedRows(i * 1000, 1000));
