@@ -74,6 +74,29 @@ bool IsHiddenName(const fs::path& path) {
   return !name.empty() && (name[0] == '.' || name[0] == '_');
 }
 
+// Why a `path` that is neither a glob, a directory nor a regular file cannot be read.
+Status PathNotReadable(const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (status.type() == fs::file_type::not_found) {
+    return Status::NotFound(fmt::format(
+        "File source path '{}' does not exist; set data_sources.<name>.File.path to a file, a "
+        "directory or a glob",
+        path));
+  }
+  if (error) {
+    return Status::IOError(fmt::format(
+        "File source path '{}' cannot be read: {}; check its permissions and those of the "
+        "directories above it",
+        path, error.message()));
+  }
+  return Status::InvalidArgument(fmt::format(
+      "File source path '{}' is not a regular file or a directory (a pipe, socket or device); the "
+      "File source reads files it can read again from a committed position: write the data to a "
+      "file and point data_sources.<name>.File.path at it",
+      path));
+}
+
 // The files a `path` setting names, sorted so that every run reads them in the same order.
 Result<std::vector<std::string>> ListFiles(const std::string& path) {
   std::vector<std::string> files;
@@ -104,10 +127,7 @@ Result<std::vector<std::string>> ListFiles(const std::string& path) {
   } else if (fs::is_regular_file(path, error)) {
     files.push_back(path);
   } else {
-    return Status::NotFound(fmt::format(
-        "File source path '{}' does not exist; set data_sources.<name>.File.path to a file, a "
-        "directory or a glob",
-        path));
+    return PathNotReadable(path);
   }
   for (std::string& file : files) file = fs::absolute(file, error).lexically_normal().string();
   std::sort(files.begin(), files.end());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -272,6 +273,20 @@ TEST(FileSource, MissingPathIsExplained) {
   Status status = source->Open({}, ReadOptions{});
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("File source path '/no/such/input' does not exist"));
+}
+
+// A named pipe exists but cannot be read again from a position: refused as what it is, not as
+// a path that does not exist.
+TEST(FileSource, APipeIsRefusedAsNotARegularFile) {
+  TempDir dir;
+  const std::string pipe = dir.Sub("events.jsonl");
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  auto source = Make(FileConnector(pipe));
+  Status status = source->Open({}, ReadOptions{});
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("File source path '" + pipe + "' is not a regular file or a directory"));
+  EXPECT_THAT(status.message(), HasSubstr("write the data to a file"));
 }
 
 TEST(FileSource, JsonArrayFilesAndTsv) {
