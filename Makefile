@@ -77,9 +77,16 @@ configure-asan: ensure-setup
 build-asan: configure-asan
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 
-# ASan + UBSan over every unit and end-to-end test (and the fuzz targets' committed inputs).
+# ASan + UBSan over every unit and end-to-end test (and the fuzz targets' committed inputs) but
+# the loops that kill skipprd at random moments (SyncCrash and LakeCrash also walk the named crash
+# points with the real binary). What a random moment adds is when the kill lands, which `make test`
+# checks; the code a restart runs after one is the recovery the power-cut tests run here at every
+# named crash point and file operation (FaultPowerCut, LandingPowerCut, WalPowerCut, in process).
+# Under ASan the loops were a fifth of the stage's test time.
+ASAN_SKIPPED_TESTS ?= RandomKills|SigkillAtRandom|SigkillAtARandom|AcrossKills|KillsInTheMiddle
 sanitize: build-asan
-	cd $(ASAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) ctest --output-on-failure -j $(TEST_JOBS)
+	cd $(ASAN_BUILD_DIR) && SKIPPR_TEST_SCALE=$(SANITIZER_TEST_SCALE) \
+	  ctest --output-on-failure -j $(TEST_JOBS) -E '$(ASAN_SKIPPED_TESTS)'
 
 configure-tsan: ensure-setup
 	@if [ ! -f $(TSAN_BUILD_DIR)/build.ninja ]; then \

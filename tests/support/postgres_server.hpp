@@ -1,6 +1,7 @@
 // A throwaway PostgreSQL server from Debian's packages (initdb in a temporary directory, a free
 // loopback port), run as the `postgres` user when the tests run as root (PostgreSQL refuses
-// root), stopped when destroyed. Tests that need PostgreSQL fail, not skip, when it cannot start:
+// root), stopped when destroyed. The fresh cluster of each set of initdb arguments is kept, once,
+// as $TMPDIR/skippr-postgres-cluster-<uid>-<hash> and copied by the next server that needs it. Tests that need PostgreSQL fail, not skip, when it cannot start:
 // scripts/setup.sh installs it.
 #pragma once
 
@@ -49,6 +50,8 @@ class PostgresServer {
  private:
   explicit PostgresServer(std::string bin, PostgresServerOptions options);
   bool Init(std::string* why_not);
+  bool MakeCluster(const std::string& initdb_arguments, const std::string& password,
+                   std::string* why_not);
   bool MakeCertificates(std::string* why_not);
   bool GiveToPostgres(const std::string& path, std::string* why_not);
   std::string As() const;

@@ -15,6 +15,7 @@
 #include "sources/postgres_types.hpp"
 #include "sources/sources.hpp"
 #include "support/postgres_server.hpp"
+#include "support/scale.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 
@@ -27,6 +28,7 @@ using skippr::testing::ExpectOk;
 using skippr::testing::PostgresServer;
 using skippr::testing::PostgresServerOptions;
 using skippr::testing::PostgresSuite;
+using skippr::testing::Scaled;
 using ::testing::HasSubstr;
 
 // ----- the decoder -----------------------------------------------------------------------------
@@ -532,13 +534,17 @@ ReadOutcome Collect(const std::vector<SourceBatch>& batches, size_t take_batches
 }
 
 TEST_F(PostgresSnapshot, ParallelRangesReadEveryRowOnceAndResumeAfterTheLastCommittedRow) {
-  // ~45 MB: about 5,700 blocks, so three connections share many ranges.
-  Sql("CREATE TABLE wide (id bigint PRIMARY KEY, pad text); INSERT INTO wide SELECT g, "
-      "repeat('x', 200) FROM generate_series(1, 200000) g;");
+  // ~45 MB: about 5,700 blocks, so three connections share many ranges (at the sanitizers'
+  // scale, 570 blocks: five ranges of the smallest size).
+  const int64_t rows = Scaled(200000, 1000);
+  Sql(fmt::format("CREATE TABLE wide (id bigint PRIMARY KEY, pad text); INSERT INTO wide SELECT "
+                  "g, repeat('x', 200) FROM generate_series(1, {}) g;",
+                  rows));
   const std::vector<SourceBatch> all = Snapshot(Connector({}, 3));
   const ReadOutcome whole = Collect(all);
-  ASSERT_EQ(whole.ids.size(), 200000u);
-  EXPECT_EQ(std::set<int64_t>(whole.ids.begin(), whole.ids.end()).size(), 200000u);
+  ASSERT_EQ(whole.ids.size(), static_cast<size_t>(rows));
+  EXPECT_EQ(std::set<int64_t>(whole.ids.begin(), whole.ids.end()).size(),
+            static_cast<size_t>(rows));
   EXPECT_GT(whole.positions.size(), 3u) << "the table is split into ranges";
   for (const auto& [partition, position] : whole.positions) {
     EXPECT_TRUE(position.is_closed) << partition;
