@@ -1,5 +1,5 @@
-// RoundThread and BackgroundLander (landing.hpp): LandCommittedSlices rounds on a thread of their
-// own.
+// WorkerThread, RoundThread and BackgroundLander (landing.hpp): landing and aggregate rounds on
+// threads of their own.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -15,73 +15,71 @@ namespace {
 constexpr uint64_t kKeptLandings = 2;
 }  // namespace
 
+// ----- WorkerThread --------------------------------------------------------------------------
+
+WorkerThread::~WorkerThread() {
+  Signal([](Signals& signals) { signals.is_stopping = true; });
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkerThread::Start(std::function<Status()> body) {
+  SKIPPR_CHECK(!thread_.joinable());
+  thread_ = std::thread([this, body = std::move(body)] {
+    Status status = body();
+    Signal([&status](Signals& signals) {
+      signals.failure = std::move(status);
+      signals.has_stopped = true;
+    });
+  });
+}
+
+void WorkerThread::Signal(const std::function<void(Signals&)>& change) {
+  {
+    std::lock_guard lock(mutex_);
+    change(signals_);
+  }
+  changed_.notify_all();
+}
+
+void WorkerThread::Request() {
+  Signal([](Signals& signals) { signals.is_requested = true; });
+}
+
+Status WorkerThread::Finish() {
+  Signal([](Signals& signals) { signals.is_finishing = true; });
+  if (thread_.joinable()) thread_.join();
+  return failure();
+}
+
+Status WorkerThread::failure() const {
+  std::lock_guard lock(mutex_);
+  return signals_.failure;
+}
+
 // ----- RoundThread ---------------------------------------------------------------------------
 
-RoundThread::RoundThread(std::function<Status()> round)
-    : round_(std::move(round)), thread_([this] { Run(); }) {}
-
-RoundThread::~RoundThread() {
-  {
-    std::lock_guard lock(mutex_);
-    has_stopped_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+RoundThread::RoundThread(std::function<Status()> round) : round_(std::move(round)) {
+  worker_.Request();  // the first round runs at once
+  worker_.Start([this] { return Run(); });
 }
 
-void RoundThread::Request() {
-  {
-    std::lock_guard lock(mutex_);
-    is_requested_ = true;
-  }
-  changed_.notify_all();
-}
-
-Status RoundThread::failure() const {
-  std::lock_guard lock(mutex_);
-  return failure_;
-}
-
-bool RoundThread::has_stopped() const {
-  std::lock_guard lock(mutex_);
-  return has_stopped_;
-}
-
-Status RoundThread::Finish() {
-  {
-    std::lock_guard lock(mutex_);
-    is_finishing_ = true;
-    is_requested_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mutex_);
-  return failure_;
-}
-
-void RoundThread::Run() {
+Status RoundThread::Run() {
+  WorkerThread::Signals& signals = worker_.signals();
   while (true) {
     bool is_last_round = false;
     {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [this] { return is_requested_ || has_stopped_; });
-      if (has_stopped_) return;
+      std::unique_lock lock(worker_.mutex());
+      worker_.changed().wait(lock, [&] {
+        return signals.is_requested || signals.is_finishing || signals.is_stopping;
+      });
+      if (signals.is_stopping) return Status::OK();
       // A request arriving during this round runs another: what it asks for may be committed
       // after this round read its snapshot.
-      is_requested_ = false;
-      is_last_round = is_finishing_;
+      signals.is_requested = false;
+      is_last_round = signals.is_finishing;
     }
-    Status status = round_();
-    std::lock_guard lock(mutex_);
-    if (!status.ok()) {
-      failure_ = std::move(status);
-      has_stopped_ = true;
-      return;
-    }
-    if (is_last_round) {
-      has_stopped_ = true;
-      return;
-    }
+    SKIPPR_RETURN_IF_ERROR(round_());
+    if (is_last_round) return Status::OK();
   }
 }
 
@@ -103,22 +101,22 @@ BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineC
   // Read before any commit of this pass: everything up to it was committed by earlier runs.
   Result<uint64_t> newest = NewestLiveSegmentId(state_);
   if (!newest.ok()) {
-    failure_ = newest.status();
-    has_stopped_ = true;
+    worker_.Signal([&newest](WorkerThread::Signals& signals) {
+      signals.failure = newest.status();
+      signals.has_stopped = true;
+    });
     return;
   }
   last_committed_segment_id_ = *newest;
-  thread_ = std::thread([this] { Run(); });
+  worker_.Start([this] {
+    Status status = LandUntilFinished();
+    std::lock_guard lock(worker_.mutex());
+    queue_.clear();  // nothing lands from memory any more
+    return status;
+  });
 }
 
-BackgroundLander::~BackgroundLander() {
-  {
-    std::lock_guard lock(mutex_);
-    is_stopping_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+BackgroundLander::~BackgroundLander() = default;
 
 bool BackgroundLander::MayStream(const Batch& batch) const {
   return sinks_.data != nullptr && sinks_.data_policy.key_columns.empty() && !batch.cdc &&
@@ -128,10 +126,13 @@ bool BackgroundLander::MayStream(const Batch& batch) const {
 void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches,
                                            uint64_t source_bytes) {
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(worker_.mutex());
     SKIPPR_CHECK_MSG(segment_id > last_committed_segment_id_, "segments are handed over in order");
     last_committed_segment_id_ = segment_id;
-    if (has_stopped_) return;
+    if (worker_.signals().has_stopped) {
+      queue_.clear();  // what came between the lander's last clear and its end
+      return;
+    }
     const uint64_t landing_bytes =
         std::max(sinks_.data_policy.target_file_bytes, sinks_.deadletter_policy.target_file_bytes);
     if (kept_bytes_ + source_bytes > kKeptLandings * landing_bytes) {
@@ -145,43 +146,16 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
     kept_bytes_by_segment_[segment_id] += source_bytes;
     kept_bytes_ += source_bytes;
   }
-  changed_.notify_all();
+  worker_.changed().notify_all();
 }
 
-void BackgroundLander::RequestLanding() {
-  {
-    std::lock_guard lock(mutex_);
-    is_requested_ = true;
-  }
-  changed_.notify_all();
-}
+void BackgroundLander::RequestLanding() { worker_.Request(); }
 
-Status BackgroundLander::failure() const {
-  std::lock_guard lock(mutex_);
-  return failure_;
-}
+Status BackgroundLander::failure() const { return worker_.failure(); }
 
 Result<LandingPassResult> BackgroundLander::Finish() {
-  {
-    std::lock_guard lock(mutex_);
-    is_finishing_ = true;
-  }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mutex_);
-  SKIPPR_RETURN_IF_ERROR(failure_);
+  SKIPPR_RETURN_IF_ERROR(worker_.Finish());
   return totals_;
-}
-
-void BackgroundLander::Run() {
-  Status status = LandUntilFinished();
-  {
-    std::lock_guard lock(mutex_);
-    failure_ = std::move(status);
-    has_stopped_ = true;
-    queue_.clear();  // nothing lands from memory any more
-  }
-  changed_.notify_all();
 }
 
 Status BackgroundLander::LandUntilFinished() {
@@ -204,14 +178,16 @@ Status BackgroundLander::LandUntilFinished() {
 }
 
 BackgroundLander::Work BackgroundLander::WaitForWork(std::string& stream_namespace) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] {
-    return is_stopping_ || is_requested_ || is_finishing_ || FirstStreamable(nullptr) != queue_.end();
+  std::unique_lock lock(worker_.mutex());
+  WorkerThread::Signals& signals = worker_.signals();
+  worker_.changed().wait(lock, [&] {
+    return signals.is_stopping || signals.is_requested || signals.is_finishing ||
+           FirstStreamable(nullptr) != queue_.end();
   });
-  if (is_stopping_) return Work::kStop;
+  if (signals.is_stopping) return Work::kStop;
   // A round asked for goes first: it lands only what no stream takes, so it never cuts one short.
-  if (is_requested_) {
-    is_requested_ = false;
+  if (signals.is_requested) {
+    signals.is_requested = false;
     return Work::kRound;
   }
   if (auto first = FirstStreamable(nullptr); first != queue_.end()) {
@@ -232,7 +208,7 @@ BackgroundLander::Queue::iterator BackgroundLander::FirstStreamable(
 Status BackgroundLander::LandRound() {
   uint64_t last_segment_id = 0;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(worker_.mutex());
     last_segment_id = last_committed_segment_id_;
     pass_.last_segment_id = last_segment_id;
     for (const auto& [slice, queued] : queue_) {
@@ -245,7 +221,7 @@ Status BackgroundLander::LandRound() {
     }
   }
   Result<LandingPassResult> round = LandCommittedSlices(state_, pipeline_, sinks_.view(), pass_);
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(worker_.mutex());
   // The round landed every slice up to its last segment that a stream does not take (or, without
   // a sink for it, none will ever land): none of them is needed in memory.
   std::erase_if(queue_, [&](const auto& queued) {
@@ -269,7 +245,7 @@ Status BackgroundLander::Stream(const std::string& namespace_name) {
     }
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(worker_.mutex());
     auto first = FirstStreamable(&namespace_name);
     SKIPPR_CHECK(first != queue_.end());  // only this thread takes from the queue
     if (first->second.batch->schema_id != namespace_schema.schema_id) {
@@ -287,7 +263,7 @@ Status BackgroundLander::Stream(const std::string& namespace_name) {
       state_, pipeline_, sinks_.view(), namespace_schema,
       [&] { return NextStreamed(namespace_schema, budget); }, pass_);
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(worker_.mutex());
     ForgetLandedSegments();
   }
   SKIPPR_RETURN_IF_ERROR(landed.status());
@@ -297,9 +273,10 @@ Status BackgroundLander::Stream(const std::string& namespace_name) {
 
 Result<std::optional<StreamedSlice>> BackgroundLander::NextStreamed(
     const schema::NamespaceSchema& namespace_schema, StreamBudget& budget) {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(worker_.mutex());
+  const WorkerThread::Signals& signals = worker_.signals();
   while (true) {
-    if (is_stopping_) {
+    if (signals.is_stopping) {
       return Status::Unavailable(fmt::format(
           "the sync pass stopped before landing {} ended; the WAL keeps its rows",
           namespace_schema.name));
@@ -318,8 +295,8 @@ Result<std::optional<StreamedSlice>> BackgroundLander::NextStreamed(
       budget.bytes_left -= std::min(budget.bytes_left, taken.batch->DataBytes());
       return std::optional<StreamedSlice>(std::move(taken));
     }
-    if (is_finishing_) return std::optional<StreamedSlice>();
-    changed_.wait_until(lock, budget.deadline);
+    if (signals.is_finishing) return std::optional<StreamedSlice>();
+    worker_.changed().wait_until(lock, budget.deadline);
   }
 }
 

@@ -151,34 +151,66 @@ struct LandingState {
 };
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read);
 
+// A thread another thread directs: asks it for work (Request), to do what was asked and end
+// (Finish), or to end as soon as it can (the destructor), and reads how it ended. The signals are
+// flags under one mutex, with which the owner may also guard state of its own; each signal wakes
+// the thread's waits on changed(). RoundThread and BackgroundLander run on one.
+class WorkerThread {
+ public:
+  struct Signals {
+    bool is_requested = false;
+    bool is_finishing = false;
+    bool is_stopping = false;
+    bool has_stopped = false;  // the thread ended (or never started), with `failure`
+    Status failure;
+  };
+
+  WorkerThread() = default;
+  ~WorkerThread();  // signals is_stopping and joins
+  WorkerThread(const WorkerThread&) = delete;
+  WorkerThread& operator=(const WorkerThread&) = delete;
+
+  // Runs `body` on the thread; what it returns ends the thread (failure, has_stopped).
+  void Start(std::function<Status()> body);
+  // Changes the signals under the mutex, then wakes the thread.
+  void Signal(const std::function<void(Signals&)>& change);
+  void Request();
+  // Signals is_finishing, waits for the thread to end and returns its failure.
+  Status Finish();
+  Status failure() const;  // the error that ended the thread, or OK
+
+  std::mutex& mutex() const { return mutex_; }
+  std::condition_variable& changed() { return changed_; }
+  Signals& signals() { return signals_; }  // with mutex() held
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  Signals signals_;
+  std::thread thread_;
+};
+
 // A thread that runs `round` whenever asked — requests arriving during a round collapse into one
 // more round, since what they ask for may postdate the running round's snapshot — and once more,
-// last, on Finish. The first error stops it. The background lander and aggregator are built on it.
+// last, on Finish. The first error stops it. The background aggregator is built on it.
 class RoundThread {
  public:
   // Starts the thread; the first round runs at once (it picks up what an earlier run left).
   explicit RoundThread(std::function<Status()> round);
-  ~RoundThread();  // stops after the round in progress
   RoundThread(const RoundThread&) = delete;
   RoundThread& operator=(const RoundThread&) = delete;
 
-  void Request();           // returns at once
-  Status failure() const;   // the error that stopped the thread, or OK while it runs
-  bool has_stopped() const;
+  void Request() { worker_.Request(); }                // returns at once
+  Status failure() const { return worker_.failure(); }  // what stopped the thread, or OK
   // Runs a last round after everything requested so far, stops the thread; the first error.
-  Status Finish();
+  Status Finish() { return worker_.Finish(); }
 
  private:
-  void Run();
+  Status Run();
 
   const std::function<Status()> round_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  bool is_requested_ = true;
-  bool is_finishing_ = false;
-  bool has_stopped_ = false;
-  Status failure_;
-  std::thread thread_;  // last: starts once the members above exist
+  // Last: destroying it stops the thread after the round in progress, before round_ goes.
+  WorkerThread worker_;
 };
 
 // Lands on a thread of its own, so ingest goes on while DuckDB writes Parquet. The sync thread
@@ -222,7 +254,6 @@ class BackgroundLander {
   };
 
   // On the lander thread.
-  void Run();
   Status LandUntilFinished();
   Work WaitForWork(std::string& stream_namespace);
   Status LandRound();
@@ -230,7 +261,7 @@ class BackgroundLander {
   Result<std::optional<StreamedSlice>> NextStreamed(const schema::NamespaceSchema& namespace_schema,
                                                     StreamBudget& budget);
   void AddToTotals(const LandingPassResult& landed);
-  // With mutex_ held.
+  // With worker_.mutex() held.
   Queue::iterator FirstStreamable(const std::string* namespace_name);
   void ForgetLandedSegments();
   bool MayStream(const Batch& batch) const;
@@ -241,8 +272,6 @@ class BackgroundLander {
   PassLandings pass_;          // the lander thread's own
   LandingPassResult totals_;   // the lander thread's own; read after Finish
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
   Queue queue_;  // handed over, not landed yet
   // Source bytes of the segments with batches in queue_, by segment.
   std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
@@ -250,12 +279,9 @@ class BackgroundLander {
   // The newest segment committed: live when the pass started, or handed over since. A round
   // lands no segment after it, which it might otherwise land before its batches are handed over.
   uint64_t last_committed_segment_id_ = 0;
-  bool is_requested_ = false;
-  bool is_finishing_ = false;
-  bool is_stopping_ = false;
-  bool has_stopped_ = false;
-  Status failure_;
-  std::thread thread_;  // last: starts once the members above exist
+  // Last: stopped and joined before the members above go; its mutex guards the queue and the
+  // segment accounting.
+  WorkerThread worker_;
 };
 
 // Reclaims the live segments whose slices are all landed and which every aggregate's cursor has
