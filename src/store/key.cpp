@@ -30,20 +30,27 @@ std::string Hex(std::string_view bytes) {
 
 KeyBuilder& KeyBuilder::Text(std::string_view text) {
   SKIPPR_CHECK_MSG(!has_bytes_, "KeyBuilder: Text after Bytes makes a key that cannot be decoded");
-  for (char byte : text) {
-    key_.push_back(byte);
-    if (byte == kEscape) key_.push_back(kEscapedZero);
+  // Runs between escape bytes are appended whole: a key is built for every row an aggregate reads.
+  while (!text.empty()) {
+    const size_t escape_at = text.find(kEscape);
+    if (escape_at == std::string_view::npos) {
+      key_.append(text);
+      break;
+    }
+    key_.append(text.substr(0, escape_at + 1));
+    key_.push_back(kEscapedZero);
+    text.remove_prefix(escape_at + 1);
   }
-  key_.push_back(kEscape);
-  key_.push_back(kTerminator);
+  const char terminator[] = {kEscape, kTerminator};
+  key_.append(terminator, sizeof(terminator));
   return *this;
 }
 
 KeyBuilder& KeyBuilder::U64(uint64_t value) {
   SKIPPR_CHECK_MSG(!has_bytes_, "KeyBuilder: U64 after Bytes makes a key that cannot be decoded");
-  for (int shift_bits = 56; shift_bits >= 0; shift_bits -= 8) {
-    key_.push_back(static_cast<char>((value >> shift_bits) & 0xFF));
-  }
+  char big_endian[8];
+  for (int i = 0; i < 8; ++i) big_endian[i] = static_cast<char>(value >> (56 - 8 * i));
+  key_.append(big_endian, sizeof(big_endian));
   return *this;
 }
 

@@ -233,6 +233,11 @@ class KeyBuilder {
   KeyBuilder& U64(uint64_t value);
   KeyBuilder& Bytes(std::string_view raw);  // a component after Bytes aborts: it could not decode
   const std::string& key() const { return key_; }
+  // Starts a new key in the same buffer (a key per row costs no allocation).
+  void Clear() {
+    key_.clear();
+    has_bytes_ = false;
+  }
 
  private:
   std::string key_;

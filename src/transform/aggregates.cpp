@@ -851,10 +851,11 @@ class Chunk {
     rows_ = 0;
   }
 
-  std::string GroupKeyOf(const ResolvedSlice& slice, int64_t row) const {
-    store::KeyBuilder key;
-    for (const Column* column : slice.keys) AppendKeyValue(key, *column, row);
-    return key.key();
+  // The row's group key, in a buffer the next call reuses.
+  const std::string& GroupKeyOf(const ResolvedSlice& slice, int64_t row) {
+    group_key_.Clear();
+    for (const Column* column : slice.keys) AppendKeyValue(group_key_, *column, row);
+    return group_key_.key();
   }
 
   // The store as of the chunk's first read, with the greatest group and entity keys it holds.
@@ -933,6 +934,7 @@ class Chunk {
   const std::string group_prefix_;
   const std::string entity_prefix_;
   std::string store_key_;  // StoreKey's buffer
+  store::KeyBuilder group_key_;  // GroupKeyOf's buffer
   int64_t rows_ = 0;
 };
 

@@ -1179,6 +1179,11 @@ TEST(KeyBuilder, EncodesTheDocumentedBytes) {
   EXPECT_EQ(KeyBuilder().U64(0x0102030405060708).key(), "\x01\x02\x03\x04\x05\x06\x07\x08");
   EXPECT_EQ(KeyBuilder().Text("ns").U64(1).Bytes(std::string("r\0", 2)).key(),
             std::string("ns\0\x01\0\0\0\0\0\0\0\x01r\0", 14));
+  // A cleared builder (one per chunk of rows) builds the next key as a new one would.
+  KeyBuilder reused;
+  reused.Text(std::string("a\0b", 3)).Bytes("raw");
+  reused.Clear();
+  EXPECT_EQ(reused.U64(7).Bytes("r").key(), KeyBuilder().U64(7).Bytes("r").key());
 }
 
 TEST(KeyBuilder, EncodedKeysSortLikeTheirComponentTuples) {
