@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/check.hpp"
+#include "wal/byte_planes.hpp"
 
 namespace skippr::wal {
 
@@ -167,9 +168,12 @@ class ByteReader {
 
 // ----- encoding ---------------------------------------------------------------------------------
 
+// A buffer a frame concatenates; values of `value_width` bytes are stored as byte planes when the
+// width asks for it (IsSplitIntoPlanes).
 struct Piece {
   const void* data;
   size_t size;
+  size_t value_width;
 };
 
 // One zstd frame of a slice before compression: the buffers it concatenates.
@@ -206,9 +210,9 @@ void WriteField(ByteWriter& writer, const Field& field) {
   for (const Field& child : children) WriteField(writer, child);
 }
 
-void AddPiece(FramePlan& frame, const void* data, size_t size) {
+void AddPiece(FramePlan& frame, const void* data, size_t size, size_t value_width = 1) {
   if (size == 0) return;
-  frame.pieces.push_back({data, size});
+  frame.pieces.push_back({data, size, value_width});
   frame.uncompressed_bytes += size;
 }
 
@@ -220,8 +224,9 @@ void DescribeColumn(const Column& column, ByteWriter& directory, FramePlan& fram
   directory.U64(column.offsets.size());
   directory.U64(column.bytes.size());
   AddPiece(frame, column.validity.data(), column.validity.size());
-  AddPiece(frame, column.fixed.data(), column.fixed.size());
-  AddPiece(frame, column.offsets.data(), column.offsets.size() * sizeof(int64_t));
+  AddPiece(frame, column.fixed.data(), column.fixed.size(),
+           FixedWidthBytes(PhysicalKindOf(column.type.id())));
+  AddPiece(frame, column.offsets.data(), column.offsets.size() * sizeof(int64_t), sizeof(int64_t));
   AddPiece(frame, column.bytes.data(), column.bytes.size());
   for (const Column& child : column.children) DescribeColumn(child, directory, frame);
 }
@@ -230,7 +235,8 @@ void DescribeColumn(const Column& column, ByteWriter& directory, FramePlan& fram
 void DescribeStrings(const PackedStrings& strings, ByteWriter& directory, FramePlan& frame) {
   directory.U64(strings.size());
   directory.U64(strings.text().size());
-  AddPiece(frame, strings.offsets().data(), strings.offsets().size() * sizeof(int64_t));
+  AddPiece(frame, strings.offsets().data(), strings.offsets().size() * sizeof(int64_t),
+           sizeof(int64_t));
   AddPiece(frame, strings.text().data(), strings.text().size());
 }
 
@@ -293,6 +299,18 @@ class PayloadCompressor {
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(context_, uncompressed_bytes)));
   }
 
+  // A piece's bytes, as byte planes when its values are split into them: a block at a time, each
+  // split in a buffer zstd reads (it copies what it keeps into its window).
+  void Add(const Piece& piece) {
+    if (!IsSplitIntoPlanes(piece.value_width)) return Add(piece.data, piece.size);
+    const auto* values = static_cast<const uint8_t*>(piece.data);
+    for (size_t at = 0; at < piece.size; at += kBytePlaneBlockBytes) {
+      const size_t block_bytes = std::min(kBytePlaneBlockBytes, piece.size - at);
+      SplitIntoPlanes(values + at, block_bytes, piece.value_width, planes_.get());
+      Add(planes_.get(), block_bytes);
+    }
+  }
+
   void Add(const void* data, size_t size) {
     if (size < kCoalesceBytes) {
       if (small_used_ + size > kCoalesceBytes) FlushSmall();
@@ -349,6 +367,7 @@ class PayloadCompressor {
   ZSTD_CCtx* context_;
   std::unique_ptr<char[]> small_{new char[kCoalesceBytes]};
   size_t small_used_ = 0;
+  std::unique_ptr<uint8_t[]> planes_{new uint8_t[kBytePlaneBlockBytes]};
 };
 
 // Appends the slice record to `out` and returns its length: the header, then each frame, whose
@@ -360,7 +379,7 @@ uint64_t EmitSlice(const SlicePlan& plan, SegmentBytes& out, PayloadCompressor& 
   for (size_t i = 0; i < plan.frames.size(); ++i) {
     const size_t frame_start = out.size();
     compressor.BeginFrame(plan.frames[i].uncompressed_bytes);
-    for (const Piece& piece : plan.frames[i].pieces) compressor.Add(piece.data, piece.size);
+    for (const Piece& piece : plan.frames[i].pieces) compressor.Add(piece);
     const uint64_t frame_bytes = compressor.EndFrame();
     const size_t entry = record_start + plan.frame_directory_offset + i * kFrameEntryBytes;
     PatchAt<uint64_t>(out, entry, frame_bytes);
@@ -871,12 +890,26 @@ Result<SegmentHeader> SegmentReader::ReadHeader(const std::string& path, Env* en
 namespace {
 
 // Decompresses a slice's zstd frame straight into the column buffers, in directory order, without
-// a staging copy of the whole payload.
+// a staging copy of the whole payload; values stored as byte planes are joined a block at a time.
 class PayloadDecompressor {
  public:
-  explicit PayloadDecompressor(std::string_view compressed)
-      : context_(Context()), input_{compressed.data(), compressed.size(), 0} {
+  // `has_planes`: the frame stores values of 2 bytes or more as byte planes (version 5 on).
+  PayloadDecompressor(std::string_view compressed, bool has_planes)
+      : context_(Context()), input_{compressed.data(), compressed.size(), 0},
+        has_planes_(has_planes) {
     SKIPPR_CHECK(!ZSTD_isError(ZSTD_DCtx_reset(context_, ZSTD_reset_session_only)));
+  }
+
+  // Fills exactly `size` bytes of values `value_width` bytes wide; false as Read.
+  bool ReadValues(void* out, size_t size, size_t value_width) {
+    if (!has_planes_ || !IsSplitIntoPlanes(value_width)) return Read(out, size);
+    uint8_t* planes = PlanesBlock();
+    for (size_t at = 0; at < size; at += kBytePlaneBlockBytes) {
+      const size_t block_bytes = std::min(kBytePlaneBlockBytes, size - at);
+      if (!Read(planes, block_bytes)) return false;
+      JoinPlanes(planes, block_bytes, value_width, static_cast<uint8_t*>(out) + at);
+    }
+    return true;
   }
 
   // Fills exactly `size` bytes; false when the frame is damaged or ends first.
@@ -911,6 +944,11 @@ class PayloadDecompressor {
     return context.get();
   }
 
+  static uint8_t* PlanesBlock() {
+    thread_local std::unique_ptr<uint8_t[]> block(new uint8_t[kBytePlaneBlockBytes]);
+    return block.get();
+  }
+
   bool Step(ZSTD_outBuffer& output) {
     const size_t input_before = input_.pos;
     const size_t output_before = output.pos;
@@ -931,6 +969,7 @@ class PayloadDecompressor {
 
   ZSTD_DCtx* context_;
   ZSTD_inBuffer input_;
+  const bool has_planes_;
   bool is_frame_done_ = false;
   std::string error_;
 };
@@ -1161,7 +1200,7 @@ class SliceDecoder {
       return Fail(fmt::format("the zstd frame at offset {} declares {} bytes, its directory {}", at,
                               static_cast<int64_t>(content_bytes), frame.uncompressed_bytes));
     }
-    PayloadDecompressor payload(compressed);
+    PayloadDecompressor payload(compressed, version_ >= 5);
     SKIPPR_RETURN_IF_ERROR(fill(payload));
     if (!payload.Finish()) return PayloadFailed(payload, frame);
     return Status::OK();
@@ -1337,8 +1376,10 @@ class SliceDecoder {
 
   static bool FillColumn(PayloadDecompressor& payload, Column& column) {
     if (!payload.Read(column.validity.data(), column.validity.size()) ||
-        !payload.Read(column.fixed.data(), column.fixed.size()) ||
-        !payload.Read(column.offsets.data(), column.offsets.size() * sizeof(int64_t)) ||
+        !payload.ReadValues(column.fixed.data(), column.fixed.size(),
+                            FixedWidthBytes(PhysicalKindOf(column.type.id()))) ||
+        !payload.ReadValues(column.offsets.data(), column.offsets.size() * sizeof(int64_t),
+                            sizeof(int64_t)) ||
         !payload.Read(column.bytes.data(), column.bytes.size())) {
       return false;
     }
@@ -1368,7 +1409,7 @@ class SliceDecoder {
       std::string& text = targets[i]->mutable_text();
       offsets.assign(count + 1, 0);
       text.assign(bytes, '\0');
-      if (!payload.Read(offsets.data(), offsets.size() * sizeof(int64_t)) ||
+      if (!payload.ReadValues(offsets.data(), offsets.size() * sizeof(int64_t), sizeof(int64_t)) ||
           !payload.Read(text.data(), text.size())) {
         return PayloadFailed(payload, frame);
       }

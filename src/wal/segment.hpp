@@ -21,9 +21,10 @@ namespace skippr::wal {
 
 // Version 2 adds the store's instance id to the header; version 3 compresses each top-level column
 // (and the CDC sidecar) as its own checksummed zstd frame, so a reader decodes only the columns it
-// needs; version 4 adds the CDC mutation truncate (the same layout as 3). Versions 1 to 3 stay
-// readable.
-inline constexpr uint32_t kSegmentFormatVersion = 4;
+// needs; version 4 adds the CDC mutation truncate (the same layout as 3); version 5 stores values
+// of 8 and 16 bytes and every offsets buffer as byte planes (wal/byte_planes.hpp). Versions 1 to
+// 4 stay readable.
+inline constexpr uint32_t kSegmentFormatVersion = 5;
 inline constexpr size_t kInstanceIdBytes = 16;  // 128 bits; 32 hex digits in SegmentHeader
 
 // Direct I/O wants buffer, file offset and length aligned to the device's logical block (512 B or

@@ -294,7 +294,8 @@ TEST(FaultBinary, EnospcInTheMiddleOfAParquetFileDuringALanding) {
 
 TEST(FaultBinary, EnospcInTheMiddleOfAWalSegment) {
   ExpectTheRunFailsNamingTheFile(
-      {"ENOSPC in the middle of a WAL segment", "enospc", "*/events/wal/*.seg", 150000,
+      // Two 4 KiB blocks and a part: a segment of the input's 100,000 rows is about 28 KiB.
+      {"ENOSPC in the middle of a WAL segment", "enospc", "*/events/wal/*.seg", 2 * 4096 + 100,
        {"disk full writing WAL segment '{dir}/data/events/wal/",
         "free space under DATA_DIR and run again"}});
 }

@@ -3,6 +3,7 @@
 // under test stopped by an exception) instead of a SIGKILL.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -27,6 +28,14 @@ inline std::vector<Field> RowFields() {
           {3, "amount", LogicalType::Long(), true}};
 }
 
+// A name per id that zstd cannot shrink much (16 hex digits of a mixed id), so that a commit's
+// segment spans several 4 KiB blocks whatever the WAL's encoding.
+inline std::string NameOf(int64_t id) {
+  uint64_t mixed = static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ULL;
+  mixed = (mixed ^ (mixed >> 31)) * 0xbf58476d1ce4e5b9ULL;
+  return fmt::format("rider-{:016x}", mixed ^ (mixed >> 29));
+}
+
 // Rows with ids first_id .. first_id + rows - 1.
 inline Batch RowsBatch(const std::string& namespace_name, int64_t first_id, int64_t rows) {
   Batch batch;
@@ -36,7 +45,7 @@ inline Batch RowsBatch(const std::string& namespace_name, int64_t first_id, int6
   for (const Field& field : batch.fields) batch.columns.emplace_back(field.type);
   for (int64_t id = first_id; id < first_id + rows; ++id) {
     batch.columns[0].Append(Value::Int(id));
-    batch.columns[1].Append(Value::String("rider-" + std::to_string(id % 977)));
+    batch.columns[1].Append(Value::String(NameOf(id)));
     batch.columns[2].Append(Value::Int(AmountOf(id)));
   }
   batch.num_rows = rows;

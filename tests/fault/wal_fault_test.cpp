@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr int64_t kRowsPerCommit = 3000;  // about 20 KiB: several 4 KiB blocks and a tail
+constexpr int64_t kRowsPerCommit = 3000;  // about 30 KiB: several 4 KiB blocks and a tail
 constexpr int kCommitsBeforeTheFault = 3;  // the first creates the spare files
 
 // One pipeline's store and WAL in a temporary directory over a FaultInjectionEnv; Close and Open
