@@ -550,8 +550,8 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
       {"id", LogicalType::Long()},      {"is_member", LogicalType::Boolean()},
       {"station", LogicalType::Int()},  {"amount", LogicalType::Double()},
       {"name", LogicalType::String()},  {"day", LogicalType::Date()},
-      {"at", LogicalType::Timestamp()}, {"ratio", LogicalType::Double()},
-      {"note", LogicalType::String()}};
+      {"at", LogicalType::Timestamp()}, {"price", *LogicalType::Decimal(12, 2)},
+      {"ratio", LogicalType::Double()}, {"note", LogicalType::String()}};
   for (const auto& [name, type] : columns) table.fields.push_back({++table.last_field_id, name, type});
   const auto make_batch = [&](std::vector<Field> fields, const std::vector<std::vector<Value>>& rows) {
     auto batch = std::make_shared<Batch>();
@@ -569,18 +569,21 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   // The older batch: `ratio` still a long column, `note` not there yet (reads NULL).
   std::vector<Field> older(table.fields.begin(), table.fields.end() - 1);
-  older[7].type = LogicalType::Long();
+  older[8].type = LogicalType::Long();
   const auto first = make_batch(older, {
       {Value::Int(7), Value::Bool(true), Value::Int(-3), Value::Double(-0.0), Value::String("Ångström"),
-       Value::Date(19000), Value::Timestamp(1700000000000000), Value::Int(-40)},
+       Value::Date(19000), Value::Timestamp(1700000000000000), Value::Decimal(-1250, 12, 2),
+       Value::Int(-40)},
       {Value::Int(-2), Value::Null(), Value::Int(12), Value::Double(nan), Value::String("Aldgate"),
-       Value::Null(), Value::Timestamp(-5), Value::Int(9007199254740993)},
+       Value::Null(), Value::Timestamp(-5), Value::Null(), Value::Int(9007199254740993)},
   });
   const auto second = make_batch(table.fields, {
       {Value::Int(900), Value::Bool(true), Value::Null(), Value::Double(0.0), Value::Null(),
-       Value::Date(-1), Value::Null(), Value::Double(2.5), Value::String(std::string(40, 'z'))},
+       Value::Date(-1), Value::Null(), Value::Decimal(99999999999, 12, 2), Value::Double(2.5),
+       Value::String(std::string(40, 'z'))},
       {Value::Int(5), Value::Bool(true), Value::Int(4), Value::Double(1e300), Value::String("Bank"),
-       Value::Date(20000), Value::Timestamp(0), Value::Double(nan), Value::Null()},
+       Value::Date(20000), Value::Timestamp(0), Value::Decimal(-99999999999, 12, 2),
+       Value::Double(nan), Value::Null()},
   });
   auto writer = lake::LakeWriter::Open({.pipeline = "p", .warehouse = "file://" + Warehouse(dir)});
   ASSERT_TRUE(writer.ok()) << writer.status().message();
@@ -614,7 +617,11 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
           else if constexpr (std::is_same_v<T, bool>) return v ? "1" : "0";
           else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return fmt::format("{}", v);
           else if constexpr (std::is_integral_v<T>) return std::to_string(v);
-          else return "?";
+          else if constexpr (std::is_same_v<T, iceberg::Decimal128>) {
+            // The unscaled value; these fit in 64 bits.
+            EXPECT_EQ(v.high, static_cast<int64_t>(v.low) < 0 ? -1 : 0);
+            return std::to_string(static_cast<int64_t>(v.low));
+          } else return "?";
         },
         *value);
   };
@@ -625,6 +632,7 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
     if (field.type.id() == TypeId::kBoolean) value = column + "::INTEGER";
     if (field.type.id() == TypeId::kDate) value = "date_diff('day', DATE '1970-01-01', " + column + ")";
     if (field.type.id() == TypeId::kTimestamp) value = "epoch_us(" + column + ")";
+    if (field.type.id() == TypeId::kDecimal) value = "(" + column + " * 100)::BIGINT";
     const std::string not_nan =
         field.type.id() == TypeId::kDouble ? fmt::format(" AND NOT isnan({})", column) : "";
     auto expected = (*engine)->Run(fmt::format(
