@@ -893,7 +893,7 @@ namespace {
 // a staging copy of the whole payload; values stored as byte planes are joined a block at a time.
 class PayloadDecompressor {
  public:
-  // `has_planes`: the frame stores values of 2 bytes or more as byte planes (version 5 on).
+  // `has_planes`: the frame stores values of 8 and 16 bytes as byte planes (version 5 on).
   PayloadDecompressor(std::string_view compressed, bool has_planes)
       : context_(Context()), input_{compressed.data(), compressed.size(), 0},
         has_planes_(has_planes) {

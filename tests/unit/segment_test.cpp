@@ -30,6 +30,7 @@
 #include "support/byte_fields.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
+#include "wal/byte_planes.hpp"
 #include "wal/wal.hpp"
 
 namespace skippr {
@@ -942,6 +943,25 @@ std::string AsBytePlanes(const void* held, size_t size, size_t width) {
     }
   }
   return stored;
+}
+
+// The split and join of one block, against the document's formula, for every count of values up
+// to a few past a multiple of eight (the split takes eight values at a time, the rest one by one).
+TEST(BytePlanes, SplitAndJoinAgreeWithTheDocumentForEveryCount) {
+  for (const size_t width : {8u, 16u}) {
+    for (size_t count = 0; count <= 41; ++count) {
+      SCOPED_TRACE(fmt::format("{} values of {} bytes", count, width));
+      std::vector<uint8_t> values(count * width);
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint8_t>(i * 37 + width);
+      std::vector<uint8_t> planes(values.size());
+      SplitIntoPlanes(values.data(), values.size(), width, planes.data());
+      EXPECT_EQ(std::string(planes.begin(), planes.end()),
+                AsBytePlanes(values.data(), values.size(), width));
+      std::vector<uint8_t> joined(values.size());
+      JoinPlanes(planes.data(), planes.size(), width, joined.data());
+      EXPECT_EQ(joined, values);
+    }
+  }
 }
 
 // Version 5 stores 8- and 16-byte values and offsets as byte planes, validity and text as held: the
