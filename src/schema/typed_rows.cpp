@@ -2,6 +2,8 @@
 // same rules Shaper::Absorb applies to Values, and the layouts sources decode records into.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 #include "core/check.hpp"
@@ -147,49 +149,91 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Up to 18 digits always fit an int64.
 constexpr size_t kDigitsThatFitInt64 = 18;
+// Clinger's fast path: a decimal of at most 15 significant digits is an integer below 2^53 (exact
+// as a double), and every power of ten up to 10^22 is exact too, so one multiplication or
+// division by it rounds once, as a correct reader (std::from_chars) does. Such a literal also reads
+// back from its double (DBL_DIG is 15), which is what DoubleHoldsLiteral would check.
+constexpr int kFastPathDigits = 15;
+constexpr int kFastPathMaxPowerOfTen = 22;
+constexpr std::array<double, kFastPathMaxPowerOfTen + 1> kExactPowersOfTen = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+// An exponent's digits beyond this many cannot move the value into the fast path's range.
+constexpr int64_t kExponentCap = 1'000'000;
 
-// JSON's number grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, in one pass; `is_integer`
-// when it has neither fraction nor exponent, and then its value in `integer` when it has at most
-// 18 digits (`has_integer`).
-bool IsJsonNumber(std::string_view text, bool* is_integer, bool* has_integer, int64_t* integer) {
+// A literal read by JSON's number grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, in one
+// pass: whether it is an integer (no fraction, no exponent) and its int64 value when it has at most
+// 18 digits; otherwise its double when Clinger's fast path reads it exactly.
+struct JsonNumber {
+  bool is_integer = false;
+  std::optional<int64_t> integer;  // is_integer with at most 18 digits
+  std::optional<double> real;      // not is_integer, and within the fast path
+};
+
+std::optional<JsonNumber> ScanJsonNumber(std::string_view text) {
   const bool is_negative = !text.empty() && text[0] == '-';
   size_t at = is_negative ? 1 : 0;
   const size_t first_digit = at;
-  uint64_t magnitude = 0;
+  uint64_t mantissa = 0;       // every digit but leading zeros, while there are few enough
+  int significant_digits = 0;  // digits from the first non-zero one on
   while (at < text.size() && IsDigit(text[at])) {
-    magnitude = magnitude * 10 + static_cast<uint64_t>(text[at] - '0');  // wraps past 19 digits
+    mantissa = mantissa * 10 + static_cast<uint64_t>(text[at] - '0');  // wraps past 19 digits
+    significant_digits += significant_digits > 0 || text[at] != '0';
     ++at;
   }
-  if (at == first_digit || (text[first_digit] == '0' && at > first_digit + 1)) return false;
-  *is_integer = at == text.size();
-  *has_integer = *is_integer && at - first_digit <= kDigitsThatFitInt64;
-  if (*has_integer) {
-    *integer = is_negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+  if (at == first_digit || (text[first_digit] == '0' && at > first_digit + 1)) return std::nullopt;
+  JsonNumber number;
+  number.is_integer = at == text.size();
+  if (number.is_integer) {
+    if (at - first_digit <= kDigitsThatFitInt64) {
+      const auto magnitude = static_cast<int64_t>(mantissa);
+      number.integer = is_negative ? -magnitude : magnitude;
+    }
+    return number;
   }
-  if (at < text.size() && text[at] == '.') {
+  int64_t exponent = 0;  // of ten, applied to the mantissa
+  if (text[at] == '.') {
     const size_t fraction = ++at;
-    while (at < text.size() && IsDigit(text[at])) ++at;
-    if (at == fraction) return false;
+    for (; at < text.size() && IsDigit(text[at]); ++at) {
+      if (significant_digits <= kFastPathDigits) {
+        mantissa = mantissa * 10 + static_cast<uint64_t>(text[at] - '0');
+      }
+      significant_digits += significant_digits > 0 || text[at] != '0';
+      --exponent;
+    }
+    if (at == fraction) return std::nullopt;
   }
   if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
     ++at;
+    const bool is_negative_exponent = at < text.size() && text[at] == '-';
     if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
-    const size_t exponent = at;
-    while (at < text.size() && IsDigit(text[at])) ++at;
-    if (at == exponent) return false;
+    const size_t exponent_digits = at;
+    int64_t written = 0;
+    for (; at < text.size() && IsDigit(text[at]); ++at) {
+      written = std::min(kExponentCap, written * 10 + (text[at] - '0'));
+    }
+    if (at == exponent_digits) return std::nullopt;
+    exponent += is_negative_exponent ? -written : written;
   }
-  return at == text.size();
+  if (at != text.size()) return std::nullopt;
+  if (significant_digits <= kFastPathDigits && exponent >= -kFastPathMaxPowerOfTen &&
+      exponent <= kFastPathMaxPowerOfTen) {
+    double magnitude = static_cast<double>(mantissa);
+    magnitude = exponent < 0 ? magnitude / kExactPowersOfTen[static_cast<size_t>(-exponent)]
+                             : magnitude * kExactPowersOfTen[static_cast<size_t>(exponent)];
+    number.real = is_negative ? -magnitude : magnitude;
+  }
+  return number;
 }
 }  // namespace
 
 std::optional<ScalarToken> ScalarToken::OfJsonNumber(std::string_view literal) {
-  bool is_integer = false;
-  bool has_integer = false;
-  int64_t integer = 0;
-  if (!IsJsonNumber(literal, &is_integer, &has_integer, &integer)) return std::nullopt;
+  const std::optional<JsonNumber> number = ScanJsonNumber(literal);
+  if (!number) return std::nullopt;
   // The common cases as NumberFromText decides them, without building a Value.
-  if (has_integer) return ScalarToken{Kind::kInt, false, integer, 0, literal};
-  if (is_integer) {
+  if (number->integer) return ScalarToken{Kind::kInt, false, *number->integer, 0, literal};
+  if (number->real) return ScalarToken{Kind::kDouble, false, 0, *number->real, literal};
+  if (number->is_integer) {
     if (auto integer = internal::ParseInteger(literal)) {
       return ScalarToken{Kind::kInt, false, *integer, 0, literal};
     }
@@ -197,9 +241,9 @@ std::optional<ScalarToken> ScalarToken::OfJsonNumber(std::string_view literal) {
              real && internal::DoubleHoldsLiteral(literal, *real)) {
     return ScalarToken{Kind::kDouble, false, 0, *real, literal};
   }
-  std::optional<Value> number = NumberFromText(literal);
-  if (!number) return std::nullopt;
-  return TokenOfNumber(*number, literal);
+  std::optional<Value> value = NumberFromText(literal);
+  if (!value) return std::nullopt;
+  return TokenOfNumber(*value, literal);
 }
 
 Value ValueFromText(std::string_view text) {

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <bit>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -17,6 +19,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/batch.hpp"
@@ -1960,12 +1963,31 @@ TEST(SchemaValueFromText, NumericLookingCellsReadAsNumberFromTextReadsThem) {
     texts.push_back(fmt::format("{:.{}f}", static_cast<double>(random() % 1000000) / 1000,
                                 random() % 8));
     texts.push_back(std::to_string(static_cast<int64_t>(random())));
+    // Around the edges of the fast path: 14 to 17 significant digits, leading and trailing
+    // zeros, exponents of ten from -26 to 26.
+    const std::string digits = std::to_string(random() % 100'000'000'000'000'000ULL);
+    const std::string mantissa = digits.substr(0, 1 + random() % digits.size());
+    const size_t point = random() % (mantissa.size() + 1);
+    std::string literal = std::string(random() % 2 ? "-" : "") +
+                          (point == 0 ? "0" : mantissa.substr(0, point)) + "." +
+                          std::string(random() % 4, '0') +
+                          (point == mantissa.size() ? "0" : mantissa.substr(point)) +
+                          std::string(random() % 3, '0');
+    if (random() % 2) literal += fmt::format("e{}", static_cast<int>(random() % 53) - 26);
+    texts.push_back(std::move(literal));
   }
   for (const std::string& text : texts) {
     SCOPED_TRACE(text);
     const std::optional<Value> number = NumberFromText(text);
     if (text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) {
-      EXPECT_EQ(ValueFromText(text), number.value_or(Value::String(text)));
+      const Value read = ValueFromText(text);
+      EXPECT_EQ(read, number.value_or(Value::String(text)));
+      // To the bit: a double read without from_chars (Clinger's fast path) is the same double.
+      double correct = 0;
+      if (read.kind() == Value::Kind::kDouble &&
+          std::from_chars(text.data(), text.data() + text.size(), correct).ec == std::errc()) {
+        EXPECT_EQ(std::bit_cast<uint64_t>(read.as_double()), std::bit_cast<uint64_t>(correct));
+      }
     }
   }
 }
