@@ -436,7 +436,80 @@ std::optional<uint64_t> CopyRun(const Copy& copy, const VectorView& view, uint64
   return std::nullopt;
 }
 
+
+std::optional<LogicalType> DeclaredStructOf(duckdb_logical_type type) {
+  std::vector<Field> fields;
+  for (idx_t i = 0; i < duckdb_struct_type_child_count(type); ++i) {
+    char* child_name = duckdb_struct_type_child_name(type, i);
+    Field field;
+    field.name = schema::ValidUtf8(child_name != nullptr ? child_name : "");
+    duckdb_free(child_name);
+    duckdb_logical_type child_type = duckdb_struct_type_child_type(type, i);
+    std::optional<LogicalType> child = DeclaredTypeOf(child_type);
+    duckdb_destroy_logical_type(&child_type);
+    if (!child) return std::nullopt;
+    field.type = std::move(*child);
+    fields.push_back(std::move(field));
+  }
+  return LogicalType::Struct(std::move(fields));
+}
+
+std::optional<LogicalType> DeclaredListOf(duckdb_logical_type type) {
+  duckdb_logical_type element_type = duckdb_list_type_child_type(type);
+  std::optional<LogicalType> element = DeclaredTypeOf(element_type);
+  duckdb_destroy_logical_type(&element_type);
+  if (!element) return std::nullopt;
+  return LogicalType::List(Field{0, "element", std::move(*element), true});
+}
 }  // namespace
+
+std::optional<LogicalType> DeclaredTypeOf(duckdb_logical_type type) {
+  switch (duckdb_get_type_id(type)) {
+    case DUCKDB_TYPE_BOOLEAN:
+      return LogicalType::Boolean();
+    case DUCKDB_TYPE_TINYINT:
+    case DUCKDB_TYPE_SMALLINT:
+    case DUCKDB_TYPE_INTEGER:
+    case DUCKDB_TYPE_UTINYINT:
+    case DUCKDB_TYPE_USMALLINT:
+      return LogicalType::Int();
+    case DUCKDB_TYPE_BIGINT:
+    case DUCKDB_TYPE_UINTEGER:
+      return LogicalType::Long();
+    case DUCKDB_TYPE_UBIGINT:  // beyond long: exact as a decimal of its 20 digits
+      return LogicalType::Decimal(20, 0).value();
+    case DUCKDB_TYPE_FLOAT:
+      return LogicalType::Float();
+    case DUCKDB_TYPE_DOUBLE:
+      return LogicalType::Double();
+    case DUCKDB_TYPE_DECIMAL: {
+      Result<LogicalType> decimal =
+          LogicalType::Decimal(duckdb_decimal_width(type), duckdb_decimal_scale(type));
+      return decimal.ok() ? std::optional(*decimal) : std::nullopt;
+    }
+    case DUCKDB_TYPE_DATE:
+      return LogicalType::Date();
+    case DUCKDB_TYPE_TIME:
+      return LogicalType::Time();
+    case DUCKDB_TYPE_TIMESTAMP:
+    case DUCKDB_TYPE_TIMESTAMP_S:
+    case DUCKDB_TYPE_TIMESTAMP_MS:
+    case DUCKDB_TYPE_TIMESTAMP_NS:
+      return LogicalType::Timestamp();
+    case DUCKDB_TYPE_TIMESTAMP_TZ:
+      return LogicalType::TimestampTz();
+    case DUCKDB_TYPE_VARCHAR:
+      return LogicalType::String();
+    case DUCKDB_TYPE_UUID:
+      return LogicalType::Uuid();
+    case DUCKDB_TYPE_STRUCT:
+      return DeclaredStructOf(type);
+    case DUCKDB_TYPE_LIST:
+      return DeclaredListOf(type);
+    default:
+      return std::nullopt;
+  }
+}
 
 std::optional<DuckdbColumnsPlan> DuckdbColumnsPlan::Make(const schema::RecordLayout& layout,
                                                          const std::vector<ResultColumn>& columns) {

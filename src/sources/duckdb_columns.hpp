@@ -36,6 +36,12 @@ class ResultColumn {
   duckdb_logical_type type_;
 };
 
+// Our type of a column DuckDB reads as `type`, kept exactly (the widths a schema has no kind for
+// widened: unsigned ints to the next signed kind, UBIGINT to decimal(20, 0)), struct and list
+// types with their children; nullopt for a type we have no kind for (a map, a union, an
+// interval, ...), whose values the shaper infers a type from.
+std::optional<LogicalType> DeclaredTypeOf(duckdb_logical_type type);
+
 // How a query's columns land in the fields of one layout.
 class DuckdbColumnsPlan {
  public:

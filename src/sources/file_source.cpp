@@ -212,6 +212,10 @@ class FileReader {
   virtual Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) = 0;
   // The layout the next Fill may decode records into (null: none); readers that cannot, ignore it.
   virtual void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) {}
+  // In a sample (ReadOptions::max_records_per_partition), true once the reader has read all it
+  // will of the file, which may be fewer records than asked for: a reader that needs no values
+  // to infer the file's schema reads fewer.
+  virtual bool HasReadSample() const { return false; }
 };
 
 // What the text readers (JSON lines, JSON arrays, CSV) share: the batch loop, the record count,
@@ -606,31 +610,6 @@ std::string SqlQuote(std::string_view text) {
   return quoted + "'";
 }
 
-// DuckDB's name of a column type → ours, for top-level primitive columns; nested columns are
-// inferred from their values.
-std::optional<LogicalType> LogicalTypeFromDuckdb(const std::string& name) {
-  if (name == "BOOLEAN") return LogicalType::Boolean();
-  if (name == "TINYINT" || name == "SMALLINT" || name == "INTEGER" || name == "UTINYINT" ||
-      name == "USMALLINT") {
-    return LogicalType::Int();
-  }
-  if (name == "BIGINT" || name == "UINTEGER") return LogicalType::Long();
-  // Beyond long: exact as a decimal of its 20 digits.
-  if (name == "UBIGINT") return LogicalType::Decimal(20, 0).value();
-  if (name == "FLOAT") return LogicalType::Float();
-  if (name == "DOUBLE") return LogicalType::Double();
-  if (name == "DATE") return LogicalType::Date();
-  if (name == "TIME") return LogicalType::Time();
-  if (name.rfind("TIMESTAMP WITH TIME ZONE", 0) == 0) return LogicalType::TimestampTz();
-  if (name.rfind("TIMESTAMP", 0) == 0) return LogicalType::Timestamp();
-  if (name == "VARCHAR") return LogicalType::String();
-  if (name == "UUID") return LogicalType::Uuid();
-  if (name.rfind("DECIMAL(", 0) == 0) {
-    if (auto type = ParseLogicalType("decimal" + name.substr(7)); type.ok()) return *type;
-  }
-  return std::nullopt;
-}
-
 class DuckdbConnection {
  public:
   ~DuckdbConnection() {
@@ -703,30 +682,31 @@ class ParquetReader final : public FileReader {
     SKIPPR_RETURN_IF_ERROR(duckdb.Open());
     auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(duckdb, path, read_path));
     reader->records_ = skip_records;
-    if (max_records > 0) reader->end_record_ = skip_records + max_records;
-    duckdb_result described;
-    if (duckdb_query(duckdb.get(), ("DESCRIBE SELECT * FROM " + reader->ReadSql()).c_str(),
-                     &described) != DuckDBSuccess) {
-      reader->SetError(duckdb_result_error(&described));
-      duckdb_destroy_result(&described);
-      return std::unique_ptr<FileReader>(std::move(reader));
-    }
+    if (!reader->DescribeColumns()) return std::unique_ptr<FileReader>(std::move(reader));
+    // The footer's types, kept exactly (nested ones too); a column of a type we have no kind for
+    // is inferred from its values.
     declared->clear();
-    for (idx_t row = 0; row < duckdb_row_count(&described); ++row) {
-      char* name = duckdb_value_varchar(&described, 0, row);
-      char* type = duckdb_value_varchar(&described, 1, row);
-      if (auto logical = LogicalTypeFromDuckdb(type)) {
-        declared->emplace(schema::ValidUtf8(name), *logical);
+    bool every_column_is_declared = true;
+    for (const internal::ResultColumn& column : reader->columns_) {
+      if (std::optional<LogicalType> type = internal::DeclaredTypeOf(column.type())) {
+        declared->emplace(schema::ValidUtf8(column.name()), std::move(*type));
+      } else {
+        every_column_is_declared = false;
       }
-      duckdb_free(name);
-      duckdb_free(type);
     }
-    duckdb_destroy_result(&described);
-    reader->DescribeColumns();
+    if (max_records > 0) {
+      // A footer that declares every column's type leaves the sample's values nothing to infer
+      // (the shaper creates each field as declared, null-only ones too): a vector of rows shows
+      // the file reads, and spares discover decoding a row group of every column.
+      if (every_column_is_declared) max_records = std::min(max_records, kDeclaredSampleRecords);
+      reader->end_record_ = skip_records + max_records;
+    }
     return std::unique_ptr<FileReader>(std::move(reader));
   }
 
   ~ParquetReader() override { CloseQuery(); }
+
+  bool HasReadSample() const override { return IsAtEndRecord(); }
 
   Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) override {
     // The source stops asking at its sample's end: asked again, the reader would hand over
@@ -759,17 +739,24 @@ class ParquetReader final : public FileReader {
 
   // A sync counts this many input bytes per Parquet record (sync_pass.cpp).
   static constexpr uint64_t kNominalRecordBytes = 256;
+  // The most a sample reads of a file whose footer declares every column's type: one DuckDB
+  // vector (STANDARD_VECTOR_SIZE).
+  static constexpr uint64_t kDeclaredSampleRecords = 2048;
 
   ParquetReader(DuckdbConnection& duckdb, std::string path, std::string read_path)
       : duckdb_(duckdb), read_path_(std::move(read_path)), path_(std::move(path)) {}
 
   std::string ReadSql() const { return "read_parquet(" + SqlQuote(read_path_) + ")"; }
 
-  // The file's columns as DuckDB reads them, for the plans; none when it cannot say.
-  void DescribeColumns() {
+  // The file's columns as DuckDB reads them, for the declared types and the plans; false, with
+  // the error set, when DuckDB cannot read the file's footer.
+  bool DescribeColumns() {
     duckdb_prepared_statement statement;
-    if (duckdb_prepare(duckdb_.get(), ("SELECT * FROM " + ReadSql()).c_str(), &statement) ==
-        DuckDBSuccess) {
+    const bool is_readable = duckdb_prepare(duckdb_.get(), ("SELECT * FROM " + ReadSql()).c_str(),
+                                            &statement) == DuckDBSuccess;
+    if (!is_readable) {
+      SetError(duckdb_prepare_error(statement));
+    } else {
       for (idx_t i = 0; i < duckdb_prepared_statement_column_count(statement); ++i) {
         // A copy the caller frees, though typed const (LeakSanitizer found it).
         const char* name = duckdb_prepared_statement_column_name(statement, i);
@@ -782,6 +769,7 @@ class ParquetReader final : public FileReader {
       }
     }
     duckdb_destroy_prepare(&statement);
+    return is_readable;
   }
 
   RowsAs WantedRows() const {
@@ -1391,8 +1379,10 @@ class FileSource final : public Source {
     reading.records_this_pass += taken;
     reading.position.records_consumed += taken;
     SKIPPR_RETURN_IF_ERROR(RecordProgress(reading, batch.position.next_line, is_done));
-    const bool hit_sample_limit = options_.max_records_per_partition > 0 &&
-                                  reading.records_this_pass >= options_.max_records_per_partition;
+    const bool hit_sample_limit =
+        options_.max_records_per_partition > 0 &&
+        (reading.records_this_pass >= options_.max_records_per_partition ||
+         reading.reader->HasReadSample());
     batch.position = reading.position;
     if (is_done || hit_sample_limit) reading_.reset();
     if (taken == 0 && !is_done) return std::optional<SourceBatch>();

@@ -649,31 +649,82 @@ TEST(TypedReading, AParquetSampleReadsExactlyItsRecordsAndLeavesTheFileOpen) {
   const fs::path named = fs::path(dir.path()) / "named.parquet";
   WriteParquet(named, "SELECT i AS id, i * 2 AS file_row_number FROM range(10000) t(i)",
                "FORMAT parquet, ROW_GROUP_SIZE 1024");
+  // Below the most a file that declares every column's type is sampled (2048 records), across
+  // row groups.
+  constexpr uint64_t kSample = 1500;
   for (const fs::path& path : {plain, named}) {
     for (const bool typed : {false, true}) {
       SCOPED_TRACE(fmt::format("{}, {}", path.filename().string(), typed ? "typed" : "values"));
-      std::vector<int64_t> expected(2500);
+      std::vector<int64_t> expected(kSample);
       std::iota(expected.begin(), expected.end(), 0);
       SourcePositions first;
-      EXPECT_EQ(SampleIds(path, {}, 2500, typed, &first), expected);
+      EXPECT_EQ(SampleIds(path, {}, kSample, typed, &first), expected);
       const PartitionPosition& position = first.at(path.string());
-      EXPECT_EQ(position.records_consumed, 2500u);
+      EXPECT_EQ(position.records_consumed, kSample);
       EXPECT_FALSE(position.is_closed);
 
-      std::iota(expected.begin(), expected.end(), 2500);
+      std::iota(expected.begin(), expected.end(), kSample);
       SourcePositions second;
-      EXPECT_EQ(SampleIds(path, first, 2500, typed, &second), expected);
-      EXPECT_EQ(second.at(path.string()).records_consumed, 5000u);
+      EXPECT_EQ(SampleIds(path, first, kSample, typed, &second), expected);
+      EXPECT_EQ(second.at(path.string()).records_consumed, 2 * kSample);
 
       expected.resize(1000);
       std::iota(expected.begin(), expected.end(), 9000);
       SourcePositions at_nine_thousand = second;
       at_nine_thousand[path.string()].records_consumed = 9000;
       SourcePositions last;
-      EXPECT_EQ(SampleIds(path, at_nine_thousand, 2500, typed, &last), expected);
+      EXPECT_EQ(SampleIds(path, at_nine_thousand, kSample, typed, &last), expected);
       EXPECT_TRUE(last.at(path.string()).is_closed);
     }
   }
+}
+
+// A footer that declares every column's type, nested ones included, leaves a sample's values
+// nothing to infer: the sample reads one DuckDB vector (2048 records), however many it may read.
+// A column of a type the schema has no kind for (a map) is inferred from values: the whole sample.
+TEST(TypedReading, AParquetFileThatDeclaresEveryTypeIsSampledOneVectorDeep) {
+  TempDir dir;
+  const fs::path declared = fs::path(dir.path()) / "declared.parquet";
+  WriteParquet(declared,
+               "SELECT i AS id, {'n': i % 7, 'tags': [i::INTEGER]} AS nested "
+               "FROM range(10000) t(i)",
+               "FORMAT parquet, ROW_GROUP_SIZE 1024");
+  const fs::path mapped = fs::path(dir.path()) / "mapped.parquet";
+  WriteParquet(mapped, "SELECT i AS id, MAP {'k': i} AS m FROM range(10000) t(i)",
+               "FORMAT parquet, ROW_GROUP_SIZE 1024");
+  for (const bool typed : {false, true}) {
+    SCOPED_TRACE(typed ? "typed" : "values");
+    SourcePositions positions;
+    std::vector<int64_t> expected(2048);
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(SampleIds(declared, {}, 5000, typed, &positions), expected);
+    EXPECT_EQ(positions.at(declared.string()).records_consumed, 2048u);
+    EXPECT_FALSE(positions.at(declared.string()).is_closed);
+    EXPECT_EQ(SampleIds(mapped, {}, 5000, typed, &positions).size(), 5000u);
+  }
+}
+
+// Parquet's types are kept exactly, inside structs and lists too: a BIGINT whose values are small
+// is a long, not the int its values would make.
+TEST(TypedReading, ParquetKeepsItsNestedTypesExactly) {
+  TempDir dir;
+  const fs::path path = fs::path(dir.path()) / "nested.parquet";
+  WriteParquet(path,
+               "SELECT i AS id, {'n': i % 7, 'price': (i / 4)::DECIMAL(9, 2), "
+               "'tags': [i::INTEGER]} AS nested FROM range(100) t(i)");
+  const schema::PipelineSchema trained = TrainedSchema(path.string());
+  ASSERT_EQ(trained.namespaces.size(), 1u);
+  const std::vector<Field>& fields = trained.namespaces.begin()->second.fields;
+  ASSERT_EQ(fields.size(), 2u);
+  EXPECT_EQ(fields[0].type, LogicalType::Long());
+  ASSERT_EQ(fields[1].type.id(), TypeId::kStruct);
+  const std::vector<Field>& children = fields[1].type.children();
+  ASSERT_EQ(children.size(), 3u);
+  EXPECT_EQ(children[0].name, "n");
+  EXPECT_EQ(children[0].type, LogicalType::Long());
+  EXPECT_EQ(children[1].type, LogicalType::Decimal(9, 2).value());
+  ASSERT_EQ(children[2].type.id(), TypeId::kList);
+  EXPECT_EQ(children[2].type.children()[0].type, LogicalType::Int());
 }
 
 // Overwrites the column chunk of `column` in the file's row group `row_group` with 0xff bytes, the
