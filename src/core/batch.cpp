@@ -64,10 +64,6 @@ double Column::DoubleAt(int64_t row) const {
   return value;
 }
 
-std::string_view Column::BytesAt(int64_t row) const {
-  return std::string_view(bytes).substr(offsets[row], offsets[row + 1] - offsets[row]);
-}
-
 std::pair<uint64_t, int64_t> Column::Decimal128At(int64_t row) const {
   uint64_t low;
   int64_t high;

@@ -46,7 +46,11 @@ struct Column {
   int64_t Int64At(int64_t row) const;
   double DoubleAt(int64_t row) const;
   bool BoolAt(int64_t row) const { return fixed[row] != 0; }
-  std::string_view BytesAt(int64_t row) const;
+  // Inline: a data file's statistics and the aggregates' keys read every value through it.
+  std::string_view BytesAt(int64_t row) const {
+    const auto begin = static_cast<size_t>(offsets[row]);
+    return std::string_view(bytes).substr(begin, static_cast<size_t>(offsets[row + 1]) - begin);
+  }
   // Decimal: (low, high) 64-bit halves of the unscaled value.
   std::pair<uint64_t, int64_t> Decimal128At(int64_t row) const;
 

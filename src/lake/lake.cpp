@@ -123,11 +123,8 @@ struct FieldStatistics {
         return AddRange(column, is_all_present, min_decimal, max_decimal,
                         FixedAt<__int128>(column));
       case PhysicalKind::kBytes:
-        return AddRange(column, is_all_present, min_bytes, max_bytes, [&](int64_t row) {
-          const auto begin = static_cast<size_t>(column.offsets[row]);
-          return std::string_view(column.bytes).substr(
-              begin, static_cast<size_t>(column.offsets[row + 1]) - begin);
-        });
+        return AddRange(column, is_all_present, min_bytes, max_bytes,
+                        [&](int64_t row) { return column.BytesAt(row); });
       default:
         return;
     }
