@@ -137,9 +137,12 @@ ScalarToken ScalarToken::OfText(std::string_view text) {
   if (IsBoolWord(text)) return OfBool(text[0] == 't' || text[0] == 'T');
   if (LooksNumeric(text)) {
     // Most numeric cells are JSON numbers, which OfJsonNumber reads as NumberFromText does without
-    // building a Value; the rest ("+5", "1.", "00.5") go to NumberFromText itself.
+    // building a Value. Beyond JSON's grammar NumberFromText reads only a point without fraction
+    // digits ("1.", "1.e5"): other cells ("2024-03-25", "+5", "00.5") are text without asking it.
     if (std::optional<ScalarToken> number = OfJsonNumber(text)) return *number;
-    if (std::optional<Value> number = NumberFromText(text)) return TokenOfNumber(*number, text);
+    if (text.find('.') != std::string_view::npos) {
+      if (std::optional<Value> number = NumberFromText(text)) return TokenOfNumber(*number, text);
+    }
   }
   return OfString(text);
 }

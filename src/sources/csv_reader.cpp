@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "core/text.hpp"
 
 namespace skippr::sources {
 namespace {
@@ -204,6 +205,8 @@ Result<const CsvRow*> CsvReader::Peek() {
     CsvRow row{{}, next_line_number_, window_.ByteOffsetOf(row_begin)};
     row.next_byte_offset = window_.ByteOffsetOf(row_begin + row_size_bytes_);
     row.next_line_number = next_line_number_ + row_newlines_;
+    // One pass over the row's bytes, not one per field: unescaping only drops quote bytes.
+    row.is_ascii = IsAscii(std::string_view(row_begin, row_size_bytes_));
     row.fields.reserve(spans_.size());
     for (const FieldSpan& span : spans_) {
       const char* base = span.is_in_arena ? arena_.data() : row_begin;

@@ -37,6 +37,7 @@ struct CsvRow {
   uint64_t byte_offset;                  // of the row's first byte (decompressed stream offset)
   uint64_t next_byte_offset = 0;         // just after the row and its line end
   uint64_t next_line_number = 0;         // the line number at next_byte_offset
+  bool is_ascii = false;  // every byte of the row is ASCII (so its fields are valid UTF-8)
   // Why the row cannot be read, or nullopt. A problem row has no fields; it is the physical line
   // where the broken record started (`raw_text`: its first kCsvProblemTextBytes), and reading
   // resumes at the next physical line.

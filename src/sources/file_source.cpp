@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/text.hpp"
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/duckdb_columns.hpp"
@@ -575,12 +574,13 @@ class CsvFileReader final : public TextFileReader {
                       row.fields.size(), names_.size(),
                       csv_->delimiter() == '\t' ? "\\t" : std::string(1, csv_->delimiter()))};
     }
-    for (std::string_view field : row.fields) {
-      if (!IsAscii(field) && !simdjson::validate_utf8(field.data(), field.size())) {
-        return Problem{schema::FailureCode::kInvalidUtf8,
-                       fmt::format("invalid UTF-8 (row at byte offset {}); save the file as UTF-8",
-                                   row.byte_offset)};
-      }
+    const auto is_valid_utf8 = [](std::string_view field) {
+      return simdjson::validate_utf8(field.data(), field.size());
+    };
+    if (!row.is_ascii && !std::all_of(row.fields.begin(), row.fields.end(), is_valid_utf8)) {
+      return Problem{schema::FailureCode::kInvalidUtf8,
+                     fmt::format("invalid UTF-8 (row at byte offset {}); save the file as UTF-8",
+                                 row.byte_offset)};
     }
     return std::nullopt;
   }

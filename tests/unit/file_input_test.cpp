@@ -610,6 +610,29 @@ TEST(CsvReader, QuotedFields) {
   EXPECT_EQ(rows[5], (RowCopy{{"6", "a\"\nb\"", "v"}, 8, text.find("6,")}));
 }
 
+// A row says whether all its bytes are ASCII, quoted fields and the line end included, so the
+// File source checks UTF-8 field by field only for the rows that need it.
+TEST(CsvReader, ARowSaysWhetherItIsAllAscii) {
+  TempDir dir;
+  WriteFile(dir.Sub("u.csv"),
+            "id,name\n1,plain\n2,caf\xc3\xa9\n3,\"caf\xc3\xa9, \"\"quoted\"\"\"\n"
+            "4,\"a\nb\"\n5,\xc3\x28\n");
+  auto reader = OpenCsv(dir.Sub("u.csv"));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<std::pair<std::string, bool>> rows;
+  while (true) {
+    Result<std::optional<CsvRow>> row = (*reader)->Next();
+    ASSERT_TRUE(row.ok()) << row.status().ToString();
+    if (!*row) break;
+    rows.emplace_back(std::string((*row)->fields[1]), (*row)->is_ascii);
+  }
+  EXPECT_THAT(rows, ElementsAre(std::pair<std::string, bool>{"plain", true},
+                                std::pair<std::string, bool>{"caf\xc3\xa9", false},
+                                std::pair<std::string, bool>{"caf\xc3\xa9, \"quoted\"", false},
+                                std::pair<std::string, bool>{"a\nb", true},
+                                std::pair<std::string, bool>{"\xc3\x28", false}));
+}
+
 TEST(CsvReader, CrLfLineEnds) {
   TempDir dir;
   WriteFile(dir.Sub("crlf.csv"), "a,b\r\n1,2\r\n\"x\r\ny\",3\r\n4,\"5\"\r\n6,7");
