@@ -198,23 +198,31 @@ Result<CsvReader::ParseOutcome> CsvReader::ParseNextRow() {
 }
 
 Result<const CsvRow*> CsvReader::Peek() {
-  if (!peeked_) {
+  if (!has_peeked_) {
     SKIPPR_ASSIGN_OR_RETURN(ParseOutcome outcome, ParseNextRow());
     if (outcome != ParseOutcome::kRow) return nullptr;
     const char* row_begin = window_.begin();
-    CsvRow row{{}, next_line_number_, window_.ByteOffsetOf(row_begin)};
-    row.next_byte_offset = window_.ByteOffsetOf(row_begin + row_size_bytes_);
-    row.next_line_number = next_line_number_ + row_newlines_;
+    peeked_.line_number = next_line_number_;
+    peeked_.byte_offset = window_.ByteOffsetOf(row_begin);
+    peeked_.next_byte_offset = window_.ByteOffsetOf(row_begin + row_size_bytes_);
+    peeked_.next_line_number = next_line_number_ + row_newlines_;
     // One pass over the row's bytes, not one per field: unescaping only drops quote bytes.
-    row.is_ascii = IsAscii(std::string_view(row_begin, row_size_bytes_));
-    row.fields.reserve(spans_.size());
+    peeked_.is_ascii = IsAscii(std::string_view(row_begin, row_size_bytes_));
+    peeked_.fields.clear();  // keeps its storage from the last row
     for (const FieldSpan& span : spans_) {
       const char* base = span.is_in_arena ? arena_.data() : row_begin;
-      row.fields.emplace_back(base + span.offset, span.size_bytes);
+      peeked_.fields.emplace_back(base + span.offset, span.size_bytes);
     }
-    peeked_ = std::move(row);
+    has_peeked_ = true;
   }
-  return &*peeked_;
+  return &peeked_;
+}
+
+void CsvReader::SkipPeeked() {
+  SKIPPR_CHECK_MSG(has_peeked_, "SkipPeeked() without a peeked row");
+  window_.ConsumeUntil(window_.begin() + row_size_bytes_);
+  next_line_number_ += row_newlines_;
+  has_peeked_ = false;
 }
 
 Result<std::optional<CsvRow>> CsvReader::Next() {
@@ -228,10 +236,8 @@ Result<std::optional<CsvRow>> CsvReader::Next() {
     SKIPPR_ASSIGN_OR_RETURN(CsvRow problem, ProblemRow(outcome));
     return std::optional<CsvRow>(std::move(problem));
   }
-  window_.ConsumeUntil(window_.begin() + row_size_bytes_);
-  next_line_number_ += row_newlines_;
-  std::optional<CsvRow> row = std::move(peeked_);
-  peeked_.reset();
+  std::optional<CsvRow> row = peeked_;  // a copy: peeked_ keeps its storage
+  SkipPeeked();
   return row;
 }
 

@@ -74,6 +74,9 @@ class CsvReader {
   // Next() is called, a batch that ends now leaves the row to the next one. Null at the end and
   // at a row that cannot be read (Next() hands that one out as a problem row).
   Result<const CsvRow*> Peek();
+  // Consumes the row Peek() returned (not null), as Next() would, without handing it out: its
+  // fields' storage is kept for the next row.
+  void SkipPeeked();
   const InputStream& input() const { return window_.input(); }
   // The line where the next row starts (1-based, counted from the stream's start).
   uint64_t next_line_number() const { return next_line_number_; }
@@ -129,7 +132,8 @@ class CsvReader {
   uint64_t open_quote_line_ = 0;
   uint64_t open_quote_offset_ = 0;
   std::string problem_text_;
-  std::optional<CsvRow> peeked_;  // what Peek() parsed, until Next() consumes it
+  CsvRow peeked_;             // what Peek() parsed, until Next() or SkipPeeked() consumes it
+  bool has_peeked_ = false;
 };
 
 }  // namespace skippr::sources

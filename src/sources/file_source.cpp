@@ -492,7 +492,7 @@ class CsvFileReader final : public TextFileReader {
           typed->AppendCells(peeked->fields, peeked->line_number)) {
         const uint64_t next_line = peeked->next_line_number;
         const uint64_t bytes = peeked->next_byte_offset - peeked->byte_offset;
-        SKIPPR_RETURN_IF_ERROR(csv_->Next().status());
+        csv_->SkipPeeked();
         TakeTypedRecord(next_line, bytes, bytes_in_batch);
         return ReadStep::kRead;
       }
