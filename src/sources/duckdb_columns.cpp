@@ -384,6 +384,40 @@ uint64_t CopyTextRun(const Copy& copy, const VectorView& view, uint64_t begin, u
   return row - begin;
 }
 
+uint64_t CopyColumn(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                    Column& column);
+
+bool HasNoNulls(const VectorView& view, uint64_t begin, uint64_t end) {
+  if (view.validity == nullptr) return true;
+  for (uint64_t row = begin; row < end; ++row) {
+    if (!view.IsValid(row)) return false;
+  }
+  return true;
+}
+
+// Rows [begin, end) of a struct none of whose rows is null, a field at a time (each its own run):
+// as AppendStructCell appends them row by row. Returns how many rows it copied; the fields hold
+// no more rows than the struct. nullopt when some row is a null struct (AppendCell decides it).
+std::optional<uint64_t> CopyStructRun(const Copy& copy, const VectorView& view, uint64_t begin,
+                                      uint64_t end, Column& column) {
+  if (!HasNoNulls(view, begin, end)) return std::nullopt;
+  const int64_t rows_before = column.length;
+  uint64_t stop = end;
+  for (size_t i = 0; i < copy.children.size(); ++i) {
+    const Copy& child = copy.children[i];
+    stop = begin + CopyColumn(child, view.children[i], begin, stop, column.children[child.field]);
+  }
+  const auto copied = static_cast<int64_t>(stop - begin);
+  for (const Copy& child : copy.children) {
+    column.children[child.field].TruncateTo(rows_before + copied);
+  }
+  for (size_t field : copy.absent_fields) {
+    for (int64_t i = 0; i < copied; ++i) column.children[field].AppendNull();
+  }
+  for (int64_t i = 0; i < copied; ++i) column.AppendStructRow();
+  return stop - begin;
+}
+
 // Copies what it can of rows [begin, end) as one run; nullopt when this pair of source and field
 // types has no run (AppendCell takes each value).
 std::optional<uint64_t> CopyRun(const Copy& copy, const VectorView& view, uint64_t begin,
@@ -429,11 +463,26 @@ std::optional<uint64_t> CopyRun(const Copy& copy, const VectorView& view, uint64
     case Copy::Kind::kText:
       if (field != TypeId::kString) return std::nullopt;
       return CopyTextRun(copy, view, begin, end, column);
-    case Copy::Kind::kDecimal:
     case Copy::Kind::kStruct:
+      return CopyStructRun(copy, view, begin, end, column);
+    case Copy::Kind::kDecimal:
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+// Rows [begin, end) of one column (or struct field): a run where its types have one, else value
+// by value. Returns how many rows it appended: all, or those before the first one it does not take
+// as it is (the JSON path reads that row).
+uint64_t CopyColumn(const Copy& copy, const VectorView& view, uint64_t begin, uint64_t end,
+                    Column& column) {
+  if (const std::optional<uint64_t> copied = CopyRun(copy, view, begin, end, column)) {
+    return *copied;
+  }
+  for (uint64_t row = begin; row < end; ++row) {
+    if (!AppendCell(copy, view, row, column)) return row - begin;
+  }
+  return end - begin;
 }
 
 
@@ -539,17 +588,7 @@ uint64_t DuckdbColumnsPlan::Append(duckdb_data_chunk chunk, uint64_t begin, uint
   uint64_t stop = end;
   for (const Copy& copy : columns_) {
     const VectorView view = ViewOf(duckdb_data_chunk_get_vector(chunk, copy.source_index), copy);
-    Column& column = columns[copy.field];
-    if (const std::optional<uint64_t> copied = CopyRun(copy, view, begin, stop, column)) {
-      stop = begin + *copied;
-      continue;
-    }
-    for (uint64_t row = begin; row < stop; ++row) {
-      if (!AppendCell(copy, view, row, column)) {
-        stop = row;
-        break;
-      }
-    }
+    stop = begin + CopyColumn(copy, view, begin, stop, columns[copy.field]);
   }
   const auto appended = static_cast<int64_t>(stop - begin);
   for (const Copy& copy : columns_) columns[copy.field].TruncateTo(rows_before + appended);

@@ -472,7 +472,8 @@ TEST(TypedReading, ParquetShapesExactlyAsValues) {
 // Every column type the columns are copied from, struct fields nested twice, nulls and edge values
 // (pre-1970 and year 1 and 9999 dates, -0.0, 1e300, quotes and escapes). With `misfits`, rows the
 // columns do not take as they are, which the JSON path reads: NaN and infinity, an infinite date,
-// a UBIGINT beyond long, a struct field beyond int, a decimal wider than its field.
+// a UBIGINT beyond long, the same inside a struct (its fields copied as runs stop there), a
+// decimal wider than its field.
 std::string AllColumnTypesSql(uint64_t rows, bool misfits) {
   const std::string misfit = misfits ? "true" : "false";
   return fmt::format(
@@ -497,7 +498,9 @@ std::string AllColumnTypesSql(uint64_t rows, bool misfits) {
       "'n' || i || CASE WHEN i % 5 = 0 THEN ' \"quoted\" \\ é ✓' ELSE '' END AS name, "
       "i % 2 = 0 AS flag, CASE WHEN i % 5 = 0 THEN NULL ELSE i % 3 = 0 END AS maybe_flag, "
       "{{'a': CASE WHEN {0} AND i % 359 = 7 THEN i * 10000000000 ELSE i END, 'b': 'x' || i, "
-      "'c': {{'d': i * 0.5, 'e': CASE WHEN i % 4 = 0 THEN NULL ELSE DATE '2024-01-01' END}}}} "
+      "'c': {{'d': i * 0.5, 'e': CASE WHEN i % 4 = 0 THEN NULL ELSE DATE '2024-01-01' END}}, "
+      "'g': CASE WHEN {0} AND i % 367 = 8 THEN 'nan'::DOUBLE ELSE i / 4.0 END, "
+      "'u': (CASE WHEN {0} AND i % 373 = 9 THEN 18446744073709551615 ELSE i END)::UBIGINT}} "
       "AS nested, CASE WHEN i % 6 = 0 THEN NULL ELSE {{'p': i}} END AS maybe_struct "
       "FROM range({2}) t(i)",
       misfit, misfits ? "DECIMAL(20, 2)" : "DECIMAL(10, 2)", rows);
