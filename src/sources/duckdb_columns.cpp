@@ -485,7 +485,6 @@ uint64_t CopyColumn(const Copy& copy, const VectorView& view, uint64_t begin, ui
   return end - begin;
 }
 
-
 std::optional<LogicalType> DeclaredStructOf(duckdb_logical_type type) {
   std::vector<Field> fields;
   for (idx_t i = 0; i < duckdb_struct_type_child_count(type); ++i) {
