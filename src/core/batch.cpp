@@ -207,10 +207,10 @@ uint8_t* Column::AppendNullFixedRows(int64_t rows) {
   return fixed.data() + first;
 }
 
-void Column::AppendStructRow() {
-  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kStruct);
-  SetValidity(validity, length, true);
-  ++length;
+void Column::AppendStructRows(int64_t rows) {
+  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kStruct && rows >= 0);
+  for (int64_t row = length; row < length + rows; ++row) SetValidity(validity, row, true);
+  length += rows;
   for ([[maybe_unused]] const Column& child : children) SKIPPR_DCHECK(child.length == length);
 }
 

@@ -65,7 +65,9 @@ struct Column {
   void AppendDecimal(__int128 unscaled);
   void AppendBytes(std::string_view value);
   // A present struct row whose children the caller has already appended (one row each).
-  void AppendStructRow();
+  void AppendStructRow() { AppendStructRows(1); }
+  // `rows` present struct rows whose children the caller has already appended (`rows` each).
+  void AppendStructRows(int64_t rows);
   // Appends `rows` null rows to a fixed-width column (their values zero) and returns the first
   // one's bytes: a source copying a run of values writes each present one there and marks it with
   // SetPresent, then takes back with TruncateTo the rows it could not fill.

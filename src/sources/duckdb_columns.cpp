@@ -414,7 +414,7 @@ std::optional<uint64_t> CopyStructRun(const Copy& copy, const VectorView& view, 
   for (size_t field : copy.absent_fields) {
     for (int64_t i = 0; i < copied; ++i) column.children[field].AppendNull();
   }
-  for (int64_t i = 0; i < copied; ++i) column.AppendStructRow();
+  column.AppendStructRows(copied);
   return stop - begin;
 }
 
