@@ -1,6 +1,7 @@
 // Internal to schema/: reading and writing dates, timestamps and numbers as text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,12 @@ bool IsNumberLiteral(std::string_view text);
 // for every literal of at most 15 significant digits, and for longer ones that happen to be what
 // the double prints ("0.30000000000000004"); false for "0.1234567890123456789".
 bool DoubleHoldsLiteral(std::string_view literal, double value);
+// 10^0 to 10^22, each exactly a double: an integer of at most 53 bits multiplied or divided by one
+// of them rounds once to the double nearest the exact result, as reading its decimal text does
+// (Clinger's fast path).
+inline constexpr std::array<double, 23> kExactPowersOfTen = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 // Integers up to 2^53 in magnitude are exactly doubles; beyond, a double loses digits.
 constexpr bool IsExactInDouble(int64_t integer) {
   constexpr int64_t kMaxExactDoubleInteger = int64_t{1} << 53;

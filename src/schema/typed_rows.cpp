@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <string>
 
 #include "core/check.hpp"
@@ -156,11 +155,9 @@ constexpr size_t kDigitsThatFitInt64 = 18;
 // as a double), and every power of ten up to 10^22 is exact too, so one multiplication or
 // division by it rounds once, as a correct reader (std::from_chars) does. Such a literal also reads
 // back from its double (DBL_DIG is 15), which is what DoubleHoldsLiteral would check.
+using internal::kExactPowersOfTen;
 constexpr int kFastPathDigits = 15;
-constexpr int kFastPathMaxPowerOfTen = 22;
-constexpr std::array<double, kFastPathMaxPowerOfTen + 1> kExactPowersOfTen = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+constexpr int kFastPathMaxPowerOfTen = static_cast<int>(kExactPowersOfTen.size()) - 1;
 // An exponent's digits beyond this many cannot move the value into the fast path's range.
 constexpr int64_t kExponentCap = 1'000'000;
 

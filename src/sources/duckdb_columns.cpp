@@ -34,11 +34,9 @@ bool IsIntegerType(duckdb_type type) {
   }
 }
 
-// 10^0 to 10^22, each exactly a double: an integer of at most 53 bits divided by one of them is
-// the double nearest the quotient (one rounding), as reading the decimal's text gives.
-constexpr double kExactPowersOfTen[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+// An integer of at most 53 bits divided by one of them is the double nearest the quotient (one
+// rounding), as reading the decimal's text gives.
+using schema::internal::kExactPowersOfTen;
 // Decimals of up to 14 digits: to_json's text of one (a ".0" added) has at most 15 significant
 // digits, which the JSON path reads as a double; longer ones it may read as decimals.
 constexpr int64_t kMaxDecimalAsDouble = 99'999'999'999'999;
@@ -138,7 +136,7 @@ std::optional<Copy> PlanCopy(duckdb_logical_type type, const std::vector<Slot>& 
     const bool is_copied =
         slot.type.id() == TypeId::kDecimal
             ? copy.decimal_scale == slot.type.decimal_scale()
-            : copy.decimal_scale < static_cast<int>(std::size(kExactPowersOfTen));
+            : copy.decimal_scale < static_cast<int>(kExactPowersOfTen.size());
     if (!is_copied) return std::nullopt;
     copy.source = duckdb_decimal_internal_type(type);
   }
@@ -278,7 +276,7 @@ bool AppendCell(const Copy& copy, const VectorView& view, uint64_t row, Column& 
       if (type.id() != TypeId::kDecimal) {
         if (unscaled > kMaxDecimalAsDouble || unscaled < -kMaxDecimalAsDouble) return false;
         column.AppendDouble(static_cast<double>(static_cast<int64_t>(unscaled)) /
-                            kExactPowersOfTen[copy.decimal_scale]);
+                            kExactPowersOfTen[static_cast<size_t>(copy.decimal_scale)]);
         return true;
       }
       if (!schema::internal::FitsDecimalPrecision(unscaled, type.decimal_precision())) return false;
