@@ -8,7 +8,7 @@
 //   2. WAL append bandwidth beside `dd conv=fdatasync`, buffered and with `oflag=direct` (the WAL
 //      writes segments with O_DIRECT), the faster counting: wal::Wal::Append in-process of segments
 //      prepared beforehand (write, fdatasync, store commit, file creation: the I/O path); then,
-//      for reference, wal::Wal::Commit with the encoding (columns → zstd slices) included.
+//      for reference, wal::Wal::Commit with the encoding (columns → LZ4 slices) included.
 //   3. peak RSS of `skipprd sync --once` on a large JSON-lines file (the child's ru_maxrss).
 //
 //   bench_wal [--rows N] [--quick] [--large-gb G] [--only-large | --only-wal] [--skipprd PATH]
@@ -199,7 +199,7 @@ struct WalRun {
 };
 
 enum class WalMode {
-  kCommit,  // Wal::Commit: encode (columns → zstd slices) and append, timed together
+  kCommit,  // Wal::Commit: encode (columns → LZ4 slices) and append, timed together
   kAppend,  // segments prepared first, untimed; Wal::Append alone is timed (the I/O path)
 };
 

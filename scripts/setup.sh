@@ -17,7 +17,7 @@ debian_packages=(
   build-essential cmake ninja-build ccache pkg-config git lld
   libyaml-cpp-dev libcli11-dev libsimdjson-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   liblmdb-dev lmdb-utils libavro-dev libsqlite3-dev sqlite3 libpq-dev libcurl4-openssl-dev
-  libzstd-dev libxxhash-dev libssl-dev zlib1g-dev libjemalloc-dev
+  libzstd-dev liblz4-dev libxxhash-dev libssl-dev zlib1g-dev libjemalloc-dev
   pybind11-dev python3-dev python3-pandas python3-pytest python3-avro
   # The Python module: skippr.Config keeps a file's comments (ruamel.yaml round trip); its type
   # stubs are checked against the module by mypy's stubtest.

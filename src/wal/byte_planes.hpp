@@ -1,8 +1,9 @@
-// Byte planes: how a WAL segment (format version 5 on) stores fixed-width values before zstd.
-// A block of n values of `width` bytes is stored as `width` planes of n bytes: plane j holds byte j
-// of every value, in value order. Integers, timestamps and offsets differ mostly in their low
-// bytes, so their high planes are long runs zstd matches in few sequences: on bench/lake's rides a
-// slice compresses about twice as fast and no worse (docs/formats/wal.md, "Byte planes").
+// Byte planes: how a WAL segment (format version 5 on) stores fixed-width values before it
+// compresses them. A block of n values of `width` bytes is stored as `width` planes of n bytes:
+// plane j holds byte j of every value, in value order. Integers, timestamps and offsets differ
+// mostly in their low bytes, so their high planes are long runs that compress in few matches: on
+// bench/lake's rides a slice compresses about twice as fast and no worse (docs/formats/wal.md,
+// "Byte planes").
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 #include <xxhash.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,6 +17,7 @@
 
 #include "core/check.hpp"
 #include "wal/byte_planes.hpp"
+#include "wal/frame_codec.hpp"
 
 namespace skippr::wal {
 
@@ -51,8 +51,6 @@ constexpr uint64_t kVerifyBufferBytes = uint64_t{1} << 20;
 constexpr uint64_t kFieldFixedBytes = 16;       // a field with an empty name and no children
 constexpr uint64_t kColumnEntryBytes = 40;
 constexpr int kMaxFieldDepth = 64;
-// Level 1, not 3: measured in docs/formats/wal.md ("Compression").
-constexpr int kZstdLevel = 1;
 
 constexpr uint8_t kKindAppend = 0;
 constexpr uint8_t kKindCdc = 1;
@@ -176,7 +174,7 @@ struct Piece {
   size_t value_width;
 };
 
-// One zstd frame of a slice before compression: the buffers it concatenates.
+// One frame of a slice before compression: the buffers it concatenates.
 struct FramePlan {
   std::vector<Piece> pieces;
   uint64_t uncompressed_bytes = 0;
@@ -283,24 +281,17 @@ void PlanSlice(const Batch& batch, SlicePlan& plan) {
   PatchAt<uint64_t>(plan.head, kHeadSlotUncompressed, plan.uncompressed_bytes);
 }
 
-// Compresses a slice's frames straight into the file image, one zstd frame at a time: no staging
-// copy of the payload (zstd copies into its own window, which stays in cache), and the output grows
-// with what is written instead of being allocated at the compress bound. Pieces smaller than
-// kCoalesceBytes (CDC strings, small columns) are gathered first, so zstd sees few calls.
+// Compresses a slice's frames straight into the file image, one LZ4 frame at a time: no staging
+// copy of the payload. Pieces smaller than kCoalesceBytes (CDC strings, small columns) are gathered
+// first, so LZ4 sees few calls and blocks large enough to find matches in.
 class PayloadCompressor {
  public:
-  explicit PayloadCompressor(SegmentBytes* out) : out_(out), context_(Context()) {}
+  explicit PayloadCompressor(SegmentBytes* out) : out_(out) {}
 
-  void BeginFrame(uint64_t uncompressed_bytes) {
-    start_ = out_->size();
-    written_ = 0;
-    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_reset(context_, ZSTD_reset_session_only)));
-    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kZstdLevel)));
-    SKIPPR_CHECK(!ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(context_, uncompressed_bytes)));
-  }
+  void BeginFrame(uint64_t uncompressed_bytes) { frame_.Begin(out_, uncompressed_bytes); }
 
   // A piece's bytes, as byte planes when its values are split into them: a block at a time, each
-  // split in a buffer zstd reads (it copies what it keeps into its window).
+  // split in a buffer LZ4 reads.
   void Add(const Piece& piece) {
     if (!IsSplitIntoPlanes(piece.value_width)) return Add(piece.data, piece.size);
     const auto* values = static_cast<const uint8_t*>(piece.data);
@@ -319,52 +310,26 @@ class PayloadCompressor {
       return;
     }
     FlushSmall();
-    Feed(data, size, ZSTD_e_continue);
+    frame_.Write(data, size);
   }
 
   // Ends the frame; returns its length in bytes.
   uint64_t EndFrame() {
     FlushSmall();
-    Feed(nullptr, 0, ZSTD_e_end);
-    out_->resize(start_ + written_);
-    return written_;
+    return frame_.End();
   }
 
  private:
   static constexpr size_t kCoalesceBytes = 64 * 1024;
 
-  static ZSTD_CCtx* Context() {
-    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> context(ZSTD_createCCtx(),
-                                                                            ZSTD_freeCCtx);
-    SKIPPR_CHECK(context != nullptr);
-    return context.get();
-  }
-
   void FlushSmall() {
     if (small_used_ == 0) return;
-    Feed(small_.get(), small_used_, ZSTD_e_continue);
+    frame_.Write(small_.get(), small_used_);
     small_used_ = 0;
   }
 
-  void Feed(const void* data, size_t size, ZSTD_EndDirective mode) {
-    ZSTD_inBuffer input{data, size, 0};
-    while (true) {
-      const size_t room_wanted = ZSTD_CStreamOutSize();
-      if (out_->size() - start_ - written_ < room_wanted) {
-        out_->resize(start_ + written_ + std::max<size_t>(room_wanted, written_));
-      }
-      ZSTD_outBuffer output{out_->data() + start_, out_->size() - start_, written_};
-      const size_t remaining = ZSTD_compressStream2(context_, &output, &input, mode);
-      SKIPPR_CHECK_MSG(!ZSTD_isError(remaining), ZSTD_getErrorName(remaining));
-      written_ = output.pos;
-      if (mode == ZSTD_e_end ? remaining == 0 : input.pos == input.size) return;
-    }
-  }
-
   SegmentBytes* out_;
-  size_t start_ = 0;
-  size_t written_ = 0;
-  ZSTD_CCtx* context_;
+  Lz4FrameWriter frame_;
   std::unique_ptr<char[]> small_{new char[kCoalesceBytes]};
   size_t small_used_ = 0;
   std::unique_ptr<uint8_t[]> planes_{new uint8_t[kBytePlaneBlockBytes]};
@@ -422,8 +387,9 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
   uint64_t reserve_bytes = kFileMinBytes + header.pipeline.size() + header.source_positions.size();
   for (size_t i = 0; i < batches.size(); ++i) {
     PlanSlice(batches[i], plans[i]);
-    // Column data usually compresses 3-6x; the string grows if it does not.
-    reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 3 +
+    // LZ4 compresses column data about 3x (2.9x on bench/lake's rides): reserving half spares the
+    // usual segment a regrowth (a copy of all of it); the string grows if it compresses worse.
+    reserve_bytes += plans[i].head.size() + plans[i].uncompressed_bytes / 2 +
                      kIndexEntryFixedBytes + batches[i].namespace_name.size();
   }
   SegmentBytes out;
@@ -889,16 +855,12 @@ Result<SegmentHeader> SegmentReader::ReadHeader(const std::string& path, Env* en
 
 namespace {
 
-// Decompresses a slice's zstd frame straight into the column buffers, in directory order, without
-// a staging copy of the whole payload; values stored as byte planes are joined a block at a time.
+// Decompresses a slice's frame straight into the column buffers, in directory order, without a
+// staging copy of the whole payload; values stored as byte planes are joined a block at a time.
 class PayloadDecompressor {
  public:
   // `has_planes`: the frame stores values of 8 and 16 bytes as byte planes (version 5 on).
-  PayloadDecompressor(std::string_view compressed, bool has_planes)
-      : context_(Context()), input_{compressed.data(), compressed.size(), 0},
-        has_planes_(has_planes) {
-    SKIPPR_CHECK(!ZSTD_isError(ZSTD_DCtx_reset(context_, ZSTD_reset_session_only)));
-  }
+  PayloadDecompressor(FrameReader& frame, bool has_planes) : frame_(frame), has_planes_(has_planes) {}
 
   // Fills exactly `size` bytes of values `value_width` bytes wide; false as Read.
   bool ReadValues(void* out, size_t size, size_t value_width) {
@@ -913,65 +875,21 @@ class PayloadDecompressor {
   }
 
   // Fills exactly `size` bytes; false when the frame is damaged or ends first.
-  bool Read(void* out, size_t size) {
-    ZSTD_outBuffer output{out, size, 0};
-    while (output.pos < output.size) {
-      if (is_frame_done_) return Failed("the frame ends early");
-      if (!Step(output)) return false;
-    }
-    return true;
-  }
+  bool Read(void* out, size_t size) { return frame_.Read(out, size); }
 
   // True when the frame ended exactly after the last byte read and no input is left over.
-  bool Finish() {
-    char extra;
-    while (!is_frame_done_) {
-      ZSTD_outBuffer output{&extra, 1, 0};
-      if (!Step(output)) return false;
-      if (output.pos != 0) return Failed("the frame holds more bytes than described");
-    }
-    if (input_.pos != input_.size) return Failed("bytes follow the end of the frame");
-    return true;
-  }
+  bool Finish() { return frame_.Finish(); }
 
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return frame_.error(); }
 
  private:
-  static ZSTD_DCtx* Context() {
-    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(),
-                                                                            ZSTD_freeDCtx);
-    SKIPPR_CHECK(context != nullptr);
-    return context.get();
-  }
-
   static uint8_t* PlanesBlock() {
     thread_local std::unique_ptr<uint8_t[]> block(new uint8_t[kBytePlaneBlockBytes]);
     return block.get();
   }
 
-  bool Step(ZSTD_outBuffer& output) {
-    const size_t input_before = input_.pos;
-    const size_t output_before = output.pos;
-    const size_t hint = ZSTD_decompressStream(context_, &output, &input_);
-    if (ZSTD_isError(hint)) return Failed(ZSTD_getErrorName(hint));
-    if (hint == 0) {
-      is_frame_done_ = true;
-    } else if (input_.pos == input_before && output.pos == output_before) {
-      return Failed("the frame is cut short");
-    }
-    return true;
-  }
-
-  bool Failed(std::string_view what) {
-    error_ = what;
-    return false;
-  }
-
-  ZSTD_DCtx* context_;
-  ZSTD_inBuffer input_;
+  FrameReader& frame_;
   const bool has_planes_;
-  bool is_frame_done_ = false;
-  std::string error_;
 };
 
 // The bytes of one slice record, fetched as the decoder asks for them: views into a segment held
@@ -1007,7 +925,7 @@ class RecordBytes {
   std::deque<std::pair<uint64_t, std::string>> buffers_;  // (offset in the record, bytes)
 };
 
-// One zstd frame of a slice record: where it lies in the record and what it must hold.
+// One compressed frame of a slice record: where it lies in the record and what it must hold.
 struct Frame {
   uint64_t offset = 0;  // from the record's start
   uint64_t compressed_bytes = 0;
@@ -1194,13 +1112,19 @@ class SliceDecoder {
                                 at, frame.compressed_bytes, *frame.checksum, computed));
       }
     }
-    const unsigned long long content_bytes =
-        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
-    if (content_bytes != frame.uncompressed_bytes) {
-      return Fail(fmt::format("the zstd frame at offset {} declares {} bytes, its directory {}", at,
-                              static_cast<int64_t>(content_bytes), frame.uncompressed_bytes));
+    const std::unique_ptr<FrameReader> reader = NewFrameReader(FrameCodecOf(version_), compressed);
+    const std::optional<uint64_t> content_bytes = reader->Open();
+    if (!content_bytes) {
+      return Fail(fmt::format("the {} frame at offset {} ({} bytes) is damaged: {}",
+                              FrameCodecName(FrameCodecOf(version_)), at, frame.compressed_bytes,
+                              reader->error()));
     }
-    PayloadDecompressor payload(compressed, version_ >= 5);
+    if (*content_bytes != frame.uncompressed_bytes) {
+      return Fail(fmt::format("the {} frame at offset {} declares {} bytes, its directory {}",
+                              FrameCodecName(FrameCodecOf(version_)), at, *content_bytes,
+                              frame.uncompressed_bytes));
+    }
+    PayloadDecompressor payload(*reader, version_ >= 5);
     SKIPPR_RETURN_IF_ERROR(fill(payload));
     if (!payload.Finish()) return PayloadFailed(payload, frame);
     return Status::OK();
@@ -1368,9 +1292,10 @@ class SliceDecoder {
   }
 
   Status PayloadFailed(const PayloadDecompressor& payload, const Frame& frame) const {
-    return Fail(fmt::format("the zstd frame at offset {} ({} bytes) does not decompress to the "
+    return Fail(fmt::format("the {} frame at offset {} ({} bytes) does not decompress to the "
                             "{} bytes its directory describes: {}",
-                            record_offset_ + frame.offset, frame.compressed_bytes,
+                            FrameCodecName(FrameCodecOf(version_)), record_offset_ + frame.offset,
+                            frame.compressed_bytes,
                             frame.uncompressed_bytes, payload.error()));
   }
 

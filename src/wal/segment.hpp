@@ -1,5 +1,5 @@
 // The WAL segment file (DESIGN.md §5; every byte is documented in docs/formats/wal.md): a header,
-// one slice per batch (self-describing fields + zstd-compressed column buffers, each slice with its
+// one slice per batch (self-describing fields + compressed column buffers, each slice with its
 // own checksum), and a footer with the slice index and a checksum of every byte before it.
 // Internal to wal/: other modules include wal/wal.hpp.
 #pragma once
@@ -22,9 +22,9 @@ namespace skippr::wal {
 // Version 2 adds the store's instance id to the header; version 3 compresses each top-level column
 // (and the CDC sidecar) as its own checksummed zstd frame, so a reader decodes only the columns it
 // needs; version 4 adds the CDC mutation truncate (the same layout as 3); version 5 stores values
-// of 8 and 16 bytes and every offsets buffer as byte planes (wal/byte_planes.hpp). Versions 1 to
-// 4 stay readable.
-inline constexpr uint32_t kSegmentFormatVersion = 5;
+// of 8 and 16 bytes and every offsets buffer as byte planes (wal/byte_planes.hpp); version 6
+// compresses frames with LZ4 instead of zstd (wal/frame_codec.hpp). Versions 1 to 5 stay readable.
+inline constexpr uint32_t kSegmentFormatVersion = 6;
 inline constexpr size_t kInstanceIdBytes = 16;  // 128 bits; 32 hex digits in SegmentHeader
 
 // Direct I/O wants buffer, file offset and length aligned to the device's logical block (512 B or

@@ -61,7 +61,7 @@ struct NextIds {
   uint64_t sequence = 1;
 };
 
-// A segment encoded and checked, not yet written: encoding (columns → zstd slices) is CPU work,
+// A segment encoded and checked, not yet written: encoding (columns → LZ4 slices) is CPU work,
 // appending is I/O, and a caller may keep them apart.
 struct PreparedSegment {
   SegmentEntry entry;

@@ -12,6 +12,7 @@
 #define XXH_INLINE_ALL
 #include <lmdb.h>
 #include <xxhash.h>
+#include <lz4frame.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
 #include "wal/byte_planes.hpp"
+#include "wal/frame_codec.hpp"
 #include "wal/wal.hpp"
 
 namespace skippr {
@@ -327,6 +329,67 @@ void ResealSlices(std::string& bytes, const std::vector<SliceInfo>& slices,
   ResealFooter(bytes);
 }
 
+// The content of the compressed frame `frame` (in `codec`'s format), or why it does not decode.
+std::string FrameContent(FrameCodec codec, std::string_view frame) {
+  const std::unique_ptr<FrameReader> reader = NewFrameReader(codec, frame);
+  const std::optional<uint64_t> content_bytes = reader->Open();
+  if (!content_bytes) return "undecodable: " + reader->error();
+  std::string content(*content_bytes, '\0');
+  if (!reader->Read(content.data(), content.size()) || !reader->Finish()) {
+    return "undecodable: " + reader->error();
+  }
+  return content;
+}
+
+// A one-slice segment of the current version with each of its `frame_count` frames replaced by
+// `rewrite` of the frame's content, and every length and checksum the replacement changes
+// resealed: the file a writer of such frames would have written.
+template <typename Rewrite>
+std::string WithFramesRewritten(const std::string& bytes, size_t frame_count, Rewrite rewrite) {
+  const SegmentReader reader = ReaderOrDie(bytes);
+  EXPECT_EQ(reader.slices().size(), 1u);
+  const SliceInfo slice = reader.slices()[0];
+  const uint64_t at = slice.payload_offset;
+  const uint64_t header_bytes = LoadAt<uint32_t>(bytes, at);
+  const size_t directory = header_bytes - 8 - 24 * frame_count;  // in the record
+  std::string record = bytes.substr(at, header_bytes);
+  uint64_t frame_at = at + header_bytes;
+  for (size_t frame = 0; frame < frame_count; ++frame) {
+    const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, at + directory + 24 * frame);
+    const std::string replacement = rewrite(
+        FrameContent(FrameCodec::kLz4, std::string_view(bytes).substr(frame_at, frame_bytes)));
+    StoreAt<uint64_t>(record, directory + 24 * frame, replacement.size());
+    record += replacement;
+    frame_at += frame_bytes;
+  }
+  StoreAt<uint64_t>(record, 25, record.size() - header_bytes);       // compressed_bytes
+  std::string footer = bytes.substr(at + slice.payload_bytes);
+  StoreAt<uint64_t>(footer, 4 + 8, record.size());                    // the index entry's length
+  StoreAt<uint64_t>(footer, footer.size() - 28, at + record.size());  // footer_offset
+  std::string rewritten = bytes.substr(0, at) + record + footer;
+  SliceInfo resized = slice;
+  resized.payload_bytes = record.size();
+  ResealSlices(rewritten, {resized}, {frame_count});
+  return rewritten;
+}
+
+std::string ZstdFrame(const std::string& content) {
+  std::string frame(ZSTD_compressBound(content.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), content.data(), content.size(), 1));
+  return frame;
+}
+
+// A one-slice segment of the current version relabelled as `version` (at most 5), its frames
+// recompressed as the zstd frames versions 1 to 5 hold. The content stays as written (byte planes
+// included), so this builds files for the checks that depend on the version, not a faithful old
+// file.
+std::string AsZstdVersion(const std::string& bytes, uint32_t version, size_t frame_count) {
+  std::string old = WithFramesRewritten(bytes, frame_count, ZstdFrame);
+  StoreAt<uint32_t>(old, 8, version);
+  ResealFooter(old);
+  return old;
+}
+
 using skippr::testing::TempDir;
 
 void WriteFile(const std::string& path, std::string_view bytes) {
@@ -514,7 +577,7 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   EXPECT_EQ(LoadAt<uint64_t>(bytes, at + slice_header_bytes - 8),
             XXH3_64bits(bytes.data() + at, slice_header_bytes - 8));  // the header checksum
   // The frame directory, two entries (user_id, email): compressed bytes, uncompressed bytes, and
-  // the checksum of the compressed bytes. Each frame starts with the zstd magic 28 b5 2f fd.
+  // the checksum of the compressed bytes. Each frame starts with the LZ4 frame magic 04 22 4d 18.
   const size_t directory = at + slice_header_bytes - 8 - 2 * 24;
   const uint64_t first_frame = LoadAt<uint64_t>(bytes, directory);
   const uint64_t second_frame = LoadAt<uint64_t>(bytes, directory + 24);
@@ -522,10 +585,10 @@ TEST(SegmentFormat, HeaderAndTailSitWhereTheDocumentSays) {
   EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 8) + LoadAt<uint64_t>(bytes, directory + 32),
             users.uncompressed_bytes);
   EXPECT_EQ(slice_header_bytes + first_frame + second_frame, users.payload_bytes);
-  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes), 0xfd2fb528u);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes), 0x184d2204u);
   EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 16),
             XXH3_64bits(bytes.data() + at + slice_header_bytes, first_frame));
-  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes + first_frame), 0xfd2fb528u);
+  EXPECT_EQ(LoadAt<uint32_t>(bytes, at + slice_header_bytes + first_frame), 0x184d2204u);
   EXPECT_EQ(LoadAt<uint64_t>(bytes, directory + 40),
             XXH3_64bits(bytes.data() + at + slice_header_bytes + first_frame, second_frame));
   EXPECT_EQ(bytes[reader.slices()[1].payload_offset + 4], 1);  // kind: cdc
@@ -540,12 +603,12 @@ TEST(SegmentFormat, TheDocumentsExampleIsByteExact) {
   header.created_unix_micros = 0;
   header.source_positions = "{}";
   const unsigned char expected[] = {  // docs/formats/wal.md, "Example"
-      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x05, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
+      0x53, 0x4b, 0x50, 0x52, 0x57, 0x41, 0x4c, 0x00, 0x06, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00,
       0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
       0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01, 0x00, 0x00, 0x00, 0x70, 0x02, 0x00, 0x00,
-      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xb4,
-      0x2e, 0xaa, 0x70, 0xa4, 0x17, 0x1f, 0xac, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
+      0x00, 0x7b, 0x7d, 0x00, 0x00, 0x00, 0x00, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x48,
+      0x86, 0xe3, 0x10, 0x7d, 0x93, 0xac, 0x93, 0x20, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x50, 0x52, 0x54,
       0x41, 0x49, 0x4c};
   EXPECT_EQ(Encode(header, {}),
             std::string(reinterpret_cast<const char*>(expected), sizeof(expected)));
@@ -714,9 +777,7 @@ TEST(SegmentFormat, TruncateIsAVersion4Mutation) {
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->cdc->mutations[5], Mutation::kTruncate);
 
-  StoreAt<uint32_t>(bytes, 8, 3);
-  ResealFooter(bytes);
-  SegmentReader old = ReaderOrDie(bytes);
+  SegmentReader old = ReaderOrDie(AsZstdVersion(bytes, 3, FrameCount(batch)));
   const Status damaged = old.ReadSlice(0).status();
   EXPECT_EQ(damaged.code(), StatusCode::kCorruption);
   EXPECT_THAT(damaged.message(), HasSubstr("row 5 has mutation code 4"));
@@ -762,6 +823,41 @@ TEST(SegmentDamage, SliceChecksumCatchesDamageTheFooterMissed) {
 
 // With every checksum recomputed over the damage, what remains are the structural checks: decoding
 // may fail (Corruption) or produce a batch that validates, but never crashes or reads out of bounds.
+// Version 6 frames are LZ4 frames that declare their length: a zstd frame, a skippable LZ4 frame
+// or an LZ4 frame without its content size is damage, named, even with every checksum resealed.
+TEST(SegmentDamage, AFrameNotOfItsVersionsCodecOrWithoutItsLengthIsDamage) {
+  const Batch batch = UsersBatch(40);
+  const std::string bytes = Encode(MakeHeader(), {batch});
+  const auto lz4_without_length = [](const std::string& content) {
+    std::string frame(LZ4F_compressFrameBound(content.size(), nullptr), '\0');
+    frame.resize(LZ4F_compressFrame(frame.data(), frame.size(), content.data(), content.size(),
+                                    nullptr));
+    return frame;
+  };
+  const auto skippable = [](const std::string& content) {
+    std::string frame(8, '\0');
+    StoreAt<uint32_t>(frame, 0, 0x184d2a50u);
+    StoreAt<uint32_t>(frame, 4, static_cast<uint32_t>(content.size()));
+    return frame + content;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {WithFramesRewritten(bytes, FrameCount(batch), ZstdFrame), "the LZ4 frame at offset"},
+      {WithFramesRewritten(bytes, FrameCount(batch), lz4_without_length), "declares 0 bytes"},
+      {WithFramesRewritten(bytes, FrameCount(batch), skippable), "a skippable frame"},
+  };
+  for (const auto& [damaged, expected] : cases) {
+    SegmentReader reader = ReaderOrDie(damaged);
+    const Status read = reader.ReadSlice(0).status();
+    EXPECT_EQ(read.code(), StatusCode::kCorruption) << expected;
+    EXPECT_THAT(read.message(), HasSubstr(expected));
+  }
+  // The same content in frames of the version's own codec reads back.
+  SegmentReader version5 = ReaderOrDie(AsZstdVersion(bytes, 5, FrameCount(batch)));
+  Result<Batch> read = version5.ReadSlice(0);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ExpectSameBatch(*read, batch);
+}
+
 TEST(SegmentDamage, ResealedFlipsNeverCrashTheDecoder) {
   const std::vector<Batch> batches = {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)};
   const std::string original = Encode(MakeHeader(), batches);
@@ -994,9 +1090,9 @@ TEST(SegmentFormat, WideValuesAndOffsetsAreStoredAsBytePlanes) {
   std::vector<std::string> frames;
   for (size_t frame = 0; frame < 3; ++frame) {
     const uint64_t frame_bytes = LoadAt<uint64_t>(bytes, directory + 24 * frame);
-    std::string content(LoadAt<uint64_t>(bytes, directory + 24 * frame + 8), '\0');
-    ASSERT_EQ(ZSTD_decompress(content.data(), content.size(), bytes.data() + frame_at, frame_bytes),
-              content.size());
+    std::string content =
+        FrameContent(FrameCodec::kLz4, std::string_view(bytes).substr(frame_at, frame_bytes));
+    ASSERT_EQ(content.size(), LoadAt<uint64_t>(bytes, directory + 24 * frame + 8)) << content;
     frames.push_back(std::move(content));
     frame_at += frame_bytes;
   }
@@ -1021,15 +1117,16 @@ TEST(SegmentFormat, WideValuesAndOffsetsAreStoredAsBytePlanes) {
 }
 
 // Older segments stay readable, projection included: the committed fuzz seeds of versions 1 and 2
-// (one frame per slice) and 3 (as 4, buffers as held) decode to the same batches as their version 5
-// rewrites (tests/fuzz/wal_segment_seeds writes the same batches in every version).
+// (one frame per slice), 3 (as 4, buffers as held) and 5 (byte planes, zstd frames) decode to the
+// same batches as their version 6 rewrites (tests/fuzz/wal_segment_seeds writes the same batches in
+// every version).
 TEST(SegmentFormat, OlderVersionSegmentsStayReadable) {
   const std::string seeds = std::string(SKIPPR_SOURCE_DIR) + "/tests/fuzz/wal_segment/seeds/";
   for (const std::string name : {"empty", "one_slice", "all_kinds", "two_namespaces", "cdc"}) {
     Result<SegmentReader> current = SegmentReader::Open(seeds + name + ".seg");
     ASSERT_TRUE(current.ok()) << current.status().ToString();
     EXPECT_EQ(current->header().format_version, kSegmentFormatVersion) << name;
-    for (const uint32_t version : {1u, 2u, 3u}) {
+    for (const uint32_t version : {1u, 2u, 3u, 5u}) {
       SCOPED_TRACE(fmt::format("{} version {}", name, version));
       Result<SegmentReader> old = SegmentReader::Open(fmt::format("{}{}_v{}.seg", seeds, name, version));
       ASSERT_TRUE(old.ok()) << old.status().ToString();
