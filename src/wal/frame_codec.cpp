@@ -17,26 +17,28 @@ namespace {
 constexpr size_t kLz4BlockBytes = size_t{1} << 20;
 constexpr LZ4F_blockSizeID_t kLz4BlockSizeId = LZ4F_max1MB;
 
-LZ4F_cctx* Lz4CompressionContext() {
-  thread_local std::unique_ptr<LZ4F_cctx, LZ4F_errorCode_t (*)(LZ4F_cctx*)> context(
+// One context per thread, reused by every frame it writes or reads (LZ4 keeps its buffers there).
+template <typename Context, LZ4F_errorCode_t (*kCreate)(Context**, unsigned),
+          LZ4F_errorCode_t (*kFree)(Context*)>
+Context* ThreadLz4Context() {
+  thread_local std::unique_ptr<Context, LZ4F_errorCode_t (*)(Context*)> context(
       [] {
-        LZ4F_cctx* created = nullptr;
-        SKIPPR_CHECK(!LZ4F_isError(LZ4F_createCompressionContext(&created, LZ4F_VERSION)));
+        Context* created = nullptr;
+        SKIPPR_CHECK(!LZ4F_isError(kCreate(&created, LZ4F_VERSION)));
         return created;
       }(),
-      LZ4F_freeCompressionContext);
+      kFree);
   return context.get();
 }
 
+LZ4F_cctx* Lz4CompressionContext() {
+  return ThreadLz4Context<LZ4F_cctx, LZ4F_createCompressionContext,
+                          LZ4F_freeCompressionContext>();
+}
+
 LZ4F_dctx* Lz4DecompressionContext() {
-  thread_local std::unique_ptr<LZ4F_dctx, LZ4F_errorCode_t (*)(LZ4F_dctx*)> context(
-      [] {
-        LZ4F_dctx* created = nullptr;
-        SKIPPR_CHECK(!LZ4F_isError(LZ4F_createDecompressionContext(&created, LZ4F_VERSION)));
-        return created;
-      }(),
-      LZ4F_freeDecompressionContext);
-  return context.get();
+  return ThreadLz4Context<LZ4F_dctx, LZ4F_createDecompressionContext,
+                          LZ4F_freeDecompressionContext>();
 }
 
 LZ4F_preferences_t Lz4Preferences(uint64_t content_bytes) {
@@ -50,18 +52,7 @@ LZ4F_preferences_t Lz4Preferences(uint64_t content_bytes) {
   return preferences;
 }
 
-// Where LZ4 writes a block before it is appended to the segment: appending only what was produced
-// spares the segment's buffer a zero-fill of each block's bound.
-char* Lz4Scratch(size_t bytes) {
-  thread_local std::unique_ptr<char[]> scratch;
-  thread_local size_t scratch_bytes = 0;
-  if (scratch_bytes < bytes) {
-    scratch.reset(new char[bytes]);
-    scratch_bytes = bytes;
-  }
-  return scratch.get();
-}
-
+// The most one call to LZ4 writes: a frame header, or the output of a block of kLz4BlockBytes.
 size_t Lz4ScratchBytes() {
   static const size_t bytes = [] {
     const LZ4F_preferences_t preferences = Lz4Preferences(kLz4BlockBytes);
@@ -69,6 +60,13 @@ size_t Lz4ScratchBytes() {
                     size_t{LZ4F_HEADER_SIZE_MAX});
   }();
   return bytes;
+}
+
+// Where LZ4 writes before the output is appended to the segment: appending only what was produced
+// spares the segment's buffer a zero-fill of each block's bound.
+char* Lz4Scratch() {
+  thread_local const std::unique_ptr<char[]> scratch(new char[Lz4ScratchBytes()]);
+  return scratch.get();
 }
 
 class ZstdFrameReader final : public FrameReader {
@@ -217,7 +215,7 @@ void Lz4FrameWriter::Begin(SegmentBytes* out, uint64_t content_bytes) {
   out_ = out;
   const LZ4F_preferences_t preferences = Lz4Preferences(content_bytes);
   const size_t header_bytes = LZ4F_compressBegin(
-      Lz4CompressionContext(), Lz4Scratch(Lz4ScratchBytes()), LZ4F_HEADER_SIZE_MAX, &preferences);
+      Lz4CompressionContext(), Lz4Scratch(), LZ4F_HEADER_SIZE_MAX, &preferences);
   SKIPPR_CHECK_MSG(!LZ4F_isError(header_bytes), LZ4F_getErrorName(header_bytes));
   written_ = 0;
   Append(header_bytes);
@@ -227,9 +225,8 @@ void Lz4FrameWriter::Write(const void* data, size_t size) {
   const auto* at = static_cast<const char*>(data);
   while (size > 0) {
     const size_t piece = std::min(size, kLz4BlockBytes);
-    const size_t produced =
-        LZ4F_compressUpdate(Lz4CompressionContext(), Lz4Scratch(Lz4ScratchBytes()),
-                            Lz4ScratchBytes(), at, piece, nullptr);
+    const size_t produced = LZ4F_compressUpdate(Lz4CompressionContext(), Lz4Scratch(),
+                                                Lz4ScratchBytes(), at, piece, nullptr);
     SKIPPR_CHECK_MSG(!LZ4F_isError(produced), LZ4F_getErrorName(produced));
     Append(produced);
     at += piece;
@@ -239,14 +236,14 @@ void Lz4FrameWriter::Write(const void* data, size_t size) {
 
 uint64_t Lz4FrameWriter::End() {
   const size_t produced = LZ4F_compressEnd(
-      Lz4CompressionContext(), Lz4Scratch(Lz4ScratchBytes()), Lz4ScratchBytes(), nullptr);
+      Lz4CompressionContext(), Lz4Scratch(), Lz4ScratchBytes(), nullptr);
   SKIPPR_CHECK_MSG(!LZ4F_isError(produced), LZ4F_getErrorName(produced));
   Append(produced);
   return written_;
 }
 
 void Lz4FrameWriter::Append(size_t produced_bytes) {
-  out_->append(Lz4Scratch(Lz4ScratchBytes()), produced_bytes);
+  out_->append(Lz4Scratch(), produced_bytes);
   written_ += produced_bytes;
 }
 

@@ -23,7 +23,8 @@ constexpr FrameCodec FrameCodecOf(uint32_t format_version) {
 std::string_view FrameCodecName(FrameCodec codec);
 
 // Writes one LZ4 frame at the end of a SegmentBytes: Begin, any number of Write, End. The frame
-// declares its content length; its blocks are independent, so a damaged one stays local.
+// declares its content length, which the Writes must add up to (End checks); its blocks are
+// independent (linked ones compress a slice's bytes no smaller).
 class Lz4FrameWriter {
  public:
   void Begin(SegmentBytes* out, uint64_t content_bytes);
