@@ -860,7 +860,8 @@ namespace {
 class PayloadDecompressor {
  public:
   // `has_planes`: the frame stores values of 8 and 16 bytes as byte planes (version 5 on).
-  PayloadDecompressor(FrameReader& frame, bool has_planes) : frame_(frame), has_planes_(has_planes) {}
+  PayloadDecompressor(FrameReader& frame, bool has_planes)
+      : frame_(frame), has_planes_(has_planes) {}
 
   // Fills exactly `size` bytes of values `value_width` bytes wide; false as Read.
   bool ReadValues(void* out, size_t size, size_t value_width) {

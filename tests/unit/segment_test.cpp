@@ -11,8 +11,8 @@
 
 #define XXH_INLINE_ALL
 #include <lmdb.h>
-#include <xxhash.h>
 #include <lz4frame.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -821,8 +821,6 @@ TEST(SegmentDamage, SliceChecksumCatchesDamageTheFooterMissed) {
   EXPECT_THAT(batch.status().message(), HasSubstr("test.seg"));
 }
 
-// With every checksum recomputed over the damage, what remains are the structural checks: decoding
-// may fail (Corruption) or produce a batch that validates, but never crashes or reads out of bounds.
 // Version 6 frames are LZ4 frames that declare their length: a zstd frame, a skippable LZ4 frame
 // or an LZ4 frame without its content size is damage, named, even with every checksum resealed.
 TEST(SegmentDamage, AFrameNotOfItsVersionsCodecOrWithoutItsLengthIsDamage) {
@@ -858,6 +856,8 @@ TEST(SegmentDamage, AFrameNotOfItsVersionsCodecOrWithoutItsLengthIsDamage) {
   ExpectSameBatch(*read, batch);
 }
 
+// With every checksum recomputed over the damage, what remains are the structural checks: decoding
+// may fail (Corruption) or produce a batch that validates, but never crashes or reads out of bounds.
 TEST(SegmentDamage, ResealedFlipsNeverCrashTheDecoder) {
   const std::vector<Batch> batches = {UsersBatch(3), CdcBatch(2), AllTypesBatch("rides", 3, 6)};
   const std::string original = Encode(MakeHeader(), batches);
