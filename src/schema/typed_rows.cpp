@@ -136,8 +136,9 @@ ScalarToken ScalarToken::OfText(std::string_view text) {
   if (IsBoolWord(text)) return OfBool(text[0] == 't' || text[0] == 'T');
   if (LooksNumeric(text)) {
     // Most numeric cells are JSON numbers, which OfJsonNumber reads as NumberFromText does without
-    // building a Value. Beyond JSON's grammar NumberFromText reads only a point without fraction
-    // digits ("1.", "1.e5"): other cells ("2024-03-25", "+5", "00.5") are text without asking it.
+    // building a Value. Beyond JSON's grammar NumberFromText reads only forms with a point ("1.",
+    // "1.e5", "00.5" it refuses): cells without one ("2024-03-25", "007", "1-2") are text without
+    // asking it.
     if (std::optional<ScalarToken> number = OfJsonNumber(text)) return *number;
     if (text.find('.') != std::string_view::npos) {
       if (std::optional<Value> number = NumberFromText(text)) return TokenOfNumber(*number, text);

@@ -1113,17 +1113,16 @@ class SliceDecoder {
                                 at, frame.compressed_bytes, *frame.checksum, computed));
       }
     }
-    const std::unique_ptr<FrameReader> reader = NewFrameReader(FrameCodecOf(version_), compressed);
+    const FrameCodec codec = FrameCodecOf(version_);
+    const std::unique_ptr<FrameReader> reader = NewFrameReader(codec, compressed);
     const std::optional<uint64_t> content_bytes = reader->Open();
     if (!content_bytes) {
       return Fail(fmt::format("the {} frame at offset {} ({} bytes) is damaged: {}",
-                              FrameCodecName(FrameCodecOf(version_)), at, frame.compressed_bytes,
-                              reader->error()));
+                              FrameCodecName(codec), at, frame.compressed_bytes, reader->error()));
     }
     if (*content_bytes != frame.uncompressed_bytes) {
       return Fail(fmt::format("the {} frame at offset {} declares {} bytes, its directory {}",
-                              FrameCodecName(FrameCodecOf(version_)), at, *content_bytes,
-                              frame.uncompressed_bytes));
+                              FrameCodecName(codec), at, *content_bytes, frame.uncompressed_bytes));
     }
     PayloadDecompressor payload(*reader, version_ >= 5);
     SKIPPR_RETURN_IF_ERROR(fill(payload));
