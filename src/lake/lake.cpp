@@ -1012,15 +1012,12 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
 }
 
 Result<LandingOutcome> LakeWriter::LandStreamed(
-    const Landing& landing, const schema::NamespaceSchema& namespace_schema,
-    const std::vector<std::shared_ptr<const Batch>>& batches) {
+    const Landing& landing, const schema::NamespaceSchema& namespace_schema, int64_t rows) {
   SKIPPR_CHECK_MSG(streamed_ != nullptr && streamed_->namespace_name == landing.namespace_name &&
                        streamed_->schema_id == namespace_schema.schema_id,
                    "LandStreamed lands the stream WriteStream last wrote, under its schema");
   SKIPPR_CHECK_MSG(landing.key_columns.empty(), "a streamed landing appends or replaces");
   std::unique_ptr<StreamedFile> streamed = std::move(streamed_);
-  int64_t rows = 0;
-  for (const auto& batch : batches) rows += batch->num_rows;
   SKIPPR_CHECK_MSG(rows == streamed->file.record_count, "the stream wrote every landed row");
   Result<LandingOutcome> outcome = Commit(
       landing, namespace_schema, rows,

@@ -122,15 +122,17 @@ class LakeWriter {
   // batches are still being committed to the WAL, before the landing they make up is known.
   // WriteStream writes every batch `next` hands out (each of `namespace_schema`'s current schema;
   // nullptr ends the stream) to a synced Parquet file no snapshot names, and returns its rows.
-  // LandStreamed then lands `landing`, whose slices are exactly those `batches`, by committing that
-  // file as Land would have written it (a replay of the landing after a crash writes it again). A
-  // stream that never lands leaves a file that the next stream of the pipeline overwrites.
+  // LandStreamed then lands `landing`, whose slices are exactly the streamed batches (`rows` rows
+  // in all, checked against the file), by committing that file as Land would have written it (a
+  // replay of the landing after a crash writes it again). Nothing holds a batch once DuckDB has
+  // read it, so a stream's memory is its batches in flight, not the landing. A stream that never
+  // lands leaves a file that the next stream of the pipeline overwrites.
   using StreamedBatches = std::function<Result<std::shared_ptr<const Batch>>()>;
   Result<int64_t> WriteStream(const schema::NamespaceSchema& namespace_schema,
                               StreamedBatches next);
   Result<LandingOutcome> LandStreamed(const Landing& landing,
                                       const schema::NamespaceSchema& namespace_schema,
-                                      const std::vector<std::shared_ptr<const Batch>>& batches);
+                                      int64_t rows);
 
  private:
   LakeWriter() = default;

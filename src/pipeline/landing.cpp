@@ -650,7 +650,7 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
   SKIPPR_CHECK(sinks.data != nullptr && sinks.data_policy.key_columns.empty() &&
                !IsDeadletters(namespace_schema.name));
   std::vector<lake::SliceRef> slices;
-  std::vector<std::shared_ptr<const Batch>> batches;
+  int64_t rows = 0;  // the slices' rows; their batches are let go as DuckDB reads them
   SKIPPR_RETURN_IF_ERROR(
       sinks.data
           ->WriteStream(namespace_schema,
@@ -660,7 +660,7 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
                           SKIPPR_CHECK(taken->batch->namespace_name == namespace_schema.name &&
                                        taken->batch->schema_id == namespace_schema.schema_id);
                           slices.push_back(taken->slice);
-                          batches.push_back(taken->batch);
+                          rows += taken->batch->num_rows;
                           return taken->batch;
                         })
           .status());
@@ -675,7 +675,7 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
   using SegmentsById = std::map<uint64_t, wal::SegmentEntry>;
   SKIPPR_ASSIGN_OR_RETURN(const SegmentsById segments, RecordStreamPlan(state, landing));
   SKIPPR_ASSIGN_OR_RETURN(const lake::LandingOutcome outcome,
-                          sinks.data->LandStreamed(landing, namespace_schema, batches));
+                          sinks.data->LandStreamed(landing, namespace_schema, rows));
   SKIPPR_RETURN_IF_ERROR(
       FinishLanding(state, pipeline, segments, landing, outcome, {},
                     ", written as they were committed", pass, result));

@@ -429,7 +429,7 @@ class LakeStream : public LakeMerge {
     EXPECT_EQ(rows, expected_rows);
     landing_ = PlanLanding("p", kInstance, "events", slices);
     SKIPPR_ASSIGN_OR_RETURN(LandingOutcome outcome,
-                            writer_->LandStreamed(landing_, EventsSchema(), batches));
+                            writer_->LandStreamed(landing_, EventsSchema(), expected_rows));
     snapshot_ = outcome.snapshot;
     return outcome;
   }
