@@ -428,22 +428,31 @@ class SyncPass {
     }
   }
 
-  // Every commit made, the processor drained, then the last landing round, which reclaims what the
-  // processor has passed.
+  // Every commit made, then the processor drains while the lander lands the rest: neither waits
+  // for the other (the lander's last round would otherwise sit idle behind the processor's
+  // backlog). A landing reclaims only what the processor has passed, so once both have ended,
+  // what it passed after the lander's last round is reclaimed here.
   Status Finish() {
     SKIPPR_RETURN_IF_ERROR(committer_->Drain());
     progress_.rows_committed = result_.rows_committed;
     progress_.segments_committed = result_.segments_committed;
-    if (aggregator_) {
-      SKIPPR_ASSIGN_OR_RETURN(result_.rows_aggregated, aggregator_->Finish());
-    }
+    std::optional<Result<LandingPassResult>> landed;
+    std::thread landing_finish;
+    if (lander_) landing_finish = std::thread([this, &landed] { landed = lander_->Finish(); });
+    Result<int64_t> aggregated = aggregator_ ? aggregator_->Finish() : Result<int64_t>(0);
+    if (landing_finish.joinable()) landing_finish.join();
+    SKIPPR_RETURN_IF_ERROR(aggregated.status());
+    result_.rows_aggregated = *aggregated;
     if (lander_) {
-      SKIPPR_ASSIGN_OR_RETURN(const LandingPassResult landed, lander_->Finish());
-      result_.landings = landed.landings;
-      result_.rows_landed = landed.rows_landed;
-      result_.segments_reclaimed = landed.segments_reclaimed;
-      result_.deadletters_landed = landed.deadletters.landed;
-      result_.deadletters_discarded = landed.deadletters.discarded;
+      SKIPPR_RETURN_IF_ERROR(landed->status());
+      result_.landings = (*landed)->landings;
+      result_.rows_landed = (*landed)->rows_landed;
+      result_.segments_reclaimed = (*landed)->segments_reclaimed;
+      result_.deadletters_landed = (*landed)->deadletters.landed;
+      result_.deadletters_discarded = (*landed)->deadletters.discarded;
+      // The lander's thread has ended: this one is now the only one that lands.
+      SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed, ReclaimLandedSegments(state_, pipeline_));
+      result_.segments_reclaimed += reclaimed;
     }
     if (on_progress_) on_progress_(progress_);
     if (result_.deadletters_committed > 0 && !lander_) {

@@ -496,5 +496,71 @@ TEST(AggregateSync, IngestCommitsEverythingWhileTheProcessorIsHeldBack) {
   }
 }
 
+// The rows of live slices the lake holds (all that landed, while a held processor keeps every
+// segment live); 0 before the pipeline's store exists.
+int64_t LandedLiveRows(const config::PipelineConfig& pipeline) {
+  Result<pipeline::PipelineState> state = pipeline::PipelineState::OpenForReading(pipeline);
+  if (!state.ok()) return 0;
+  store::ReadTransaction read = ValueOrDie(state->store().BeginRead());
+  const pipeline::internal::LandingState landing =
+      ValueOrDie(pipeline::internal::ReadLandingState(read));
+  int64_t rows = 0;
+  for (const wal::SegmentEntry& entry : ValueOrDie(wal::LiveSegments(read))) {
+    for (const wal::SliceSummary& slice : entry.slices) {
+      if (landing.landed.contains({entry.segment_id, slice.ordinal})) rows += slice.rows;
+    }
+  }
+  return rows;
+}
+
+// At the end of a pass the lander lands the rest while the processor drains: its last landing
+// does not wait for a processor that is behind (held here until everything has landed; waiting,
+// the pass would never end, since the sink's commit interval is an hour), and what the processor
+// passes after that landing is reclaimed before the pass returns.
+TEST(AggregateSync, TheLastLandingDoesNotWaitForTheProcessorAndItsSegmentsAreReclaimedAfter) {
+  TempDir dir;
+  constexpr int64_t kRows = 3000;
+  {
+    std::filesystem::create_directories(dir.Sub("input"));
+    std::ofstream out(dir.Sub("input/invoices.jsonl"));
+    for (int64_t i = 0; i < kRows; ++i) {
+      out << fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}}})", i, i % 7, i)
+          << "\n";
+    }
+  }
+  std::string yaml = InvoicesYaml(dir.path(), "    data_sink: data_sinks.lake");
+  const std::string table_namespace = "      table_namespace: landed\n";
+  yaml.replace(yaml.find(table_namespace), table_namespace.size(),
+               table_namespace + "      commit_interval_seconds: 3600\n");
+  const config::Config config = ParseOrDie(yaml);
+  const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
+  const std::string hold_file = dir.Sub("hold");
+  std::ofstream(hold_file).put('x');
+  ::setenv("SKIPPR_AGGREGATE_HOLD_FILE", hold_file.c_str(), 1);
+  std::atomic<bool> saw_everything_landed_and_nothing_applied{false};
+  std::thread watcher([&] {
+    while (LandedLiveRows(pipeline) < kRows) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
+    saw_everything_landed_and_nothing_applied = status.ok() &&
+                                                status->aggregate_lags.size() == 1 &&
+                                                status->aggregate_lags[0].rows == kRows;
+    std::filesystem::remove(hold_file);
+  });
+  Result<pipeline::SyncResult> result = pipeline::SyncOnce(config, pipeline, nullptr);
+  watcher.join();
+  ::unsetenv("SKIPPR_AGGREGATE_HOLD_FILE");
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_TRUE(saw_everything_landed_and_nothing_applied);
+  EXPECT_EQ(result->rows_landed, kRows);
+  EXPECT_EQ(result->rows_aggregated, kRows);
+  EXPECT_EQ(result->segments_reclaimed, result->segments_committed);
+  const pipeline::PipelineStatus status = ValueOrDie(pipeline::ReadStatus(pipeline));
+  EXPECT_EQ(status.live_segments, 0u);
+  ASSERT_EQ(status.aggregate_lags.size(), 1u);
+  EXPECT_EQ(status.aggregate_lags[0].rows, 0);
+}
+
 }  // namespace
 }  // namespace skippr
