@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -443,38 +444,51 @@ TEST(AggregateReclaim, ALandedSegmentStaysUntilEveryCursorHasPassedIt) {
   EXPECT_EQ(snapshot.groups.size(), 3u);
 }
 
-TEST(AggregateSync, IngestCommitsEverythingWhileTheProcessorIsHeldBack) {
-  TempDir dir;
-  constexpr int64_t kRows = 3000;
-  {
-    std::filesystem::create_directories(dir.Sub("input"));
-    std::ofstream out(dir.Sub("input/invoices.jsonl"));
-    for (int64_t i = 0; i < kRows; ++i) {
-      out << fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}}})", i, i % 7, i)
-          << "\n";
-    }
+// input/invoices.jsonl: invoice i of customer i mod 7, for amount i.
+void WriteInvoicesInput(const TempDir& dir, int64_t rows) {
+  std::filesystem::create_directories(dir.Sub("input"));
+  std::ofstream out(dir.Sub("input/invoices.jsonl"));
+  for (int64_t i = 0; i < rows; ++i) {
+    out << fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}}})", i, i % 7, i)
+        << "\n";
   }
-  const config::Config config = ParseOrDie(InvoicesYaml(dir.path(), ""));
-  const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
-  const std::string hold_file = dir.Sub("hold");
+}
+
+// SyncOnce with the aggregate processor held back (SKIPPR_AGGREGATE_HOLD_FILE) until `is_ready`,
+// asked every 5 ms on a thread of its own while the pass runs, says to release it.
+Result<pipeline::SyncResult> SyncWithTheProcessorHeldUntil(const config::Config& config,
+                                                           const config::PipelineConfig& pipeline,
+                                                           const std::string& hold_file,
+                                                           const std::function<bool()>& is_ready) {
   std::ofstream(hold_file).put('x');
   ::setenv("SKIPPR_AGGREGATE_HOLD_FILE", hold_file.c_str(), 1);
-  std::atomic<bool> saw_everything_committed_and_nothing_applied{false};
-  // The watcher releases the processor once ingest has committed every row without it.
   std::thread watcher([&] {
-    while (true) {
-      Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
-      if (status.ok() && status->live_rows == kRows && status->aggregate_lags.size() == 1) {
-        saw_everything_committed_and_nothing_applied = status->aggregate_lags[0].rows == kRows;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    while (!is_ready()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::filesystem::remove(hold_file);
   });
   Result<pipeline::SyncResult> result = pipeline::SyncOnce(config, pipeline, nullptr);
   watcher.join();
   ::unsetenv("SKIPPR_AGGREGATE_HOLD_FILE");
+  return result;
+}
+
+TEST(AggregateSync, IngestCommitsEverythingWhileTheProcessorIsHeldBack) {
+  TempDir dir;
+  constexpr int64_t kRows = 3000;
+  WriteInvoicesInput(dir, kRows);
+  const config::Config config = ParseOrDie(InvoicesYaml(dir.path(), ""));
+  const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
+  bool saw_everything_committed_and_nothing_applied = false;
+  // The processor is released once ingest has committed every row without it.
+  Result<pipeline::SyncResult> result =
+      SyncWithTheProcessorHeldUntil(config, pipeline, dir.Sub("hold"), [&] {
+        Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
+        if (!status.ok() || status->live_rows != kRows || status->aggregate_lags.size() != 1) {
+          return false;
+        }
+        saw_everything_committed_and_nothing_applied = status->aggregate_lags[0].rows == kRows;
+        return true;
+      });
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_TRUE(saw_everything_committed_and_nothing_applied);
   EXPECT_EQ(result->rows_aggregated, kRows);
@@ -520,37 +534,23 @@ int64_t LandedLiveRows(const config::PipelineConfig& pipeline) {
 TEST(AggregateSync, TheLastLandingDoesNotWaitForTheProcessorAndItsSegmentsAreReclaimedAfter) {
   TempDir dir;
   constexpr int64_t kRows = 3000;
-  {
-    std::filesystem::create_directories(dir.Sub("input"));
-    std::ofstream out(dir.Sub("input/invoices.jsonl"));
-    for (int64_t i = 0; i < kRows; ++i) {
-      out << fmt::format(R"({{"invoice_id": {}, "customer_id": {}, "amount": {}}})", i, i % 7, i)
-          << "\n";
-    }
-  }
+  WriteInvoicesInput(dir, kRows);
   std::string yaml = InvoicesYaml(dir.path(), "    data_sink: data_sinks.lake");
   const std::string table_namespace = "      table_namespace: landed\n";
   yaml.replace(yaml.find(table_namespace), table_namespace.size(),
                table_namespace + "      commit_interval_seconds: 3600\n");
   const config::Config config = ParseOrDie(yaml);
   const config::PipelineConfig& pipeline = config.pipelines.at("invoices");
-  const std::string hold_file = dir.Sub("hold");
-  std::ofstream(hold_file).put('x');
-  ::setenv("SKIPPR_AGGREGATE_HOLD_FILE", hold_file.c_str(), 1);
-  std::atomic<bool> saw_everything_landed_and_nothing_applied{false};
-  std::thread watcher([&] {
-    while (LandedLiveRows(pipeline) < kRows) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
-    saw_everything_landed_and_nothing_applied = status.ok() &&
-                                                status->aggregate_lags.size() == 1 &&
-                                                status->aggregate_lags[0].rows == kRows;
-    std::filesystem::remove(hold_file);
-  });
-  Result<pipeline::SyncResult> result = pipeline::SyncOnce(config, pipeline, nullptr);
-  watcher.join();
-  ::unsetenv("SKIPPR_AGGREGATE_HOLD_FILE");
+  bool saw_everything_landed_and_nothing_applied = false;
+  Result<pipeline::SyncResult> result =
+      SyncWithTheProcessorHeldUntil(config, pipeline, dir.Sub("hold"), [&] {
+        if (LandedLiveRows(pipeline) < kRows) return false;
+        Result<pipeline::PipelineStatus> status = pipeline::ReadStatus(pipeline);
+        saw_everything_landed_and_nothing_applied = status.ok() &&
+                                                    status->aggregate_lags.size() == 1 &&
+                                                    status->aggregate_lags[0].rows == kRows;
+        return true;
+      });
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_TRUE(saw_everything_landed_and_nothing_applied);
   EXPECT_EQ(result->rows_landed, kRows);
