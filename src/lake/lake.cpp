@@ -90,7 +90,8 @@ struct FieldStatistics {
   std::optional<double> min_double, max_double;  // float, double (NaN excluded)
   std::optional<__int128> min_decimal,
       max_decimal;  // decimal: unscaled (a widened precision keeps the scale)
-  std::optional<std::string_view> min_bytes, max_bytes;  // string
+  // string: owned, since a streamed landing lets each batch go once DuckDB has read it
+  std::optional<std::string> min_bytes, max_bytes;
 
   void AddNulls(int64_t count) {
     values += count;
@@ -122,9 +123,14 @@ struct FieldStatistics {
         // The 16 bytes are the unscaled value, low half first: an __int128 on this host.
         return AddRange(column, is_all_present, min_decimal, max_decimal,
                         FixedAt<__int128>(column));
-      case PhysicalKind::kBytes:
-        return AddRange(column, is_all_present, min_bytes, max_bytes,
-                        [&](int64_t row) { return column.BytesAt(row); });
+      case PhysicalKind::kBytes: {
+        std::optional<std::string_view> low, high;  // views into the batch, copied out below
+        AddRange(column, is_all_present, low, high,
+                 [&](int64_t row) { return column.BytesAt(row); });
+        if (!min_bytes || *low < *min_bytes) min_bytes.emplace(*low);
+        if (!max_bytes || *max_bytes < *high) max_bytes.emplace(*high);
+        return;
+      }
       default:
         return;
     }

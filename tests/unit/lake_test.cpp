@@ -378,8 +378,9 @@ std::shared_ptr<const Batch> AppendedRows(int64_t first_id, int64_t rows) {
   return batch;
 }
 
-// Hands out `batches` one by one from another thread, each after a pause, as commits arrive;
-// fails instead of handing out batch `fail_at`.
+// Hands out `batches` one by one from another thread, each after a pause, as commits arrive,
+// keeping none it has handed out (as the lander does); fails instead of handing out batch
+// `fail_at`.
 class BatchFeed {
  public:
   BatchFeed(Batches batches, size_t fail_at = SIZE_MAX)
@@ -391,7 +392,7 @@ class BatchFeed {
     arrived_.wait(lock, [this] { return taken_ < fed_ || fed_ == batches_.size(); });
     if (taken_ == fail_at_) return Status::IOError("the feed broke");
     if (taken_ == batches_.size()) return std::shared_ptr<const Batch>();
-    return batches_[taken_++];
+    return std::move(batches_[taken_++]);
   }
 
  private:
@@ -404,7 +405,7 @@ class BatchFeed {
     }
   }
 
-  const Batches batches_;
+  Batches batches_;
   const size_t fail_at_;
   std::mutex mutex_;
   std::condition_variable arrived_;
@@ -415,17 +416,18 @@ class BatchFeed {
 
 class LakeStream : public LakeMerge {
  protected:
-  // Streams `batches` (slices 0... of segment `segment_id`) and lands them as one landing.
-  Result<LandingOutcome> StreamAndLand(uint64_t segment_id, const Batches& batches) {
-    BatchFeed feed(batches);
-    SKIPPR_ASSIGN_OR_RETURN(const int64_t rows,
-                            writer_->WriteStream(EventsSchema(), [&] { return feed.Next(); }));
+  // Streams `batches` (slices 0... of segment `segment_id`) and lands them as one landing. What
+  // the caller does not keep goes as soon as the stream has read it.
+  Result<LandingOutcome> StreamAndLand(uint64_t segment_id, Batches batches) {
     int64_t expected_rows = 0;
     std::vector<SliceRef> slices;
     for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
       expected_rows += batches[ordinal]->num_rows;
       slices.push_back({segment_id, ordinal});
     }
+    BatchFeed feed(std::move(batches));
+    SKIPPR_ASSIGN_OR_RETURN(const int64_t rows,
+                            writer_->WriteStream(EventsSchema(), [&] { return feed.Next(); }));
     EXPECT_EQ(rows, expected_rows);
     landing_ = PlanLanding("p", kInstance, "events", slices);
     SKIPPR_ASSIGN_OR_RETURN(LandingOutcome outcome,
@@ -472,11 +474,16 @@ TEST_F(LakeStream, AStreamLandsEveryRowItsBatchesBringUnderTheLandingsOwnFile) {
 }
 
 // The statistics a stream gathers as DuckDB takes its batches are those Land computes from the
-// same batches at once: counts, and bounds a filter prunes files by.
+// same batches at once: counts, and bounds a filter prunes files by. The stream gets copies only
+// it holds, so its bounds (strings too) must outlive each batch (AddressSanitizer checks).
 TEST_F(LakeStream, AStreamedFileHasTheStatisticsOfTheSameRowsLanded) {
   Batches batches;
-  for (int i = 0; i < 8; ++i) batches.push_back(AppendedRows(1000 - i * 100, 50 + i * 7));
-  ASSERT_TRUE(StreamAndLand(3, batches).ok());
+  Batches streamed_copies;
+  for (int i = 0; i < 8; ++i) {
+    batches.push_back(AppendedRows(1000 - i * 100, 50 + i * 7));
+    streamed_copies.push_back(std::make_shared<const Batch>(*batches.back()));
+  }
+  ASSERT_TRUE(StreamAndLand(3, std::move(streamed_copies)).ok());
   const LandedSnapshot streamed = snapshot_;
   TempDir other;
   Result<std::unique_ptr<LakeWriter>> writer =
@@ -506,6 +513,8 @@ TEST_F(LakeStream, AStreamedFileHasTheStatisticsOfTheSameRowsLanded) {
   }
   EXPECT_EQ(stream_statistics.at(1).lower, Value::Int(300));
   EXPECT_EQ(stream_statistics.at(1).upper, Value::Int(1049));
+  EXPECT_EQ(stream_statistics.at(2).lower, Value::String("name-1000"));
+  EXPECT_EQ(stream_statistics.at(2).upper, Value::String("name-956"));
 }
 
 TEST_F(LakeStream, AStreamThatFailsCommitsNothingAndTheNextOneLandsOverItsFile) {
