@@ -151,6 +151,10 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
 
 void BackgroundLander::RequestLanding() { worker_.Request(); }
 
+void BackgroundLander::BeginFinishing() {
+  worker_.Signal([](WorkerThread::Signals& signals) { signals.is_finishing = true; });
+}
+
 Status BackgroundLander::failure() const { return worker_.failure(); }
 
 Result<LandingPassResult> BackgroundLander::Finish() {

@@ -237,6 +237,9 @@ class BackgroundLander {
   void RequestLanding();
   // The error that stopped the lander, or OK while it runs.
   Status failure() const;
+  // Tells the lander that ingest has ended: it lands what is left, on its thread, and stops.
+  // Returns at once; Finish waits.
+  void BeginFinishing();
   // Lands everything committed so far, waits for it, stops the thread and returns the totals.
   Result<LandingPassResult> Finish();
 

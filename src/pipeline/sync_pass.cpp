@@ -436,20 +436,18 @@ class SyncPass {
     SKIPPR_RETURN_IF_ERROR(committer_->Drain());
     progress_.rows_committed = result_.rows_committed;
     progress_.segments_committed = result_.segments_committed;
-    std::optional<Result<LandingPassResult>> landed;
-    std::thread landing_finish;
-    if (lander_) landing_finish = std::thread([this, &landed] { landed = lander_->Finish(); });
+    if (lander_) lander_->BeginFinishing();
     Result<int64_t> aggregated = aggregator_ ? aggregator_->Finish() : Result<int64_t>(0);
-    if (landing_finish.joinable()) landing_finish.join();
+    Result<LandingPassResult> landed = lander_ ? lander_->Finish() : LandingPassResult{};
     SKIPPR_RETURN_IF_ERROR(aggregated.status());
     result_.rows_aggregated = *aggregated;
     if (lander_) {
-      SKIPPR_RETURN_IF_ERROR(landed->status());
-      result_.landings = (*landed)->landings;
-      result_.rows_landed = (*landed)->rows_landed;
-      result_.segments_reclaimed = (*landed)->segments_reclaimed;
-      result_.deadletters_landed = (*landed)->deadletters.landed;
-      result_.deadletters_discarded = (*landed)->deadletters.discarded;
+      SKIPPR_RETURN_IF_ERROR(landed.status());
+      result_.landings = landed->landings;
+      result_.rows_landed = landed->rows_landed;
+      result_.segments_reclaimed = landed->segments_reclaimed;
+      result_.deadletters_landed = landed->deadletters.landed;
+      result_.deadletters_discarded = landed->deadletters.discarded;
       // The lander's thread has ended: this one is now the only one that lands.
       SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed, ReclaimLandedSegments(state_, pipeline_));
       result_.segments_reclaimed += reclaimed;
