@@ -355,7 +355,7 @@ class JsonLinesReader final : public TextFileReader {
     if (internal::TypedRows* typed = typed_rows()) {
       SKIPPR_ASSIGN_OR_RETURN(std::optional<Line> peeked, lines_.Peek());
       if (peeked && !peeked->is_over_limit && !IsBlank(peeked->text)) {
-        if (typed->AppendJson(peeked->text, peeked->line_number)) {
+        if (AppendTyped(*typed, *peeked)) {
           SKIPPR_RETURN_IF_ERROR(lines_.Next().status());
           TakeTypedRecord(peeked->line_number + 1, peeked->size_bytes + 1, bytes_in_batch);
           return ReadStep::kRead;
@@ -394,6 +394,18 @@ class JsonLinesReader final : public TextFileReader {
       std::shared_ptr<const schema::RecordLayout> layout) override {
     return internal::TypedRows(std::move(layout));
   }
+  // Appends `line` to `typed` from the parse of the run of buffered lines it is in, or alone. A run
+  // starts at the first line past the last one and ends where it does, even when a line it could
+  // not take ended its parse early: the lines left go one by one.
+  bool AppendTyped(internal::TypedRows& typed, const Line& line) {
+    if (line.byte_offset >= run_end_byte_offset_) {
+      const std::string_view run = lines_.BufferedLines(internal::TypedRows::kMaxJsonLinesRunBytes);
+      typed.StartJsonLines(run);
+      run_end_byte_offset_ = line.byte_offset + run.size();  // at the run's last line end
+    }
+    return (typed.has_json_lines() && typed.AppendJsonLine(line.text, line.line_number)) ||
+           typed.AppendJson(line.text, line.line_number);
+  }
   static bool IsBlank(std::string_view text) {
     return text.find_first_not_of(" \t\r") == std::string_view::npos;
   }
@@ -402,6 +414,7 @@ class JsonLinesReader final : public TextFileReader {
   }
 
   LineReader lines_;
+  uint64_t run_end_byte_offset_ = 0;  // where the run of lines typed rows last started ends
   internal::JsonParser json_{kMaxRecordBytes};
 };
 

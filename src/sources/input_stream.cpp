@@ -599,6 +599,14 @@ Result<std::optional<Line>> LineReader::Next() {
   return line;
 }
 
+std::string_view LineReader::BufferedLines(size_t max_bytes) const {
+  SKIPPR_DCHECK(peeked_.has_value());
+  const char* begin = window_.begin();
+  const void* last_line_feed = memrchr(begin, '\n', std::min(window_.size_bytes(), max_bytes));
+  if (last_line_feed == nullptr) return {};
+  return {begin, static_cast<size_t>(static_cast<const char*>(last_line_feed) - begin)};
+}
+
 Line LineReader::OverLimitLine() const {
   Line line{{}, next_line_number_, window_.ByteOffsetOf(window_.begin())};
   line.is_over_limit = true;

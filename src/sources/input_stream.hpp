@@ -271,6 +271,12 @@ class LineReader {
   // ends now leaves the line to the next one. A line over the limit is peeked without its text
   // (is_over_limit); Next() reads through it.
   Result<std::optional<Line>> Peek();
+  // After Peek(): the lines held in the window from the peeked one on, up to the last '\n' within
+  // `max_bytes` (empty without one), which follows them with kLinePaddingBytes - 1 more readable
+  // bytes: a parser that reads a byte past them (simdjson's stage 1 does) reads a line end, as it
+  // does past a line. They stay in place while Next() hands them out: each line's end is in the
+  // window, so no read moves it.
+  std::string_view BufferedLines(size_t max_bytes) const;
   const InputStream& input() const { return window_.input(); }
 
  private:

@@ -20,10 +20,34 @@ std::string_view TrimTrailingSpace(std::string_view token) {
 
 bool IsNested(const LogicalType& type) { return type.is_nested(); }
 
+bool IsJsonSpace(char byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
+
+std::unique_ptr<simdjson::ondemand::parser> MakeParser() {
+  auto parser = std::make_unique<simdjson::ondemand::parser>();
+#ifdef SIMDJSON_THREADS_ENABLED
+  // A document stream would parse its next batch on a thread of its own; a run is one batch.
+  parser->threaded = false;
+#endif
+  return parser;
+}
+
+const char* SkipJsonSpace(const char* begin, const char* end) {
+  while (begin < end && IsJsonSpace(*begin)) ++begin;
+  return begin;
+}
+
 }  // namespace
 
+// A run of JSON lines and where its parse has reached. It must not move: the iterator points into
+// the stream.
+struct TypedRows::JsonLinesRun {
+  std::string_view lines;
+  simdjson::ondemand::document_stream documents;
+  simdjson::ondemand::document_stream::iterator next;  // the next line's document
+};
+
 TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout)
-    : layout_(std::move(layout)), parser_(std::make_unique<simdjson::ondemand::parser>()) {
+    : layout_(std::move(layout)), parser_(MakeParser()) {
   for (const Slot& slot : layout_->fields()) slots_.push_back(&slot);
   Reset(nullptr);
 }
@@ -32,7 +56,7 @@ TypedRows::TypedRows(std::shared_ptr<const schema::RecordLayout> layout,
                      std::vector<const Slot*> slots)
     : layout_(std::move(layout)),
       slots_(std::move(slots)),
-      parser_(std::make_unique<simdjson::ondemand::parser>()) {
+      parser_(MakeParser()) {
   Reset(nullptr);
 }
 
@@ -58,6 +82,7 @@ std::optional<TypedRows> TypedRows::ForHeader(std::shared_ptr<const schema::Reco
 }
 
 bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
+  EndJsonLines();
   simdjson::ondemand::document document;
   simdjson::ondemand::object object;
   bool fits = !parser_
@@ -69,6 +94,60 @@ bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
   // Nothing may follow the object: the DOM parser refuses such a line.
   fits = fits && document.current_location().error() == simdjson::OUT_OF_BOUNDS;
   return EndRow(fits, line);
+}
+
+void TypedRows::StartJsonLines(std::string_view padded_lines) {
+  SKIPPR_CHECK(padded_lines.size() <= kMaxJsonLinesRunBytes);
+  SKIPPR_DCHECK(padded_lines.data()[padded_lines.size()] == '\n');
+  json_lines_.reset();
+  auto run = std::make_unique<JsonLinesRun>();
+  run->lines = padded_lines;
+  // One batch of the stream holds the whole run (it is never cut between batches), and every run
+  // asks for the same capacity, so the parser keeps its buffers from run to run.
+  if (parser_->iterate_many(padded_lines.data(), padded_lines.size(), kMaxJsonLinesRunBytes)
+          .get(run->documents)) {
+    return;
+  }
+  run->next = run->documents.begin();
+  if (run->next != run->documents.end()) json_lines_ = std::move(run);
+}
+
+void TypedRows::EndJsonLines() { json_lines_.reset(); }
+
+bool TypedRows::AppendJsonLine(std::string_view text, uint64_t line) {
+  SKIPPR_CHECK(json_lines_ != nullptr);
+  JsonLinesRun& run = *json_lines_;
+  SKIPPR_DCHECK(text.data() >= run.lines.data() &&
+                text.data() + text.size() <= run.lines.data() + run.lines.size());
+  if (!AppendRunDocument(run, text)) {
+    // Never step past a document read in part: the stream would walk off its structure.
+    EndJsonLines();
+    return EndRow(false, line);
+  }
+  ++run.next;
+  if (!(run.next != run.documents.end())) EndJsonLines();
+  return EndRow(true, line);
+}
+
+// Whether the run's next document is `text` alone, as an object that fits (appended, then).
+bool TypedRows::AppendRunDocument(JsonLinesRun& run, std::string_view text) {
+  simdjson::ondemand::document_reference document;
+  simdjson::ondemand::object object;
+  if ((*run.next).get(document)) return false;  // the run's stage 1 failed: bad UTF-8, ...
+  const char* text_end = text.data() + text.size();
+  if (run.lines.data() + run.next.current_index() != SkipJsonSpace(text.data(), text_end)) {
+    return false;  // not where this line's value starts: the line holds no document of its own
+  }
+  if (document.get_object().get(object) || !AppendObject(object, layout_->fields(), rows_.columns)) {
+    return false;
+  }
+  // The object ended on this line and nothing else is on it: the next document starts on a later
+  // line, with only line ends and blanks between this line's end and it. Past the run's last
+  // document the stream cannot tell (it leaves an unfinished document at the end unparsed, which
+  // may be on this line): that line is left to AppendJson.
+  const char* next_document = nullptr;
+  if (document.current_location().get(next_document)) return false;
+  return next_document >= text_end && SkipJsonSpace(text_end, next_document) == next_document;
 }
 
 bool TypedRows::AppendCells(const std::vector<std::string_view>& cells, uint64_t line) {

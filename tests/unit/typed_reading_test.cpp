@@ -15,6 +15,7 @@
 
 #include "sources/duckdb_columns.hpp"
 #include "sources/sources.hpp"
+#include "sources/typed_rows.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::sources {
@@ -293,6 +294,21 @@ std::string RandomJsonLine(std::mt19937_64& random) {
       return R"({"n\u0061me":"an escaped key","id":3})";  // "name", spelt with an escape
     case 7:
       return R"({"id":4,"we\"ird":true})";  // a key holding a quote
+    // What a parse of many lines at once must not read as one line's object:
+    case 8:
+      return "{\"id\":5,\n\"small\":1}";  // an object across two lines
+    case 9:
+      return "{\"nested\":{\"a\":1}\r\n}";  // its last brace on the next line
+    case 10:
+      return "{\"name\":\"left open\n\"}";  // a string open to the next line
+    case 11:
+      return R"({"id":6} 7)";  // a scalar after the object
+    case 12:
+      return "{\"name\":\"a\ttab\"}";  // a raw control character in a string
+    case 13:
+      return "{\"id\":8}\r{\"id\":9}";  // a lone CR between two objects
+    case 14:
+      return " \t{\"id\":10}";  // blanks before the object
     default:
       break;
   }
@@ -326,6 +342,85 @@ TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
     SCOPED_TRACE(fmt::format("seed {}", seed));
     ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/50, /*batches_per_pass=*/3);
   }
+}
+
+// A text's lines as LineReader splits them (at LF, CR and CRLF): each line's text and where the
+// next line starts.
+struct TextLine {
+  std::string_view text;
+  size_t next_offset;
+};
+std::vector<TextLine> SplitLines(std::string_view text) {
+  std::vector<TextLine> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find_first_of("\r\n", at), text.size());
+    size_t next = end + 1;
+    if (end + 1 < text.size() && text[end] == '\r' && text[end + 1] == '\n') ++next;
+    lines.push_back({text.substr(at, end - at), next});
+    at = next;
+  }
+  return lines;
+}
+
+std::vector<std::string> RowsOf(const ColumnRows& rows) {
+  std::vector<std::string> described;
+  for (int64_t row = 0; row < rows.num_rows; ++row) {
+    described.push_back(fmt::format("{} (line {})", rows.RowAt(row).ToJson(),
+                                     rows.lines[static_cast<size_t>(row)]));
+  }
+  return described;
+}
+
+// A run of lines parsed at once takes exactly the lines, and the values, that AppendJson takes one
+// by one. Here a run restarts at the line after each one it could not take (the reader waits for
+// the run's end), so that runs start everywhere: after each hostile line, mid-file.
+TEST(TypedReading, JsonLinesFromARunAreExactlyThoseReadOneByOne) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.jsonl";
+  WriteFile(training, kJsonTraining);
+  const schema::Shaper shaper(TrainedSchema(training.string()), ShaperOptionsForSync());
+  const std::shared_ptr<const schema::RecordLayout> layout = shaper.TypedLayout({});
+  ASSERT_NE(layout, nullptr);
+  uint64_t lines_from_runs = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    std::mt19937_64 random(seed);
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += RandomJsonLine(random) + (i % 5 == 0 ? "\r\n" : "\n");
+    if (seed % 2 == 0) text += RandomJsonLine(random);  // a last line without a line end
+    const size_t run_bytes = text.rfind('\n') + 1;
+    // The bytes after a run's last line end are readable but none of its business: here, the start
+    // of an object.
+    const std::string padded = text + std::string(simdjson::SIMDJSON_PADDING, '{');
+    const std::string_view run_text(padded.data(), run_bytes);
+
+    // A run from `offset` over a few lines, up to a '\n' (as LineReader::BufferedLines gives): the
+    // lines a file holds beyond one are left out of its parse, and one spoilt by a line (invalid
+    // UTF-8, a string left open) spoils no other.
+    const auto run_from = [&](size_t offset) {
+      size_t end = offset;
+      for (uint64_t lines = 1 + random() % 20; lines > 0 && end < run_bytes; --lines) {
+        end = text.find('\n', end) + 1;
+      }
+      return run_text.substr(offset, end > offset ? end - 1 - offset : 0);
+    };
+    sources::internal::TypedRows alone(layout);
+    sources::internal::TypedRows in_runs(layout);
+    in_runs.StartJsonLines(run_from(0));
+    uint64_t line_number = 0;
+    for (const TextLine& line : SplitLines(run_text)) {
+      ++line_number;
+      if (line.text.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank
+      const bool expected = alone.AppendJson(line.text, line_number);
+      bool taken = in_runs.has_json_lines() && in_runs.AppendJsonLine(line.text, line_number);
+      lines_from_runs += taken;
+      if (!taken) taken = in_runs.AppendJson(line.text, line_number);
+      if (!in_runs.has_json_lines()) in_runs.StartJsonLines(run_from(line.next_offset));
+      ASSERT_EQ(taken, expected) << "line " << line_number << ": " << line.text;
+    }
+    EXPECT_EQ(RowsOf(in_runs.Take(1)), RowsOf(alone.Take(1)));
+  }
+  EXPECT_GT(lines_from_runs, 2500u) << "the runs were hardly taken";
 }
 
 // ----- generated CSV --------------------------------------------------------------------------
