@@ -98,8 +98,9 @@ bool TypedRows::AppendJson(std::string_view padded_text, uint64_t line) {
 
 void TypedRows::StartJsonLines(std::string_view padded_lines) {
   SKIPPR_CHECK(padded_lines.size() <= kMaxJsonLinesRunBytes);
-  SKIPPR_DCHECK(padded_lines.data()[padded_lines.size()] == '\n');
   json_lines_.reset();
+  if (padded_lines.empty()) return;
+  SKIPPR_DCHECK(padded_lines.data()[padded_lines.size()] == '\n');
   auto run = std::make_unique<JsonLinesRun>();
   run->lines = padded_lines;
   // One batch of the stream holds the whole run (it is never cut between batches), and every run

@@ -13,7 +13,7 @@ shift || true
 seconds=${FUZZ_SECONDS:-60}
 jobs=${FUZZ_JOBS:-2}
 targets=("$@")
-((${#targets[@]})) || targets=(json_source csv_source wal_segment config dotenv pgoutput)
+((${#targets[@]})) || targets=(json_source csv_source wal_segment config dotenv pgoutput json_lines_run)
 [[ "$jobs" == all ]] && jobs=${#targets[@]}
 work="$build_dir/fuzz"
 
