@@ -88,6 +88,9 @@ Result<schema::PipelineSchema> LoadShaperSchema(const config::PipelineConfig& pi
 }  // namespace internal
 
 namespace {
+// Records per batch while discover samples (see Discover).
+constexpr uint64_t kDiscoverRecordsPerBatch = 2048;
+
 std::string StoreDirectory(const std::string& state_dir) {
   return (fs::path(state_dir) / "store").string();
 }
@@ -188,6 +191,10 @@ Result<DiscoverResult> Discover(const config::Config& config,
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<sources::Source> source, sources::MakeSource(connector, pipeline.data_source));
   sources::ReadOptions options;
   options.max_records_per_partition = sample_records_per_partition;
+  // The sample's records are absorbed and dropped a small batch at a time: each batch's values
+  // reuse the memory the last one freed, where one batch of the whole sample touched fresh pages
+  // for all of it (a sync's discover spent a third of its time in page faults).
+  options.max_records_per_batch = kDiscoverRecordsPerBatch;
   SKIPPR_RETURN_IF_ERROR(source->Open({}, options));
 
   schema::Shaper shaper(std::move(saved), internal::ShaperOptionsFor(
