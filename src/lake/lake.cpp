@@ -123,14 +123,9 @@ struct FieldStatistics {
         // The 16 bytes are the unscaled value, low half first: an __int128 on this host.
         return AddRange(column, is_all_present, min_decimal, max_decimal,
                         FixedAt<__int128>(column));
-      case PhysicalKind::kBytes: {
-        std::optional<std::string_view> low, high;  // views into the batch, copied out below
-        AddRange(column, is_all_present, low, high,
-                 [&](int64_t row) { return column.BytesAt(row); });
-        if (!min_bytes || *low < *min_bytes) min_bytes.emplace(*low);
-        if (!max_bytes || *max_bytes < *high) max_bytes.emplace(*high);
-        return;
-      }
+      case PhysicalKind::kBytes:
+        return AddRange(column, is_all_present, min_bytes, max_bytes,
+                        [&](int64_t row) { return column.BytesAt(row); });
       default:
         return;
     }
@@ -145,10 +140,12 @@ struct FieldStatistics {
     return present;
   }
 
-  // Min and max of the present rows' `value_at(row)`, merged into `min` and `max`.
-  template <typename T, typename ValueAt>
-  static void AddRange(const Column& column, bool is_all_present, std::optional<T>& min,
-                       std::optional<T>& max, ValueAt value_at) {
+  // Min and max of the present rows' `value_at(row)`, merged into `min` and `max`. A bound may
+  // own what a value only views (strings: views into a batch, copied only when they are a bound).
+  template <typename Bound, typename ValueAt>
+  static void AddRange(const Column& column, bool is_all_present, std::optional<Bound>& min,
+                       std::optional<Bound>& max, ValueAt value_at) {
+    using T = decltype(value_at(int64_t{0}));
     int64_t row = 0;
     if (!is_all_present) {
       while (!column.IsValid(row)) ++row;  // a present row exists

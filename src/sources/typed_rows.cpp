@@ -9,18 +9,15 @@ namespace {
 using simdjson::ondemand::json_type;
 using ScalarToken = schema::ScalarToken;
 
+bool IsJsonSpace(char byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
+
 // raw_json_token() may end with the whitespace that follows the number.
 std::string_view TrimTrailingSpace(std::string_view token) {
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n' ||
-                            token.back() == '\r')) {
-    token.remove_suffix(1);
-  }
+  while (!token.empty() && IsJsonSpace(token.back())) token.remove_suffix(1);
   return token;
 }
 
 bool IsNested(const LogicalType& type) { return type.is_nested(); }
-
-bool IsJsonSpace(char byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
 
 std::unique_ptr<simdjson::ondemand::parser> MakeParser() {
   auto parser = std::make_unique<simdjson::ondemand::parser>();
