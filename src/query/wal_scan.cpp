@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -15,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/text.hpp"
+#include "core/check.hpp"
 #include "query/query.hpp"
 #include "query/scan_counters.hpp"
 
@@ -199,6 +200,24 @@ T* DataOf(duckdb_vector out) {
   return static_cast<T*>(duckdb_vector_get_data(out));
 }
 
+// `value` as DuckDB's string_t, not copied: one of at most 12 bytes inline (DuckDB's own layout);
+// a longer one by its 4-byte prefix and a pointer to the batch's bytes. The scan's thread holds
+// the batch until it is asked for its next chunk, which DuckDB does only once it has consumed this
+// one; whatever DuckDB keeps past that (a collection, a hash table, a result) it copies, as it
+// must for the pages its own scans point into.
+duckdb_string_t StringOf(std::string_view value) {
+  SKIPPR_CHECK_MSG(value.size() <= UINT32_MAX, "a DuckDB string holds less than 4 GiB");
+  duckdb_string_t string{};
+  string.value.inlined.length = static_cast<uint32_t>(value.size());
+  if (value.size() <= sizeof(string.value.inlined.inlined)) {
+    std::memcpy(string.value.inlined.inlined, value.data(), value.size());
+  } else {
+    std::memcpy(string.value.pointer.prefix, value.data(), sizeof(string.value.pointer.prefix));
+    string.value.pointer.ptr = const_cast<char*>(value.data());  // DuckDB reads it only
+  }
+  return string;
+}
+
 uint64_t BigEndian64(const unsigned char* bytes) {
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i) value = (value << 8) | bytes[i];
@@ -331,18 +350,8 @@ bool Fill(duckdb_vector out, const LogicalType& type, const Column& src, int64_t
       for (idx_t i = 0; i < count; ++i) {
         const int64_t r = row + static_cast<int64_t>(i);
         if (!src.IsValid(r)) continue;
-        const std::string_view value(bytes + src.offsets[r],
-                                     static_cast<size_t>(src.offsets[r + 1] - src.offsets[r]));
-        // A short ASCII value is written inline in the vector (DuckDB's own layout of a string of
-        // at most 12 bytes); others go through DuckDB, which copies them to the vector's heap
-        // and checks that text is UTF-8.
-        if (value.size() <= sizeof(data[i].value.inlined.inlined) && IsAscii(value)) {
-          data[i] = {};
-          data[i].value.inlined.length = static_cast<uint32_t>(value.size());
-          std::memcpy(data[i].value.inlined.inlined, value.data(), value.size());
-        } else {
-          duckdb_vector_assign_string_element_len(out, offset + i, value.data(), value.size());
-        }
+        data[i] = StringOf(std::string_view(
+            bytes + src.offsets[r], static_cast<size_t>(src.offsets[r + 1] - src.offsets[r])));
       }
       break;
     }
