@@ -197,9 +197,7 @@ Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
 // after the commit).
 Status ReclaimSegment(store::WriteTransaction& write, uint64_t segment_id) {
   SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentEntry(write, segment_id));
-  SKIPPR_RETURN_IF_ERROR(
-      write.DeletePrefix(store::Family::kCatalog, LandedSegmentPrefix(segment_id)));
-  return transform::RecordWalReclaimed(write);
+  return write.DeletePrefix(store::Family::kCatalog, LandedSegmentPrefix(segment_id));
 }
 
 // Records the landing (its slices landed, the namespace's snapshot, the plan done) and reclaims

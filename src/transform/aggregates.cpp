@@ -66,7 +66,10 @@ std::string CursorKey(const std::string& id) { return Prefix(id).Text("cursor").
 // same (KeyBuilder's Bytes, the last component, appends them raw): Chunk::StoreKey.
 std::string GroupPrefix(const std::string& id) { return Prefix(id).Text("group").key(); }
 std::string EntityPrefix(const std::string& id) { return Prefix(id).Text("entity").key(); }
-std::string WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
+// Where format 2 recorded that a WAL segment was reclaimed; the WAL's catalog records it now
+// (wal::HasReclaimedSegments), so that nothing sorts after an aggregate's keys: keys that only
+// grow then append to the store's last page.
+std::string Format2WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
 // Set from the reset of a rebuild that starts from the landed tables until the baseline is in.
 std::string BaselinePendingKey(const std::string& id) {
   return Prefix(id).Text("baseline_pending").key();
@@ -997,10 +1000,6 @@ Result<bool> AggregatesHavePassed(const store::WriteTransaction& write,
   return true;
 }
 
-Status RecordWalReclaimed(store::WriteTransaction& write) {
-  return write.Put(store::Family::kStreamState, WalReclaimedKey(), "1");
-}
-
 Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
                              const config::AggregateConfig& aggregate) {
   AggregateLag lag;
@@ -1023,6 +1022,18 @@ Result<AggregateLag> ReadLag(const store::ReadTransaction& read,
 }
 
 namespace {
+
+// Whether a WAL segment was ever reclaimed; a format 2 record of it moves to the WAL's catalog.
+Result<bool> WalWasReclaimed(store::WriteTransaction& write, bool* moved_format2_record) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> format2,
+                          write.Get(store::Family::kStreamState, Format2WalReclaimedKey()));
+  *moved_format2_record = format2.has_value();
+  if (format2) {
+    SKIPPR_RETURN_IF_ERROR(wal::RecordReclaimedSegments(write));
+    SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, Format2WalReclaimedKey()));
+  }
+  return wal::HasReclaimedSegments(write);
+}
 
 // One stored group as AggregateGroup: keys and measures as text.
 Result<AggregateGroup> DecodeStoredGroup(std::string_view key_suffix, std::string_view value,
@@ -1157,9 +1168,8 @@ Status AggregateProcessor::LoadPendingBaselines() {
 
 Status AggregateProcessor::ResetChangedAggregates() {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> reclaimed,
-                          write.Get(store::Family::kStreamState, WalReclaimedKey()));
   bool changed = false;
+  SKIPPR_ASSIGN_OR_RETURN(const bool reclaimed, WalWasReclaimed(write, &changed));
   for (const config::AggregateConfig& aggregate : aggregates_) {
     const std::string hash = aggregate.ConfigHash();
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> stored,

@@ -117,10 +117,6 @@ Result<bool> AggregatesHavePassed(const store::WriteTransaction& write,
                                   const std::vector<config::AggregateConfig>& aggregates,
                                   const wal::SegmentEntry& segment);
 
-// Records, in the reclaiming transaction, that the WAL no longer starts at its first segment: an
-// aggregate that must be rebuilt from the start can then no longer be rebuilt from the WAL alone.
-Status RecordWalReclaimed(store::WriteTransaction& write);
-
 // How far an aggregate is behind the live WAL (`skipprd status`).
 struct AggregateLag {
   std::string aggregate_id;

@@ -32,6 +32,7 @@ std::string SegmentKey(uint64_t segment_id) {
 }
 std::string SegmentPrefix() { return store::KeyBuilder().Text("segment").key(); }
 std::string WalStateKey() { return store::KeyBuilder().Text("wal_state").key(); }
+std::string WalReclaimedKey() { return store::KeyBuilder().Text("wal_reclaimed").key(); }
 
 std::string SegmentFileName(uint64_t segment_id) { return fmt::format("{:020}.seg", segment_id); }
 
@@ -505,7 +506,18 @@ Result<std::vector<SegmentEntry>> LiveSegments(const store::ReadTransaction& tra
 }
 
 Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment_id) {
-  return transaction.Delete(store::Family::kCatalog, SegmentKey(segment_id));
+  SKIPPR_RETURN_IF_ERROR(transaction.Delete(store::Family::kCatalog, SegmentKey(segment_id)));
+  return RecordReclaimedSegments(transaction);
+}
+
+Result<bool> HasReclaimedSegments(const store::WriteTransaction& transaction) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> reclaimed,
+                          transaction.Get(store::Family::kCatalog, WalReclaimedKey()));
+  return reclaimed.has_value();
+}
+
+Status RecordReclaimedSegments(store::WriteTransaction& transaction) {
+  return transaction.Put(store::Family::kCatalog, WalReclaimedKey(), "1");
 }
 
 Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry, Env* env) {

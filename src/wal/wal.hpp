@@ -133,8 +133,13 @@ Result<SegmentReader> OpenSegment(
 
 // Reclaim (DESIGN.md §6), in two steps: the catalog entry goes in the caller's transaction (after
 // its commit no reader's new snapshot sees the segment), then the file. A crash between the two
-// leaves an orphan file, which recovery deletes.
+// leaves an orphan file, which recovery deletes. The entry's deletion also records that a segment
+// was reclaimed (RecordReclaimedSegments).
 Status DeleteSegmentEntry(store::WriteTransaction& transaction, uint64_t segment_id);
+// Whether a segment was ever reclaimed: the WAL then no longer holds every row committed since the
+// pipeline's first commit (an aggregate rebuilt from the start needs the landed tables too).
+Result<bool> HasReclaimedSegments(const store::WriteTransaction& transaction);
+Status RecordReclaimedSegments(store::WriteTransaction& transaction);
 Status DeleteSegmentFile(const std::string& directory, const SegmentEntry& entry,
                          Env* env = Env::Default());
 

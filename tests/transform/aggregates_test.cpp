@@ -336,7 +336,7 @@ TEST(AggregateProcessor, RebuildAfterTheWalWasReclaimedIsRefused) {
   auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
   {
     store::WriteTransaction write = ValueOrDie(store->BeginWrite());
-    OkOrDie(transform::RecordWalReclaimed(write));
+    OkOrDie(wal::DeleteSegmentEntry(write, 1));  // a reclaim records itself
     OkOrDie(write.Commit());
   }
   Result<std::unique_ptr<transform::AggregateProcessor>> processor =
@@ -344,6 +344,32 @@ TEST(AggregateProcessor, RebuildAfterTheWalWasReclaimedIsRefused) {
   ASSERT_FALSE(processor.ok());
   EXPECT_EQ(processor.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(processor.status().message().find("order_totals"), std::string::npos);
+}
+
+// Format 2 recorded a reclaim under stream_state's `wal_reclaimed`, which sorts after every
+// aggregate's keys: it still counts, and the processor's open moves it to the WAL's catalog.
+TEST(AggregateProcessor, AReclaimRecordedByFormat2CountsAndMovesToTheWalCatalog) {
+  TempDir dir;
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  const std::string format2_key = store::KeyBuilder().Text("wal_reclaimed").key();
+  {
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    OkOrDie(write.Put(store::Family::kStreamState, format2_key, "1"));
+    OkOrDie(write.Commit());
+  }
+  Result<std::unique_ptr<transform::AggregateProcessor>> refused =
+      transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotSupported);
+  {  // refused: nothing committed
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    EXPECT_TRUE(ValueOrDie(write.Get(store::Family::kStreamState, format2_key)).has_value());
+  }
+  // With no aggregate to reset, the open commits the move alone.
+  ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {}));
+  store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+  EXPECT_TRUE(ValueOrDie(wal::HasReclaimedSegments(write)));
+  EXPECT_FALSE(ValueOrDie(write.Get(store::Family::kStreamState, format2_key)).has_value());
 }
 
 // ---------------------------------------------------------------------------------------------
