@@ -84,13 +84,14 @@ SegmentBytes EncodeSegment(const SegmentHeader& header, const std::vector<Batch>
 // How much of a segment file SegmentReader::Open checks before it returns.
 enum class SegmentVerification {
   // Every byte, streaming the footer checksum through the whole file (and then each read checks
-  // what it reads again): what landing and the aggregates, which read every slice, use.
+  // what it reads again): what landing, which reads every slice, uses.
   kWholeFile,
   // The magic, version, tail, header and index layout; the footer checksum is not recomputed.
   // Each read still checks the slice header's checksum, its agreement with the index and the
   // checksum of every frame it decodes (the trailing slice checksum before version 3), so no byte
   // a reader uses goes unchecked: what `query`, which may read a few columns of a few slices,
-  // uses. A damaged byte no read needs (a source position in the segment header) goes unseen.
+  // and the aggregates, which read their key and measure columns, use. A damaged byte no read
+  // needs (a source position in the segment header) goes unseen.
   kEachRead,
 };
 
