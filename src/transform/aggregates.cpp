@@ -1245,6 +1245,7 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
   Chunk chunk(store_, aggregate, options_.keys_per_transaction);
   const FieldSelection fields = FieldsRead(aggregate);
   int64_t applied = 0;
+  std::optional<AggregateCursor> passed;  // the last segment read, wholly
   for (const wal::SegmentEntry& segment : live) {
     if (HasPassed(cursor, segment)) continue;
     const bool resumes = cursor && cursor->segment_id == segment.segment_id;
@@ -1265,8 +1266,8 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
                    batch.cdc->business_keys.size() == static_cast<size_t>(batch.num_rows));
       SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(aggregate, batch));
       int64_t row = resumes && ordinal == cursor->slice_ordinal ? cursor->row_index : 0;
-      // Not this aggregate's namespace, or rows the landed baseline already holds: the
-      // segment-end commit passes the slice.
+      // Not this aggregate's namespace, or rows the landed baseline already holds: a later
+      // commit passes the slice.
       if (!resolved || in_baseline.contains({segment.segment_id, ordinal})) continue;
       for (; row < batch.num_rows; ++applied) {
         SKIPPR_RETURN_IF_ERROR(chunk.ApplyRow(batch, *resolved, row));
@@ -1281,9 +1282,11 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
         SKIPPR_RETURN_IF_ERROR(chunk.Commit(position));
       }
     }
-    SKIPPR_RETURN_IF_ERROR(chunk.Commit({segment.sequence, segment.segment_id, slice_count, 0}));
-    cursor = AggregateCursor{segment.sequence, segment.segment_id, slice_count, 0};
+    // A chunk spans segments: a group many segments touch is read and written once a chunk,
+    // not once a segment. The round's last commit passes every segment it read.
+    passed = AggregateCursor{segment.sequence, segment.segment_id, slice_count, 0};
   }
+  if (passed) SKIPPR_RETURN_IF_ERROR(chunk.Commit(*passed));
   return applied;
 }
 
