@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 #include "core/crash.hpp"
 #include "sources/postgres_catalog.hpp"
@@ -192,9 +194,31 @@ Status ChangeStreamSource::EnsurePublication(const std::vector<PgTable>& tables)
   return Status::OK();
 }
 
+// A reader that just died (a crash, kill -9) holds its slot until the server notices its
+// connection is gone, which under load takes a moment: the next run waits this long for the slot
+// before it calls it another process's.
+constexpr auto kSlotReleaseWait = std::chrono::seconds(30);
+constexpr auto kSlotPollInterval = std::chrono::milliseconds(100);
+
+Result<SlotState> ChangeStreamSource::ReadSlotOnceReleased(const std::string& slot_name) {
+  const auto deadline = std::chrono::steady_clock::now() + kSlotReleaseWait;
+  bool has_said_it_waits = false;
+  while (true) {
+    SKIPPR_ASSIGN_OR_RETURN(SlotState slot, ReadSlot(*control_, slot_name));
+    if (!slot.is_active || std::chrono::steady_clock::now() >= deadline) return slot;
+    if (!has_said_it_waits) {
+      spdlog::info("postgres {}: replication slot {} is active; waiting up to {} s for its reader "
+                   "to let go (a reader that just stopped holds it until the server notices)",
+                   settings_.Describe(), slot_name, kSlotReleaseWait.count());
+      has_said_it_waits = true;
+    }
+    std::this_thread::sleep_for(kSlotPollInterval);
+  }
+}
+
 Status ChangeStreamSource::EnsureSlot(std::optional<ExportedSnapshot>* exported) {
   const std::string& slot_name = settings_.replication_slot_name;
-  SKIPPR_ASSIGN_OR_RETURN(const SlotState slot, ReadSlot(*control_, slot_name));
+  SKIPPR_ASSIGN_OR_RETURN(const SlotState slot, ReadSlotOnceReleased(slot_name));
   if (slot.exists) {
     if (!slot.is_logical_pgoutput) {
       return Status::InvalidConfig(fmt::format(
@@ -211,9 +235,9 @@ Status ChangeStreamSource::EnsureSlot(std::optional<ExportedSnapshot>* exported)
     }
     if (slot.is_active) {
       return Status::Unavailable(fmt::format(
-          "replication slot \"{}\" is active: another process reads it; stop it, or give this "
-          "pipeline its own replication_slot_name",
-          slot_name));
+          "replication slot \"{}\" is active: another process has held it for {} s; "
+          "stop it, or give this pipeline its own replication_slot_name",
+          slot_name, kSlotReleaseWait.count()));
     }
     return Status::OK();
   }

@@ -140,6 +140,7 @@ class ChangeStreamSource final : public Source {
   Status CheckIdentities(const std::vector<PgTable>& tables) const;
   Status EnsurePublication(const std::vector<PgTable>& tables);
   Status EnsureSlot(std::optional<ExportedSnapshot>* exported);
+  Result<SlotState> ReadSlotOnceReleased(const std::string& slot_name);
   Status StartStream();
   Status ReadStream();
   Status SendStatusWhenDue(std::chrono::steady_clock::time_point now, bool reply_requested,

@@ -618,6 +618,41 @@ TEST_F(PostgresCdcE2e, WithoutOnceSyncFollowsTheStreamAndCommitsWhenCaughtUp) {
   EXPECT_EQ(QueriedRows(), SourceRows());
 }
 
+// A sync killed moments before holds its slot until the server notices its connection is gone.
+// The next sync waits for the slot (saying so) rather than calling it another process's, and reads
+// on once it is released. Here pg_recvlogical holds the slot, with no change pending.
+TEST_F(PostgresCdcE2e, ASlotStillHeldByAStoppedReaderIsWaitedFor) {
+  Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
+      "INSERT INTO accounts VALUES (1, 'first', 1)");
+  ASSERT_EQ(Sync().exit_code, 0);
+  const std::string slot = "slot_" + database_;
+  RunningProcess holder = StartProcess(
+      server_->bin() + "/pg_recvlogical",
+      {"-h", "127.0.0.1", "-p", std::to_string(server_->port()), "-U", "skippr", "-d", database_,
+       "--slot", slot, "--start", "-o", "proto_version=1", "-o",
+       "publication_names=skippr_publication", "-f", "/dev/null"},
+      {.set_env = {{"PGPASSWORD", kPassword}}});
+  const std::string is_active =
+      fmt::format("SELECT active FROM pg_replication_slots WHERE slot_name = '{}'", slot);
+  for (int attempt = 0; attempt < 600 && Sql(is_active) != "t\n"; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(Sql(is_active), "t\n") << "pg_recvlogical holds the slot";
+  RunningProcess sync = StartProcess(
+      SKIPPRD_BINARY, {"sync", "-p", "shop", "--once", "--output", "text", "--log", "info"},
+      OptionsFor(dir_));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the sync finds the slot held
+  holder.Kill(SIGTERM);
+  holder.Wait();
+  const ProcessResult waited = sync.Wait();
+  ASSERT_EQ(waited.exit_code, 0) << waited.err << waited.out;
+  EXPECT_THAT(waited.err + waited.out, HasSubstr("is active; waiting up to 30 s"));
+  Sql("UPDATE accounts SET v = 'after the wait' WHERE id = 1; INSERT INTO accounts VALUES (2, "
+      "'second', 2)");
+  ASSERT_EQ(Sync().exit_code, 0);
+  EXPECT_EQ(QueriedRows(), SourceRows());
+}
+
 // With heartbeat_interval_seconds, an idle pass writes heartbeat messages into the server's WAL and
 // confirms the slot past them: a publication whose tables see no writes pins no server WAL.
 TEST_F(PostgresCdcE2e, HeartbeatsLetAnIdleSlotBeConfirmed) {

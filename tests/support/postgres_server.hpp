@@ -35,6 +35,8 @@ class PostgresServer {
   PostgresServer& operator=(const PostgresServer&) = delete;
 
   int port() const { return port_; }
+  // The directory of the server's programs (pg_ctl, pg_recvlogical, ...).
+  const std::string& bin() const { return bin_; }
   const std::string& password() const { return options_.password; }
   // With tls_only: the CA that signed the server's certificate, and one that did not.
   std::string ca_file() const { return dir_.Sub("ca.crt"); }
