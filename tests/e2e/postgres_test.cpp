@@ -641,7 +641,15 @@ TEST_F(PostgresCdcE2e, ASlotStillHeldByAStoppedReaderIsWaitedFor) {
   RunningProcess sync = StartProcess(
       SKIPPRD_BINARY, {"sync", "-p", "shop", "--once", "--output", "text", "--log", "info"},
       OptionsFor(dir_));
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // the sync finds the slot held
+  // The sync has found the slot held once its connection's last query is its read of the slot
+  // (ReadSlot's text, which no other connection here sends).
+  const std::string has_read_the_slot =
+      "SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%plugin = ''pgoutput'' AND "
+      "slot_type%' AND pid <> pg_backend_pid()";
+  for (int attempt = 0; attempt < 600 && Sql(has_read_the_slot) != "t\n"; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(Sql(has_read_the_slot), "t\n") << "the sync reads the slot";
   holder.Kill(SIGTERM);
   holder.Wait();
   const ProcessResult waited = sync.Wait();
