@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/thread_priority.hpp"
 #include "pipeline/landing.hpp"
 
 namespace skippr::pipeline::internal {
@@ -109,6 +110,7 @@ BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineC
   }
   last_committed_segment_id_ = *newest;
   worker_.Start([this] {
+    LowerThisThreadsPriority();  // landing has slack; ingest does not (thread_priority.hpp)
     Status status = LandUntilFinished();
     std::lock_guard lock(worker_.mutex());
     queue_.clear();  // nothing lands from memory any more

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "core/check.hpp"
 #include "core/crash.hpp"
+#include "core/thread_priority.hpp"
 #include "pipeline/disk_gate.hpp"
 #include "pipeline/landing.hpp"
 #include "pipeline/shaping.hpp"
@@ -209,31 +211,46 @@ class SyncPass {
 
   Result<SyncResult> Run() {
     SKIPPR_RETURN_IF_ERROR(RecoverAndStartBackgroundWork());
-    SKIPPR_RETURN_IF_ERROR(PrepareShaping());
-    SKIPPR_RETURN_IF_ERROR(OpenSource());
+    // The sinks open (a DuckDB instance, their tables' metadata) on a thread of their own while
+    // the schema is prepared (a first sync discovers it) and the source starts reading: neither
+    // needs them. A sink that cannot open is still the error reported first. The thread takes
+    // landing's lower priority first: DuckDB's workers, started as it opens, inherit it.
+    std::future<Result<PipelineSinks>> sinks = std::async(std::launch::async, [this] {
+      LowerThisThreadsPriority();
+      return OpenSinks(config_, pipeline_, state_.store().identity().instance_id, &state_.env());
+    });
+    lake_policy_ = ResolveLakePolicy(config_, pipeline_);
+    Status prepared = PrepareShaping();
+    if (prepared.ok()) prepared = OpenSource();
+    SKIPPR_RETURN_IF_ERROR(StartLanding(sinks.get()));
+    SKIPPR_RETURN_IF_ERROR(prepared);
     SKIPPR_RETURN_IF_ERROR(Ingest());
     SKIPPR_RETURN_IF_ERROR(Finish());
     return std::move(result_);
   }
 
  private:
-  // The WAL recovered; landing (whose first round lands what an earlier run committed and did not
-  // land) and the aggregates started beside ingest, which never waits for them.
+  // The WAL recovered and the aggregates started beside ingest, which never waits for them (as
+  // landing, started with the sinks: its first round lands what an earlier run committed and did
+  // not land).
   Status RecoverAndStartBackgroundWork() {
     SKIPPR_ASSIGN_OR_RETURN(const DiskRule disk_rule, ResolveDiskRule(pipeline_));
     disk_gate_.emplace(pipeline_.name, pipeline_.data_dir, disk_rule);
     SKIPPR_ASSIGN_OR_RETURN(wal_, wal::Wal::Open(state_.wal_directory(), pipeline_.name,
                                                  state_.store(), &result_.recovery,
                                                  {.env = &state_.env()}));
-    SKIPPR_ASSIGN_OR_RETURN(PipelineSinks sinks,
-                            OpenSinks(config_, pipeline_, state_.store().identity().instance_id,
-                                      &state_.env()));
-    lake_policy_ = sinks.data_policy;
-    landing_trigger_ = LandingTrigger(sinks);
-    if (sinks.has_any()) lander_.emplace(state_, pipeline_, std::move(sinks));
     if (!pipeline_.transform.aggregates.empty()) {
       SKIPPR_ASSIGN_OR_RETURN(aggregator_, BackgroundAggregator::Start(state_, pipeline_));
     }
+    return Status::OK();
+  }
+
+  // Landing starts with the sinks open, before the first commit it may be asked for.
+  Status StartLanding(Result<PipelineSinks> opened) {
+    SKIPPR_ASSIGN_OR_RETURN(PipelineSinks sinks, std::move(opened));
+    SKIPPR_CHECK(sinks.data_policy.key_columns == lake_policy_.key_columns);
+    landing_trigger_ = LandingTrigger(sinks);
+    if (sinks.has_any()) lander_.emplace(state_, pipeline_, std::move(sinks));
     last_landing_ = std::chrono::steady_clock::now();
     return Status::OK();
   }

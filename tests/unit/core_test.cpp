@@ -2,12 +2,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/disk.hpp"
 #include "core/environment.hpp"
@@ -15,6 +17,7 @@
 #include "core/log.hpp"
 #include "core/redact.hpp"
 #include "core/status.hpp"
+#include "core/thread_priority.hpp"
 #include "core/types.hpp"
 #include "core/value.hpp"
 
@@ -348,5 +351,22 @@ TEST(Redact, MasksLearnedSecretsUriPasswordsAndKeyValuePasswords) {
   EXPECT_EQ(Redact("tok-123456"), "tok-123456");
 }
 
+// Landing lowers its threads' priority and DuckDB's workers inherit it from the thread that opens
+// the database: both rest on Linux keeping a nice value per thread.
+TEST(ThreadPriority, ALoweredThreadAndTheThreadsItStartsRunBelowTheOthers) {
+  const int before = getpriority(PRIO_PROCESS, 0);
+  int lowered = 0;
+  int started_by_it = 0;
+  std::thread([&] {
+    LowerThisThreadsPriority();
+    lowered = getpriority(PRIO_PROCESS, 0);
+    std::thread([&] { started_by_it = getpriority(PRIO_PROCESS, 0); }).join();
+  }).join();
+  EXPECT_EQ(lowered, std::min(before + kBackgroundNiceSteps, 19));
+  EXPECT_EQ(started_by_it, lowered);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), before);  // the caller's thread is untouched
+}
+
 }  // namespace
 }  // namespace skippr
+
