@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "core/thread_priority.hpp"
 #include "pipeline/landing.hpp"
@@ -14,6 +17,17 @@ namespace {
 // Batches kept for landing, in source bytes, as a multiple of the landing size: enough for the
 // lander to take whole landings from memory while the next one is being committed.
 constexpr uint64_t kKeptLandings = 2;
+// The longest a committed segment waits for room in the lander's queue while the lander works
+// (a landing commits in about a second); past it the segment is read back instead.
+constexpr std::chrono::seconds kRoomWait{5};
+
+// Test seam: SKIPPR_LANDING_STREAM_DELAY_MS=<n> makes a stream take each slice n ms late, a lander
+// slower than ingest (tests prove ingest then keeps pace with it).
+void DelayForTestSeam() {
+  if (const char* delay = std::getenv("SKIPPR_LANDING_STREAM_DELAY_MS"); delay != nullptr) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
+  }
+}
 }  // namespace
 
 // ----- WorkerThread --------------------------------------------------------------------------
@@ -120,6 +134,14 @@ BackgroundLander::BackgroundLander(PipelineState& state, const config::PipelineC
 
 BackgroundLander::~BackgroundLander() = default;
 
+// Of the sinks the pipeline has (a policy without its sink is only defaults).
+uint64_t BackgroundLander::LargestLandingBytes() const {
+  uint64_t bytes = 0;
+  if (sinks_.data) bytes = sinks_.data_policy.target_file_bytes;
+  if (sinks_.deadletters) bytes = std::max(bytes, sinks_.deadletter_policy.target_file_bytes);
+  return bytes;
+}
+
 bool BackgroundLander::MayStream(const Batch& batch) const {
   return sinks_.data != nullptr && sinks_.data_policy.key_columns.empty() && !batch.cdc &&
          batch.namespace_name != schema::kDeadlettersNamespace;
@@ -128,18 +150,27 @@ bool BackgroundLander::MayStream(const Batch& batch) const {
 void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches,
                                            uint64_t source_bytes) {
   {
-    std::lock_guard lock(worker_.mutex());
+    std::unique_lock lock(worker_.mutex());
     SKIPPR_CHECK_MSG(segment_id > last_committed_segment_id_, "segments are handed over in order");
+    const auto has_room = [&] {
+      return kept_bytes_ + source_bytes <= kKeptLandings * LargestLandingBytes();
+    };
+    const bool streams_all = std::all_of(batches.begin(), batches.end(),
+                                         [this](const Batch& batch) { return MayStream(batch); });
+    if (streams_all && !has_room()) {
+      // The lander is the slower stage: ingest keeps pace with it rather than leave it work.
+      const WorkerThread::Signals& signals = worker_.signals();
+      worker_.changed().wait_for(lock, kRoomWait, [&] {
+        return has_room() || !is_busy_ || signals.has_stopped || signals.is_stopping;
+      });
+    }
+    // Only now may a round land the segment: its batches are queued (or left to be read back).
     last_committed_segment_id_ = segment_id;
     if (worker_.signals().has_stopped) {
       queue_.clear();  // what came between the lander's last clear and its end
       return;
     }
-    const uint64_t landing_bytes =
-        std::max(sinks_.data_policy.target_file_bytes, sinks_.deadletter_policy.target_file_bytes);
-    if (kept_bytes_ + source_bytes > kKeptLandings * landing_bytes) {
-      return;  // a round reads the segment back
-    }
+    if (!has_room()) return;  // a round reads the segment back
     for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
       const bool streams = MayStream(batches[ordinal]);
       queue_.emplace(lake::SliceRef{segment_id, ordinal},
@@ -186,14 +217,31 @@ Status BackgroundLander::LandUntilFinished() {
 BackgroundLander::Work BackgroundLander::WaitForWork(std::string& stream_namespace) {
   std::unique_lock lock(worker_.mutex());
   WorkerThread::Signals& signals = worker_.signals();
-  worker_.changed().wait(lock, [&] {
+  const auto has_work = [&] {
     return signals.is_stopping || signals.is_requested || signals.is_finishing ||
            FirstStreamable(nullptr) != queue_.end();
-  });
+  };
+  if (!has_work()) {
+    SetBusy(false);
+    worker_.changed().wait(lock, has_work);
+  }
+  const Work work = NextWork(stream_namespace);
+  SetBusy(work == Work::kStream || work == Work::kRound);
+  return work;
+}
+
+void BackgroundLander::SetBusy(bool is_busy) {
+  if (is_busy_ == is_busy) return;
+  is_busy_ = is_busy;
+  if (!is_busy_) worker_.changed().notify_all();  // a segment waiting for room waits no more
+}
+
+BackgroundLander::Work BackgroundLander::NextWork(std::string& stream_namespace) {
+  const WorkerThread::Signals& signals = worker_.signals();
   if (signals.is_stopping) return Work::kStop;
   // A round asked for goes first: it lands only what no stream takes, so it never cuts one short.
   if (signals.is_requested) {
-    signals.is_requested = false;
+    worker_.signals().is_requested = false;
     return Work::kRound;
   }
   if (auto first = FirstStreamable(nullptr); first != queue_.end()) {
@@ -279,6 +327,7 @@ Status BackgroundLander::Stream(const std::string& namespace_name) {
 
 Result<std::optional<StreamedSlice>> BackgroundLander::NextStreamed(
     const schema::NamespaceSchema& namespace_schema, StreamBudget& budget) {
+  DelayForTestSeam();
   std::unique_lock lock(worker_.mutex());
   const WorkerThread::Signals& signals = worker_.signals();
   while (true) {
@@ -315,12 +364,14 @@ void BackgroundLander::AddToTotals(const LandingPassResult& landed) {
 }
 
 void BackgroundLander::ForgetLandedSegments() {
+  const uint64_t kept_before = kept_bytes_;
   std::erase_if(kept_bytes_by_segment_, [this](const auto& kept) {
     auto next = queue_.lower_bound(lake::SliceRef{kept.first, 0});
     if (next != queue_.end() && next->first.segment_id == kept.first) return false;
     kept_bytes_ -= kept.second;
     return true;
   });
+  if (kept_bytes_ < kept_before) worker_.changed().notify_all();  // room for a waiting segment
 }
 
 }  // namespace skippr::pipeline::internal

@@ -231,7 +231,9 @@ class BackgroundLander {
 
   // The batches of a just-committed segment (read from `source_bytes` of input), in commit order,
   // to land from memory. Kept only within a memory budget; beyond it a round reads the segment
-  // back.
+  // back. While the lander works (it will get to the queue), a segment that would overflow it
+  // waits for room (up to kRoomWait): reading it back would cost the lander, already the slower
+  // stage, more.
   void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t source_bytes);
   // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
   void RequestLanding();
@@ -259,6 +261,8 @@ class BackgroundLander {
   // On the lander thread.
   Status LandUntilFinished();
   Work WaitForWork(std::string& stream_namespace);
+  Work NextWork(std::string& stream_namespace);  // with worker_.mutex() held, once there is work
+  void SetBusy(bool is_busy);                     // with worker_.mutex() held
   Status LandRound();
   Status Stream(const std::string& namespace_name);
   Result<std::optional<StreamedSlice>> NextStreamed(const schema::NamespaceSchema& namespace_schema,
@@ -268,6 +272,7 @@ class BackgroundLander {
   Queue::iterator FirstStreamable(const std::string* namespace_name);
   void ForgetLandedSegments();
   bool MayStream(const Batch& batch) const;
+  uint64_t LargestLandingBytes() const;  // the target file size of the sink that lands most
 
   PipelineState& state_;
   const config::PipelineConfig& pipeline_;
@@ -279,6 +284,7 @@ class BackgroundLander {
   // Source bytes of the segments with batches in queue_, by segment.
   std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
   uint64_t kept_bytes_ = 0;
+  bool is_busy_ = false;  // the lander is in a stream or a round: it will get to queue_
   // The newest segment committed: live when the pass started, or handed over since. A round
   // lands no segment after it, which it might otherwise land before its batches are handed over.
   uint64_t last_committed_segment_id_ = 0;
