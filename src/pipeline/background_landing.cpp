@@ -237,11 +237,11 @@ void BackgroundLander::SetBusy(bool is_busy) {
 }
 
 BackgroundLander::Work BackgroundLander::NextWork(std::string& stream_namespace) {
-  const WorkerThread::Signals& signals = worker_.signals();
+  WorkerThread::Signals& signals = worker_.signals();
   if (signals.is_stopping) return Work::kStop;
   // A round asked for goes first: it lands only what no stream takes, so it never cuts one short.
   if (signals.is_requested) {
-    worker_.signals().is_requested = false;
+    signals.is_requested = false;
     return Work::kRound;
   }
   if (auto first = FirstStreamable(nullptr); first != queue_.end()) {

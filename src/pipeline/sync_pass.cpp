@@ -230,9 +230,9 @@ class SyncPass {
   }
 
  private:
-  // The WAL recovered and the aggregates started beside ingest, which never waits for them (as
-  // landing, started with the sinks: its first round lands what an earlier run committed and did
-  // not land).
+  // The WAL recovered and the aggregates started beside ingest, which never waits for them.
+  // Landing starts with the sinks (StartLanding); its first round lands what an earlier run
+  // committed and did not land.
   Status RecoverAndStartBackgroundWork() {
     SKIPPR_ASSIGN_OR_RETURN(const DiskRule disk_rule, ResolveDiskRule(pipeline_));
     disk_gate_.emplace(pipeline_.name, pipeline_.data_dir, disk_rule);
