@@ -231,9 +231,9 @@ class BackgroundLander {
 
   // The batches of a just-committed segment (read from `source_bytes` of input), in commit order,
   // to land from memory. Kept only within a memory budget; beyond it a round reads the segment
-  // back. While the lander works (it will get to the queue), a segment that would overflow it
-  // waits for room (up to kRoomWait): reading it back would cost the lander, already the slower
-  // stage, more.
+  // back. While the lander works (it will get to the queue), a segment whose batches all stream
+  // and would overflow it waits for room (up to kRoomWait): reading it back would cost the
+  // lander, already the slower stage, more. Others (deadletters, merges) go to a round as before.
   void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t source_bytes);
   // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
   void RequestLanding();
