@@ -19,6 +19,8 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <memory>
+#include <memory_resource>
 #include <unordered_map>
 
 #include "core/check.hpp"
@@ -243,7 +245,8 @@ struct MeasureState {
 
 struct GroupState {
   int64_t rows = 0;
-  std::vector<MeasureState> measures;
+  // A chunk's groups keep theirs in the chunk's arena (PendingStates): no allocation per group.
+  std::pmr::vector<MeasureState> measures;
 };
 
 void Apply(GroupState& group, const std::vector<Contribution>& row, int64_t sign) {
@@ -366,7 +369,9 @@ Status DecodeMeasuresV2(Decoder& in, GroupState& group) {
   return Status::OK();
 }
 
-Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateConfig& aggregate) {
+Result<GroupState> DecodeGroup(
+    std::string_view bytes, const config::AggregateConfig& aggregate,
+    std::pmr::memory_resource* memory = std::pmr::get_default_resource()) {
   const std::string what = fmt::format("aggregate {}: a group record", aggregate.id);
   Decoder in(bytes, what);
   SKIPPR_ASSIGN_OR_RETURN(const uint8_t version, in.Fixed<uint8_t>());
@@ -375,7 +380,7 @@ Result<GroupState> DecodeGroup(std::string_view bytes, const config::AggregateCo
         "{} has record version {}; this skipprd reads versions 1 to {}: run the newer skipprd",
         what, version, kGroupRecordVersion));
   }
-  GroupState group;
+  GroupState group{0, std::pmr::vector<MeasureState>(memory)};
   uint64_t count = 0;
   if (version == 1) {
     SKIPPR_ASSIGN_OR_RETURN(group.rows, in.Fixed<int64_t>());
@@ -655,74 +660,147 @@ void RowContributions(const config::AggregateConfig& aggregate, const ResolvedSl
 // A chunk: the groups and entities its rows touched, loaded from one snapshot, written in one
 // transaction with the cursor.
 
-// The states a chunk changed, by store key, in the order they arrived. While keys only grow (ids,
-// times) a key is found without an index — it is the last one or none — and the states are
-// written without a sort; the first key that does not grow builds the hash index, which then
-// serves every lookup.
+// The memory a chunk's pending states take (their keys, measures, containers), handed out by
+// bumping a pointer and taken back all at once when the chunk commits. A chunk's states then lie
+// side by side in the order they arrived, where one heap allocation each scattered them, and the
+// blocks serve the round's next chunk.
+class ChunkArena final : public std::pmr::memory_resource {
+ public:
+  ChunkArena() = default;
+  ChunkArena(const ChunkArena&) = delete;
+  ChunkArena& operator=(const ChunkArena&) = delete;
+
+  // Everything handed out is free again; the caller has destroyed what it held.
+  void Rewind() {
+    block_ = 0;
+    used_bytes_ = 0;
+  }
+
+ private:
+  static constexpr size_t kBlockBytes = size_t{1} << 20;
+
+  struct Block {
+    std::unique_ptr<std::byte[]> bytes;
+    size_t size_bytes = 0;
+  };
+
+  void* do_allocate(size_t bytes, size_t alignment) override {
+    if (void* memory = TakeFromBlock(bytes, alignment)) return memory;
+    // The next block that fits (blocks kept from an earlier chunk may be too small), or a new one.
+    for (++block_; block_ < blocks_.size(); ++block_) {
+      used_bytes_ = 0;
+      if (void* memory = TakeFromBlock(bytes, alignment)) return memory;
+    }
+    const size_t size_bytes = std::max(kBlockBytes, bytes + alignment);
+    blocks_.push_back(Block{std::make_unique_for_overwrite<std::byte[]>(size_bytes), size_bytes});
+    block_ = blocks_.size() - 1;
+    used_bytes_ = 0;
+    void* memory = TakeFromBlock(bytes, alignment);
+    SKIPPR_CHECK(memory != nullptr);
+    return memory;
+  }
+
+  void* TakeFromBlock(size_t bytes, size_t alignment) {
+    if (block_ >= blocks_.size()) return nullptr;
+    const Block& block = blocks_[block_];
+    void* memory = block.bytes.get() + used_bytes_;
+    size_t room_bytes = block.size_bytes - used_bytes_;
+    if (std::align(alignment, bytes, memory, room_bytes) == nullptr) return nullptr;
+    used_bytes_ = block.size_bytes - room_bytes + bytes;
+    return memory;
+  }
+
+  void do_deallocate(void*, size_t, size_t) override {}  // taken back by Rewind
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+
+  std::vector<Block> blocks_;
+  size_t block_ = 0;       // the block being filled
+  size_t used_bytes_ = 0;  // of blocks_[block_]
+};
+
+// The states a chunk changed, by key (a group or entity key, without the store key's prefix), in
+// the order they arrived. While keys only grow (ids, times) a key is found without an index — it
+// is the last one or none — and the states are written without a sort; the first key that does
+// not grow builds the hash index, which then serves every lookup. States and keys live in the
+// chunk's arena, given back by Clear.
 template <typename State>
 class PendingStates {
  public:
-  explicit PendingStates(size_t expected_keys) : expected_keys_(expected_keys) {}
+  explicit PendingStates(size_t expected_keys) : expected_keys_(expected_keys) { Clear(); }
 
-  size_t size() const { return items_.size(); }
+  // Where a state's own containers take their memory (GroupState's measures).
+  std::pmr::memory_resource* memory() { return &arena_; }
 
-  State* Find(std::string_view store_key) {
-    if (items_.empty()) return nullptr;
+  size_t size() const { return items_->size(); }
+
+  State* Find(std::string_view key) {
+    if (items_->empty()) return nullptr;
     if (!index_) {
-      const std::string& last = items_.back().store_key;
-      if (store_key > last) return nullptr;
-      if (store_key == last) return &items_.back().state;
+      const std::string_view last = items_->back().key;
+      if (key > last) return nullptr;
+      if (key == last) return &items_->back().state;
       BuildIndex();
     }
-    const auto found = index_->find(store_key);
+    const auto found = index_->find(key);
     return found != index_->end() ? found->second : nullptr;
   }
 
-  // `store_key` is not held: Find said so.
-  State* Add(std::string store_key, State state) {
-    SKIPPR_CHECK(index_ || items_.empty() || store_key > items_.back().store_key);
-    Item& item = items_.emplace_back(Item{std::move(store_key), std::move(state)});
+  // `key` is not held: Find said so.
+  State* Add(std::string_view key, State state) {
+    SKIPPR_CHECK(index_ || items_->empty() || key > items_->back().key);
+    char* const key_bytes = static_cast<char*>(arena_.allocate(key.size(), 1));
+    std::memcpy(key_bytes, key.data(), key.size());
+    Item& item = items_->emplace_back(Item{{key_bytes, key.size()}, std::move(state)});
     if (index_) {
-      const bool is_new = index_->emplace(item.store_key, &item.state).second;
+      const bool is_new = index_->emplace(item.key, &item.state).second;
       SKIPPR_CHECK(is_new);
     }
     return &item.state;
   }
 
-  // The states with their store keys, sorted by store key: LMDB then writes each B-tree page
-  // while it is at hand, where hash order (many distinct keys) touches pages at random.
-  std::vector<std::pair<std::string_view, const State*>> InKeyOrder() const {
-    std::vector<std::pair<std::string_view, const State*>> ordered;
-    ordered.reserve(items_.size());
-    for (const Item& item : items_) ordered.emplace_back(item.store_key, &item.state);
-    if (index_) {  // else they arrived in key order
-      std::sort(ordered.begin(), ordered.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Calls visit(key, state) for each state in key order: LMDB then writes each B-tree page while
+  // it is at hand, where hash order (many distinct keys) touches pages at random.
+  template <typename Visit>
+  Status ForEachInKeyOrder(const Visit& visit) const {
+    if (!index_) {  // they arrived in key order
+      for (const Item& item : *items_) SKIPPR_RETURN_IF_ERROR(visit(item.key, item.state));
+      return Status::OK();
     }
-    return ordered;
+    std::vector<const Item*> ordered;
+    ordered.reserve(items_->size());
+    for (const Item& item : *items_) ordered.push_back(&item);
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Item* a, const Item* b) { return a->key < b->key; });
+    for (const Item* item : ordered) SKIPPR_RETURN_IF_ERROR(visit(item->key, item->state));
+    return Status::OK();
   }
 
   void Clear() {
-    items_.clear();
     index_.reset();
+    items_.reset();
+    arena_.Rewind();
+    items_.emplace(&arena_);
   }
 
  private:
   struct Item {
-    std::string store_key;
+    std::string_view key;  // in arena_
     State state;
   };
 
   void BuildIndex() {
-    index_.emplace();
+    index_.emplace(&arena_);
     // Room made up front, so that a chunk of many keys never rehashes.
-    index_->reserve(std::max(expected_keys_, items_.size()));
-    for (Item& item : items_) index_->emplace(item.store_key, &item.state);
+    index_->reserve(std::max(expected_keys_, items_->size()));
+    for (Item& item : *items_) index_->emplace(item.key, &item.state);
   }
 
   size_t expected_keys_;
-  std::deque<Item> items_;  // stable addresses: the index holds views of their keys
-  std::optional<std::unordered_map<std::string_view, State*>> index_;
+  ChunkArena arena_;  // first: the containers below hand their memory back to it
+  std::optional<std::pmr::deque<Item>> items_;  // stable addresses: the index holds their keys
+  std::optional<std::pmr::unordered_map<std::string_view, State*>> index_;
 };
 
 class Chunk {
@@ -824,27 +902,25 @@ class Chunk {
 
  private:
   Status WriteState(store::WriteTransaction& write) {
-    for (const auto& [store_key, group] : groups_.InKeyOrder()) {
-      if (group->rows == 0) {
-        for (const MeasureState& measure : group->measures) {
-          SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
-        }
-        SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
-        continue;
-      }
-      SKIPPR_CHECK(group->rows > 0);
-      SKIPPR_RETURN_IF_ERROR(
-          write.Put(store::Family::kStreamState, store_key, EncodeGroup(*group)));
-    }
-    for (const auto& [store_key, entity] : entities_.InKeyOrder()) {
-      if (!entity->is_live && entity->order_token.empty()) {
-        SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kStreamState, store_key));
-      } else {
-        SKIPPR_RETURN_IF_ERROR(
-            write.Put(store::Family::kStreamState, store_key, EncodeEntity(*entity)));
-      }
-    }
-    return Status::OK();
+    const store::Family family = store::Family::kStreamState;
+    SKIPPR_RETURN_IF_ERROR(groups_.ForEachInKeyOrder(
+        [&](std::string_view key, const GroupState& group) -> Status {
+          const std::string& store_key = StoreKey(group_prefix_, key);
+          if (group.rows == 0) {
+            for (const MeasureState& measure : group.measures) {
+              SKIPPR_CHECK_MSG(measure.non_null == 0, "an empty group kept a measure value");
+            }
+            return write.Delete(family, store_key);
+          }
+          SKIPPR_CHECK(group.rows > 0);
+          return write.Put(family, store_key, EncodeGroup(group));
+        }));
+    return entities_.ForEachInKeyOrder(
+        [&](std::string_view key, const EntityState& entity) -> Status {
+          const std::string& store_key = StoreKey(entity_prefix_, key);
+          if (!entity.is_live && entity.order_token.empty()) return write.Delete(family, store_key);
+          return write.Put(family, store_key, EncodeEntity(entity));
+        });
   }
 
   void Clear() {
@@ -861,16 +937,17 @@ class Chunk {
     return group_key_.key();
   }
 
-  // The store as of the chunk's first read, with the greatest group and entity keys it holds.
+  // The store as of the chunk's first read, with the greatest group and entity keys it holds
+  // (without their store key prefix, as PendingStates keys them).
   struct Snapshot {
     store::ReadTransaction read;
     std::optional<std::string> last_group_key;
     std::optional<std::string> last_entity_key;
 
-    // Whether `store_key` may be stored: not when it sorts after every stored key of its kind,
-    // which spares keys that only grow (ids, times) a read that would find nothing.
-    static bool MayHold(const std::optional<std::string>& last_key, std::string_view store_key) {
-      return last_key && store_key <= *last_key;
+    // Whether `key` may be stored: not when it sorts after every stored key of its kind, which
+    // spares keys that only grow (ids, times) a read that would find nothing.
+    static bool MayHold(const std::optional<std::string>& last_key, std::string_view key) {
+      return last_key && key <= *last_key;
     }
   };
 
@@ -879,53 +956,58 @@ class Chunk {
       SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, store_.BeginRead());
       const store::Family family = store::Family::kStreamState;
       SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_group,
-                              read.LastKey(family, GroupPrefix(aggregate_.id)));
+                              read.LastKey(family, group_prefix_));
       SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> last_entity,
-                              read.LastKey(family, EntityPrefix(aggregate_.id)));
+                              read.LastKey(family, entity_prefix_));
+      const auto without_prefix = [](std::optional<std::string>& key, const std::string& prefix) {
+        if (!key) return;
+        SKIPPR_CHECK(key->starts_with(prefix));
+        key->erase(0, prefix.size());
+      };
+      without_prefix(last_group, group_prefix_);
+      without_prefix(last_entity, entity_prefix_);
       snapshot_.emplace(Snapshot{std::move(read), std::move(last_group), std::move(last_entity)});
     }
     return &*snapshot_;
   }
 
-  // The stored value of `store_key`, or nullopt, reading only when the snapshot may hold it.
-  Result<std::optional<std::string>> ReadStored(
-      const std::string& store_key, std::optional<std::string> Snapshot::*last_key) {
+  // The stored value of the group or entity `key` (`prefix`: which), or nullopt, reading only
+  // when the snapshot may hold it.
+  Result<std::optional<std::string>> ReadStored(const std::string& prefix, std::string_view key,
+                                                std::optional<std::string> Snapshot::*last_key) {
     SKIPPR_ASSIGN_OR_RETURN(const Snapshot* snapshot, TakeSnapshot());
-    if (!Snapshot::MayHold(snapshot->*last_key, store_key)) return std::optional<std::string>();
-    return snapshot->read.Get(store::Family::kStreamState, store_key);
+    if (!Snapshot::MayHold(snapshot->*last_key, key)) return std::optional<std::string>();
+    return snapshot->read.Get(store::Family::kStreamState, StoreKey(prefix, key));
   }
 
-  // The store key of a group or an entity (GroupPrefix), made in a buffer each lookup reuses, so
-  // that a row whose group is pending costs no allocation.
+  // The store key of a group or an entity (GroupPrefix), made in a buffer each call reuses.
   const std::string& StoreKey(const std::string& prefix, std::string_view key) {
     store_key_.assign(prefix).append(key);
     return store_key_;
   }
 
-  Result<GroupState*> Group(const std::string& key) {
-    const std::string& store_key = StoreKey(group_prefix_, key);
-    if (GroupState* pending = groups_.Find(store_key)) return pending;
+  Result<GroupState*> Group(std::string_view key) {
+    if (GroupState* pending = groups_.Find(key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                            ReadStored(store_key, &Snapshot::last_group_key));
-    GroupState group;
+                            ReadStored(group_prefix_, key, &Snapshot::last_group_key));
     if (bytes) {
-      SKIPPR_ASSIGN_OR_RETURN(group, DecodeGroup(*bytes, aggregate_));
-    } else {
-      group.measures.resize(aggregate_.measures.size());
+      SKIPPR_ASSIGN_OR_RETURN(GroupState group, DecodeGroup(*bytes, aggregate_, groups_.memory()));
+      return groups_.Add(key, std::move(group));
     }
-    return groups_.Add(store_key, std::move(group));
+    GroupState group{0, std::pmr::vector<MeasureState>(groups_.memory())};
+    group.measures.resize(aggregate_.measures.size());
+    return groups_.Add(key, std::move(group));
   }
 
   Result<EntityState*> Entity(std::string_view key) {
-    const std::string& store_key = StoreKey(entity_prefix_, key);
-    if (EntityState* pending = entities_.Find(store_key)) return pending;
+    if (EntityState* pending = entities_.Find(key)) return pending;
     SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                            ReadStored(store_key, &Snapshot::last_entity_key));
+                            ReadStored(entity_prefix_, key, &Snapshot::last_entity_key));
     EntityState entity;
     if (bytes) {
       SKIPPR_ASSIGN_OR_RETURN(entity, DecodeEntity(*bytes, aggregate_.id));
     }
-    return entities_.Add(store_key, std::move(entity));
+    return entities_.Add(key, std::move(entity));
   }
 
   store::Store& store_;
