@@ -155,27 +155,6 @@ void Column::Append(const Value& value) {
   ++length;
 }
 
-void Column::AppendBool(bool value) {
-  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBool);
-  SetValidity(validity, length, true);
-  fixed.push_back(value ? 1 : 0);
-  ++length;
-}
-
-void Column::AppendInt64(int64_t value) {
-  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kInt64);
-  SetValidity(validity, length, true);
-  AppendFixed(fixed, &value, 8);
-  ++length;
-}
-
-void Column::AppendDouble(double value) {
-  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kDouble);
-  SetValidity(validity, length, true);
-  AppendFixed(fixed, &value, 8);
-  ++length;
-}
-
 void Column::AppendDecimal(__int128 unscaled) {
   SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kDecimal128);
   SetValidity(validity, length, true);
@@ -184,14 +163,6 @@ void Column::AppendDecimal(__int128 unscaled) {
   const auto high = static_cast<int64_t>(bits >> 64);
   AppendFixed(fixed, &low, 8);
   AppendFixed(fixed, &high, 8);
-  ++length;
-}
-
-void Column::AppendBytes(std::string_view value) {
-  SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBytes);
-  SetValidity(validity, length, true);
-  bytes.append(value);
-  offsets.push_back(static_cast<int64_t>(bytes.size()));
   ++length;
 }
 

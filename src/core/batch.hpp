@@ -58,12 +58,34 @@ struct Column {
   void AppendNull();
   void Append(const Value& value);
   // Typed appends for sources that decode straight into columns; each must match the column's
-  // physical kind (checked in debug builds).
-  void AppendBool(bool value);
-  void AppendInt64(int64_t value);
-  void AppendDouble(double value);
+  // physical kind (checked in debug builds). Inline: the typed sources append every value
+  // through them, from other modules.
+  void AppendBool(bool value) {
+    SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBool);
+    AppendPresentBit();
+    fixed.push_back(value ? 1 : 0);
+    ++length;
+  }
+  void AppendInt64(int64_t value) {
+    SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kInt64);
+    AppendPresentBit();
+    AppendFixedBytes(&value, sizeof(value));
+    ++length;
+  }
+  void AppendDouble(double value) {
+    SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kDouble);
+    AppendPresentBit();
+    AppendFixedBytes(&value, sizeof(value));
+    ++length;
+  }
   void AppendDecimal(__int128 unscaled);
-  void AppendBytes(std::string_view value);
+  void AppendBytes(std::string_view value) {
+    SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kBytes);
+    AppendPresentBit();
+    bytes.append(value);
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+    ++length;
+  }
   // A present struct row whose children the caller has already appended (one row each).
   void AppendStructRow() { AppendStructRows(1); }
   // `rows` present struct rows whose children the caller has already appended (`rows` each).
@@ -95,6 +117,17 @@ struct Column {
   bool Validate(std::string* reason) const;
   // The bytes its buffers hold (children included): what the column weighs uncompressed.
   uint64_t DataBytes() const;
+
+ private:
+  // The validity bit of row `length`, set: the row being appended is present.
+  void AppendPresentBit() {
+    if ((length >> 3) >= static_cast<int64_t>(validity.size())) validity.push_back(0);
+    validity[length >> 3] |= static_cast<uint8_t>(1u << (length & 7));
+  }
+  void AppendFixedBytes(const void* value, size_t size) {
+    const auto* first = static_cast<const uint8_t*>(value);
+    fixed.insert(fixed.end(), first, first + size);  // no zero-fill before the copy
+  }
 };
 
 // True when `value` can be appended as-is to a column of `type` (the kinds match exactly).

@@ -160,9 +160,13 @@ struct VectorView {
     return static_cast<const T*>(data)[row];
   }
   // A VARCHAR vector's string at `row`, valid while the chunk is.
+  // duckdb.h's layout of duckdb_string_t, read in place: duckdb_string_t_data and _length are
+  // two calls into the library per string. Up to 12 bytes are inlined, longer ones pointed to.
   std::string_view TextAt(uint64_t row) const {
-    auto* cell = static_cast<duckdb_string_t*>(const_cast<void*>(data)) + row;
-    return {duckdb_string_t_data(cell), duckdb_string_t_length(*cell)};
+    const duckdb_string_t& cell = static_cast<const duckdb_string_t*>(data)[row];
+    const uint32_t length = cell.value.inlined.length;
+    constexpr uint32_t kInlinedBytes = sizeof(cell.value.inlined.inlined);
+    return {length <= kInlinedBytes ? cell.value.inlined.inlined : cell.value.pointer.ptr, length};
   }
 };
 
