@@ -178,6 +178,8 @@ uint8_t* Column::AppendNullFixedRows(int64_t rows) {
   return fixed.data() + first;
 }
 
+void Column::AppendValidityByte() { validity.push_back(0); }
+
 void Column::AppendStructRows(int64_t rows) {
   SKIPPR_DCHECK(PhysicalKindOf(type.id()) == PhysicalKind::kStruct && rows >= 0);
   for (int64_t row = length; row < length + rows; ++row) SetValidity(validity, row, true);

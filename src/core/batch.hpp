@@ -120,10 +120,14 @@ struct Column {
 
  private:
   // The validity bit of row `length`, set: the row being appended is present.
+  // Called per value, so the vector's growth stays out of line: inlined, it made every call save
+  // and restore six registers (8% of the JSON reader thread's samples).
   void AppendPresentBit() {
-    if ((length >> 3) >= static_cast<int64_t>(validity.size())) validity.push_back(0);
-    validity[length >> 3] |= static_cast<uint8_t>(1u << (length & 7));
+    const auto byte = static_cast<size_t>(length >> 3);
+    if (byte >= validity.size()) AppendValidityByte();  // every eighth row
+    validity[byte] |= static_cast<uint8_t>(1u << (length & 7));
   }
+  void AppendValidityByte();
   void AppendFixedBytes(const void* value, size_t size) {
     const auto* first = static_cast<const uint8_t*>(value);
     fixed.insert(fixed.end(), first, first + size);  // no zero-fill before the copy

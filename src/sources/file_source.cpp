@@ -801,6 +801,8 @@ class ParquetReader final : public FileReader {
   // time, to the end of its row group. DuckDB skips the row groups outside the range when it may
   // filter on the file's row numbers (no column already has their name); OFFSET reads them.
   std::string RowsFromNextSql() const {
+    // From the first record to the end, a filter would only cost: every row passes it.
+    if (records_ == 0 && !end_record_ && !row_groups_) return ReadSql() + " t";
     if (!can_filter_row_numbers_ && !end_record_) {
       return fmt::format("{} t OFFSET {}", ReadSql(), records_);
     }
