@@ -17,10 +17,14 @@
 //      ru_maxrss). The Parquet input is written by DuckDB from the JSON-lines file before
 //      anything is timed; each input is deleted once its format is done, and a size is skipped
 //      (with a note) when the work directory has less than 3× its input free. Below
-//      kSingleRoundRows: a warm-up round, then the best of interleaved rounds; from it, one round.
+//      kSingleRoundRows: a warm-up round, then kPairedRounds interleaved rounds, each figure the
+//      median of its rounds and each ratio the median of the rounds' own ratios (the two runs of
+//      a round see the same machine, whose speed drifts by a fifth over seconds: a best-of
+//      ratio was as often a lucky baseline run as a change); from it, one round.
 //   1b. the sync of the smallest size's JSON-lines file with no transform and with one
 //      transform.aggregates entry keyed by ride_id (one key per row: a 2M-key aggregate at 2M
-//      rows; sum and count measures), interleaved, best of each; `sync --once` drains the
+//      rows; sum and count measures), in interleaved pairs, medians as in (1); `sync --once`
+//      drains the
 //      aggregates processor before it exits, so its time includes the aggregation.
 //   2. commit latency: lake::LakeWriter::Land in-process, --landings distinct landings (one WAL
 //      slice each, so each has its own landing id) of one prepared batch into one table, each
@@ -64,6 +68,7 @@ namespace {
 constexpr uint64_t kLargeRows = 20'000'000;  // the second size
 // From this many rows, (1) times one round without a warm-up and without the 1-thread baseline.
 constexpr uint64_t kSingleRoundRows = 10'000'000;
+constexpr int kPairedRounds = 5;  // timed rounds below kSingleRoundRows, after one warm-up
 constexpr double kFreeSpaceFactor = 3.0;  // a size runs only with this many times its input free
 constexpr double kBytesPerGb = 1e9;
 constexpr double kTargetRssMib = 1024;           // the peak RSS target at 20M rows
@@ -232,10 +237,10 @@ struct DuckDbBaselines {
   DuckDb single_thread{1};
 };
 
-// How one (format, size) is timed: `warm_up` untimed rounds, then the best of `timed` rounds.
+// How one (format, size) is timed: `warm_up` untimed rounds, then `timed` rounds' medians.
 struct Rounds {
   int warm_up = 1;
-  int timed = kTimedRuns;
+  int timed = kPairedRounds;
   bool has_single_thread = true;  // also times DuckDB at one thread
 };
 
@@ -244,9 +249,21 @@ Rounds RoundsFor(uint64_t rows) {
   return {};
 }
 
-void KeepBest(double& best_seconds, double seconds) {
-  if (best_seconds == 0 || seconds < best_seconds) best_seconds = seconds;
-}
+// What a measurement's timed rounds saw of one figure; Median() is what is printed.
+class RoundFigures {
+ public:
+  void Add(double figure) { figures_.push_back(figure); }
+  double Median() const {
+    if (figures_.empty()) return 0;
+    std::vector<double> sorted = figures_;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t middle = sorted.size() / 2;
+    return sorted.size() % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+  }
+
+ private:
+  std::vector<double> figures_;
+};
 
 // The bytes of rides.jsonl and rides.csv at `rows` rows, scaled from the first rows.
 uint64_t EstimatedInputBytes(uint64_t rows) {
@@ -323,11 +340,13 @@ SyncRun SyncToLake(const Bench& bench, const fs::path& config, uint64_t rows,
 
 struct FormatMeasurement {
   uint64_t input_bytes = 0;
-  double duckdb_process_seconds = 0;        // the one-line COPY's own process
+  RoundFigures duckdb_process_seconds;        // the one-line COPY's own process
   uint64_t duckdb_process_peak_rss_kib = 0;
-  double duckdb_seconds = 0;                // in this process, warm, at DuckDB's default threads
-  double duckdb_single_thread_seconds = 0;  // 0: not timed at this size
-  double skipprd_seconds = 0;
+  RoundFigures duckdb_seconds;                // in this process, warm, at DuckDB's default threads
+  RoundFigures duckdb_single_thread_seconds;  // none: not timed at this size
+  RoundFigures skipprd_seconds;
+  RoundFigures ratio;       // each round's duckdb_process_seconds / skipprd_seconds: the target's
+  RoundFigures warm_ratio;  // each round's duckdb_seconds / skipprd_seconds
   uint64_t skipprd_peak_rss_kib = 0;  // the largest of every round's
   uint64_t landings = 0;              // of the last sync
   TableCounts counts;                 // of the last sync's table
@@ -356,8 +375,8 @@ ChildRun RunDuckDbCopyProcess(const Bench& bench, const std::string& table_funct
   return child;
 }
 
-// Rounds of DuckDB then skipprd on `input`, keeping each one's best: this machine's speed drifts
-// over minutes, and interleaving keeps the baseline beside what it measures.
+// Rounds of DuckDB then skipprd on `input`: this machine's speed drifts, and a round keeps the
+// baseline beside what it measures.
 FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
                                 const InputFormat& format, const fs::path& input, uint64_t rows) {
   const fs::path config = bench.work_dir / "skippr.yml";
@@ -381,12 +400,14 @@ FormatMeasurement MeasureFormat(const Bench& bench, DuckDbBaselines& duckdb,
     measurement.skipprd_peak_rss_kib = std::max(measurement.skipprd_peak_rss_kib, run.peak_rss_kib);
     measurement.landings = run.landings;
     if (round < rounds.warm_up) continue;
-    KeepBest(measurement.duckdb_process_seconds, duckdb_process.seconds);
-    KeepBest(measurement.duckdb_seconds, duckdb_seconds);
+    measurement.duckdb_process_seconds.Add(duckdb_process.seconds);
+    measurement.duckdb_seconds.Add(duckdb_seconds);
     if (rounds.has_single_thread) {
-      KeepBest(measurement.duckdb_single_thread_seconds, duckdb_single_thread_seconds);
+      measurement.duckdb_single_thread_seconds.Add(duckdb_single_thread_seconds);
     }
-    KeepBest(measurement.skipprd_seconds, run.seconds);
+    measurement.skipprd_seconds.Add(run.seconds);
+    measurement.ratio.Add(duckdb_process.seconds / run.seconds);
+    measurement.warm_ratio.Add(duckdb_seconds / run.seconds);
   }
   fs::remove(config);
   return measurement;
@@ -404,15 +425,16 @@ void PrintFormatHeader(int64_t duckdb_threads) {
 
 void PrintFormatRow(const InputFormat& format, uint64_t rows, const FormatMeasurement& m) {
   const double input_mb = m.input_bytes / kBytesPerMb;
+  const double skipprd_seconds = m.skipprd_seconds.Median();
+  const double single_thread_seconds = m.duckdb_single_thread_seconds.Median();
   const std::string single_thread =
-      m.duckdb_single_thread_seconds > 0 ? fmt::format("{:.2f}", m.duckdb_single_thread_seconds)
-                                         : "-";
+      single_thread_seconds > 0 ? fmt::format("{:.2f}", single_thread_seconds) : "-";
   fmt::print("  {:<8}{:>10}{:>10.1f}{:>11.2f}{:>10.2f}{:>8.0f}{:>11.2f}{:>8.2f}  >= {:<5.1f}"
              "{:>9.2f}{:>8}{:>8.2f}{:>13.0f}{:>12.0f}  < {:.0f}\n",
-             format.name, rows, input_mb, m.skipprd_seconds, rows / m.skipprd_seconds / 1e6,
-             input_mb / m.skipprd_seconds, m.duckdb_process_seconds,
-             m.duckdb_process_seconds / m.skipprd_seconds, format.target_ratio, m.duckdb_seconds,
-             single_thread, m.duckdb_seconds / m.skipprd_seconds,
+             format.name, rows, input_mb, skipprd_seconds, rows / skipprd_seconds / 1e6,
+             input_mb / skipprd_seconds, m.duckdb_process_seconds.Median(), m.ratio.Median(),
+             format.target_ratio, m.duckdb_seconds.Median(), single_thread,
+             m.warm_ratio.Median(),
              m.skipprd_peak_rss_kib / kKibPerMib, m.duckdb_process_peak_rss_kib / kKibPerMib,
              kTargetRssMib);
   std::fflush(stdout);
@@ -430,13 +452,14 @@ SyncAggregate OneKeyPerRideAggregate() {
 struct AggregateMeasurement {
   uint64_t rows = 0;
   uint64_t input_bytes = 0;  // of the JSON-lines file
-  double plain_seconds = 0;
-  double aggregate_seconds = 0;
+  RoundFigures plain_seconds;
+  RoundFigures aggregate_seconds;
+  RoundFigures ratio;  // each pair's aggregate_seconds / plain_seconds
   uint64_t plain_peak_rss_kib = 0;
   uint64_t aggregate_peak_rss_kib = 0;
 };
 
-// Interleaved rounds (the table's rounds warmed up the file and the binary), best of each.
+// Interleaved pairs (the table's rounds warmed up the file and the binary).
 AggregateMeasurement MeasureAggregate(const Bench& bench, const fs::path& jsonl, uint64_t rows) {
   const fs::path plain_config = bench.work_dir / "plain.yml";
   const fs::path aggregate_config = bench.work_dir / "aggregate.yml";
@@ -452,8 +475,9 @@ AggregateMeasurement MeasureAggregate(const Bench& bench, const fs::path& jsonl,
       Fail(fmt::format("skipprd sync aggregated {} rows, expected {}", aggregated.rows_aggregated,
                        rows));
     }
-    KeepBest(measurement.plain_seconds, plain.seconds);
-    KeepBest(measurement.aggregate_seconds, aggregated.seconds);
+    measurement.plain_seconds.Add(plain.seconds);
+    measurement.aggregate_seconds.Add(aggregated.seconds);
+    measurement.ratio.Add(aggregated.seconds / plain.seconds);
     measurement.plain_peak_rss_kib = std::max(measurement.plain_peak_rss_kib, plain.peak_rss_kib);
     measurement.aggregate_peak_rss_kib =
         std::max(measurement.aggregate_peak_rss_kib, aggregated.peak_rss_kib);
@@ -465,12 +489,12 @@ AggregateMeasurement MeasureAggregate(const Bench& bench, const fs::path& jsonl,
 
 void PrintAggregate(const AggregateMeasurement& m) {
   fmt::print("  {:<44}{}   peak RSS {:.0f} MiB   (baseline, same run)\n", "without a transform",
-             Throughput(m.plain_seconds, m.rows, m.input_bytes),
+             Throughput(m.plain_seconds.Median(), m.rows, m.input_bytes),
              m.plain_peak_rss_kib / kKibPerMib);
   fmt::print("  {:<44}{}   peak RSS {:.0f} MiB   ratio {:.2f}  (target <= {:.2f})\n",
              fmt::format("with a {}-key aggregate (sum, count)", m.rows),
-             Throughput(m.aggregate_seconds, m.rows, m.input_bytes),
-             m.aggregate_peak_rss_kib / kKibPerMib, m.aggregate_seconds / m.plain_seconds,
+             Throughput(m.aggregate_seconds.Median(), m.rows, m.input_bytes),
+             m.aggregate_peak_rss_kib / kKibPerMib, m.ratio.Median(),
              kTargetAggregateRatio);
   std::fflush(stdout);
 }
@@ -621,8 +645,9 @@ int main(int argc, char** argv) {
     fmt::print("  1. file -> SkipprLake: skipprd sync --once beside DuckDB COPY <reader> -> parquet "
                "zstd (baseline, same run), both fresh processes: ratio = duckdb {}t s / skipprd "
                "s (the target's); warm: the COPY in this process's DuckDB, after a warm-up, for "
-               "reference\n",
-               threads);
+               "reference; below {} rows, medians of {} interleaved rounds, each ratio the median "
+               "of the rounds' own ratios\n",
+               threads, kSingleRoundRows, kPairedRounds);
     PrintFormatHeader(threads);
     for (const uint64_t rows : flags.sizes) {
       if (!HasSpaceFor(bench, rows)) continue;
@@ -632,8 +657,9 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print("  1b. skipprd sync --once of rides.jsonl ({} rows) -> SkipprLake, with and without "
-             "transform.aggregates\n",
-             aggregate_rows);
+             "transform.aggregates (medians of {} interleaved pairs; the ratio, of the pairs' own "
+             "ratios)\n",
+             aggregate_rows, RoundsFor(aggregate_rows).timed);
   if (aggregate) {
     PrintAggregate(*aggregate);
   } else {
