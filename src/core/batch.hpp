@@ -119,9 +119,9 @@ struct Column {
   uint64_t DataBytes() const;
 
  private:
-  // The validity bit of row `length`, set: the row being appended is present.
-  // Called per value, so the vector's growth stays out of line: inlined, it made every call save
-  // and restore six registers (8% of the JSON reader thread's samples).
+  // The validity bit of row `length`, set: the row being appended is present. Called per value,
+  // so the vector's growth stays out of line: inlined, it made every call save and restore six
+  // registers (8% of the JSON reader thread's samples).
   void AppendPresentBit() {
     const auto byte = static_cast<size_t>(length >> 3);
     if (byte >= validity.size()) AppendValidityByte();  // every eighth row

@@ -17,10 +17,10 @@
 #include <deque>
 #include <filesystem>
 #include <limits>
-#include <set>
-#include <thread>
 #include <memory>
 #include <memory_resource>
+#include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "core/check.hpp"
