@@ -1,5 +1,8 @@
 #include "sources/typed_rows.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 #include "core/check.hpp"
 
 namespace skippr::sources::internal {
@@ -26,6 +29,38 @@ std::unique_ptr<simdjson::ondemand::parser> MakeParser() {
   parser->threaded = false;
 #endif
   return parser;
+}
+
+template <typename Word>
+Word LoadWord(const char* bytes) {
+  Word word;
+  std::memcpy(&word, bytes, sizeof(word));
+  return word;
+}
+
+// Whether the `size` bytes at `a` and `b` are the same. Keys are short: two overlapping word
+// loads compare one of up to 16 bytes, where memcmp is a call per field of every record.
+bool SameShortBytes(const char* a, const char* b, size_t size) {
+  if (size > 16) return std::memcmp(a, b, size) == 0;
+  if (size >= 8) {
+    return LoadWord<uint64_t>(a) == LoadWord<uint64_t>(b) &&
+           LoadWord<uint64_t>(a + size - 8) == LoadWord<uint64_t>(b + size - 8);
+  }
+  if (size >= 4) {
+    return LoadWord<uint32_t>(a) == LoadWord<uint32_t>(b) &&
+           LoadWord<uint32_t>(a + size - 4) == LoadWord<uint32_t>(b + size - 4);
+  }
+  for (size_t i = 0; i < size; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+// raw_json_string::unsafe_is_equal without its memcmp call: whether the key whose raw bytes
+// start at `raw` (past the opening quote) is `key`, unescaped. Like it, it reads up to
+// key.size() bytes at `raw`, which the document's padding covers.
+bool RawKeyEquals(const char* raw, std::string_view key) {
+  return SameShortBytes(raw, key.data(), key.size()) && raw[key.size()] == '"';
 }
 
 const char* SkipJsonSpace(const char* begin, const char* end) {
@@ -169,7 +204,7 @@ bool TypedRows::AppendObject(simdjson::ondemand::object& object, const std::vect
     // Records mostly name fields in the layout's order, without escapes: the raw bytes decide.
     size_t index = position;
     if (index >= slots.size() || !slots[index].is_plain_key ||
-        !field.key().unsafe_is_equal(slots[index].key)) {
+        !RawKeyEquals(field.key().raw(), slots[index].key)) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return false;
       index = schema::RecordLayout::Find(slots, key, position);
