@@ -38,10 +38,15 @@ Word LoadWord(const char* bytes) {
   return word;
 }
 
-// Whether the `size` bytes at `a` and `b` are the same. Keys are short: two overlapping word
-// loads compare one of up to 16 bytes, where memcmp is a call per field of every record.
+// The longest key compared inline: within SIMDJSON_PADDING, so reading this many bytes from
+// anywhere in a document stays inside its buffer.
+constexpr size_t kInlineKeyBytes = 16;
+static_assert(kInlineKeyBytes < simdjson::SIMDJSON_PADDING);
+
+// Whether the `size` (at most kInlineKeyBytes) bytes at `a` and `b` are the same: two
+// overlapping word loads, where memcmp is a call.
 bool SameShortBytes(const char* a, const char* b, size_t size) {
-  if (size > 16) return std::memcmp(a, b, size) == 0;
+  SKIPPR_DCHECK(size <= kInlineKeyBytes);
   if (size >= 8) {
     return LoadWord<uint64_t>(a) == LoadWord<uint64_t>(b) &&
            LoadWord<uint64_t>(a + size - 8) == LoadWord<uint64_t>(b + size - 8);
@@ -56,10 +61,11 @@ bool SameShortBytes(const char* a, const char* b, size_t size) {
   return true;
 }
 
-// raw_json_string::unsafe_is_equal without its memcmp call: whether the key whose raw bytes
-// start at `raw` (past the opening quote) is `key`, unescaped. Like it, it reads up to
-// key.size() bytes at `raw`, which the document's padding covers.
-bool RawKeyEquals(const char* raw, std::string_view key) {
+// raw_json_string::unsafe_is_equal (`key` holds no quote or backslash: a plain key), with the
+// short keys most records have compared inline rather than by a memcmp call per field.
+bool KeyEquals(simdjson::ondemand::raw_json_string raw_key, std::string_view key) {
+  if (key.size() > kInlineKeyBytes) return raw_key.unsafe_is_equal(key);
+  const char* raw = raw_key.raw();
   return SameShortBytes(raw, key.data(), key.size()) && raw[key.size()] == '"';
 }
 
@@ -204,7 +210,7 @@ bool TypedRows::AppendObject(simdjson::ondemand::object& object, const std::vect
     // Records mostly name fields in the layout's order, without escapes: the raw bytes decide.
     size_t index = position;
     if (index >= slots.size() || !slots[index].is_plain_key ||
-        !RawKeyEquals(field.key().raw(), slots[index].key)) {
+        !KeyEquals(field.key(), slots[index].key)) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return false;
       index = schema::RecordLayout::Find(slots, key, position);

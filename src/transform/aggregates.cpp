@@ -663,7 +663,8 @@ void RowContributions(const config::AggregateConfig& aggregate, const ResolvedSl
 // The memory a chunk's pending states take (their keys, measures, containers), handed out by
 // bumping a pointer and taken back all at once when the chunk commits. A chunk's states then lie
 // side by side in the order they arrived, where one heap allocation each scattered them, and the
-// blocks serve the round's next chunk.
+// blocks serve the round's next chunk (std::pmr::monotonic_buffer_resource would hand its blocks
+// back on release, to be allocated again for every chunk).
 class ChunkArena final : public std::pmr::memory_resource {
  public:
   ChunkArena() = default;

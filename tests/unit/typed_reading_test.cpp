@@ -274,9 +274,19 @@ std::string FieldValue(const std::string& name, std::mt19937_64& random) {
   return "1";
 }
 
+// Keys of every length the typed path compares differently (inline up to 16 bytes, longer ones
+// past the document's padding), some the start of another.
+const std::string kLongKey(100, 'k');
+const std::vector<std::string> kKeysOfEveryLength = {"ab", "abcdefghij", "abcdefghijklmnopq",
+                                                     kLongKey};
+
 std::string RandomJsonLine(std::mt19937_64& random) {
-  static const std::vector<std::string> kFields = {"id", "small", "amount", "name",
-                                                   "ts", "day",   "flag",   "nested"};
+  static const std::vector<std::string> kFields = [] {
+    std::vector<std::string> fields = {"id", "small", "amount", "name",
+                                       "ts", "day",   "flag",   "nested"};
+    fields.insert(fields.end(), kKeysOfEveryLength.begin(), kKeysOfEveryLength.end());
+    return fields;
+  }();
   switch (random() % 40) {
     case 0:
       return "";  // a blank line
@@ -323,9 +333,10 @@ std::string RandomJsonLine(std::mt19937_64& random) {
   return line + (random() % 5 == 0 ? "}  " : "}");
 }
 
-constexpr const char* kJsonTraining =
+const std::string kJsonTraining =
     R"({"id":99,"small":1,"amount":1.5,"name":"a","ts":"2024-01-01T00:00:00Z",)"
-    R"("day":"2024-01-01","flag":true,"nested":{"a":1,"b":"x"}})"
+    R"("day":"2024-01-01","flag":true,"nested":{"a":1,"b":"x"},)"
+    R"("ab":1,"abcdefghij":2,"abcdefghijklmnopq":3,")" + kLongKey + R"(":4})"
     "\n";
 
 TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
