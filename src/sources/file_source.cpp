@@ -15,6 +15,7 @@
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/duckdb_columns.hpp"
+#include "sources/file_reader.hpp"
 #include "sources/input_stream.hpp"
 #include "sources/json_array_scanner.hpp"
 #include "sources/json_values.hpp"
@@ -187,35 +188,10 @@ Result<DetectedFormat> DetectFormat(const OpenedFile& file,
 
 // ----- readers of one file ------------------------------------------------------------------
 
-// Where a reader starts in its stream (which the File source opened at the matching byte): the
-// stream's first byte is on line `line` and starts record `records` + 1; the first `skip_records`
-// records read are dropped (already consumed by an earlier pass, which the File source verified).
-struct ReaderStart {
-  uint64_t line = 1;
-  uint64_t records = 0;
-  uint64_t skip_records = 0;
-};
-
-// How much one Fill may take: records and input bytes, and more of both for typed rows.
-struct BatchLimits {
-  uint64_t max_records = 0;
-  uint64_t max_bytes = 0;
-  uint64_t max_typed_records = 0;
-  uint64_t max_typed_bytes = 0;
-};
-
-class FileReader {
- public:
-  virtual ~FileReader() = default;
-  // Adds records to `batch` until a limit is hit or the file ends; true when the file ended.
-  virtual Result<bool> Fill(SourceBatch& batch, const BatchLimits& limits) = 0;
-  // The layout the next Fill may decode records into (null: none); readers that cannot, ignore it.
-  virtual void UseLayout(std::shared_ptr<const schema::RecordLayout> layout) {}
-  // In a sample (ReadOptions::max_records_per_partition), true once the reader has read all it
-  // will of the file, which may be fewer records than asked for: a reader that needs no values
-  // to infer the file's schema reads fewer.
-  virtual bool HasReadSample() const { return false; }
-};
+using internal::BatchLimits;
+using internal::FileReader;
+using internal::ReaderStart;
+using internal::StreamProgress;
 
 // What the text readers (JSON lines, JSON arrays, CSV) share: the batch loop, the record count,
 // the records a previous pass consumed, and the line reached (the File source takes the byte
@@ -253,7 +229,7 @@ class TextFileReader : public FileReader {
     // At the end of a file that held no record at all: one deadletter that says so, so that no
     // file is silently read as 0 rows. Not while the file grows: its first record is coming.
     const bool is_whole_file = stream_.held_back_bytes() == 0 && !stream_.ended_inside_unit();
-    if (!has_more && records_ == 0 && is_whole_file && TakeRecord()) {
+    if (!has_more && records_ == 0 && is_whole_file && reports_empty_file_ && TakeRecord()) {
       batch.deadletters.push_back(schema::MakeDeadletter(
           OriginAt(next_line_), schema::FailureCode::kUnreadableFile, NoRecordsReason(), ""));
     }
@@ -282,7 +258,8 @@ class TextFileReader : public FileReader {
         stream_(stream),
         records_(start.records),
         skip_records_(start.skip_records),
-        next_line_(start.line) {}
+        next_line_(start.line),
+        reports_empty_file_(start.reports_empty_file) {}
 
   // Reads the next item into `batch` (a record, a deadletter, or nothing for a blank line or one
   // a previous pass consumed), adding its input bytes.
@@ -331,6 +308,7 @@ class TextFileReader : public FileReader {
   uint64_t records_;
   uint64_t skip_records_;
   uint64_t next_line_;
+  const bool reports_empty_file_;
   std::optional<internal::TypedRows> typed_;
   uint64_t first_typed_row_ = 0;  // the record number of typed_'s row 0
 };
@@ -409,10 +387,12 @@ class JsonLinesReader final : public TextFileReader {
   static bool IsBlank(std::string_view text) {
     return text.find_first_not_of(" \t\r") == std::string_view::npos;
   }
-  std::string NoRecordsReason() const override {
-    return "no records: the file holds only blank lines";
-  }
+  std::string NoRecordsReason() const override { return kNoRecordsReason; }
 
+ public:
+  static constexpr const char* kNoRecordsReason = "no records: the file holds only blank lines";
+
+ private:
   LineReader lines_;
   uint64_t run_end_byte_offset_ = 0;  // where the run of lines typed rows last started ends
   internal::JsonParser json_{kMaxRecordBytes};
@@ -1319,9 +1299,27 @@ class FileSource final : public Source {
     return false;
   }
 
+  // A plain JSON-lines file read on (not sampled, nothing to skip) is read a chunk per worker
+  // thread: its lines are independent, and parsing them is most of a sync's work.
+  bool ReadsInChunks(const DetectedFormat& detected, const FilePlan& plan) const {
+    return detected.format == FileFormat::kJsonLines &&
+           detected.compression == Compression::kNone && options_.max_records_per_partition == 0 &&
+           plan.reader_start.skip_records == 0;
+  }
+
   Status OpenReader(FileReading& reading, const FilePlan& plan) {
     const OpenedFile& file = *reading.file;
     const std::string& path = file.path();
+    if (ReadsInChunks(reading.detected, plan)) {
+      SKIPPR_CHECK(plan.stream_start.byte_offset == plan.stream_start.file_offset);
+      reading.reader = internal::MakeChunkedLinesReader(
+          file, plan.stream_start.file_offset, plan.reader_start,
+          [path](std::unique_ptr<InputStream> stream, const ReaderStart& start) {
+            return JsonLinesReader::Open(path, std::move(stream), start);
+          },
+          JsonLinesReader::kNoRecordsReason);
+      return Status::OK();
+    }
     std::unique_ptr<InputStream> stream;
     if (IsStreamed(reading.detected.format)) {
       SKIPPR_ASSIGN_OR_RETURN(stream, file.OpenStream(plan.stream_start, reading.detected.compression));
@@ -1407,17 +1405,20 @@ class FileSource final : public Source {
   // Moves the position to what the reader has consumed; a pass never claims bytes it did not read.
   Status RecordProgress(FileReading& reading, uint64_t next_line, bool is_done) {
     PartitionPosition& position = reading.position;
-    if (reading.stream == nullptr) {  // read whole: the resume point is the whole file
+    std::optional<StreamProgress> progress = reading.reader->LastBatchProgress();
+    if (!progress && reading.stream != nullptr) progress = StreamProgress::Of(*reading.stream);
+    if (!progress) {  // read whole: the resume point is the whole file
       position.is_closed = is_done;
       return Status::OK();
     }
-    InputStream& stream = *reading.stream;
-    const ConsumedBytes consumed = stream.Consumed();
+    const ConsumedBytes& consumed = progress->consumed;
     position.byte_offset = consumed.byte_offset;
     position.next_line = next_line;
     if (consumed.last_byte) position.ends_at_line_end = IsLineEnd(*consumed.last_byte);
-    position.is_closed = is_done && stream.held_back_bytes() == 0 && !stream.ended_inside_unit();
-    const bool is_plain = stream.compression() == Compression::kNone;
+    position.is_closed = is_done && progress->held_back_bytes == 0 && !progress->ended_inside_unit;
+    // Without a stream of the source's own, the reader read the file in chunks: a plain file.
+    const bool is_plain =
+        reading.stream == nullptr || reading.stream->compression() == Compression::kNone;
     if (!is_plain && !position.is_closed) {
       position.skipped_bytes_hash = consumed.hash;  // from the resume point, where stream began
       return Status::OK();
@@ -1426,7 +1427,7 @@ class FileSource final : public Source {
     // next gzip member or zstd frame an append adds).
     const uint64_t file_offset =
         is_plain ? consumed.byte_offset
-                 : reading.stream_start_file_offset + stream.file_bytes_read();
+                 : reading.stream_start_file_offset + reading.stream->file_bytes_read();
     SKIPPR_ASSIGN_OR_RETURN(FilePrefix prefix,
                             Fingerprint(*reading.file, file_offset, kFingerprintWindowBytes));
     position.resume = {prefix, consumed.byte_offset, next_line, position.records_consumed};

@@ -150,6 +150,29 @@ Result<std::unique_ptr<InputStream>> OpenedFile::OpenStream(
   return stream;
 }
 
+std::unique_ptr<InputStream> OpenedFile::OpenPlainRange(uint64_t begin, uint64_t end) const {
+  SKIPPR_CHECK(begin <= end && end <= size_bytes_);
+  std::unique_ptr<InputStream> stream(new InputStream(handle_, {begin, begin}, end));
+  stream->is_range_ = true;
+  return stream;
+}
+
+Result<uint64_t> OpenedFile::FindByte(char byte, uint64_t from) const {
+  constexpr size_t kPieceBytes = 64 << 10;
+  std::string piece(kPieceBytes, '\0');
+  while (from < size_bytes_) {
+    const size_t wanted = std::min<uint64_t>(piece.size(), size_bytes_ - from);
+    SKIPPR_ASSIGN_OR_RETURN(const size_t got,
+                            PreadFully(handle_->fd, path(), from, piece.data(), wanted));
+    if (got == 0) break;  // cut short since it was opened: the reader meets the end there too
+    if (const void* found = std::memchr(piece.data(), byte, got); found != nullptr) {
+      return from + static_cast<uint64_t>(static_cast<const char*>(found) - piece.data());
+    }
+    from += got;
+  }
+  return size_bytes_;
+}
+
 Result<std::optional<uint64_t>> OpenedFile::HashRange(uint64_t offset, uint64_t size) const {
   std::string bytes(size, '\0');
   SKIPPR_ASSIGN_OR_RETURN(const size_t got,
@@ -256,8 +279,8 @@ Result<size_t> InputStream::ReadDisk(char* buffer, size_t capacity) {
     is_file_exhausted_ = true;
     // Stopped by the limit, not by the end of the file: has the file grown past it meanwhile?
     struct stat info {};
-    is_cut_by_limit_ = room == 0 && ::fstat(handle_->fd, &info) == 0 && S_ISREG(info.st_mode) &&
-                       static_cast<uint64_t>(info.st_size) > limit_bytes_;
+    is_cut_by_limit_ = room == 0 && !is_range_ && ::fstat(handle_->fd, &info) == 0 &&
+                       S_ISREG(info.st_mode) && static_cast<uint64_t>(info.st_size) > limit_bytes_;
   }
   return read_bytes;
 }

@@ -67,6 +67,11 @@ class OpenedFile {
   // last member are not another member).
   Result<std::unique_ptr<InputStream>> OpenStream(
       StreamStart start = {}, std::optional<Compression> expected = std::nullopt) const;
+  // The plain bytes [begin, end) of the file as a stream of their own, read as a file that ends at
+  // `end` (never as one cut by its size limit), at stream offsets equal to the file's.
+  std::unique_ptr<InputStream> OpenPlainRange(uint64_t begin, uint64_t end) const;
+  // The offset of the first `byte` at or after `from`, or size_bytes() when there is none.
+  Result<uint64_t> FindByte(char byte, uint64_t from) const;
   // XXH3-64 of the file's bytes [offset, offset + size); nullopt when the file (cut short since it
   // was opened) no longer has them all.
   Result<std::optional<uint64_t>> HashRange(uint64_t offset, uint64_t size) const;
@@ -148,6 +153,7 @@ class InputStream {
   uint64_t start_byte_offset_ = 0;
   uint64_t start_file_offset_ = 0;
   uint64_t limit_bytes_ = 0;  // no byte at or past this file offset is read
+  bool is_range_ = false;     // the limit is where the stream's bytes end, not a cut
   Compression compression_ = Compression::kNone;
   // Compressed bytes read from disk but not yet consumed: input_buffer_[input_begin_, input_end_).
   std::unique_ptr<char[]> input_buffer_;

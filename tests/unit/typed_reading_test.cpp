@@ -16,6 +16,8 @@
 #include "sources/duckdb_columns.hpp"
 #include "sources/sources.hpp"
 #include "sources/typed_rows.hpp"
+#include "support/gzip.hpp"
+#include "support/scoped_environment.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::sources {
@@ -352,6 +354,69 @@ TEST(TypedReading, JsonLinesShapeExactlyAsValues) {
     WriteFile(input, text);
     SCOPED_TRACE(fmt::format("seed {}", seed));
     ExpectTypedReadsMatchValues(input, start, /*min_typed_rows=*/50, /*batches_per_pass=*/3);
+  }
+}
+
+// Two reads of one text alike: the same rows and deadletters with the same origins and reasons,
+// the same schema, and positions at the same record, line and stream offset.
+void ExpectSameRead(const Shaped& read, const Shaped& expected, const std::string& expected_path,
+                    const std::string& path) {
+  EXPECT_EQ(read.schema, expected.schema);
+  ASSERT_EQ(read.rows.size(), expected.rows.size());
+  for (size_t i = 0; i < read.rows.size(); ++i) ASSERT_EQ(read.rows[i], expected.rows[i]) << i;
+  // Within a batch the source's deadletters come before the shaper's, and batches end elsewhere.
+  const auto sorted = [](std::vector<std::string> texts) {
+    std::sort(texts.begin(), texts.end());
+    return texts;
+  };
+  EXPECT_EQ(sorted(read.deadletters), sorted(expected.deadletters));
+  EXPECT_EQ(sorted(read.deadletter_reasons), sorted(expected.deadletter_reasons));
+  const PartitionPosition& position = read.positions.at(path);
+  const PartitionPosition& expected_position = expected.positions.at(expected_path);
+  EXPECT_EQ(position.records_consumed, expected_position.records_consumed);
+  EXPECT_EQ(position.next_line, expected_position.next_line);
+  EXPECT_EQ(position.byte_offset, expected_position.byte_offset);
+  EXPECT_EQ(position.is_closed, expected_position.is_closed);
+  EXPECT_EQ(position.ends_at_line_end, expected_position.ends_at_line_end);
+}
+
+// A plain JSON-lines file is read a chunk of whole lines per worker thread and renumbered as one
+// reader of the whole file numbers it. Cut into chunks of one line to a few dozen, each text reads
+// exactly as its gzip copy does (one reader: a compressed file is never cut), typed and as Values,
+// whole and in passes resumed mid-file; so do texts of blank lines only and with no last line end.
+TEST(TypedReading, JsonLinesReadInChunksReadAsOneReaderReadsThem) {
+  TempDir dir;
+  const fs::path training = fs::path(dir.path()) / "training.jsonl";
+  WriteFile(training, kJsonTraining);
+  const schema::PipelineSchema start = TrainedSchema(training.string());
+  std::vector<std::string> texts = {std::string(300, '\n'), "\n\n \r\n\t\n",
+                                    "\n\n{\"id\":1}\n\n{\"id\":2}"};
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::mt19937_64 random(seed);
+    std::string text(seed, '\n');  // blank lines first: the first records are in a later chunk
+    for (int i = 0; i < 300; ++i) text += RandomJsonLine(random) + (i % 7 == 0 ? "\r\n" : "\n");
+    texts.push_back(text);
+  }
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const fs::path plain = fs::path(dir.path()) / fmt::format("input-{}.jsonl", t);
+    const fs::path gzip = fs::path(dir.path()) / fmt::format("input-{}.jsonl.gz", t);
+    WriteFile(plain, texts[t]);
+    WriteFile(gzip, skippr::testing::GzipMember(texts[t]));
+    for (const bool typed : {true, false}) {
+      const Shaped one_reader = ReadWhole(gzip.string(), start, typed);
+      for (const char* chunk_bytes : {"1", "64", "700"}) {
+        SCOPED_TRACE(fmt::format("text {}, chunks of {} bytes, typed {}", t, chunk_bytes, typed));
+        const skippr::testing::ScopedEnvironment seam("SKIPPR_LINE_CHUNK_BYTES", chunk_bytes);
+        const Shaped chunked = ReadWhole(plain.string(), start, typed);
+        ExpectSameRead(chunked, one_reader, gzip.string(), plain.string());
+        if (typed && t >= 3) EXPECT_GT(chunked.typed_rows, 50u) << "typed path hardly taken";
+      }
+    }
+    SCOPED_TRACE(fmt::format("text {} in passes", t));
+    const skippr::testing::ScopedEnvironment seam("SKIPPR_LINE_CHUNK_BYTES", "64");
+    const Shaped one_reader = ReadWhole(gzip.string(), start, /*typed=*/true);
+    const Shaped in_passes = ReadInPasses(plain.string(), start, /*batches_per_pass=*/3);
+    ExpectSameRead(in_passes, one_reader, gzip.string(), plain.string());
   }
 }
 
