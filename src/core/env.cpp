@@ -394,6 +394,11 @@ class PosixEnv final : public Env {
 
   Status SyncFile(const std::string& path) override { return FsyncPath(path, O_RDONLY, "file"); }
 
+  void StartWriteBack(const std::string& path) override {
+    const Descriptor fd(OpenRetryingInterrupts(path, O_RDONLY));
+    if (fd.get() >= 0) (void)::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+  }
+
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                              uint32_t permissions) override {
     Descriptor fd(OpenRetryingInterrupts(path, O_RDWR | O_CREAT | O_NOFOLLOW, permissions));

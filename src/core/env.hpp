@@ -134,6 +134,10 @@ class Env {
   // fsync of a file another component wrote (DuckDB's Parquet files), opened by name. Final for
   // the file in the same way as WritableFile::Sync: the caller fails, and rewrites it on retry.
   virtual Status SyncFile(const std::string& path) = 0;
+  // Starts writing back what is written of `path` (a file another component is still writing)
+  // without waiting, so that its SyncFile at the end has little left to write — RocksDB's
+  // bytes_per_sync. A hint, ignored where it cannot be given: nothing is durable until SyncFile.
+  virtual void StartWriteBack(const std::string& path) {}
 
   // An exclusive, non-blocking lock on `path` (created with `permissions` when missing, never
   // followed when it is a symlink). Unavailable when another open file holds it.

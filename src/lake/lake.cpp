@@ -986,14 +986,6 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
   source.pipeline = std::string(kLandingPipeline);
   source.namespace_name = namespace_schema.name;
   source.fields = namespace_schema.fields;
-  auto statistics = std::make_shared<FileStatistics>(namespace_schema.fields);
-  source.batches = query::BatchList::Streaming(
-      [next = std::move(next), statistics]() -> Result<std::shared_ptr<const Batch>> {
-        SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> batch, next());
-        if (batch != nullptr) statistics->Add(*batch);
-        return batch;
-      });
-  SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   // One stream at a time per pipeline instance: a stream that did not land (a crash, a failed
   // commit) leaves a file the next one overwrites. The name is not the landing's, which is known
   // only once the stream ends; the leading underscore hides it from engines that list directories
@@ -1001,9 +993,20 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
   auto streamed = std::make_unique<StreamedFile>();
   streamed->namespace_name = namespace_schema.name;
   streamed->schema_id = namespace_schema.schema_id;
-  streamed->statistics = std::move(statistics);
+  streamed->statistics = std::make_shared<FileStatistics>(namespace_schema.fields);
   streamed->local_path = fmt::format("{}/data/_streaming-{}.parquet", locations.local,
                                      options_.pipeline_instance);
+  // As each batch is taken, what DuckDB has written of the file so far starts going to disk: the
+  // sync after the stream, which the lander waits for, then writes only its last row groups.
+  source.batches = query::BatchList::Streaming(
+      [next = std::move(next), statistics = streamed->statistics, env = options_.env,
+       path = streamed->local_path]() -> Result<std::shared_ptr<const Batch>> {
+        SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> batch, next());
+        if (batch != nullptr) statistics->Add(*batch);
+        env->StartWriteBack(path);
+        return batch;
+      });
+  SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   SKIPPR_RETURN_IF_ERROR(CopyToParquet(
       *options_.env, *engine_,
       fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
