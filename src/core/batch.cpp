@@ -420,11 +420,17 @@ uint64_t Column::DataBytes() const {
   return bytes_held;
 }
 
-uint64_t Batch::DataBytes() const {
+namespace {
+uint64_t DataBytesOf(const std::vector<Column>& columns) {
   uint64_t bytes_held = 0;
   for (const Column& column : columns) bytes_held += column.DataBytes();
   return bytes_held;
 }
+}  // namespace
+
+uint64_t Batch::DataBytes() const { return DataBytesOf(columns); }
+
+uint64_t ColumnRows::DataBytes() const { return DataBytesOf(columns); }
 
 Value Batch::RowAt(int64_t row) const {
   ValueObject object;

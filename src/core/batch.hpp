@@ -224,6 +224,8 @@ struct ColumnRows {
 
   // Row `row` as the object the same source would have handed over as a record.
   Value RowAt(int64_t row) const;
+  // The bytes its columns hold (Column::DataBytes).
+  uint64_t DataBytes() const;
 };
 
 // Which top-level fields a reader of stored batches decodes: all of them, or only those listed by

@@ -710,6 +710,10 @@ Status LandingFileFailed(const std::string& path, const Status& failure) {
 // zstd level 1 rather than DuckDB's default 3: on bench/lake's rides a quarter less of the
 // writer's compression time for files 3% larger.
 constexpr int kParquetZstdLevel = 1;
+// DuckDB's writer holds a row group in memory until it has 122,880 rows; wide rows end it at this
+// many bytes instead, so that the rows' width does not decide the lander's memory. Narrow rows
+// (bench/lake's rides: about 20 MB a full group) are not cut.
+constexpr std::string_view kParquetRowGroupBytes = "32MB";
 
 // Writes the rows of `select_sql` to a Parquet file at `path` (zstd, the fields' Iceberg ids),
 // synced with its directory; sets `file`'s record count and size. DuckDB writes the file itself;
@@ -722,9 +726,10 @@ Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_
   // find them; DuckDB writes the field ids into the Parquet schema itself.
   Result<query::QueryResult> copied =
       engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, "
-                             "COMPRESSION_LEVEL {}, FIELD_IDS {}, "
+                             "COMPRESSION_LEVEL {}, ROW_GROUP_SIZE_BYTES '{}', FIELD_IDS {}, "
                              "KV_METADATA {{'iceberg.schema': {}}})",
                              select_sql, QuoteLiteral(path), kParquetZstdLevel,
+                             kParquetRowGroupBytes,
                              FieldIdsClause(fields), QuoteLiteral(schema_json)));
   if (!copied.ok()) return LandingFileFailed(path, copied.status());
   SKIPPR_CHECK_MSG(copied->rows.size() == 1 && copied->rows[0].size() == 1 && copied->rows[0][0],

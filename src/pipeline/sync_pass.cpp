@@ -355,17 +355,26 @@ class SyncPass {
 
   Status Absorb(sources::SourceBatch& batch) {
     const uint64_t records = batch.record_count();  // before the shaper takes the columns
+    const uint64_t buffered_bytes = BufferedBytesOf(batch);
     SKIPPR_RETURN_IF_ERROR(
         AbsorbBatch(*shaper_, batch, result_.deadletter_count, result_.deadletters));
     if (!batch.deadletters.empty()) pending_deadletters_.Append(batch.deadletters, NowMicros());
     result_.records_read += records;
     pending_positions_[batch.partition] = batch.position;
-    // Sources that cannot tell their bytes (the sample, Parquet) count a nominal 256 per record.
-    buffered_bytes_ += batch.bytes_read > 0 ? batch.bytes_read : records * 256;
+    buffered_bytes_ += buffered_bytes;
     progress_.records_read = result_.records_read;
     progress_.bytes_read += batch.bytes_read;
     progress_.deadletters = result_.deadletter_count;
     return Status::OK();
+  }
+
+  // What a batch adds to the commit buffer: its input bytes, or what its columns weigh where that
+  // is more (a Parquet file's bytes are compressed; wide rows compress well). Records of a source
+  // that cannot tell their bytes (the sample) count a nominal 256 each.
+  static uint64_t BufferedBytesOf(const sources::SourceBatch& batch) {
+    const uint64_t column_bytes = batch.columns ? batch.columns->DataBytes() : 0;
+    const uint64_t nominal_bytes = batch.bytes_read == 0 ? batch.records.size() * 256 : 0;
+    return std::max(batch.bytes_read, column_bytes) + nominal_bytes;
   }
 
   // Seals what the shaper holds into one commit and hands it to the committer.
@@ -408,8 +417,7 @@ class SyncPass {
       result_.rows_by_namespace[batch.namespace_name] += batch.num_rows;
     }
     if (lander_ && info.segment_id != 0) {
-      lander_->AddCommittedBatches(info.segment_id, std::move(commit.batches),
-                                   commit.source_bytes);
+      lander_->AddCommittedBatches(info.segment_id, std::move(commit.batches));
     }
     for (schema::NamespaceChange& change : commit.changes) {
       spdlog::info("sync {}: namespace {} {}: {}", pipeline_.name, change.namespace_name,

@@ -561,6 +561,48 @@ std::optional<LogicalType> DeclaredTypeOf(duckdb_logical_type type) {
   }
 }
 
+uint64_t CountedBytesPerRow(duckdb_logical_type type) {
+  switch (duckdb_get_type_id(type)) {
+    case DUCKDB_TYPE_BOOLEAN:
+    case DUCKDB_TYPE_TINYINT:
+    case DUCKDB_TYPE_UTINYINT:
+      return 1;
+    case DUCKDB_TYPE_SMALLINT:
+    case DUCKDB_TYPE_USMALLINT:
+      return 2;
+    case DUCKDB_TYPE_INTEGER:
+    case DUCKDB_TYPE_UINTEGER:
+    case DUCKDB_TYPE_FLOAT:
+    case DUCKDB_TYPE_DATE:
+      return 4;
+    case DUCKDB_TYPE_DECIMAL: {
+      const uint8_t width = duckdb_decimal_width(type);
+      return width <= 4 ? 2 : width <= 9 ? 4 : width <= 18 ? 8 : 16;
+    }
+    case DUCKDB_TYPE_STRUCT: {
+      uint64_t bytes = 0;
+      for (idx_t i = 0; i < duckdb_struct_type_child_count(type); ++i) {
+        duckdb_logical_type child = duckdb_struct_type_child_type(type, i);
+        bytes += CountedBytesPerRow(child);
+        duckdb_destroy_logical_type(&child);
+      }
+      return bytes;
+    }
+    case DUCKDB_TYPE_BIGINT:
+    case DUCKDB_TYPE_UBIGINT:
+    case DUCKDB_TYPE_DOUBLE:
+    case DUCKDB_TYPE_TIME:
+    case DUCKDB_TYPE_TIMESTAMP:
+    case DUCKDB_TYPE_TIMESTAMP_S:
+    case DUCKDB_TYPE_TIMESTAMP_MS:
+    case DUCKDB_TYPE_TIMESTAMP_NS:
+    case DUCKDB_TYPE_TIMESTAMP_TZ:
+      return 8;
+    default:  // strings, blobs, lists, 128-bit numbers, intervals
+      return 16;
+  }
+}
+
 std::optional<DuckdbColumnsPlan> DuckdbColumnsPlan::Make(const schema::RecordLayout& layout,
                                                          const std::vector<ResultColumn>& columns) {
   const std::vector<Slot>& fields = layout.fields();

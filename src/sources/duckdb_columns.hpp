@@ -42,6 +42,12 @@ class ResultColumn {
 // interval, ...), whose values the shaper infers a type from.
 std::optional<LogicalType> DeclaredTypeOf(duckdb_logical_type type);
 
+// The bytes DuckDB's streaming result counts for a row of a column of `type` when it decides how
+// many rows to hold ahead of its reader: the vector's physical width (a string's 16-byte header,
+// never its text; a struct's fields'; a list's header alone, where DuckDB also counts the
+// elements).
+uint64_t CountedBytesPerRow(duckdb_logical_type type);
+
 // How a query's columns land in the fields of one layout.
 class DuckdbColumnsPlan {
  public:

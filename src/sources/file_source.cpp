@@ -615,6 +615,15 @@ class DuckdbConnection {
         duckdb_connect(database_, &connection_) != DuckDBSuccess) {
       return Status::Internal("cannot start the embedded DuckDB");
     }
+    // DuckDB decodes on the reader's thread, a chunk when the reader asks for one. Its own threads
+    // would decode row groups ahead, into a streaming buffer that counts a string as its 16-byte
+    // header: on a file of wide strings they held hundreds of MB ahead of the reader, more or less
+    // from run to run. They also took cores from the committer and the lander: on bench/lake's
+    // rides a 2M-row sync took 0.95x the time and 0.91x the CPU with this one thread.
+    duckdb_result result;
+    const bool is_set = duckdb_query(connection_, "SET threads = 1", &result) == DuckDBSuccess;
+    duckdb_destroy_result(&result);
+    if (!is_set) return Status::Internal("cannot set the embedded DuckDB's threads");
     return Status::OK();
   }
   duckdb_connection get() const { return connection_; }
@@ -676,6 +685,7 @@ class ParquetReader final : public FileReader {
     auto reader = std::unique_ptr<ParquetReader>(new ParquetReader(duckdb, path, read_path));
     reader->records_ = skip_records;
     if (!reader->DescribeColumns()) return std::unique_ptr<FileReader>(std::move(reader));
+    reader->streaming_buffer_bytes_ = reader->StreamingBufferBytes();
     // The footer's types, kept exactly (nested ones too); a column of a type we have no kind for
     // is inferred from its values.
     declared->clear();
@@ -730,8 +740,9 @@ class ParquetReader final : public FileReader {
   // typed when it fits, as a Value otherwise.
   enum class RowsAs { kColumns, kJsonText };
 
-  // A sync counts this many input bytes per Parquet record (sync_pass.cpp).
-  static constexpr uint64_t kNominalRecordBytes = 256;
+  // What DuckDB may hold of the file's rows ahead of the reader, in the bytes the rows take: its
+  // default streaming buffer, which it counts in rows of strings as narrow as their headers.
+  static constexpr uint64_t kRowBytesAhead = 1'000'000;
   // The most a sample reads of a file whose footer declares every column's type: one DuckDB
   // vector (STANDARD_VECTOR_SIZE).
   static constexpr uint64_t kDeclaredSampleRecords = 2048;
@@ -740,6 +751,35 @@ class ParquetReader final : public FileReader {
       : duckdb_(duckdb), read_path_(std::move(read_path)), path_(std::move(path)) {}
 
   std::string ReadSql() const { return "read_parquet(" + SqlQuote(read_path_) + ")"; }
+
+  // DuckDB's streaming_buffer_size for this file's queries. DuckDB holds that many bytes of rows
+  // ahead of the reader, but counts a string as its 16-byte header, not its text (the vector's
+  // width: CountedBytesPerRow): a file of 8 KB strings was read whole into memory ahead of the
+  // reader. The setting is scaled down by how much wider the rows are than DuckDB counts them (by
+  // the footer's uncompressed bytes per row), so that about kRowBytesAhead of them are held.
+  // Strings the file's dictionaries hold once still count once each: their copies are not bounded.
+  uint64_t StreamingBufferBytes() const {
+    uint64_t counted_bytes_per_row = 0;
+    for (const internal::ResultColumn& column : columns_) {
+      counted_bytes_per_row += internal::CountedBytesPerRow(column.type());
+    }
+    const std::string sql = fmt::format(
+        "SELECT (SELECT sum(total_uncompressed_size) FROM parquet_metadata({0}))::UBIGINT, "
+        "(SELECT sum(num_rows) FROM parquet_file_metadata({0}))::UBIGINT",
+        SqlQuote(read_path_));
+    duckdb_result result;
+    uint64_t file_bytes = 0;
+    uint64_t file_rows = 0;
+    if (duckdb_query(duckdb_.get(), sql.c_str(), &result) == DuckDBSuccess &&
+        duckdb_row_count(&result) == 1) {
+      file_bytes = duckdb_value_uint64(&result, 0, 0);
+      file_rows = duckdb_value_uint64(&result, 1, 0);
+    }
+    duckdb_destroy_result(&result);
+    if (file_rows == 0 || counted_bytes_per_row == 0) return kRowBytesAhead;
+    const uint64_t bytes_per_row = std::max(counted_bytes_per_row, file_bytes / file_rows);
+    return std::max<uint64_t>(1, kRowBytesAhead * counted_bytes_per_row / bytes_per_row);
+  }
 
   // The file's columns as DuckDB reads them, for the declared types and the plans; false, with
   // the error set, when DuckDB cannot read the file's footer.
@@ -810,6 +850,12 @@ class ParquetReader final : public FileReader {
     const std::string sql =
         fmt::format("SELECT {} FROM {}", rows_as == RowsAs::kColumns ? "*" : "to_json(t)::VARCHAR",
                     RowsFromNextSql());
+    // Per query: the connection reads other files, each with a setting of its own.
+    const std::string buffer_sql =
+        fmt::format("SET streaming_buffer_size = '{} bytes'", streaming_buffer_bytes_);
+    duckdb_result set_result;
+    SKIPPR_CHECK(duckdb_query(duckdb_.get(), buffer_sql.c_str(), &set_result) == DuckDBSuccess);
+    duckdb_destroy_result(&set_result);
     duckdb_prepared_statement statement;
     bool is_running = false;
     if (duckdb_prepare(duckdb_.get(), sql.c_str(), &statement) != DuckDBSuccess) {
@@ -856,9 +902,20 @@ class ParquetReader final : public FileReader {
     chunk_row_ = 0;
   }
 
-  uint64_t MaxTypedRecords(const BatchLimits& limits) const {
-    // Typed rows count a nominal size per record, as sync counts a Parquet record's bytes.
-    return std::min(limits.max_typed_records, limits.max_typed_bytes / kNominalRecordBytes + 1);
+  // The rows the next copy into the typed columns may take: what is left of the batch's records,
+  // and of its bytes at the bytes per row so far — at most as many rows as it holds, so that rows
+  // wider than those so far overshoot the bytes by no more than the batch's size. A batch is
+  // bounded by what its columns weigh, not by its records: a file of wide rows compresses them,
+  // and its size does not tell.
+  uint64_t TypedRowsLeft(const BatchLimits& limits) const {
+    const auto rows = static_cast<uint64_t>(typed_->rows());
+    if (rows >= limits.max_typed_records) return 0;
+    if (rows == 0) return 1;
+    const uint64_t bytes = typed_->DataBytes();
+    if (bytes >= limits.max_typed_bytes) return 0;
+    const uint64_t bytes_per_row = std::max<uint64_t>(1, bytes / rows);
+    const uint64_t most = std::min(limits.max_typed_records - rows, rows);
+    return std::clamp<uint64_t>((limits.max_typed_bytes - bytes) / bytes_per_row, 1, most);
   }
 
   // Rows copied as columns or read from JSON text; true at the end of the file or at an error.
@@ -873,16 +930,16 @@ class ParquetReader final : public FileReader {
 
   // Rows copied as columns; nullopt, with nothing read, when the next row is for the JSON path.
   std::optional<bool> FillColumns(SourceBatch& batch, const BatchLimits& limits) {
-    const uint64_t max_rows = MaxTypedRecords(limits);
     bool is_done = false;
-    while (static_cast<uint64_t>(typed_->rows()) < max_rows) {
+    for (uint64_t rows_left = TypedRowsLeft(limits); rows_left > 0;
+         rows_left = TypedRowsLeft(limits)) {
       if (!HasRow()) {
         is_done = !IsAtEndRecord();
         break;
       }
       const uint64_t rows_before = static_cast<uint64_t>(typed_->rows());
-      const uint64_t end = std::min<uint64_t>(duckdb_data_chunk_get_size(chunk_),
-                                              chunk_row_ + (max_rows - rows_before));
+      const uint64_t end =
+          std::min<uint64_t>(duckdb_data_chunk_get_size(chunk_), chunk_row_ + rows_left);
       const uint64_t appended = plan_->Append(chunk_, chunk_row_, end, *typed_);
       if (rows_before == 0 && appended > 0) first_typed_row_ = records_ + 1;
       chunk_row_ += appended;
@@ -899,13 +956,12 @@ class ParquetReader final : public FileReader {
 
   // Rows read from their JSON text: typed while they fit the layout, as Values otherwise.
   bool FillJson(SourceBatch& batch, const BatchLimits& limits) {
-    const uint64_t max_typed_records = MaxTypedRecords(limits);
     uint64_t value_bytes = 0;  // the JSON text of the rows read as Values: their memory's measure
     bool is_done = false;
     while (true) {
       const auto typed_rows = static_cast<uint64_t>(typed_ ? typed_->rows() : 0);
       const uint64_t taken = batch.records.size() + batch.deadletters.size() + typed_rows;
-      if (typed_rows > 0 ? taken >= max_typed_records
+      if (typed_rows > 0 ? TypedRowsLeft(limits) == 0
                          : taken >= limits.max_records || value_bytes >= limits.max_bytes) {
         break;
       }
@@ -996,6 +1052,7 @@ class ParquetReader final : public FileReader {
   std::string path_;
   std::optional<std::string> error_;
   std::vector<internal::ResultColumn> columns_;
+  uint64_t streaming_buffer_bytes_ = kRowBytesAhead;  // StreamingBufferBytes
   duckdb_result result_{};
   bool has_result_ = false;
   RowsAs rows_as_ = RowsAs::kJsonText;

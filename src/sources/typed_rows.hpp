@@ -35,6 +35,8 @@ class TypedRows {
 
   const schema::RecordLayout* layout() const { return layout_.get(); }
   int64_t rows() const { return rows_.num_rows; }
+  // What the rows so far weigh in memory (ColumnRows::DataBytes).
+  uint64_t DataBytes() const { return rows_.DataBytes(); }
 
   // Appends the JSON object in `text` (followed by simdjson::SIMDJSON_PADDING readable bytes) as
   // a row from `line` when every value fits its column; false, with nothing appended, otherwise.

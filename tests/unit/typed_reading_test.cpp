@@ -779,6 +779,45 @@ TEST(TypedReading, ParquetRowsReadAsValuesKeepBatchesWithinTheByteLimit) {
   EXPECT_GE(batches, 90u);
 }
 
+// Rows copied as columns end a batch at its byte limit too: a Parquet file's size does not tell
+// what its rows weigh (wide text compresses well), and a batch of 40,000 rows of 8 KB used to be
+// one batch of 320 MB, however small the limit.
+TEST(TypedReading, ParquetRowsCopiedAsColumnsKeepBatchesWithinTheByteLimit) {
+  TempDir dir;
+  const std::string select = "SELECT i AS id, repeat(md5(i::VARCHAR), {}) AS wide FROM range({}) t(i)";
+  const fs::path training = fs::path(dir.path()) / "training.parquet";
+  WriteParquet(training, fmt::format(fmt::runtime(select), 1, 3));
+  const fs::path input = fs::path(dir.path()) / "wide.parquet";
+  WriteParquet(input, fmt::format(fmt::runtime(select), 312, 3000));  // rows of 9,984 bytes
+  schema::Shaper shaper(TrainedSchema(training.string()), ShaperOptionsForSync());
+  LayoutBoard board;
+  board.Publish(shaper.TypedLayout({}));
+  Result<std::unique_ptr<Source>> source = MakeSource(FileConnector(input.string()));
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  constexpr uint64_t kLimitBytes = 100'000;  // about 10 rows
+  ReadOptions options;
+  options.max_typed_bytes_per_batch = kLimitBytes;
+  options.layouts = &board;
+  ASSERT_TRUE((*source)->Open({}, options).ok());
+  int64_t rows = 0;
+  uint64_t batches = 0;
+  while (true) {
+    Result<std::optional<SourceBatch>> next = (*source)->Next();
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    if (!*next) break;
+    EXPECT_TRUE((*next)->records.empty() && (*next)->deadletters.empty())
+        << "every row is copied as columns";
+    if (!(*next)->columns) continue;  // the file's end, a position alone
+    const uint64_t bytes = (*next)->columns->DataBytes();
+    EXPECT_LE(bytes, kLimitBytes + 10'100) << "a batch overshoots its limit by at most a row";
+    EXPECT_GE(bytes, kLimitBytes / 2) << "batches are not cut needlessly small";
+    rows += (*next)->columns->num_rows;
+    ++batches;
+  }
+  EXPECT_EQ(rows, 3000);
+  EXPECT_GE(batches, 280u);
+}
+
 // The ids a sample of at most `records` reads from `path`, resuming at `committed`, as Values (as
 // discover reads) or typed; `positions` receives where it ended.
 std::vector<int64_t> SampleIds(const fs::path& path, const SourcePositions& committed,
