@@ -16,8 +16,9 @@ namespace skippr::pipeline::internal {
 namespace {
 
 constexpr int kLandingFormatVersion = 1;
-// A landing's size is judged by its slices' compressed WAL bytes; column data compresses about
-// this much (bench/wal measures 5x on typical records).
+// A landing's size is judged by its slices' column bytes, which a round holds in memory while it
+// lands them; a segment entry written before they were recorded has only its compressed bytes,
+// and column data compresses about this much (bench/wal measures 5x on typical records).
 constexpr uint64_t kAssumedCompressionRatio = 4;
 
 std::string PendingKey(const std::string& namespace_name) {
@@ -141,7 +142,9 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
       const LakePolicy* policy = PolicyFor(sinks, slice.namespace_name);
       if (policy == nullptr) continue;
       uint64_t& bytes = bytes_by_namespace[slice.namespace_name];
-      const uint64_t slice_bytes = slice.bytes * kAssumedCompressionRatio;
+      const uint64_t slice_bytes = slice.uncompressed_bytes > 0
+                                       ? slice.uncompressed_bytes
+                                       : slice.bytes * kAssumedCompressionRatio;
       if (bytes > 0 && bytes + slice_bytes > policy->target_file_bytes) {
         full.insert(slice.namespace_name);
         continue;

@@ -43,7 +43,8 @@ nlohmann::json EntryToJson(const SegmentEntry& entry) {
                       {"namespace", slice.namespace_name},
                       {"schema_id", slice.schema_id},
                       {"rows", slice.rows},
-                      {"bytes", slice.bytes}});
+                      {"bytes", slice.bytes},
+                      {"uncompressed_bytes", slice.uncompressed_bytes}});
   }
   return {{"format_version", kCatalogFormatVersion},
           {"segment_id", entry.segment_id},
@@ -76,7 +77,8 @@ Result<SegmentEntry> EntryFromJson(std::string_view text) {
       entry.slices.push_back({slice.at("ordinal").get<uint32_t>(),
                               slice.at("namespace").get<std::string>(),
                               slice.at("schema_id").get<int32_t>(), slice.at("rows").get<int64_t>(),
-                              slice.at("bytes").get<uint64_t>()});
+                              slice.at("bytes").get<uint64_t>(),
+                              slice.value("uncompressed_bytes", uint64_t{0})});
     }
     return entry;
   } catch (const std::exception& error) {
@@ -448,7 +450,7 @@ Result<PreparedSegment> Wal::Prepare(const std::vector<Batch>& batches,
   entry.created_unix_micros = header.created_unix_micros;
   for (const SliceInfo& slice : check.slices()) {
     entry.slices.push_back({slice.ordinal, slice.namespace_name, slice.schema_id, slice.row_count,
-                            slice.payload_bytes});
+                            slice.payload_bytes, slice.uncompressed_bytes});
     SKIPPR_CHECK(slice.row_count == batches[slice.ordinal].num_rows);
   }
   return segment;

@@ -29,6 +29,9 @@ struct SliceSummary {
   int32_t schema_id = 0;
   int64_t rows = 0;
   uint64_t bytes = 0;  // compressed payload bytes
+  // Its column data's bytes before compression: what the slice weighs decoded. 0 in entries
+  // written before skipprd recorded it.
+  uint64_t uncompressed_bytes = 0;
 };
 
 struct SegmentEntry {

@@ -278,6 +278,49 @@ TEST(LakeFlow, WideParquetRowsSyncInMemoryBoundedByTheBudgetsNotByTheRows) {
       << big_peak / kMiB << " MiB at " << big_rows;
 }
 
+// Slices an earlier run committed land in rounds, which hold a landing's batches in memory: a
+// landing is sized by its slices' column bytes, not by their compressed bytes. Rows of repeated
+// text compress a hundredfold; judged by their compressed bytes (times the 4 assumed), 2,000 rows
+// of 8 KB made one 16 MB landing for a 1 MiB target.
+TEST(LakeFlow, ARoundSizesItsLandingsByWhatTheirRowsWeigh) {
+  TempDir dir;
+  constexpr int kRows = 2000;
+  std::string lines;
+  for (int id = 0; id < kRows; ++id) {
+    lines += fmt::format("{{\"id\": {}, \"text\": \"{}\"}}\n", id, std::string(8000, 'x'));
+  }
+  dir.Write("input/rows.jsonl", lines);
+  const std::map<std::string, std::string> small_segments{{"BUFFER_THRESHOLD_BYTES", "262144"}};
+  // First without a sink: the segments wait in the WAL for the next run's rounds.
+  dir.Write("skippr.yml", R"(data_sources:
+  source: {File: {path: input}}
+pipelines:
+  events: {data_source: data_sources.source}
+)");
+  ASSERT_EQ(Skipprd(dir, {"sync", "-p", "events", "--once"}, small_segments).exit_code, 0);
+  dir.Write("skippr.yml", LakeConfig(dir, "events", "{File: {path: input}}",
+                                     "\n      target_file_size_bytes: 1048576"));
+  ProcessResult sync =
+      Skipprd(dir, {"sync", "-p", "events", "--once", "--log", "info"}, small_segments);
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  int landings = 0;
+  int64_t largest = 0;
+  std::istringstream log(sync.err);
+  for (std::string line; std::getline(log, line);) {
+    const size_t at = line.find("lake events: landing ");
+    if (at == std::string::npos) continue;
+    ++landings;
+    const size_t of = line.find(" of ", at);
+    largest = std::max<int64_t>(largest, std::stoll(line.substr(of + 4)));
+  }
+  // 1 MiB is 131 rows; a landing ends at the slice (32 rows) that would take it past that.
+  EXPECT_GE(landings, 12) << sync.err;
+  EXPECT_LE(largest, 131 + 32) << sync.err;
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(length(text)) FROM events.events"),
+            (std::vector<std::string>{std::to_string(kRows), std::to_string(kRows),
+                                      std::to_string(int64_t{kRows} * 8000)}));
+}
+
 // The table's current vN.metadata.json deleted by hand: sync used to spin forever (a missing
 // metadata file read as "no table", whose create the catalog refused, retried without end). Now
 // the pass fails with a Corruption naming the file, keeps the rows in the WAL, and once the file

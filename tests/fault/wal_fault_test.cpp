@@ -79,6 +79,8 @@ class WalUnderFaults {
     for (const wal::SegmentEntry& entry : ValueOrDie(wal::LiveSegments(read))) {
       wal::SegmentReader reader = ValueOrDie(wal::OpenSegment(wal_directory(), entry, &env_));
       for (const wal::SliceInfo& slice : reader.slices()) {
+        // The catalog sizes landings by it: it must be the footer's.
+        EXPECT_EQ(entry.slices.at(slice.ordinal).uncompressed_bytes, slice.uncompressed_bytes);
         Batch batch = ValueOrDie(reader.ReadSlice(slice.ordinal));
         for (int64_t row = 0; row < batch.num_rows; ++row) {
           ids.push_back(batch.columns[0].Int64At(row));
