@@ -14,9 +14,8 @@
 namespace skippr::pipeline::internal {
 
 namespace {
-// Batches kept for landing, in column bytes, as a multiple of the landing size (a stream's budget,
-// in the same bytes): enough for the lander to take whole landings from memory while the next one
-// is being committed.
+// Batches kept for landing, in the commit buffer's bytes, as a multiple of the landing size: enough
+// for the lander to take whole landings from memory while the next one is being committed.
 constexpr uint64_t kKeptLandings = 2;
 // The longest a committed segment waits for room in the lander's queue while the lander works
 // (a landing commits in about a second); past it the segment is read back instead.
@@ -148,14 +147,13 @@ bool BackgroundLander::MayStream(const Batch& batch) const {
          batch.namespace_name != schema::kDeadlettersNamespace;
 }
 
-void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches) {
-  uint64_t segment_bytes = 0;
-  for (const Batch& batch : batches) segment_bytes += batch.DataBytes();
+void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches,
+                                           uint64_t bytes) {
   {
     std::unique_lock lock(worker_.mutex());
     SKIPPR_CHECK_MSG(segment_id > last_committed_segment_id_, "segments are handed over in order");
     const auto has_room = [&] {
-      return kept_bytes_ + segment_bytes <= kKeptLandings * LargestLandingBytes();
+      return kept_bytes_ + bytes <= kKeptLandings * LargestLandingBytes();
     };
     const bool streams_all = std::all_of(batches.begin(), batches.end(),
                                          [this](const Batch& batch) { return MayStream(batch); });
@@ -178,8 +176,8 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
       queue_.emplace(lake::SliceRef{segment_id, ordinal},
                      Queued{std::make_shared<const Batch>(std::move(batches[ordinal])), streams});
     }
-    kept_bytes_by_segment_[segment_id] += segment_bytes;
-    kept_bytes_ += segment_bytes;
+    kept_bytes_by_segment_[segment_id] += bytes;
+    kept_bytes_ += bytes;
   }
   worker_.changed().notify_all();
 }

@@ -229,13 +229,13 @@ class BackgroundLander {
   BackgroundLander(const BackgroundLander&) = delete;
   BackgroundLander& operator=(const BackgroundLander&) = delete;
 
-  // The batches of a just-committed segment, in commit order, to land from memory. Kept only
-  // within a memory budget, in the batches' own column bytes (what they weigh here, whatever the
-  // input's compression or a nominal size per record says); beyond it a round reads the segment
-  // back. While the lander works (it will get to the queue), a segment whose batches all stream
+  // The batches of a just-committed segment, in commit order, to land from memory; `bytes`, what
+  // the commit buffer counted for them: the larger of their input bytes and their column bytes,
+  // so that a compressed input's batches are not kept by its small size. Kept only within a
+  // memory budget; beyond it a round reads the segment back. While the lander works (it will get to the queue), a segment whose batches all stream
   // and would overflow it waits for room (up to kRoomWait): reading it back would cost the
   // lander, already the slower stage, more. Others (deadletters, merges) go to a round as before.
-  void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches);
+  void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t bytes);
   // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
   void RequestLanding();
   // The error that stopped the lander, or OK while it runs.
@@ -282,7 +282,7 @@ class BackgroundLander {
   LandingPassResult totals_;   // the lander thread's own; read after Finish
 
   Queue queue_;  // handed over, not landed yet
-  // Column bytes of the segments with batches in queue_, by segment.
+  // The bytes (AddCommittedBatches) of the segments with batches in queue_, by segment.
   std::map<uint64_t, uint64_t> kept_bytes_by_segment_;
   uint64_t kept_bytes_ = 0;
   bool is_busy_ = false;  // the lander is in a stream or a round: it will get to queue_

@@ -72,7 +72,7 @@ struct SealedCommit {
   std::vector<schema::NamespaceSchema> changed_schemas;  // parallel to `changes`
   // With transform.ops: the shaper's schemas that changed (`changes` are then the output's).
   std::vector<schema::NamespaceSchema> changed_input_schemas;
-  uint64_t source_bytes = 0;
+  uint64_t buffered_bytes = 0;  // what the batches weigh: SyncPass::BufferedBytesOf, summed
   int64_t deadletter_rows = 0;  // the rows of the last batch, when it is the deadletters one
 };
 
@@ -369,12 +369,12 @@ class SyncPass {
   }
 
   // What a batch adds to the commit buffer: its input bytes, or what its columns weigh where that
-  // is more (a Parquet file's bytes are compressed; wide rows compress well). Records of a source
-  // that cannot tell their bytes (the sample) count a nominal 256 each.
+  // is more (a Parquet file's bytes are compressed; wide rows compress well). The records of a
+  // source that cannot tell their bytes (the sample, Parquet) count a nominal 256 each at least.
   static uint64_t BufferedBytesOf(const sources::SourceBatch& batch) {
     const uint64_t column_bytes = batch.columns ? batch.columns->DataBytes() : 0;
-    const uint64_t nominal_bytes = batch.bytes_read == 0 ? batch.records.size() * 256 : 0;
-    return std::max(batch.bytes_read, column_bytes) + nominal_bytes;
+    const uint64_t nominal_bytes = batch.bytes_read == 0 ? batch.record_count() * 256 : 0;
+    return std::max({batch.bytes_read, column_bytes, nominal_bytes});
   }
 
   // Seals what the shaper holds into one commit and hands it to the committer.
@@ -400,7 +400,7 @@ class SyncPass {
       sealed.batches.push_back(pending_deadletters_.Take());
     }
     sealed.positions = std::move(pending_positions_);
-    sealed.source_bytes = buffered_bytes_;
+    sealed.buffered_bytes = buffered_bytes_;
     pending_positions_.clear();
     buffered_bytes_ = 0;
     buffer_started_ = std::chrono::steady_clock::now();
@@ -417,7 +417,8 @@ class SyncPass {
       result_.rows_by_namespace[batch.namespace_name] += batch.num_rows;
     }
     if (lander_ && info.segment_id != 0) {
-      lander_->AddCommittedBatches(info.segment_id, std::move(commit.batches));
+      lander_->AddCommittedBatches(info.segment_id, std::move(commit.batches),
+                                   commit.buffered_bytes);
     }
     for (schema::NamespaceChange& change : commit.changes) {
       spdlog::info("sync {}: namespace {} {}: {}", pipeline_.name, change.namespace_name,
@@ -436,13 +437,13 @@ class SyncPass {
     }
     if (!lander_) return Status::OK();
     SKIPPR_RETURN_IF_ERROR(lander_->failure());
-    RequestLandingWhenDue(commit.source_bytes);
+    RequestLandingWhenDue(commit.buffered_bytes);
     return Status::OK();
   }
 
   // Landing during the pass: at the sinks' file size or commit interval, whichever comes first.
-  void RequestLandingWhenDue(uint64_t committed_source_bytes) {
-    unlanded_bytes_ += committed_source_bytes;
+  void RequestLandingWhenDue(uint64_t committed_bytes) {
+    unlanded_bytes_ += committed_bytes;
     const double since_landing_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_landing_).count();
     if (unlanded_bytes_ >= landing_trigger_.target_file_bytes ||

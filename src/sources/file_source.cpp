@@ -740,6 +740,9 @@ class ParquetReader final : public FileReader {
   // typed when it fits, as a Value otherwise.
   enum class RowsAs { kColumns, kJsonText };
 
+  // A row counts at least this many bytes in a batch, as a sync counts a record whose input bytes
+  // it cannot tell (sync_pass.cpp): narrow rows make batches of a bounded number of rows.
+  static constexpr uint64_t kNominalRecordBytes = 256;
   // What DuckDB may hold of the file's rows ahead of the reader, in the bytes the rows take: its
   // default streaming buffer, which it counts in rows of strings as narrow as their headers.
   static constexpr uint64_t kRowBytesAhead = 1'000'000;
@@ -903,7 +906,8 @@ class ParquetReader final : public FileReader {
   }
 
   // The rows the next copy into the typed columns may take: what is left of the batch's records,
-  // and of its bytes at the bytes per row so far — at most as many rows as it holds, so that rows
+  // and of its bytes (kNominalRecordBytes a row at least) at the bytes per row so far — at most as
+  // many rows as it holds, so that rows
   // wider than those so far overshoot the bytes by no more than the batch's size. A batch is
   // bounded by what its columns weigh, not by its records: a file of wide rows compresses them,
   // and its size does not tell.
@@ -911,9 +915,9 @@ class ParquetReader final : public FileReader {
     const auto rows = static_cast<uint64_t>(typed_->rows());
     if (rows >= limits.max_typed_records) return 0;
     if (rows == 0) return 1;
-    const uint64_t bytes = typed_->DataBytes();
+    const uint64_t bytes = std::max(typed_->DataBytes(), rows * kNominalRecordBytes);
     if (bytes >= limits.max_typed_bytes) return 0;
-    const uint64_t bytes_per_row = std::max<uint64_t>(1, bytes / rows);
+    const uint64_t bytes_per_row = bytes / rows;
     const uint64_t most = std::min(limits.max_typed_records - rows, rows);
     return std::clamp<uint64_t>((limits.max_typed_bytes - bytes) / bytes_per_row, 1, most);
   }

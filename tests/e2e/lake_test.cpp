@@ -316,7 +316,8 @@ pipelines:
   // 1 MiB is 131 rows; a landing ends at the slice (32 rows) that would take it past that.
   EXPECT_GE(landings, 12) << sync.err;
   EXPECT_LE(largest, 131 + 32) << sync.err;
-  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(length(text)) FROM events.events"),
+  EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id), sum(length(text)) "
+                          "FROM events.events"),
             (std::vector<std::string>{std::to_string(kRows), std::to_string(kRows),
                                       std::to_string(int64_t{kRows} * 8000)}));
 }

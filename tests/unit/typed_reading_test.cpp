@@ -784,7 +784,8 @@ TEST(TypedReading, ParquetRowsReadAsValuesKeepBatchesWithinTheByteLimit) {
 // one batch of 320 MB, however small the limit.
 TEST(TypedReading, ParquetRowsCopiedAsColumnsKeepBatchesWithinTheByteLimit) {
   TempDir dir;
-  const std::string select = "SELECT i AS id, repeat(md5(i::VARCHAR), {}) AS wide FROM range({}) t(i)";
+  const std::string select =
+      "SELECT i AS id, repeat(md5(i::VARCHAR), {}) AS wide FROM range({}) t(i)";
   const fs::path training = fs::path(dir.path()) / "training.parquet";
   WriteParquet(training, fmt::format(fmt::runtime(select), 1, 3));
   const fs::path input = fs::path(dir.path()) / "wide.parquet";
