@@ -240,8 +240,11 @@ TEST(LakeFlow, ALanderSlowerThanIngestLandsEverySegmentFromMemory) {
 // ahead on threads of its own, a string as its 16-byte header: the file was read into memory
 // ahead of the WAL (3 GB at the peak for 1.3 GB of rows).
 TEST(LakeFlow, WideParquetRowsSyncInMemoryBoundedByTheBudgetsNotByTheRows) {
+  // A peak resident set means nothing under a sanitizer's allocator, and under TSan DuckDB's
+  // jemalloc, uninstrumented, deadlocked with TSan's slot lock in this process's COPY.
+  if (kSanitizedBuild) GTEST_SKIP() << "resident-set check; see the comment";
   constexpr int64_t kRowBytes = 8000;
-  const int64_t small_rows = Scaled(6000, 4);
+  const int64_t small_rows = 6000;
   const int64_t big_rows = 8 * small_rows;
   const auto sync_peak_bytes = [](int64_t rows) -> int64_t {
     TempDir dir;
@@ -271,7 +274,6 @@ TEST(LakeFlow, WideParquetRowsSyncInMemoryBoundedByTheBudgetsNotByTheRows) {
   constexpr int64_t kMiB = 1 << 20;
   RecordProperty("small_peak_mib", static_cast<int>(small_peak / kMiB));
   RecordProperty("big_peak_mib", static_cast<int>(big_peak / kMiB));
-  if (kSanitizedBuild) return;  // their allocators keep freed memory
   // Measured: 150 and 160-172 MiB (the growth is the allocator's); 230 and 530-700 before.
   EXPECT_LT(big_peak, small_peak + (big_rows - small_rows) * kRowBytes / 4)
       << "peak RSS: " << small_peak / kMiB << " MiB at " << small_rows << " rows of 8 KB, "
