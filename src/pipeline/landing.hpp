@@ -232,9 +232,10 @@ class BackgroundLander {
   // The batches of a just-committed segment, in commit order, to land from memory; `bytes`, what
   // the commit buffer counted for them: the larger of their input bytes and their column bytes,
   // so that a compressed input's batches are not kept by its small size. Kept only within a
-  // memory budget; beyond it a round reads the segment back. While the lander works (it will get to the queue), a segment whose batches all stream
-  // and would overflow it waits for room (up to kRoomWait): reading it back would cost the
-  // lander, already the slower stage, more. Others (deadletters, merges) go to a round as before.
+  // memory budget; beyond it a round reads the segment back. While the lander works (it will get
+  // to the queue), a segment whose batches all stream and would overflow it waits for room (up to
+  // kRoomWait): reading it back would cost the lander, already the slower stage, more. Others
+  // (deadletters, merges) go to a round as before.
   void AddCommittedBatches(uint64_t segment_id, std::vector<Batch> batches, uint64_t bytes);
   // Asks for a landing round (returns at once; rounds asked for while one runs collapse into one).
   void RequestLanding();
