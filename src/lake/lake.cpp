@@ -648,9 +648,9 @@ std::map<std::string, std::string> SummaryTotals(
   return summary;
 }
 
-iceberg::SnapshotOperation OperationOf(const Landing& landing) {
+iceberg::SnapshotOperation OperationOf(const Landing& landing, bool replaces_table) {
   // A merge removes rows (through its deletes) as well as adding some: Iceberg's "overwrite".
-  return landing.replaces_table || !landing.key_columns.empty()
+  return replaces_table || !landing.key_columns.empty()
              ? iceberg::SnapshotOperation::kOverwrite
              : iceberg::SnapshotOperation::kAppend;
 }
@@ -893,34 +893,39 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
 struct LakeWriter::LandingFiles {
   std::optional<iceberg::DataFile> data_file;    // none when a merge leaves no row
   std::optional<iceberg::DataFile> delete_file;  // merge_by_key: every key the landing touches
+  // The landing's changes hold a CDC truncate: its rows (those after the truncate) replace the
+  // table, whatever the write policy.
+  bool truncates_table = false;
+  // Written for a table with data files: a merge's deletes were written if it needs them.
+  bool table_had_rows = false;
 };
 
 
 namespace {
 
-// Which change rows a landing can apply. A TRUNCATE replaces the whole table at its place in the
-// stream, which a landing of these batches alone cannot do; updates and deletes need a key to
-// merge by — appended, a delete would land as a row and an update as a second version (CDC
-// final-state landing is still to come).
+// Which change rows a landing can apply: updates, deletes and truncates need a key to merge by —
+// appended, a delete would land as a row and an update as a second version. Under a key a landing
+// is the source's final state: per key the newest change, and a TRUNCATE replaces the table at its
+// place in the stream.
 Status CheckChangesLandable(const Landing& landing, const Batch& batch) {
-  if (!batch.cdc) return Status::OK();
+  if (!batch.cdc || !landing.key_columns.empty()) return Status::OK();
   for (const Mutation mutation : batch.cdc->mutations) {
-    if (mutation == Mutation::kTruncate) {
+    if (mutation == Mutation::kUpdate || mutation == Mutation::kDelete ||
+        mutation == Mutation::kTruncate) {
       return Status::NotSupported(fmt::format(
-          "namespace '{}' holds a TRUNCATE from its source, which SkipprLake cannot land yet; its "
-          "rows stay in the WAL (query shows them)",
-          landing.namespace_name));
-    }
-    if (landing.key_columns.empty() &&
-        (mutation == Mutation::kUpdate || mutation == Mutation::kDelete)) {
-      return Status::NotSupported(fmt::format(
-          "namespace '{}' holds updates and deletes from its source, which SkipprLake cannot "
-          "apply yet (appended, a delete would land as a row); they stay in the WAL, where query "
-          "shows the source's current rows: sync this pipeline without a data_sink for now",
+          "namespace '{}' holds updates, deletes or truncates from its source, and has no key to "
+          "apply them by (appended, a delete would land as a row); give the source table a "
+          "primary key, or sync this pipeline without a data_sink (the WAL is then the dataset)",
           landing.namespace_name));
     }
   }
   return Status::OK();
+}
+
+bool HoldsTruncate(const Batch& batch) {
+  if (!batch.cdc) return false;
+  return std::find(batch.cdc->mutations.begin(), batch.cdc->mutations.end(),
+                   Mutation::kTruncate) != batch.cdc->mutations.end();
 }
 
 }  // namespace
@@ -928,7 +933,7 @@ Status CheckChangesLandable(const Landing& landing, const Batch& batch) {
 Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
     const Landing& landing, const schema::NamespaceSchema& namespace_schema,
     const std::vector<std::shared_ptr<const Batch>>& batches, const std::string& location,
-    const std::string& local_location) {
+    const std::string& local_location, bool table_has_rows) {
   if (Status keys = CheckKeyColumns(landing.key_columns, namespace_schema.fields);
       !landing.key_columns.empty() && !keys.ok()) {
     return Status::InvalidArgument(
@@ -936,9 +941,11 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
                     landing.namespace_name, keys.message()));
   }
   int64_t rows = 0;
+  LandingFiles files;
   for (const auto& batch : batches) {
     rows += batch->num_rows;
     SKIPPR_RETURN_IF_ERROR(CheckChangesLandable(landing, *batch));
+    files.truncates_table = files.truncates_table || HoldsTruncate(*batch);
   }
   // The engine's view of the landing does the merge: per key the last row, CDC deletes dropped.
   query::TableSource source;
@@ -949,11 +956,14 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   source.key_columns = landing.key_columns;
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
   SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/data"));
-  LandingFiles files;
   SKIPPR_ASSIGN_OR_RETURN(files.data_file,
                           WriteDataFile(*options_.env, *engine_, landing, namespace_schema,
                                         batches, rows, location, local_location));
-  if (!landing.key_columns.empty()) {
+  // Deletes apply to earlier files only: none when the table has none, or when this landing
+  // replaces them all.
+  files.table_had_rows = table_has_rows;
+  if (!landing.key_columns.empty() && table_has_rows && !landing.replaces_table &&
+      !files.truncates_table) {
     SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
                             WriteDeleteFile(*options_.env, *engine_, landing, namespace_schema,
                                             rows, location, local_location));
@@ -967,9 +977,10 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
   return Commit(landing, namespace_schema, rows,
-                [&](const std::string& location, const std::string& local_location) {
+                [&](const std::string& location, const std::string& local_location,
+                    bool table_has_rows) {
                   return WriteLandingFiles(landing, namespace_schema, batches, location,
-                                           local_location);
+                                           local_location, table_has_rows);
                 });
 }
 
@@ -1032,7 +1043,8 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
   SKIPPR_CHECK_MSG(rows == streamed->file.record_count, "the stream wrote every landed row");
   Result<LandingOutcome> outcome = Commit(
       landing, namespace_schema, rows,
-      [&](const std::string& location, const std::string& local_location) -> Result<LandingFiles> {
+      [&](const std::string& location, const std::string& local_location,
+          bool) -> Result<LandingFiles> {
         const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
         const std::string path = local_location + "/" + name;
         // Under the landing's name, as a replay of the landing would write it.
@@ -1093,8 +1105,12 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
           iceberg::AddSchema(next, namespace_schema.fields, namespace_schema.last_field_id)
               .status());
     }
+    const bool table_has_rows =
+        parent != nullptr && SummaryNumber(parent, "total-data-files") > 0;
+    // Written for an empty table, a merge has no deletes: another writer has filled it since.
+    if (files && table_has_rows && !files->table_had_rows) files.reset();
     if (!files) {
-      SKIPPR_ASSIGN_OR_RETURN(files, write_files(location, local_location));
+      SKIPPR_ASSIGN_OR_RETURN(files, write_files(location, local_location, table_has_rows));
       CrashPoint("lake.after_data_file");
     }
 
@@ -1109,8 +1125,9 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
                                   snapshot_id),
                       location + "/" + name, local_location + "/" + name};
     }
+    const bool replaces_table = landing.replaces_table || files->truncates_table;
     SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
-                            BuildManifestList(*options_.env, next, parent, landing.replaces_table,
+                            BuildManifestList(*options_.env, next, parent, replaces_table,
                                               options_.manifests_before_merge, added, snapshot_id));
     const std::string list_name =
         fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
@@ -1119,14 +1136,14 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
             .status());
 
     std::map<std::string, std::string> summary =
-        SummaryTotals(parent, landing.replaces_table, files->data_file, files->delete_file);
+        SummaryTotals(parent, replaces_table, files->data_file, files->delete_file);
     summary[std::string(kLandingIdKey)] = landing.landing_id;
     summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
     summary[std::string(kPipelineKey)] = options_.pipeline;
     summary[std::string(kPipelineInstanceKey)] = options_.pipeline_instance;
     SKIPPR_RETURN_IF_ERROR(
         iceberg::AddSnapshot(next, {snapshot_id, NowMs(), location + "/" + list_name,
-                                    OperationOf(landing), std::move(summary)}));
+                                    OperationOf(landing, replaces_table), std::move(summary)}));
     const std::vector<iceberg::Snapshot> expired = iceberg::ExpireSnapshots(
         next, {.now_ms = NowMs(),
                .max_snapshot_age_ms = options_.max_snapshot_age_ms,

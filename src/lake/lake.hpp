@@ -144,9 +144,10 @@ class LakeWriter {
   };
   Result<TableLocations> LocationsOf(const std::string& namespace_name) const;
   // Commits `landing` (of `rows` rows) as one snapshot, writing its files with `write_files` once
-  // the table is known to lack it; retries a conflicting commit.
-  using WriteFiles = std::function<Result<LandingFiles>(const std::string& location,
-                                                        const std::string& local_location)>;
+  // the table is known to lack it; retries a conflicting commit. `table_has_rows`: the table's
+  // current snapshot has data files (a merge into an empty table needs no deletes).
+  using WriteFiles = std::function<Result<LandingFiles>(
+      const std::string& location, const std::string& local_location, bool table_has_rows)>;
   Result<LandingOutcome> Commit(const Landing& landing,
                                 const schema::NamespaceSchema& namespace_schema, int64_t rows,
                                 const WriteFiles& write_files);
@@ -154,7 +155,7 @@ class LakeWriter {
                                          const schema::NamespaceSchema& namespace_schema,
                                          const std::vector<std::shared_ptr<const Batch>>& batches,
                                          const std::string& location,
-                                         const std::string& local_location);
+                                         const std::string& local_location, bool table_has_rows);
 
   LakeOptions options_;
   std::unique_ptr<iceberg::Catalog> catalog_;

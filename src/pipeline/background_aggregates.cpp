@@ -3,11 +3,39 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "pipeline/landing.hpp"
 
 namespace skippr::pipeline::internal {
 
 namespace {
+
+// A source that keys its rows (a PostgreSQL table) changes entities, which the aggregates track by
+// business key: the landed rows become their last-row images (a snapshot change each, with the
+// source's key encoding: the key values' JSON in an array), so that a later update or delete of
+// one is applied exactly, not as an insert of an unknown entity.
+void AddLastRowImages(const std::vector<std::string>& key_fields, Batch& batch) {
+  if (key_fields.empty()) return;
+  std::vector<const Column*> keys;
+  for (const std::string& key_field : key_fields) {
+    auto field = std::find_if(batch.fields.begin(), batch.fields.end(),
+                              [&](const Field& candidate) { return candidate.name == key_field; });
+    if (field == batch.fields.end()) return;  // not keyable: the rows stay plain inserts
+    keys.push_back(&batch.columns[static_cast<size_t>(field - batch.fields.begin())]);
+  }
+  batch.cdc.emplace();
+  for (int64_t row = 0; row < batch.num_rows; ++row) {
+    std::string business_key = "[";
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i > 0) business_key += ',';
+      business_key += keys[i]->ValueAt(row).ToJson();
+    }
+    business_key += ']';
+    batch.cdc->Append(RowChange{.mutation = Mutation::kSnapshot,
+                                .business_key = std::move(business_key)});
+  }
+}
 
 // The rows of every landed table (deletes applied) and the live slices they already hold, from
 // one store snapshot: where an aggregate rebuilt after reclaim starts.
@@ -39,6 +67,7 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
                                                     query::QuoteIdentifier(pipeline_name),
                                                     query::QuoteIdentifier(namespace_name))));
     batch.namespace_name = namespace_name;
+    AddLastRowImages(fields->second.key_fields, batch);
     baseline.batches.push_back(std::move(batch));
   }
   return baseline;

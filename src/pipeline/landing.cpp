@@ -110,6 +110,18 @@ Status CheckNamespaceKeys(const LakePolicy& policy,
       policy.key_columns_setting, namespace_schema.name, keys.message()));
 }
 
+// The key a source gives a namespace's rows (a PostgreSQL table's primary key), when the lake can
+// key a table by it: its changes then land as the source's final state, as query shows them. A key
+// the lake cannot use (a float column) leaves the namespace appended — its updates and deletes are
+// then refused at landing, naming it.
+std::vector<std::string> SourceKeyOf(const schema::NamespaceSchema& namespace_schema) {
+  if (namespace_schema.key_fields.empty() ||
+      !lake::CheckKeyColumns(namespace_schema.key_fields, namespace_schema.fields).ok()) {
+    return {};
+  }
+  return namespace_schema.key_fields;
+}
+
 bool IsDeadletters(std::string_view namespace_name) {
   return namespace_name == schema::kDeadlettersNamespace;
 }
@@ -158,12 +170,15 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
     const LakePolicy& policy = *PolicyFor(sinks, namespace_name);
     const bool replaces_table =
         policy.replaces_table && !pass.namespaces_landed.contains(namespace_name);
+    std::vector<std::string> key_columns = policy.key_columns;
     if (auto namespace_schema = saved.namespaces.find(namespace_name);
         namespace_schema != saved.namespaces.end()) {
       SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema->second));
+      if (key_columns.empty()) key_columns = SourceKeyOf(namespace_schema->second);
     }
     landings.push_back(lake::PlanLanding(pipeline, pipeline_instance, namespace_name,
-                                         std::move(slices), replaces_table, policy.key_columns));
+                                         std::move(slices), replaces_table,
+                                         std::move(key_columns)));
   }
   return landings;
 }
@@ -208,8 +223,10 @@ Status ReclaimSegment(store::WriteTransaction& write, uint64_t segment_id) {
 Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                                const std::map<uint64_t, wal::SegmentEntry>& segments,
                                const lake::Landing& landing, const lake::LandedSnapshot& snapshot,
-                               const DeadletterTotals& deadletters) {
+                               const DeadletterTotals& deadletters,
+                               const LandedTokens* tokens = nullptr) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+  if (tokens != nullptr) SKIPPR_RETURN_IF_ERROR(tokens->Record(write));
   for (const lake::SliceRef& slice : landing.slices) {
     SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, LandedKey(slice), landing.landing_id));
   }
@@ -513,7 +530,8 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
                      const lake::Landing& landing, const lake::LandingOutcome& outcome,
                      const DeadletterTotals& deadletters, std::string_view how,
-                     PassLandings& pass, LandingPassResult& result);
+                     PassLandings& pass, LandingPassResult& result,
+                     const LandedTokens* tokens = nullptr);
 
 // Lands one planned landing in its sink — or discards it, for deadletters without a deadletter
 // sink — and records it; adds what it did to `result`.
@@ -523,6 +541,8 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
   const bool is_deadletters = IsDeadletters(landing.namespace_name);
   lake::LandingOutcome outcome;
   DeadletterTotals deadletters;
+  std::vector<std::shared_ptr<const Batch>> batches;
+  std::optional<LandedTokens> tokens;
   if (is_deadletters && sinks.deadletters == nullptr) {
     // Nothing to write: the slices' rows come from the catalog, nothing is decoded.
     SKIPPR_ASSIGN_OR_RETURN(outcome.rows, RowsOf(plan.segments, landing));
@@ -537,14 +557,24 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
       }
       namespace_schema = &saved->second;
     }
-    SKIPPR_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Batch>> batches,
-                            ReadLandingSlices(state, plan.segments, landing, pass));
+    SKIPPR_ASSIGN_OR_RETURN(batches, ReadLandingSlices(state, plan.segments, landing, pass));
     lake::LakeWriter& writer = is_deadletters ? *sinks.deadletters : *sinks.data;
-    SKIPPR_ASSIGN_OR_RETURN(outcome, writer.Land(landing, *namespace_schema, batches));
+    if (landing.key_columns.empty()) {
+      SKIPPR_ASSIGN_OR_RETURN(outcome, writer.Land(landing, *namespace_schema, batches));
+    } else {
+      // A merge lands only the changes its table does not hold yet. The tokens read here are the
+      // ones a replay of this landing reads too: only recording it changes them.
+      {
+        SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
+        SKIPPR_ASSIGN_OR_RETURN(tokens, LandedTokens::Read(read, landing.namespace_name, batches));
+      }
+      SKIPPR_ASSIGN_OR_RETURN(outcome,
+                              writer.Land(landing, *namespace_schema, tokens->NewChanges()));
+    }
     if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
   }
   return FinishLanding(state, pipeline, plan.segments, landing, outcome, deadletters, "", pass,
-                       result);
+                       result, tokens ? &*tokens : nullptr);
 }
 
 // Records a landing that its sink holds now (or that was discarded), logs it, adds it to `result`.
@@ -552,11 +582,11 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
                      const lake::Landing& landing, const lake::LandingOutcome& outcome,
                      const DeadletterTotals& deadletters, std::string_view how,
-                     PassLandings& pass, LandingPassResult& result) {
+                     PassLandings& pass, LandingPassResult& result, const LandedTokens* tokens) {
   const bool is_deadletters = IsDeadletters(landing.namespace_name);
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
                           RecordLanding(state, pipeline, segments, landing, outcome.snapshot,
-                                        deadletters));
+                                        deadletters, tokens));
   pass.namespaces_landed.insert(landing.namespace_name);
   for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
   if (deadletters.discarded > 0) {

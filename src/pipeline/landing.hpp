@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "lake/lake.hpp"
@@ -91,6 +92,36 @@ Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read
 // (missing, nested, floating point): then InvalidConfig naming the column, the namespace and the
 // primary_key setting.
 Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& schema);
+
+// What the table of a keyed CDC namespace already reflects, across its landings
+// (docs/formats/landing.md, "Final state"). The catalog family keeps, per namespace,
+//   ("landed_key", namespace, business key)  the newest order token landed for the key (a
+//                                             delete's too: a tombstone);
+//   ("landed_truncate", namespace)            the newest truncate landed;
+// written in the transaction that records the landing. A change at or before its key's token, or
+// at or before the truncate, is one the table holds already (a replay, or an older change that a
+// newer snapshot read holds): the landing leaves it out, so it never overwrites a newer row.
+class LandedTokens {
+ public:
+  // The tokens landed for the business keys `batches` hold (they must outlive this object).
+  static Result<LandedTokens> Read(const store::ReadTransaction& read,
+                                   const std::string& namespace_name,
+                                   const std::vector<std::shared_ptr<const Batch>>& batches);
+  // `batches` without the changes the table holds already; a batch is copied only when it loses
+  // rows.
+  std::vector<std::shared_ptr<const Batch>> NewChanges() const;
+  // Stores the newest token of each key the batches change, and their newest truncate (which
+  // clears the namespace's older keys).
+  Status Record(store::WriteTransaction& write) const;
+
+ private:
+  bool IsLanded(std::string_view business_key, std::string_view order_token) const;
+
+  std::string namespace_name_;
+  const std::vector<std::shared_ptr<const Batch>>* batches_ = nullptr;
+  std::string landed_truncate_;  // empty: none
+  std::unordered_map<std::string_view, std::string> landed_;  // by business key; absent: none
+};
 
 // What one sync pass has landed so far: with replace_table, each namespace's first landing of the
 // pass replaces the table and the later ones append to it.

@@ -521,7 +521,8 @@ TEST(LakePolicy, MergeByKeyKeepsTheLatestRowPerPrimaryKey) {
   const iceberg::Snapshot& snapshot = *current->metadata.CurrentSnapshot();
   EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kOverwrite);
   EXPECT_EQ(snapshot.summary.at("added-equality-deletes"), "801");  // ids 1200..1999 and 3
-  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "3");
+  // The first pass merged into an empty table: nothing older for a delete file to apply to.
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "2");
 
   // Nothing new: a pass writes nothing.
   const size_t versions = MetadataFiles(dir, "events").size();

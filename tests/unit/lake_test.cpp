@@ -65,11 +65,15 @@ std::shared_ptr<const Batch> Slice(const std::vector<Change>& changes) {
   batch->cdc.emplace();
   for (const Change& change : changes) {
     batch->columns[0].Append(change.id ? Value::Int(*change.id) : Value::Null());
-    batch->columns[1].Append(change.mutation == Mutation::kDelete ? Value::Null()
-                                                                  : Value::String(change.name));
+    batch->columns[1].Append(change.mutation == Mutation::kDelete ||
+                                     change.mutation == Mutation::kTruncate
+                                 ? Value::Null()
+                                 : Value::String(change.name));
     batch->cdc->mutations.push_back(change.mutation);
     batch->cdc->event_ids.push_back(std::to_string(batch->cdc->event_ids.size()));
-    batch->cdc->order_tokens.push_back("");
+    // Increasing, as a source's are in commit order.
+    static int64_t next_token = 0;
+    batch->cdc->order_tokens.push_back(fmt::format("{:012}", ++next_token));
     batch->cdc->business_keys.push_back("");
   }
   batch->num_rows = static_cast<int64_t>(changes.size());
@@ -82,7 +86,9 @@ std::shared_ptr<const Batch> Slice(const std::vector<Change>& changes) {
 void Apply(TableRows& rows, const std::vector<std::vector<Change>>& slices) {
   for (const std::vector<Change>& slice : slices) {
     for (const Change& change : slice) {
-      if (change.mutation == Mutation::kDelete) {
+      if (change.mutation == Mutation::kTruncate) {
+        rows.clear();
+      } else if (change.mutation == Mutation::kDelete) {
         rows.erase(change.id);
       } else {
         rows[change.id] = change.name;
@@ -192,6 +198,44 @@ class LakeMerge : public ::testing::Test {
 constexpr Mutation kInsert = Mutation::kInsert;
 constexpr Mutation kUpdate = Mutation::kUpdate;
 constexpr Mutation kDelete = Mutation::kDelete;
+constexpr Mutation kTruncate = Mutation::kTruncate;
+
+// A truncate in a landing replaces the table at its place: the changes before it in the landing
+// and every row landed earlier are gone, the changes after it are the table (an Iceberg overwrite
+// that lists the earlier data and delete files as DELETED), for query and the independent reader.
+TEST_F(LakeMerge, ATruncateReplacesTheTableAtItsPlaceInTheStream) {
+  TableRows expected;
+  const std::vector<std::vector<Change>> first = {{{kInsert, 1, "a"}, {kInsert, 2, "b"}}};
+  Land(1, first);
+  Apply(expected, first);
+  const std::vector<std::vector<Change>> second = {{{kUpdate, 2, "b2"}, {kInsert, 3, "c"}}};
+  Land(2, second);
+  Apply(expected, second);
+  const std::vector<std::vector<Change>> third = {
+      {{kUpdate, 1, "a2"}, {kTruncate, std::nullopt, ""}, {kInsert, 4, "d"}},
+      {{kInsert, 2, "b3"}, {kDelete, 4, ""}, {kInsert, 5, "e"}}};
+  const LandingOutcome outcome = Land(3, third);
+  Apply(expected, third);
+  EXPECT_EQ(expected, (TableRows{{2, "b3"}, {5, "e"}}));
+  EXPECT_EQ(outcome.rows_written, 2);
+  EXPECT_EQ(outcome.keys_deleted, 0) << "an overwrite needs no deletes";
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+  const iceberg::TableMetadata metadata = CurrentMetadata();
+  const iceberg::Snapshot& snapshot = *metadata.CurrentSnapshot();
+  EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kOverwrite);
+  EXPECT_EQ(snapshot.summary.at("deleted-data-files"), "2");
+  EXPECT_EQ(snapshot.summary.at("total-data-files"), "1");
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "0");
+  EXPECT_EQ(snapshot.summary.at("total-records"), "2");
+
+  // Changes after it merge into what it left.
+  const std::vector<std::vector<Change>> fourth = {{{kUpdate, 5, "e2"}, {kInsert, 6, "f"}}};
+  Land(4, fourth);
+  Apply(expected, fourth);
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+}
 
 TEST_F(LakeMerge, CdcChangesWithinAndAcrossLandingsLeaveTheFinalStateForBothReaders) {
   TableRows expected;
@@ -205,7 +249,7 @@ TEST_F(LakeMerge, CdcChangesWithinAndAcrossLandingsLeaveTheFinalStateForBothRead
   EXPECT_EQ(expected, (TableRows{{1, "a2"}, {2, "b2"}, {4, "d"}}));
   EXPECT_EQ(outcome.rows, 8);
   EXPECT_EQ(outcome.rows_written, 3);
-  EXPECT_EQ(outcome.keys_deleted, 4);
+  EXPECT_EQ(outcome.keys_deleted, 0) << "the table was empty: nothing older to delete";
   EXPECT_EQ(ReadWithQuery(), expected);
   EXPECT_EQ(ReadWithIcebird(), expected);
 
@@ -234,8 +278,8 @@ TEST_F(LakeMerge, CdcChangesWithinAndAcrossLandingsLeaveTheFinalStateForBothRead
   EXPECT_EQ(snapshot.summary.at("added-delete-files"), "1");
   EXPECT_EQ(snapshot.summary.at("added-equality-deletes"), "2");
   EXPECT_EQ(snapshot.summary.at("total-data-files"), "2");
-  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "3");
-  EXPECT_EQ(snapshot.summary.at("total-equality-deletes"), "9");  // 4 + 3 + 2
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "2");
+  EXPECT_EQ(snapshot.summary.at("total-equality-deletes"), "5");  // 3 + 2
   EXPECT_EQ(snapshot.summary.at("total-records"), "5");           // 3 + 2 rows in data files
 
   // Re-inserting a deleted key.
@@ -297,7 +341,8 @@ TEST_F(LakeMerge, ManyLandingsPastTheMergeThresholdStayCorrect) {
     live_files[manifest.content] += manifest.added_files_count + manifest.existing_files_count;
   }
   EXPECT_EQ(live_files[iceberg::ManifestContent::kData], kLandings);
-  EXPECT_EQ(live_files[iceberg::ManifestContent::kDeletes], kLandings);
+  // The first landing merged into an empty table and needed no delete file.
+  EXPECT_EQ(live_files[iceberg::ManifestContent::kDeletes], kLandings - 1);
   EXPECT_EQ(expected.size(), static_cast<size_t>(kLandings + 5 - (kLandings + 1) / 3));
   EXPECT_EQ(ReadWithQuery(), expected);
   EXPECT_EQ(ReadWithIcebird(), expected);
@@ -310,7 +355,7 @@ TEST_F(LakeMerge, ManyLandingsPastTheMergeThresholdStayCorrect) {
   const iceberg::Snapshot& replaced = *metadata.CurrentSnapshot();
   EXPECT_EQ(replaced.summary.at("total-delete-files"), "0");
   EXPECT_EQ(replaced.summary.at("total-equality-deletes"), "0");
-  EXPECT_EQ(replaced.summary.at("removed-delete-files"), std::to_string(kLandings));
+  EXPECT_EQ(replaced.summary.at("removed-delete-files"), std::to_string(kLandings - 1));
   Result<query::LandedRows> landed = LandedRowsOf(snapshot_);
   ASSERT_TRUE(landed.ok());
   EXPECT_EQ(landed->data_files.size(), 1u);
