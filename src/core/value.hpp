@@ -239,4 +239,18 @@ static_assert(sizeof(Value) <= 40, "a Value per field of every record: keep it s
 
 std::string_view ValueKindName(Value::Kind kind);
 
+// An entity's business key as change-data-capture sources encode it (CdcSidecar::business_keys):
+// its key values' JSON in an array, "[7,\"eu\"]"; `key_value(i)` is the i-th of `key_count`. The
+// aggregates find an entity by these bytes, so every writer of a key goes through here.
+template <typename KeyValue>
+std::string BusinessKeyOf(size_t key_count, KeyValue&& key_value) {
+  std::string key = "[";
+  for (size_t i = 0; i < key_count; ++i) {
+    if (i > 0) key += ',';
+    key += key_value(i).ToJson();
+  }
+  key += ']';
+  return key;
+}
+
 }  // namespace skippr

@@ -12,9 +12,9 @@ namespace skippr::pipeline::internal {
 namespace {
 
 // A source that keys its rows (a PostgreSQL table) changes entities, which the aggregates track by
-// business key: the landed rows become their last-row images (a snapshot change each, with the
-// source's key encoding: the key values' JSON in an array), so that a later update or delete of
-// one is applied exactly, not as an insert of an unknown entity.
+// business key: the landed rows become their last-row images (a snapshot change each, keyed as
+// the source keys it, BusinessKeyOf), so that a later update or delete of one is applied exactly,
+// not as an insert of an unknown entity.
 void AddLastRowImages(const std::vector<std::string>& key_fields, Batch& batch) {
   if (key_fields.empty()) return;
   std::vector<const Column*> keys;
@@ -26,14 +26,9 @@ void AddLastRowImages(const std::vector<std::string>& key_fields, Batch& batch) 
   }
   batch.cdc.emplace();
   for (int64_t row = 0; row < batch.num_rows; ++row) {
-    std::string business_key = "[";
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i > 0) business_key += ',';
-      business_key += keys[i]->ValueAt(row).ToJson();
-    }
-    business_key += ']';
+    const auto key_value = [&](size_t i) { return keys[i]->ValueAt(row); };
     batch.cdc->Append(RowChange{.mutation = Mutation::kSnapshot,
-                                .business_key = std::move(business_key)});
+                                .business_key = BusinessKeyOf(keys.size(), key_value)});
   }
 }
 

@@ -155,13 +155,8 @@ std::string OrderToken(uint64_t lsn, uint64_t ordinal) {
 
 std::string BusinessKey(const ValueObject& row, const std::vector<size_t>& key_columns) {
   if (key_columns.empty()) return {};
-  std::string key = "[";
-  for (size_t i = 0; i < key_columns.size(); ++i) {
-    if (i > 0) key += ',';
-    key += row[key_columns[i]].second.ToJson();
-  }
-  key += ']';
-  return key;
+  return BusinessKeyOf(key_columns.size(),
+                       [&](size_t i) -> const Value& { return row[key_columns[i]].second; });
 }
 
 void SetTableContext(schema::RecordContext& context, const PostgresSettings& settings,
@@ -620,7 +615,8 @@ Status SnapshotSource::AddRow(const TableReader& reader, const Range& range,
     fmt::format_to(std::back_inserter(cdc.event_ids.bytes()), "{}", position.records_consumed);
   }
   cdc.event_ids.EndString();
-  // As BusinessKey writes it for change rows: "[<key value JSON>,...]", empty without a key.
+  // As BusinessKeyOf writes it for change rows ("[<key value JSON>,...]", empty without a key),
+  // without a Value per integer key.
   if (!reader.key_columns.empty()) {
     std::string& key = cdc.business_keys.bytes();
     key += '[';
