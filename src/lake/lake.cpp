@@ -531,11 +531,46 @@ struct AddedManifest {
   std::string path;      // the local file
 };
 
+// Which of the parent's live files a new snapshot lists as DELETED: none (an append or a merge),
+// all of them (a table replace), or every delete file and the data files named (a maintenance
+// rewrite). What it removed is counted as it goes, for the summary.
+struct Removal {
+  bool all = false;
+  bool delete_files = false;
+  std::set<std::string> data_files;  // by file_path
+
+  static Removal All() { return Removal{.all = true}; }
+  bool any() const { return all || delete_files || !data_files.empty(); }
+  bool Removes(const iceberg::DataFile& file) const {
+    if (all) return true;
+    return file.content == iceberg::FileContent::kData ? data_files.contains(file.file_path)
+                                                       : delete_files;
+  }
+};
+struct RemovedTotals {
+  int64_t data_files = 0;
+  int64_t records = 0;
+  int64_t delete_files = 0;
+  int64_t equality_deletes = 0;
+  int64_t bytes = 0;
+  void Add(const iceberg::DataFile& file) {
+    bytes += file.file_size_in_bytes;
+    if (file.content == iceberg::FileContent::kData) {
+      data_files += 1;
+      records += file.record_count;
+    } else {
+      delete_files += 1;
+      equality_deletes += file.record_count;
+    }
+  }
+};
+
 // Appends the live entries of the parent's manifest `listed` to the added manifest of the same
-// content, as EXISTING — or, for a landing that replaces the table, as DELETED by this snapshot.
+// content, as EXISTING — or, for those `removal` names, as DELETED by this snapshot.
 Status MergeInto(Env& env, const iceberg::ManifestFile& listed,
-                 const std::map<int32_t, LogicalType>& current_types, bool replaces_table,
-                 int64_t snapshot_id, std::vector<iceberg::ManifestEntry>& merged) {
+                 const std::map<int32_t, LogicalType>& current_types, const Removal& removal,
+                 int64_t snapshot_id, std::vector<iceberg::ManifestEntry>& merged,
+                 RemovedTotals& removed) {
   SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(listed.manifest_path));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
                           iceberg::ReadManifest(path, listed.manifest_length, &env));
@@ -547,22 +582,25 @@ Status MergeInto(Env& env, const iceberg::ManifestFile& listed,
     if (entry.status == iceberg::EntryStatus::kDeleted) continue;
     merged.push_back(AsExistingEntry(std::move(entry), listed));
     DropStaleBounds(merged.back().data_file, written_types, current_types);
-    if (replaces_table) {
+    if (removal.Removes(merged.back().data_file)) {
       merged.back().status = iceberg::EntryStatus::kDeleted;
       merged.back().snapshot_id = snapshot_id;
+      removed.Add(merged.back().data_file);
     }
   }
   return Status::OK();
 }
 
 // The new snapshot's manifest list: the parent's manifests plus the added ones. When that would
-// exceed `manifests_before_merge` (or the landing replaces the table) the parent's entries are
+// exceed `manifests_before_merge` (or the snapshot removes files) the parent's entries are
 // merged into the added manifests instead, data into data and deletes into deletes (a manifest
 // holds one content), so a snapshot lists at most one manifest of each beyond the threshold.
 Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMetadata& next,
                                                 const iceberg::Snapshot* parent,
-                                                bool replaces_table, size_t manifests_before_merge,
-                                                AddedManifest added[2], int64_t snapshot_id) {
+                                                const Removal& removal,
+                                                size_t manifests_before_merge,
+                                                AddedManifest added[2], int64_t snapshot_id,
+                                                RemovedTotals& removed) {
   const int64_t sequence_number = next.NextSequenceNumber();
   iceberg::ManifestList list;
   list.header = {snapshot_id, parent ? std::optional<int64_t>(parent->snapshot_id) : std::nullopt,
@@ -577,12 +615,12 @@ Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMe
   }
   size_t added_count = 0;
   for (int i = 0; i < 2; ++i) added_count += added[i].manifest.entries.empty() ? 0 : 1;
-  if (replaces_table || previous.size() + added_count > manifests_before_merge) {
+  if (removal.any() || previous.size() + added_count > manifests_before_merge) {
     const std::map<int32_t, LogicalType> current_types = TopLevelTypes(next.CurrentSchema().fields);
     std::vector<iceberg::ManifestEntry> merged[2];  // by ManifestContent
     for (const iceberg::ManifestFile& listed : previous) {
-      SKIPPR_RETURN_IF_ERROR(MergeInto(env, listed, current_types, replaces_table, snapshot_id,
-                                       merged[static_cast<size_t>(listed.content)]));
+      SKIPPR_RETURN_IF_ERROR(MergeInto(env, listed, current_types, removal, snapshot_id,
+                                       merged[static_cast<size_t>(listed.content)], removed));
     }
     for (int i = 0; i < 2; ++i) {
       SKIPPR_CHECK(added[i].manifest.header.content == static_cast<iceberg::ManifestContent>(i));
@@ -605,52 +643,52 @@ Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMe
 
 // ----- snapshot summary --------------------------------------------------------------------------
 
-// Iceberg's summary totals after a landing that adds `data_file` and `delete_file` (either may be
-// absent) to the parent's — or replaces the parent's files, whose totals then go.
+// Iceberg's summary totals after a snapshot that adds `data_file` and `delete_file` (either may
+// be absent) to the parent's and removes the `removed` ones.
 std::map<std::string, std::string> SummaryTotals(
-    const iceberg::Snapshot* parent, bool replaces_table,
+    const iceberg::Snapshot* parent, const RemovedTotals& removed,
     const std::optional<iceberg::DataFile>& data_file,
     const std::optional<iceberg::DataFile>& delete_file) {
   const int64_t data_records = data_file ? data_file->record_count : 0;
   const int64_t deletes = delete_file ? delete_file->record_count : 0;
   const int64_t bytes = (data_file ? data_file->file_size_in_bytes : 0) +
                         (delete_file ? delete_file->file_size_in_bytes : 0);
-  const iceberg::Snapshot* totals_from = replaces_table ? nullptr : parent;
-  const auto total = [&](const char* key, int64_t added) {
-    return std::to_string(SummaryNumber(totals_from, key) + added);
+  const auto total = [&](const char* key, int64_t added, int64_t gone) {
+    return std::to_string(SummaryNumber(parent, key) + added - gone);
   };
   std::map<std::string, std::string> summary = {
       {"added-data-files", data_file ? "1" : "0"},
       {"added-records", std::to_string(data_records)},
       {"added-files-size", std::to_string(bytes)},
-      {"total-data-files", total("total-data-files", data_file ? 1 : 0)},
-      {"total-records", total("total-records", data_records)},
-      {"total-files-size", total("total-files-size", bytes)},
-      {"total-delete-files", total("total-delete-files", delete_file ? 1 : 0)},
+      {"total-data-files", total("total-data-files", data_file ? 1 : 0, removed.data_files)},
+      {"total-records", total("total-records", data_records, removed.records)},
+      {"total-files-size", total("total-files-size", bytes, removed.bytes)},
+      {"total-delete-files", total("total-delete-files", delete_file ? 1 : 0,
+                                   removed.delete_files)},
       {"total-position-deletes", "0"},
-      {"total-equality-deletes", total("total-equality-deletes", deletes)}};
+      {"total-equality-deletes", total("total-equality-deletes", deletes,
+                                       removed.equality_deletes)}};
   if (delete_file) {
     summary["added-delete-files"] = "1";
     summary["added-equality-delete-files"] = "1";
     summary["added-equality-deletes"] = std::to_string(deletes);
   }
-  if (replaces_table && parent != nullptr) {
-    summary["deleted-data-files"] = std::to_string(SummaryNumber(parent, "total-data-files"));
-    summary["deleted-records"] = std::to_string(SummaryNumber(parent, "total-records"));
-    summary["removed-files-size"] = std::to_string(SummaryNumber(parent, "total-files-size"));
-    if (const int64_t removed = SummaryNumber(parent, "total-delete-files"); removed > 0) {
-      summary["removed-delete-files"] = std::to_string(removed);
-      summary["removed-equality-delete-files"] = std::to_string(removed);
-      summary["removed-equality-deletes"] =
-          std::to_string(SummaryNumber(parent, "total-equality-deletes"));
-    }
+  if (removed.data_files > 0 || removed.delete_files > 0) {
+    summary["deleted-data-files"] = std::to_string(removed.data_files);
+    summary["deleted-records"] = std::to_string(removed.records);
+    summary["removed-files-size"] = std::to_string(removed.bytes);
+  }
+  if (removed.delete_files > 0) {
+    summary["removed-delete-files"] = std::to_string(removed.delete_files);
+    summary["removed-equality-delete-files"] = std::to_string(removed.delete_files);
+    summary["removed-equality-deletes"] = std::to_string(removed.equality_deletes);
   }
   return summary;
 }
 
-iceberg::SnapshotOperation OperationOf(const Landing& landing, bool replaces_table) {
+iceberg::SnapshotOperation OperationOf(const Landing& landing, bool truncates_table) {
   // A merge removes rows (through its deletes) as well as adding some: Iceberg's "overwrite".
-  return replaces_table || !landing.key_columns.empty()
+  return landing.replaces_table || truncates_table || !landing.key_columns.empty()
              ? iceberg::SnapshotOperation::kOverwrite
              : iceberg::SnapshotOperation::kAppend;
 }
@@ -810,6 +848,83 @@ Result<iceberg::DataFile> WriteDeleteFile(Env& env, query::Engine& engine, const
   for (const Field& field : key_fields) file.equality_ids.push_back(field.id);
   SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, key_fields, path, file));
   return file;
+}
+
+}  // namespace
+
+namespace {
+
+// What a new snapshot adds and removes, and what skipprd says of it beside Iceberg's totals.
+struct SnapshotChange {
+  std::string name;  // of its manifests and manifest list: the landing's or maintenance's id
+  std::optional<iceberg::DataFile> data_file;
+  std::optional<iceberg::DataFile> delete_file;
+  Removal removal;
+  std::map<std::string, std::string> summary;
+  iceberg::SnapshotOperation operation = iceberg::SnapshotOperation::kAppend;
+  std::string_view crash_point_before;
+  std::string_view crash_point_after;
+};
+
+// Commits `change` as the next snapshot of `base` (`next`: its next version, schema evolved):
+// writes the manifests and the manifest list, expires snapshots, swaps the metadata in by
+// compare-and-set (Conflict when another writer committed first), then removes what expiry let go.
+Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog& catalog,
+                                    const iceberg::TableIdentifier& table,
+                                    const std::string& location, const std::string& local_location,
+                                    const iceberg::VersionedMetadata& base,
+                                    iceberg::TableMetadata next, SnapshotChange change) {
+  const iceberg::Snapshot* parent = base.metadata.CurrentSnapshot();
+  SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options.env, local_location + "/metadata"));
+  AddedManifest added[2];
+  for (const iceberg::ManifestContent content :
+       {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
+    const auto index = static_cast<size_t>(content);
+    const std::string name = fmt::format("metadata/{}-m{}.avro", change.name, index);
+    added[index] = {NewManifest(next, content, index == 0 ? change.data_file : change.delete_file,
+                                snapshot_id),
+                    location + "/" + name, local_location + "/" + name};
+  }
+  RemovedTotals removed;
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
+                          BuildManifestList(*options.env, next, parent, change.removal,
+                                            options.manifests_before_merge, added, snapshot_id,
+                                            removed));
+  const std::string list_name = fmt::format("metadata/snap-{}-{}.avro", snapshot_id, change.name);
+  SKIPPR_RETURN_IF_ERROR(
+      iceberg::WriteManifestList(local_location + "/" + list_name, list, {}, options.env)
+          .status());
+
+  std::map<std::string, std::string> summary =
+      SummaryTotals(parent, removed, change.data_file, change.delete_file);
+  summary.merge(change.summary);
+  summary[std::string(kPipelineKey)] = options.pipeline;
+  summary[std::string(kPipelineInstanceKey)] = options.pipeline_instance;
+  SKIPPR_RETURN_IF_ERROR(iceberg::AddSnapshot(next, {snapshot_id, NowMs(),
+                                                     location + "/" + list_name, change.operation,
+                                                     std::move(summary)}));
+  const std::vector<iceberg::Snapshot> expired =
+      iceberg::ExpireSnapshots(next, {.now_ms = NowMs(),
+                                      .max_snapshot_age_ms = options.max_snapshot_age_ms,
+                                      .min_snapshots_to_keep = options.min_snapshots_to_keep});
+  std::vector<std::string> dropped_metadata_files;
+  std::set<std::string> logged;
+  for (const iceberg::MetadataLogEntry& entry : next.metadata_log) logged.insert(entry.metadata_file);
+  for (const iceberg::MetadataLogEntry& entry : base.metadata.metadata_log) {
+    if (!logged.contains(entry.metadata_file)) dropped_metadata_files.push_back(entry.metadata_file);
+  }
+  CrashPoint(change.crash_point_before);
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::VersionedMetadata committed,
+                          iceberg::CommitTableMetadata(catalog, table, base, next));
+  CrashPoint(change.crash_point_after);
+  // Best effort: a file left behind by a failure here is garbage, never a wrong answer.
+  if (Status cleaned = RemoveUnreferencedFiles(*options.env, next, expired, dropped_metadata_files);
+      !cleaned.ok()) {
+    spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
+                 cleaned.message());
+  }
+  return LandedSnapshot{committed.location, snapshot_id};
 }
 
 }  // namespace
@@ -1114,60 +1229,21 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
       CrashPoint("lake.after_data_file");
     }
 
-    SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
-    SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/metadata"));
-    AddedManifest added[2];
-    for (const iceberg::ManifestContent content :
-         {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
-      const auto index = static_cast<size_t>(content);
-      const std::string name = fmt::format("metadata/{}-m{}.avro", landing.landing_id, index);
-      added[index] = {NewManifest(next, content, index == 0 ? files->data_file : files->delete_file,
-                                  snapshot_id),
-                      location + "/" + name, local_location + "/" + name};
-    }
-    const bool replaces_table = landing.replaces_table || files->truncates_table;
-    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
-                            BuildManifestList(*options_.env, next, parent, replaces_table,
-                                              options_.manifests_before_merge, added, snapshot_id));
-    const std::string list_name =
-        fmt::format("metadata/snap-{}-{}.avro", snapshot_id, landing.landing_id);
-    SKIPPR_RETURN_IF_ERROR(
-        iceberg::WriteManifestList(local_location + "/" + list_name, list, {}, options_.env)
-            .status());
-
-    std::map<std::string, std::string> summary =
-        SummaryTotals(parent, replaces_table, files->data_file, files->delete_file);
-    summary[std::string(kLandingIdKey)] = landing.landing_id;
-    summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
-    summary[std::string(kPipelineKey)] = options_.pipeline;
-    summary[std::string(kPipelineInstanceKey)] = options_.pipeline_instance;
-    SKIPPR_RETURN_IF_ERROR(
-        iceberg::AddSnapshot(next, {snapshot_id, NowMs(), location + "/" + list_name,
-                                    OperationOf(landing, replaces_table), std::move(summary)}));
-    const std::vector<iceberg::Snapshot> expired = iceberg::ExpireSnapshots(
-        next, {.now_ms = NowMs(),
-               .max_snapshot_age_ms = options_.max_snapshot_age_ms,
-               .min_snapshots_to_keep = options_.min_snapshots_to_keep});
-    std::vector<std::string> dropped_metadata_files;
-    std::set<std::string> logged;
-    for (const iceberg::MetadataLogEntry& entry : next.metadata_log) logged.insert(entry.metadata_file);
-    for (const iceberg::MetadataLogEntry& entry : base->metadata.metadata_log) {
-      if (!logged.contains(entry.metadata_file)) dropped_metadata_files.push_back(entry.metadata_file);
-    }
-    CrashPoint("lake.before_catalog_commit");
-    Result<iceberg::VersionedMetadata> committed =
-        iceberg::CommitTableMetadata(*catalog_, table, *base, next);
+    SnapshotChange change{.name = landing.landing_id,
+                          .data_file = files->data_file,
+                          .delete_file = files->delete_file,
+                          .operation = OperationOf(landing, files->truncates_table),
+                          .crash_point_before = "lake.before_catalog_commit",
+                          .crash_point_after = "lake.after_catalog_commit"};
+    if (landing.replaces_table || files->truncates_table) change.removal = Removal::All();
+    change.summary[std::string(kLandingIdKey)] = landing.landing_id;
+    change.summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
+    Result<LandedSnapshot> committed = CommitChange(options_, *catalog_, table, location,
+                                                    local_location, *base, std::move(next),
+                                                    std::move(change));
     if (committed.ok()) {
-      CrashPoint("lake.after_catalog_commit");
-      // Best effort: a file left behind by a failure here is garbage, never a wrong answer.
-      if (Status cleaned =
-              RemoveUnreferencedFiles(*options_.env, next, expired, dropped_metadata_files);
-          !cleaned.ok()) {
-        spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
-                     cleaned.message());
-      }
       return LandingOutcome{
-          .snapshot = {committed->location, snapshot_id},
+          .snapshot = *committed,
           .rows = rows,
           .data_file_bytes = files->data_file ? files->data_file->file_size_in_bytes : 0,
           .rows_written = files->data_file ? files->data_file->record_count : 0,
