@@ -537,14 +537,16 @@ struct AddedManifest {
 struct Removal {
   bool all = false;
   bool delete_files = false;
-  std::set<std::string> data_files;  // by file_path
+  std::set<std::string> data_files;  // local paths
 
   static Removal All() { return Removal{.all = true}; }
   bool any() const { return all || delete_files || !data_files.empty(); }
-  bool Removes(const iceberg::DataFile& file) const {
+  Result<bool> Removes(const iceberg::DataFile& file) const {
     if (all) return true;
-    return file.content == iceberg::FileContent::kData ? data_files.contains(file.file_path)
-                                                       : delete_files;
+    if (file.content != iceberg::FileContent::kData) return delete_files;
+    if (data_files.empty()) return false;
+    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(file.file_path));
+    return data_files.contains(path);
   }
 };
 struct RemovedTotals {
@@ -582,7 +584,8 @@ Status MergeInto(Env& env, const iceberg::ManifestFile& listed,
     if (entry.status == iceberg::EntryStatus::kDeleted) continue;
     merged.push_back(AsExistingEntry(std::move(entry), listed));
     DropStaleBounds(merged.back().data_file, written_types, current_types);
-    if (removal.Removes(merged.back().data_file)) {
+    SKIPPR_ASSIGN_OR_RETURN(const bool removes, removal.Removes(merged.back().data_file));
+    if (removes) {
       merged.back().status = iceberg::EntryStatus::kDeleted;
       merged.back().snapshot_id = snapshot_id;
       removed.Add(merged.back().data_file);
@@ -856,7 +859,7 @@ namespace {
 
 // What a new snapshot adds and removes, and what skipprd says of it beside Iceberg's totals.
 struct SnapshotChange {
-  std::string name;  // of its manifests and manifest list: the landing's or maintenance's id
+  std::string name;  // of its manifests and manifest list: the landing id, or "maintenance-<id>"
   std::optional<iceberg::DataFile> data_file;
   std::optional<iceberg::DataFile> delete_file;
   Removal removal;
@@ -1372,6 +1375,169 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
     }
   }
   return rows;
+}
+
+
+namespace {
+
+// `[path, ...]` as a DuckDB list literal.
+std::string PathList(const std::vector<const query::LandedFile*>& files) {
+  std::vector<std::string> paths;
+  for (const query::LandedFile* file : files) paths.push_back(QuoteLiteral(file->path));
+  return fmt::format("[{}]", fmt::join(paths, ", "));
+}
+
+// The data files of `live` some equality delete applies to: a row whose key a delete file of a
+// greater sequence number holds (NULL equal to NULL, as Iceberg compares). One query: each
+// sequence number's files read with their names, the deletes reduced to each key's greatest
+// sequence number.
+Result<std::set<std::string>> FilesWithDeletedRows(query::Engine& engine,
+                                                   const query::LandedRows& live,
+                                                   const std::vector<std::string>& keys) {
+  std::vector<std::string> quoted;
+  std::vector<std::string> equal;
+  for (const std::string& key : keys) {
+    quoted.push_back(QuoteIdentifier(key));
+    equal.push_back(fmt::format("l.{0} IS NOT DISTINCT FROM x.{0}", QuoteIdentifier(key)));
+  }
+  const std::string key_list = fmt::format("{}", fmt::join(quoted, ", "));
+  std::map<int64_t, std::vector<const query::LandedFile*>> by_sequence;
+  for (const query::LandedFile& file : live.data_files) {
+    by_sequence[file.sequence_number].push_back(&file);
+  }
+  std::vector<std::string> data;
+  for (const auto& [sequence_number, files] : by_sequence) {
+    data.push_back(fmt::format(
+        "SELECT {}, filename AS __skippr_file, CAST({} AS BIGINT) AS __skippr_sequence FROM "
+        "read_parquet({}, filename = true, union_by_name = true)",
+        key_list, sequence_number, PathList(files)));
+  }
+  std::vector<std::string> deletes;
+  for (const query::EqualityDeleteFile& file : live.equality_delete_files) {
+    deletes.push_back(fmt::format("SELECT {}, CAST({} AS BIGINT) AS __skippr_sequence FROM "
+                                  "read_parquet({})",
+                                  key_list, file.sequence_number, QuoteLiteral(file.path)));
+  }
+  SKIPPR_ASSIGN_OR_RETURN(
+      const query::QueryResult result,
+      engine.Run(fmt::format(
+          "SELECT DISTINCT l.__skippr_file FROM ({}) l SEMI JOIN (SELECT {}, "
+          "max(__skippr_sequence) AS __skippr_sequence FROM ({}) GROUP BY ALL) x ON {} AND "
+          "x.__skippr_sequence > l.__skippr_sequence",
+          fmt::join(data, " UNION ALL "), key_list, fmt::join(deletes, " UNION ALL "),
+          fmt::join(equal, " AND "))));
+  std::set<std::string> files;
+  for (const auto& row : result.rows) {
+    SKIPPR_CHECK_MSG(row.size() == 1 && row[0], "a file name per affected file");
+    files.insert(*row[0]);
+  }
+  return files;
+}
+
+}  // namespace
+
+Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& namespace_schema,
+                                                const MaintenancePolicy& policy) {
+  const iceberg::TableIdentifier table{options_.table_namespace, namespace_schema.name};
+  SKIPPR_ASSIGN_OR_RETURN(const TableLocations locations, LocationsOf(namespace_schema.name));
+  Result<iceberg::VersionedMetadata> base = iceberg::LoadTableForCommit(*catalog_, table);
+  if (!base.ok() && base.status().code() == StatusCode::kNotFound) return MaintenanceOutcome{};
+  SKIPPR_RETURN_IF_ERROR(base.status());
+  const iceberg::Snapshot* parent = base->metadata.CurrentSnapshot();
+  if (parent == nullptr || base->metadata.CurrentSchema().fields != namespace_schema.fields) {
+    return MaintenanceOutcome{};
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const query::LandedRows live,
+                          LandedRowsOf({base->location, parent->snapshot_id}, options_.env));
+  std::vector<const query::LandedFile*> small_files;
+  for (const query::LandedFile& file : live.data_files) {
+    SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, options_.env->FileSize(file.path));
+    if (static_cast<int64_t>(bytes) < policy.small_file_bytes) small_files.push_back(&file);
+  }
+  const auto delete_files = static_cast<int64_t>(live.equality_delete_files.size());
+  if (delete_files <= policy.max_delete_files &&
+      static_cast<int64_t>(small_files.size()) <= policy.max_small_files) {
+    return MaintenanceOutcome{};
+  }
+  Removal removal{.delete_files = true};
+  if (delete_files > 0) {
+    const std::vector<std::string>& keys = live.equality_delete_files.front().key_columns;
+    for (const query::EqualityDeleteFile& file : live.equality_delete_files) {
+      if (file.key_columns != keys) {
+        spdlog::warn("lake {}: delete files of different keys; maintenance skipped",
+                     table.ToString());
+        return MaintenanceOutcome{};
+      }
+    }
+    SKIPPR_ASSIGN_OR_RETURN(removal.data_files, FilesWithDeletedRows(*engine_, live, keys));
+  }
+  // Small files go along when there are several: bin-packed into the one file written anyway.
+  if (small_files.size() > 1) {
+    for (const query::LandedFile* file : small_files) removal.data_files.insert(file->path);
+  }
+
+  // The rewritten files' rows, deletes applied, as one file named after the snapshot it rewrites:
+  // a retry after a crash overwrites it.
+  const std::string id =
+      Sha256Hex(fmt::format("skippr-maintenance-v1\n{}\n{}\n", base->location, parent->snapshot_id))
+          .substr(0, 32);
+  const std::string name = fmt::format("data/maintenance-{}.parquet", id);
+  const std::string path = locations.local + "/" + name;
+  std::optional<iceberg::DataFile> data_file;
+  if (!removal.data_files.empty()) {
+    query::TableSource source;
+    source.pipeline = std::string(kLandingPipeline);
+    source.namespace_name = namespace_schema.name;
+    source.fields = namespace_schema.fields;
+    source.batches = query::BatchList::InMemory({});
+    for (const query::LandedFile& file : live.data_files) {
+      if (removal.data_files.contains(file.path)) source.landed.data_files.push_back(file);
+    }
+    source.landed.equality_delete_files = live.equality_delete_files;
+    SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
+    iceberg::DataFile file;
+    SKIPPR_RETURN_IF_ERROR(
+        CopyToParquet(*options_.env, *engine_,
+                      fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
+                                  QuoteIdentifier(namespace_schema.name)),
+                      namespace_schema.fields, namespace_schema.schema_id, path, file));
+    if (file.record_count > 0) {
+      SKIPPR_RETURN_IF_ERROR(
+          AddColumnStatisticsFromFile(*engine_, namespace_schema.fields, path, file));
+      file.file_path = locations.location + "/" + name;
+      data_file = std::move(file);
+    } else {
+      SKIPPR_RETURN_IF_ERROR(options_.env->RemoveFile(path));
+    }
+  }
+  CrashPoint("lake.maintenance.after_data_file");
+
+  MaintenanceOutcome outcome{.data_files_rewritten = static_cast<int64_t>(removal.data_files.size()),
+                             .delete_files_removed = delete_files,
+                             .rows_written = data_file ? data_file->record_count : 0};
+  SnapshotChange change{.name = "maintenance-" + id,
+                        .data_file = data_file,
+                        .removal = std::move(removal),
+                        .operation = iceberg::SnapshotOperation::kReplace,
+                        .crash_point_before = "lake.maintenance.before_commit",
+                        .crash_point_after = "lake.maintenance.after_commit"};
+  change.summary[std::string(kMaintenanceKey)] =
+      fmt::format("rewrote {} data files into {}, removed {} delete files",
+                  outcome.data_files_rewritten, data_file ? 1 : 0, outcome.delete_files_removed);
+  Result<LandedSnapshot> committed = CommitChange(
+      options_, *catalog_, table, locations.location, locations.local, *base,
+      iceberg::NextVersion(base->metadata, base->location, NowMs()), std::move(change));
+  if (!committed.ok() && committed.status().code() == StatusCode::kConflict) {
+    // The table changed under us: what was rewritten may be stale. The next maintenance redoes it.
+    spdlog::info("lake {}: another writer committed first; maintenance left for later",
+                 table.ToString());
+    if (data_file) (void)options_.env->RemoveFile(path);
+    return MaintenanceOutcome{};
+  }
+  SKIPPR_RETURN_IF_ERROR(committed.status());
+  outcome.committed = true;
+  outcome.snapshot = *committed;
+  return outcome;
 }
 
 }  // namespace skippr::lake

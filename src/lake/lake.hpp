@@ -35,6 +35,8 @@ inline constexpr std::string_view kPipelineKey = "skippr.pipeline";
 // The instance id of the store that planned the landing (store::StoreIdentity): a pipeline whose
 // DATA_DIR was wiped or replaced is another instance, and its landings are other landings.
 inline constexpr std::string_view kPipelineInstanceKey = "skippr.pipeline-instance";
+// On a maintenance snapshot (which carries no landing id and no WAL segment ids): what it did.
+inline constexpr std::string_view kMaintenanceKey = "skippr.maintenance";
 
 // One slice of one WAL segment.
 struct SliceRef {
@@ -103,6 +105,24 @@ struct LandingOutcome {
   int64_t keys_deleted = 0;  // merge_by_key: the keys in the equality-delete file
 };
 
+// When a table is rewritten (LakeWriter::Maintain).
+struct MaintenancePolicy {
+  // More equality-delete files than this: every data file a delete applies to is rewritten
+  // without the deleted rows, and the delete files go.
+  int64_t max_delete_files = 16;
+  // More data files smaller than `small_file_bytes` than this: they are rewritten as one.
+  int64_t max_small_files = 16;
+  int64_t small_file_bytes = 32 << 20;
+};
+
+struct MaintenanceOutcome {
+  bool committed = false;  // false: nothing needed doing, or another writer came first
+  LandedSnapshot snapshot;  // the table's current snapshot, when committed
+  int64_t data_files_rewritten = 0;
+  int64_t delete_files_removed = 0;
+  int64_t rows_written = 0;
+};
+
 class LakeWriter {
  public:
   static Result<std::unique_ptr<LakeWriter>> Open(LakeOptions options);
@@ -133,6 +153,16 @@ class LakeWriter {
   Result<LandingOutcome> LandStreamed(const Landing& landing,
                                       const schema::NamespaceSchema& namespace_schema,
                                       int64_t rows);
+
+  // Keeps reads of a merged table fast (docs/formats/landing.md, "Maintenance"): past the
+  // policy's limits, rewrites the data files the equality deletes apply to (without the deleted
+  // rows) and the small data files into one file, and drops every delete file — one snapshot of
+  // operation "replace" with the same rows, carrying kMaintenanceKey and no landing id. Nothing is
+  // done while the table's schema differs from `namespace_schema` (the next landing evolves it).
+  // A crash before the commit leaves only a file no snapshot names, which the next maintenance of
+  // the same snapshot overwrites; another writer's commit first leaves the table as it was.
+  Result<MaintenanceOutcome> Maintain(const schema::NamespaceSchema& namespace_schema,
+                                      const MaintenancePolicy& policy = {});
 
  private:
   LakeWriter() = default;

@@ -70,6 +70,13 @@ Result<lake::Landing> LandingFromJson(std::string_view text) {
   }
 }
 
+std::string SnapshotToJson(const lake::LandedSnapshot& snapshot) {
+  return nlohmann::json{{"format_version", kLandingFormatVersion},
+                        {"metadata_location", snapshot.metadata_location},
+                        {"snapshot_id", snapshot.snapshot_id}}
+      .dump();
+}
+
 Result<lake::LandedSnapshot> SnapshotFromJson(std::string_view text) {
   try {
     const nlohmann::json json = nlohmann::json::parse(text);
@@ -234,12 +241,8 @@ Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfi
     SKIPPR_RETURN_IF_ERROR(AddDeadletterTotals(write, deadletters));
   }
   if (snapshot.snapshot_id != 0) {
-    SKIPPR_RETURN_IF_ERROR(write.Put(
-        store::Family::kCatalog, SnapshotKey(landing.namespace_name),
-        nlohmann::json{{"format_version", kLandingFormatVersion},
-                       {"metadata_location", snapshot.metadata_location},
-                       {"snapshot_id", snapshot.snapshot_id}}
-            .dump()));
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SnapshotKey(landing.namespace_name),
+                                     SnapshotToJson(snapshot)));
   }
   SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kCatalog, PendingKey(landing.namespace_name)));
   std::vector<const wal::SegmentEntry*> reclaimed;
@@ -533,6 +536,32 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
                      PassLandings& pass, LandingPassResult& result,
                      const LandedTokens* tokens = nullptr);
 
+// Rewrites the namespace's table when its delete files or small files pass the limits
+// (LakeWriter::Maintain) and points the store's readers at the rewritten snapshot, which holds the
+// same rows. Maintenance never fails a landing: a failure is logged and the next landing retries.
+void MaintainTable(PipelineState& state, lake::LakeWriter& writer,
+                   const schema::NamespaceSchema& namespace_schema) {
+  const auto maintain = [&]() -> Result<lake::MaintenanceOutcome> {
+    SKIPPR_ASSIGN_OR_RETURN(lake::MaintenanceOutcome outcome, writer.Maintain(namespace_schema));
+    if (!outcome.committed) return outcome;
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SnapshotKey(namespace_schema.name),
+                                     SnapshotToJson(outcome.snapshot)));
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+    return outcome;
+  };
+  Result<lake::MaintenanceOutcome> outcome = maintain();
+  if (!outcome.ok()) {
+    spdlog::warn("lake {}: table maintenance failed, retried after the next landing: {}",
+                 namespace_schema.name, outcome.status().message());
+  } else if (outcome->committed) {
+    spdlog::info("lake {}: maintenance rewrote {} data file(s) into {} rows and removed {} delete "
+                 "file(s) as snapshot {}",
+                 namespace_schema.name, outcome->data_files_rewritten, outcome->rows_written,
+                 outcome->delete_files_removed, outcome->snapshot.snapshot_id);
+  }
+}
+
 // Lands one planned landing in its sink — or discards it, for deadletters without a deadletter
 // sink — and records it; adds what it did to `result`.
 Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
@@ -543,12 +572,12 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
   DeadletterTotals deadletters;
   std::vector<std::shared_ptr<const Batch>> batches;
   std::optional<LandedTokens> tokens;
+  const schema::NamespaceSchema* namespace_schema = &schema::DeadletterSchema();
   if (is_deadletters && sinks.deadletters == nullptr) {
     // Nothing to write: the slices' rows come from the catalog, nothing is decoded.
     SKIPPR_ASSIGN_OR_RETURN(outcome.rows, RowsOf(plan.segments, landing));
     deadletters.discarded = static_cast<uint64_t>(outcome.rows);
   } else {
-    const schema::NamespaceSchema* namespace_schema = &schema::DeadletterSchema();
     if (!is_deadletters) {
       auto saved = plan.saved.namespaces.find(landing.namespace_name);
       if (saved == plan.saved.namespaces.end()) {
@@ -573,8 +602,14 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
     }
     if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
   }
-  return FinishLanding(state, pipeline, plan.segments, landing, outcome, deadletters, "", pass,
-                       result, tokens ? &*tokens : nullptr);
+  SKIPPR_RETURN_IF_ERROR(FinishLanding(state, pipeline, plan.segments, landing, outcome,
+                                       deadletters, "", pass, result,
+                                       tokens ? &*tokens : nullptr));
+  // A merge adds a delete file and a small data file: past the limits the table is rewritten.
+  if (!is_deadletters && !landing.key_columns.empty()) {
+    MaintainTable(state, *sinks.data, *namespace_schema);
+  }
+  return Status::OK();
 }
 
 // Records a landing that its sink holds now (or that was discarded), logs it, adds it to `result`.

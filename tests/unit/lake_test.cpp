@@ -200,6 +200,87 @@ constexpr Mutation kUpdate = Mutation::kUpdate;
 constexpr Mutation kDelete = Mutation::kDelete;
 constexpr Mutation kTruncate = Mutation::kTruncate;
 
+// Maintenance past the limits: the data files the deletes apply to and the small ones are
+// rewritten into one without the deleted rows, every delete file goes, and the rows stay the same
+// for query and the independent reader; a replace snapshot carrying skippr.maintenance and no
+// landing id. Landings after it merge into the rewritten table.
+TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
+  TableRows expected;
+  // A first, larger landing whose rows no later change touches, beside ones a change does.
+  std::vector<Change> first;
+  for (int64_t id = 1000; id < 1100; ++id) first.push_back({kInsert, id, "kept"});
+  Land(1, {first});
+  Apply(expected, {first});
+  const MaintenancePolicy policy{.max_delete_files = 4, .max_small_files = 100,
+                                 .small_file_bytes = 0};
+  for (int landing = 0; landing < 4; ++landing) {
+    const std::vector<std::vector<Change>> changes = {
+        {{kInsert, landing, fmt::format("v{}", landing)},
+         {kUpdate, landing - 1, fmt::format("u{}", landing)},
+         {kDelete, landing - 3, ""}}};
+    Land(10 + landing, changes);
+    Apply(expected, changes);
+    Result<MaintenanceOutcome> early = writer_->Maintain(EventsSchema(), policy);
+    ASSERT_TRUE(early.ok()) << early.status().ToString();
+    EXPECT_FALSE(early->committed) << "at most 4 delete files: nothing to do";
+  }
+  // Four landings into rows, four delete files; one more makes five.
+  const std::vector<std::vector<Change>> sixth = {{{kUpdate, 3, "w"}, {kInsert, 7, "x"}}};
+  Land(20, sixth);
+  Apply(expected, sixth);
+  ASSERT_GT(std::stoll(CurrentMetadata().CurrentSnapshot()->summary.at("total-delete-files")), 4);
+
+  Result<MaintenanceOutcome> outcome = writer_->Maintain(EventsSchema(), policy);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  ASSERT_TRUE(outcome->committed);
+  snapshot_ = outcome->snapshot;
+  EXPECT_EQ(outcome->delete_files_removed, 5);
+  EXPECT_GE(outcome->data_files_rewritten, 4);
+  EXPECT_LT(outcome->data_files_rewritten, 6) << "the first landing's file has no deleted row";
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+  const iceberg::TableMetadata metadata = CurrentMetadata();
+  const iceberg::Snapshot& snapshot = *metadata.CurrentSnapshot();
+  EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kReplace);
+  EXPECT_TRUE(snapshot.summary.contains(std::string(kMaintenanceKey)));
+  EXPECT_FALSE(snapshot.summary.contains(std::string(kLandingIdKey)));
+  EXPECT_FALSE(snapshot.summary.contains(std::string(kWalSegmentIdsKey)));
+  EXPECT_EQ(snapshot.summary.at("total-delete-files"), "0");
+  EXPECT_EQ(snapshot.summary.at("total-records"), std::to_string(expected.size()))
+      << "no deleted row is left in a data file";
+  EXPECT_EQ(snapshot.summary.at("total-data-files"),
+            std::to_string(6 - outcome->data_files_rewritten + 1));
+  Result<MaintenanceOutcome> again = writer_->Maintain(EventsSchema(), policy);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->committed) << "nothing left to do";
+
+  const std::vector<std::vector<Change>> after = {{{kDelete, 1000, ""}, {kUpdate, 7, "y"}}};
+  Land(30, after);
+  Apply(expected, after);
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+}
+
+// Many small files are bin-packed into one, deletes or not.
+TEST_F(LakeMerge, MaintenanceBinPacksSmallFiles) {
+  TableRows expected;
+  for (int landing = 0; landing < 6; ++landing) {
+    const std::vector<std::vector<Change>> changes = {{{kInsert, landing, "a"}}};
+    Land(40 + landing, changes);
+    Apply(expected, changes);
+  }
+  Result<MaintenanceOutcome> outcome = writer_->Maintain(
+      EventsSchema(), {.max_delete_files = 100, .max_small_files = 4, .small_file_bytes = 1 << 20});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  ASSERT_TRUE(outcome->committed);
+  snapshot_ = outcome->snapshot;
+  EXPECT_EQ(outcome->data_files_rewritten, 6);
+  EXPECT_EQ(outcome->rows_written, 6);
+  EXPECT_EQ(CurrentMetadata().CurrentSnapshot()->summary.at("total-data-files"), "1");
+  EXPECT_EQ(ReadWithQuery(), expected);
+  EXPECT_EQ(ReadWithIcebird(), expected);
+}
+
 // A truncate in a landing replaces the table at its place: the changes before it in the landing
 // and every row landed earlier are gone, the changes after it are the table (an Iceberg overwrite
 // that lists the earlier data and delete files as DELETED), for query and the independent reader.
