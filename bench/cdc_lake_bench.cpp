@@ -146,7 +146,8 @@ double Percentile(std::vector<double> values, double fraction) {
 }
 
 // Seconds of a full scan of `rows` through query's view (median of kScanRuns, after one warm-up).
-double ScanSeconds(const query::LandedRows& rows) {
+// An engine whose table bench.invoices is `rows`, as query's view reads them.
+std::unique_ptr<query::Engine> EngineReading(const query::LandedRows& rows) {
   Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();
   if (!engine.ok()) Fail(engine.status().ToString());
   query::TableSource table{"bench", "invoices", InvoicesSchema().fields,
@@ -155,10 +156,15 @@ double ScanSeconds(const query::LandedRows& rows) {
   if (Status registered = (*engine)->RegisterTable(std::move(table)); !registered.ok()) {
     Fail(registered.ToString());
   }
+  return std::move(engine).value();
+}
+
+double ScanSeconds(const query::LandedRows& rows) {
+  const std::unique_ptr<query::Engine> engine = EngineReading(rows);
   std::vector<double> seconds;
   for (int run = 0; run <= kScanRuns; ++run) {
     const Clock::time_point start = Clock::now();
-    Result<query::QueryResult> result = (*engine)->Run(
+    Result<query::QueryResult> result = engine->Run(
         "SELECT count(*), sum(customer_id), sum(amount_cents), max(memo) FROM bench.invoices");
     if (!result.ok()) Fail("scan: " + result.status().ToString());
     if (run > 0) seconds.push_back(SecondsSince(start));
@@ -174,15 +180,7 @@ query::LandedRows RowsOf(const lake::LandedSnapshot& snapshot) {
 
 // The table's rows written again as one Parquet file without deletes: a freshly compacted copy.
 query::LandedRows CompactedCopy(const query::LandedRows& rows, const fs::path& path) {
-  Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();
-  if (!engine.ok()) Fail(engine.status().ToString());
-  query::TableSource table{"bench", "invoices", InvoicesSchema().fields,
-                           query::BatchList::InMemory({})};
-  table.landed = rows;
-  if (Status registered = (*engine)->RegisterTable(std::move(table)); !registered.ok()) {
-    Fail(registered.ToString());
-  }
-  Result<query::QueryResult> copied = (*engine)->Run(
+  Result<query::QueryResult> copied = EngineReading(rows)->Run(
       fmt::format("COPY (SELECT * FROM bench.invoices) TO {} (FORMAT parquet, COMPRESSION zstd)",
                   SqlQuoted(path.string())));
   if (!copied.ok()) Fail("compacted copy: " + copied.status().ToString());
