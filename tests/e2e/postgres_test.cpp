@@ -819,7 +819,7 @@ TEST_F(PostgresCdcE2e, ALakeSinkLandsTheSourcesCurrentRowsAcrossKills) {
   const std::vector<const char*> crash_points = {
       "lake.after_data_file", "lake.after_catalog_commit", "landing.before_store_commit",
       "landing.after_store_commit"};
-  for (int round = 0; round < ScaledRounds(8, 4); ++round) {
+  for (int round = 0; round < ScaledRounds(5, 3); ++round) {
     Sql(RandomTransactions(random, 60, next_id));
     if (round == 2) Sql("BEGIN; TRUNCATE accounts; INSERT INTO accounts VALUES (1, 'back', 1); "
                         "COMMIT;");
@@ -993,7 +993,7 @@ TEST_F(PostgresCdcE2e, TheSeedInvoicesExampleLandsAndAggregatesTheSourcesCurrent
   expect_all_equal("after the snapshot");
   std::mt19937 random(20261205);
   std::uniform_int_distribution<int> delay_ms(20, 600);
-  for (int round = 0; round < ScaledRounds(6, 3); ++round) {
+  for (int round = 0; round < ScaledRounds(4, 3); ++round) {
     random_transactions(random, 80);
     for (int kill = 0; kill < 2; ++kill) {
       SyncAndKillAfter(dir_, "invoices", std::chrono::milliseconds(delay_ms(random)),
