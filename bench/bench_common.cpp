@@ -49,7 +49,10 @@ void Fail(const std::string& message) {
   std::exit(1);
 }
 
-fs::path MakeWorkDir(const fs::path& parent_dir) {
+fs::path MakeWorkDir(const fs::path& parent_dir_or_empty) {
+  // No --dir: the system's temporary directory.
+  const fs::path parent_dir =
+      parent_dir_or_empty.empty() ? fs::temp_directory_path() : parent_dir_or_empty;
   fs::create_directories(parent_dir);
   std::string prefix = bench_name;
   std::replace(prefix.begin(), prefix.end(), '/', '_');

@@ -1,18 +1,18 @@
 // bench/cdc_lake: CDC changes landed in a SkipprLake table as the source's final state, as the
-// lander does it — lake::LakeWriter::Land of each landing's batches merged by key (equality
+// lander does it — lake::LakeWriter::Land of each landing's batches merged by key (position
 // deletes), then LakeWriter::Maintain — in this process, over one table:
 //   1. a snapshot of --rows rows (landings of 100,000 rows), then --landings landings of
 //      --changes changes each (70% updates of existing keys, 15% inserts, 15% deletes, each change
-//      with an increasing order token), every landing timed with the maintenance after it;
+//      with an increasing order token), each committed to a WAL segment first; every landing timed
+//      from reading its changes back from the segment to the end of the maintenance after it;
 //      prints changes/s and landing p50/p99 (with and without the landings that ran maintenance);
 //   2. the table's live data and delete files after the last landing, and how many maintenance
 //      snapshots ran;
 //   3. a full scan (count, sums) through query's view of the table: the snapshot just before the
-//      last maintenance, the current one, and a freshly compacted copy of the same rows (one
-//      file, no deletes) — medians of 5, the ratios against the compacted copy (target: the
+//      last maintenance and the current one, each against a freshly compacted copy of the current
+//      rows (one file, no deletes), alternating runs — the median of 15 ratios (target: the
 //      current table <= 1.5x).
-// The batches are built in memory, as a landing round holds them once it has read its slices from
-// the WAL; reading the WAL is not timed here (bench/wal measures it).
+// (Committing to the WAL is ingest's work, not timed here: bench/wal measures it.)
 //
 //   bench_cdc_lake [--rows N] [--landings N] [--changes N] [--dir PATH]
 #include <fmt/format.h>
@@ -31,6 +31,9 @@
 #include "lake/lake.hpp"
 #include "query/query.hpp"
 #include "schema/schema.hpp"
+#include "store/store.hpp"
+#include "wal/segment.hpp"
+#include "wal/wal.hpp"
 
 namespace fs = std::filesystem;
 using namespace skippr;
@@ -39,7 +42,7 @@ using namespace skippr::bench;
 namespace {
 
 constexpr int64_t kSnapshotLandingRows = 100'000;
-constexpr int kScanRuns = 5;
+constexpr int kScanRuns = 15;
 
 struct Flags {
   int64_t rows = 1'000'000;
@@ -113,6 +116,8 @@ class ChangeBatch {
 };
 
 struct Table {
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<wal::Wal> wal;
   std::unique_ptr<lake::LakeWriter> writer;
   lake::LandedSnapshot snapshot;
   uint64_t next_segment = 1;
@@ -121,13 +126,27 @@ struct Table {
   lake::LandedSnapshot before_last_maintenance;
 };
 
-// Lands `batch` as one landing merged by id, then maintains the table as the lander does.
-// Returns whether maintenance committed.
-bool LandAndMaintain(Table& table, std::shared_ptr<const Batch> batch) {
+// Commits `batch` to the WAL as one segment; returns the segment's file.
+std::string CommitToWal(Table& table, const Batch& batch) {
+  Result<wal::PreparedSegment> segment = table.wal->Prepare({batch}, "{}");
+  if (!segment.ok()) Fail("WAL prepare: " + segment.status().ToString());
+  Result<wal::CommitInfo> committed = table.wal->Append(*segment, nullptr);
+  if (!committed.ok()) Fail("WAL commit: " + committed.status().ToString());
+  return table.wal->directory() + "/" + segment->entry.file_name;
+}
+
+// Reads the changes of the segment at `path` back, lands them as one landing merged by id, then
+// maintains the table as the lander does. Returns whether maintenance committed.
+bool LandAndMaintain(Table& table, const std::string& path) {
+  Result<wal::SegmentReader> reader = wal::SegmentReader::Open(path);
+  if (!reader.ok()) Fail("WAL read: " + reader.status().ToString());
+  Result<Batch> batch = reader->ReadSlice(0);
+  if (!batch.ok()) Fail("WAL read: " + batch.status().ToString());
   const schema::NamespaceSchema schema = InvoicesSchema();
   const lake::Landing landing = lake::PlanLanding(
       "bench", "bench-instance", "invoices", {{table.next_segment++, 0}}, false, {"id"});
-  Result<lake::LandingOutcome> landed = table.writer->Land(landing, schema, {std::move(batch)});
+  Result<lake::LandingOutcome> landed = table.writer->Land(
+      landing, schema, {std::make_shared<const Batch>(std::move(batch).value())});
   if (!landed.ok()) Fail("landing: " + landed.status().ToString());
   table.snapshot = landed->snapshot;
   Result<lake::MaintenanceOutcome> maintained = table.writer->Maintain(schema);
@@ -145,7 +164,6 @@ double Percentile(std::vector<double> values, double fraction) {
   return values[std::min(at, values.size() - 1)];
 }
 
-// Seconds of a full scan of `rows` through query's view (median of kScanRuns, after one warm-up).
 // An engine whose table bench.invoices is `rows`, as query's view reads them.
 std::unique_ptr<query::Engine> EngineReading(const query::LandedRows& rows) {
   Result<std::unique_ptr<query::Engine>> engine = query::Engine::Open();
@@ -159,17 +177,35 @@ std::unique_ptr<query::Engine> EngineReading(const query::LandedRows& rows) {
   return std::move(engine).value();
 }
 
-double ScanSeconds(const query::LandedRows& rows) {
+double ScanOnceSeconds(query::Engine& engine) {
+  const Clock::time_point start = Clock::now();
+  Result<query::QueryResult> result = engine.Run(
+      "SELECT count(*), sum(customer_id), sum(amount_cents), max(memo) FROM bench.invoices");
+  if (!result.ok()) Fail("scan: " + result.status().ToString());
+  return SecondsSince(start);
+}
+
+struct PairedScan {
+  double baseline_seconds = 0;  // medians
+  double seconds = 0;
+  double ratio = 0;  // median of the runs' ratios
+};
+
+// A full scan (count, sums) of `rows` and of `baseline` through query's view, alternating, kScanRuns
+// of each after a warm-up: on a noisy machine each ratio compares runs made moments apart.
+PairedScan ScanAgainst(const query::LandedRows& baseline, const query::LandedRows& rows) {
+  const std::unique_ptr<query::Engine> baseline_engine = EngineReading(baseline);
   const std::unique_ptr<query::Engine> engine = EngineReading(rows);
-  std::vector<double> seconds;
+  std::vector<double> baseline_seconds, seconds, ratios;
   for (int run = 0; run <= kScanRuns; ++run) {
-    const Clock::time_point start = Clock::now();
-    Result<query::QueryResult> result = engine->Run(
-        "SELECT count(*), sum(customer_id), sum(amount_cents), max(memo) FROM bench.invoices");
-    if (!result.ok()) Fail("scan: " + result.status().ToString());
-    if (run > 0) seconds.push_back(SecondsSince(start));
+    const double baseline_run = ScanOnceSeconds(*baseline_engine);
+    const double this_run = ScanOnceSeconds(*engine);
+    if (run == 0) continue;
+    baseline_seconds.push_back(baseline_run);
+    seconds.push_back(this_run);
+    ratios.push_back(this_run / baseline_run);
   }
-  return Percentile(seconds, 0.5);
+  return {Percentile(baseline_seconds, 0.5), Percentile(seconds, 0.5), Percentile(ratios, 0.5)};
 }
 
 query::LandedRows RowsOf(const lake::LandedSnapshot& snapshot) {
@@ -212,6 +248,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   const fs::path work_dir = MakeWorkDir(flags.parent_dir);
   Table table;
+  Result<std::unique_ptr<store::Store>> store =
+      store::Store::Open({.directory = (work_dir / "store").string()});
+  if (!store.ok()) Fail("store: " + store.status().ToString());
+  table.store = std::move(store).value();
+  Result<std::unique_ptr<wal::Wal>> opened =
+      wal::Wal::Open((work_dir / "wal").string(), "bench", *table.store);
+  if (!opened.ok()) Fail("WAL: " + opened.status().ToString());
+  table.wal = std::move(opened).value();
   Result<std::unique_ptr<lake::LakeWriter>> writer =
       lake::LakeWriter::Open({.pipeline = "bench",
                               .pipeline_instance = "bench-instance",
@@ -229,7 +273,7 @@ int main(int argc, char** argv) {
       batch.Add(Mutation::kSnapshot, id, table.next_token);
     }
     ++table.next_token;
-    LandAndMaintain(table, batch.Take());
+    LandAndMaintain(table, CommitToWal(table, *batch.Take()));
   }
   const double snapshot_seconds = SecondsSince(snapshot_start);
   fmt::print("  snapshot landed in {:.2f} s ({:.0f} rows/s)\n", snapshot_seconds,
@@ -240,7 +284,6 @@ int main(int argc, char** argv) {
   std::vector<double> all_seconds;
   std::vector<double> plain_seconds;
   std::vector<double> maintained_seconds;
-  const Clock::time_point changes_start = Clock::now();
   for (int64_t landing = 0; landing < flags.landings; ++landing) {
     ChangeBatch batch;
     for (int64_t change = 0; change < flags.changes; ++change) {
@@ -254,16 +297,19 @@ int main(int argc, char** argv) {
         batch.Add(Mutation::kDelete, id, table.next_token++);
       }
     }
+    const std::string segment = CommitToWal(table, *batch.Take());
     const Clock::time_point start = Clock::now();
-    const bool maintained = LandAndMaintain(table, batch.Take());
+    const bool maintained = LandAndMaintain(table, segment);
     const double seconds = SecondsSince(start);
     all_seconds.push_back(seconds);
     (maintained ? maintained_seconds : plain_seconds).push_back(seconds);
   }
-  const double changes_seconds = SecondsSince(changes_start);
+  double landing_seconds = 0;
+  for (const double seconds : all_seconds) landing_seconds += seconds;
   const double total_changes = static_cast<double>(flags.landings * flags.changes);
-  fmt::print("  changes landed: {:.0f} changes/s ({} changes in {:.1f} s)\n",
-             total_changes / changes_seconds, flags.landings * flags.changes, changes_seconds);
+  fmt::print("  changes landed from the WAL: {:.0f} changes/s ({} changes in {:.1f} s of "
+             "landings)\n",
+             total_changes / landing_seconds, flags.landings * flags.changes, landing_seconds);
   fmt::print("  landing incl. maintenance: p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms\n",
              Percentile(all_seconds, 0.5) * 1e3, Percentile(all_seconds, 0.99) * 1e3,
              Percentile(all_seconds, 1.0) * 1e3);
@@ -285,20 +331,18 @@ int main(int argc, char** argv) {
              table.maintenance_runs);
 
   const query::LandedRows current = RowsOf(table.snapshot);
-  const double compacted_seconds =
-      ScanSeconds(CompactedCopy(current, work_dir / "compacted.parquet"));
-  const double current_seconds = ScanSeconds(current);
-  fmt::print("  full scan, compacted copy:        {:.1f} ms (baseline, same run)\n",
-             compacted_seconds * 1e3);
+  const query::LandedRows compacted = CompactedCopy(current, work_dir / "compacted.parquet");
+  const PairedScan now = ScanAgainst(compacted, current);
+  fmt::print("  full scan, compacted copy:        {:.1f} ms (baseline, same run, alternating)\n",
+             now.baseline_seconds * 1e3);
   fmt::print("  full scan, the table now:         {:.1f} ms   ratio {:.2f}  (target <= 1.5)\n",
-             current_seconds * 1e3, current_seconds / compacted_seconds);
+             now.seconds * 1e3, now.ratio);
   if (table.maintenance_runs > 0) {
     const FileCounts before = CurrentFiles(table.before_last_maintenance);
-    const double before_seconds = ScanSeconds(RowsOf(table.before_last_maintenance));
+    const PairedScan then = ScanAgainst(compacted, RowsOf(table.before_last_maintenance));
     fmt::print("  full scan, before the last maintenance ({} data, {} delete files): {:.1f} ms   "
                "ratio {:.2f}\n",
-               before.data_files, before.delete_files, before_seconds * 1e3,
-               before_seconds / compacted_seconds);
+               before.data_files, before.delete_files, then.seconds * 1e3, then.ratio);
   }
   fs::remove_all(work_dir);
   return 0;

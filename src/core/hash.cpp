@@ -11,12 +11,17 @@ std::string Sha256Hex(std::string_view bytes) {
   unsigned int digest_length = 0;
   SKIPPR_CHECK(
       EVP_Digest(bytes.data(), bytes.size(), digest, &digest_length, EVP_sha256(), nullptr) == 1);
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), digest_length));
+}
+
+std::string HexEncode(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(digest_length * 2);
-  for (unsigned int i = 0; i < digest_length; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 0xf]);
+  hex.reserve(bytes.size() * 2);
+  for (const char byte : bytes) {
+    const auto value = static_cast<unsigned char>(byte);
+    hex.push_back(kHex[value >> 4]);
+    hex.push_back(kHex[value & 0xf]);
   }
   return hex;
 }

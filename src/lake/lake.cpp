@@ -18,6 +18,7 @@
 #include "core/file.hpp"
 #include "core/hash.hpp"
 #include "iceberg/iceberg.hpp"
+#include "lake/internal/expiry.hpp"
 #include "query/query.hpp"
 
 namespace skippr::lake {
@@ -444,6 +445,14 @@ int64_t SummaryNumber(const iceberg::Snapshot* snapshot, const std::string& key)
   return std::strtoll(it->second.c_str(), nullptr, 10);
 }
 
+bool HasDataFiles(const iceberg::Snapshot* snapshot) {
+  return snapshot != nullptr && SummaryNumber(snapshot, "total-data-files") > 0;
+}
+
+// The live data and delete files of the table's snapshot `snapshot_id` (LandedRowsOf).
+Result<query::LandedRows> LiveFilesOf(const iceberg::TableMetadata& metadata, int64_t snapshot_id,
+                                      Env* env);
+
 std::string SegmentIdList(const std::vector<SliceRef>& slices) {
   std::set<uint64_t> ids;
   for (const SliceRef& slice : slices) ids.insert(slice.segment_id);
@@ -483,45 +492,6 @@ std::map<int32_t, LogicalType> TopLevelTypes(const std::vector<Field>& fields) {
   return types;
 }
 
-Status DeleteIfPresent(Env& env, const std::string& uri) {
-  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(uri));
-  Status removed = env.RemoveFile(path);
-  return removed.code() == StatusCode::kNotFound ? Status::OK() : removed;
-}
-
-// After a commit that expired snapshots: their manifest lists, the manifests no kept snapshot
-// lists, and the metadata files that fell out of the metadata log. Data files stay: every landed
-// file is still in the table (appends never remove one).
-Status RemoveUnreferencedFiles(Env& env, const iceberg::TableMetadata& committed,
-                               const std::vector<iceberg::Snapshot>& expired,
-                               const std::vector<std::string>& dropped_metadata_files) {
-  for (const std::string& file : dropped_metadata_files) {
-    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, file));
-  }
-  if (expired.empty()) return Status::OK();
-  std::set<std::string> kept_manifests;
-  for (const iceberg::Snapshot& snapshot : committed.snapshots) {
-    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
-    SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(path, &env));
-    for (const iceberg::ManifestFile& manifest : list.manifests) {
-      kept_manifests.insert(manifest.manifest_path);
-    }
-  }
-  for (const iceberg::Snapshot& snapshot : expired) {
-    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
-    Result<iceberg::ManifestList> list = iceberg::ReadManifestList(path, &env);
-    if (!list.ok() && list.status().code() == StatusCode::kNotFound) continue;  // removed before
-    SKIPPR_RETURN_IF_ERROR(list.status());
-    for (const iceberg::ManifestFile& manifest : list->manifests) {
-      if (!kept_manifests.contains(manifest.manifest_path)) {
-        SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, manifest.manifest_path));
-      }
-    }
-    SKIPPR_RETURN_IF_ERROR(DeleteIfPresent(env, snapshot.manifest_list));
-  }
-  return Status::OK();
-}
-
 // ----- manifests ---------------------------------------------------------------------------------
 
 // A manifest this landing adds (data or deletes), with where it is written; an empty one is not.
@@ -552,17 +522,27 @@ struct Removal {
 struct RemovedTotals {
   int64_t data_files = 0;
   int64_t records = 0;
-  int64_t delete_files = 0;
+  int64_t position_delete_files = 0;
+  int64_t position_deletes = 0;
+  int64_t equality_delete_files = 0;
   int64_t equality_deletes = 0;
   int64_t bytes = 0;
+  int64_t delete_files() const { return position_delete_files + equality_delete_files; }
   void Add(const iceberg::DataFile& file) {
     bytes += file.file_size_in_bytes;
-    if (file.content == iceberg::FileContent::kData) {
-      data_files += 1;
-      records += file.record_count;
-    } else {
-      delete_files += 1;
-      equality_deletes += file.record_count;
+    switch (file.content) {
+      case iceberg::FileContent::kData:
+        data_files += 1;
+        records += file.record_count;
+        return;
+      case iceberg::FileContent::kPositionDeletes:
+        position_delete_files += 1;
+        position_deletes += file.record_count;
+        return;
+      case iceberg::FileContent::kEqualityDeletes:
+        equality_delete_files += 1;
+        equality_deletes += file.record_count;
+        return;
     }
   }
 };
@@ -653,7 +633,11 @@ std::map<std::string, std::string> SummaryTotals(
     const std::optional<iceberg::DataFile>& data_file,
     const std::optional<iceberg::DataFile>& delete_file) {
   const int64_t data_records = data_file ? data_file->record_count : 0;
+  const bool adds_positions =
+      delete_file && delete_file->content == iceberg::FileContent::kPositionDeletes;
   const int64_t deletes = delete_file ? delete_file->record_count : 0;
+  const int64_t position_deletes = adds_positions ? deletes : 0;
+  const int64_t equality_deletes = adds_positions ? 0 : deletes;
   const int64_t bytes = (data_file ? data_file->file_size_in_bytes : 0) +
                         (delete_file ? delete_file->file_size_in_bytes : 0);
   const auto total = [&](const char* key, int64_t added, int64_t gone) {
@@ -667,23 +651,31 @@ std::map<std::string, std::string> SummaryTotals(
       {"total-records", total("total-records", data_records, removed.records)},
       {"total-files-size", total("total-files-size", bytes, removed.bytes)},
       {"total-delete-files", total("total-delete-files", delete_file ? 1 : 0,
-                                   removed.delete_files)},
-      {"total-position-deletes", "0"},
-      {"total-equality-deletes", total("total-equality-deletes", deletes,
+                                   removed.delete_files())},
+      {"total-position-deletes", total("total-position-deletes", position_deletes,
+                                       removed.position_deletes)},
+      {"total-equality-deletes", total("total-equality-deletes", equality_deletes,
                                        removed.equality_deletes)}};
   if (delete_file) {
+    const std::string kind = adds_positions ? "position" : "equality";
     summary["added-delete-files"] = "1";
-    summary["added-equality-delete-files"] = "1";
-    summary["added-equality-deletes"] = std::to_string(deletes);
+    summary[fmt::format("added-{}-delete-files", kind)] = "1";
+    summary[fmt::format("added-{}-deletes", kind)] = std::to_string(deletes);
   }
-  if (removed.data_files > 0 || removed.delete_files > 0) {
+  if (removed.data_files > 0 || removed.delete_files() > 0) {
     summary["deleted-data-files"] = std::to_string(removed.data_files);
     summary["deleted-records"] = std::to_string(removed.records);
     summary["removed-files-size"] = std::to_string(removed.bytes);
   }
-  if (removed.delete_files > 0) {
-    summary["removed-delete-files"] = std::to_string(removed.delete_files);
-    summary["removed-equality-delete-files"] = std::to_string(removed.delete_files);
+  if (removed.delete_files() > 0) {
+    summary["removed-delete-files"] = std::to_string(removed.delete_files());
+  }
+  if (removed.position_delete_files > 0) {
+    summary["removed-position-delete-files"] = std::to_string(removed.position_delete_files);
+    summary["removed-position-deletes"] = std::to_string(removed.position_deletes);
+  }
+  if (removed.equality_delete_files > 0) {
+    summary["removed-equality-delete-files"] = std::to_string(removed.equality_delete_files);
     summary["removed-equality-deletes"] = std::to_string(removed.equality_deletes);
   }
   return summary;
@@ -826,7 +818,7 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
 
 // data/<landing id>-deletes.parquet: an equality-delete file of every distinct key among the
 // landing's `rows` (the key columns only, with their field ids).
-Result<iceberg::DataFile> WriteDeleteFile(Env& env, query::Engine& engine, const Landing& landing,
+Result<iceberg::DataFile> WriteEqualityDeleteFile(Env& env, query::Engine& engine, const Landing& landing,
                                           const schema::NamespaceSchema& namespace_schema,
                                           int64_t rows, const std::string& location,
                                           const std::string& local_location) {
@@ -851,6 +843,54 @@ Result<iceberg::DataFile> WriteDeleteFile(Env& env, query::Engine& engine, const
   for (const Field& field : key_fields) file.equality_ids.push_back(field.id);
   SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, key_fields, path, file));
   return file;
+}
+
+// Iceberg's reserved field ids of a position-delete file's columns.
+const std::vector<Field>& PositionDeleteFields() {
+  static const std::vector<Field> fields = {
+      Field{2147483546, "file_path", LogicalType::String(), false},
+      Field{2147483545, "pos", LogicalType::Long(), false}};
+  return fields;
+}
+
+// data/<landing id>-deletes.parquet: a position-delete file of every row of `table_rows` (the
+// table's live rows when the landing was written) whose key is among the landing's keys, sorted by
+// file and position as the spec asks; nullopt when no such row is live.
+Result<std::optional<iceberg::DataFile>> WritePositionDeleteFile(
+    Env& env, query::Engine& engine, const Landing& landing, const query::LandedRows& table_rows,
+    const std::string& location, const std::string& local_location) {
+  std::vector<std::string> quoted_keys;
+  for (const std::string& key : landing.key_columns) quoted_keys.push_back(QuoteIdentifier(key));
+  const std::string landing_keys =
+      fmt::format("SELECT DISTINCT {} FROM wal_scan({}, {})", fmt::join(quoted_keys, ", "),
+                  QuoteLiteral(kLandingPipeline), QuoteLiteral(landing.namespace_name));
+  const std::string name = fmt::format("data/{}-deletes.parquet", landing.landing_id);
+  const std::string path = local_location + "/" + name;
+  iceberg::DataFile file;
+  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
+      env, engine,
+      fmt::format("SELECT __skippr_file AS file_path, __skippr_position AS pos FROM ({}) "
+                  "ORDER BY ALL",
+                  query::LandedRowPositionsQuery(table_rows, landing.key_columns, landing_keys)),
+      PositionDeleteFields(), /*schema_id=*/0, path, file));
+  if (file.record_count == 0) {
+    SKIPPR_RETURN_IF_ERROR(env.RemoveFile(path));
+    return std::optional<iceberg::DataFile>();
+  }
+  file.content = iceberg::FileContent::kPositionDeletes;
+  file.file_path = location + "/" + name;
+  SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, PositionDeleteFields(), path, file));
+  return std::optional<iceberg::DataFile>(std::move(file));
+}
+
+// Whether rows of the table can be position-deleted: DuckDB reads a row's position as the
+// virtual column `file_row_number`, which a column of that name in a data file would hide. Any
+// schema the table ever had counts — its older files may hold such a column.
+bool AllowsPositionDeletes(const iceberg::TableMetadata& metadata) {
+  for (const iceberg::TableSchema& schema : metadata.schemas) {
+    if (FindField(schema.fields, "file_row_number") != nullptr) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -922,7 +962,8 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
                           iceberg::CommitTableMetadata(catalog, table, base, next));
   CrashPoint(change.crash_point_after);
   // Best effort: a file left behind by a failure here is garbage, never a wrong answer.
-  if (Status cleaned = RemoveUnreferencedFiles(*options.env, next, expired, dropped_metadata_files);
+  if (Status cleaned = internal::RemoveUnreferencedFiles(*options.env, next, expired,
+                                                         dropped_metadata_files);
       !cleaned.ok()) {
     spdlog::warn("lake {}: could not remove files of expired snapshots: {}", table.ToString(),
                  cleaned.message());
@@ -1009,13 +1050,18 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
 }
 
 struct LakeWriter::LandingFiles {
-  std::optional<iceberg::DataFile> data_file;    // none when a merge leaves no row
-  std::optional<iceberg::DataFile> delete_file;  // merge_by_key: every key the landing touches
+  std::optional<iceberg::DataFile> data_file;  // none when a merge leaves no row
+  // merge_by_key: the positions of the live rows of every key the landing touches (none when no
+  // such row is live), or for a table that cannot take those, an equality delete of the keys.
+  std::optional<iceberg::DataFile> delete_file;
   // The landing's changes hold a CDC truncate: its rows (those after the truncate) replace the
   // table, whatever the write policy.
   bool truncates_table = false;
-  // Written for a table with data files: a merge's deletes were written if it needs them.
-  bool table_had_rows = false;
+  // The snapshot the files were written against (0: none): a merge's deletes name its rows.
+  int64_t base_snapshot_id = 0;
+  // The greatest order token of the landing's source changes, hex (kSourcePositionKey); empty
+  // when its batches carry none.
+  std::string source_position;
 };
 
 
@@ -1040,6 +1086,16 @@ Status CheckChangesLandable(const Landing& landing, const Batch& batch) {
   return Status::OK();
 }
 
+// The greatest order token among `batch`'s source changes, or `greatest` when none is greater.
+std::string GreatestOrderToken(const Batch& batch, std::string greatest) {
+  if (!batch.cdc) return greatest;
+  for (size_t row = 0; row < batch.cdc->order_tokens.size(); ++row) {
+    const std::string_view token = batch.cdc->order_tokens[row];
+    if (token > greatest) greatest = std::string(token);
+  }
+  return greatest;
+}
+
 bool HoldsTruncate(const Batch& batch) {
   if (!batch.cdc) return false;
   return std::find(batch.cdc->mutations.begin(), batch.cdc->mutations.end(),
@@ -1050,8 +1106,10 @@ bool HoldsTruncate(const Batch& batch) {
 
 Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
     const Landing& landing, const schema::NamespaceSchema& namespace_schema,
-    const std::vector<std::shared_ptr<const Batch>>& batches, const std::string& location,
-    const std::string& local_location, bool table_has_rows) {
+    const std::vector<std::shared_ptr<const Batch>>& batches, const TableLocations& locations,
+    const iceberg::VersionedMetadata& base) {
+  const std::string& location = locations.location;
+  const std::string& local_location = locations.local;
   if (Status keys = CheckKeyColumns(landing.key_columns, namespace_schema.fields);
       !landing.key_columns.empty() && !keys.ok()) {
     return Status::InvalidArgument(
@@ -1060,11 +1118,14 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   }
   int64_t rows = 0;
   LandingFiles files;
+  std::string greatest_token;
   for (const auto& batch : batches) {
     rows += batch->num_rows;
     SKIPPR_RETURN_IF_ERROR(CheckChangesLandable(landing, *batch));
     files.truncates_table = files.truncates_table || HoldsTruncate(*batch);
+    greatest_token = GreatestOrderToken(*batch, std::move(greatest_token));
   }
+  files.source_position = HexEncode(greatest_token);
   // The engine's view of the landing does the merge: per key the last row, CDC deletes dropped.
   query::TableSource source;
   source.pipeline = std::string(kLandingPipeline);
@@ -1079,13 +1140,24 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
                                         batches, rows, location, local_location));
   // Deletes apply to earlier files only: none when the table has none, or when this landing
   // replaces them all.
-  files.table_had_rows = table_has_rows;
-  if (!landing.key_columns.empty() && table_has_rows && !landing.replaces_table &&
-      !files.truncates_table) {
-    SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
-                            WriteDeleteFile(*options_.env, *engine_, landing, namespace_schema,
-                                            rows, location, local_location));
+  const iceberg::Snapshot* parent = base.metadata.CurrentSnapshot();
+  files.base_snapshot_id = parent != nullptr ? parent->snapshot_id : 0;
+  if (landing.key_columns.empty() || !HasDataFiles(parent) || landing.replaces_table ||
+      files.truncates_table) {
+    return files;
   }
+  if (!AllowsPositionDeletes(base.metadata)) {
+    SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
+                            WriteEqualityDeleteFile(*options_.env, *engine_, landing,
+                                                    namespace_schema, rows, location,
+                                                    local_location));
+    return files;
+  }
+  SKIPPR_ASSIGN_OR_RETURN(const query::LandedRows table_rows,
+                          LiveFilesOf(base.metadata, parent->snapshot_id, options_.env));
+  SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
+                          WritePositionDeleteFile(*options_.env, *engine_, landing, table_rows,
+                                                  location, local_location));
   return files;
 }
 
@@ -1095,10 +1167,8 @@ Result<LandingOutcome> LakeWriter::Land(const Landing& landing,
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
   return Commit(landing, namespace_schema, rows,
-                [&](const std::string& location, const std::string& local_location,
-                    bool table_has_rows) {
-                  return WriteLandingFiles(landing, namespace_schema, batches, location,
-                                           local_location, table_has_rows);
+                [&](const TableLocations& locations, const iceberg::VersionedMetadata& base) {
+                  return WriteLandingFiles(landing, namespace_schema, batches, locations, base);
                 });
 }
 
@@ -1161,10 +1231,10 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
   SKIPPR_CHECK_MSG(rows == streamed->file.record_count, "the stream wrote every landed row");
   Result<LandingOutcome> outcome = Commit(
       landing, namespace_schema, rows,
-      [&](const std::string& location, const std::string& local_location,
-          bool) -> Result<LandingFiles> {
+      [&](const TableLocations& locations,
+          const iceberg::VersionedMetadata&) -> Result<LandingFiles> {
         const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
-        const std::string path = local_location + "/" + name;
+        const std::string path = locations.local + "/" + name;
         // Under the landing's name, as a replay of the landing would write it.
         if (Status renamed = options_.env->RenameFile(streamed->local_path, path); !renamed.ok()) {
           return LandingFileFailed(path, renamed);
@@ -1175,7 +1245,7 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
         SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, path, rows));
         LandingFiles files;
         files.data_file = std::move(streamed->file);
-        files.data_file->file_path = location + "/" + name;
+        files.data_file->file_path = locations.location + "/" + name;
         SKIPPR_RETURN_IF_ERROR(streamed->statistics->WriteTo(*files.data_file));
         return files;
       });
@@ -1223,12 +1293,14 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
           iceberg::AddSchema(next, namespace_schema.fields, namespace_schema.last_field_id)
               .status());
     }
-    const bool table_has_rows =
-        parent != nullptr && SummaryNumber(parent, "total-data-files") > 0;
-    // Written for an empty table, a merge has no deletes: another writer has filled it since.
-    if (files && table_has_rows && !files->table_had_rows) files.reset();
+    // A merge's deletes name the rows of the snapshot they were written against: another
+    // writer has committed since.
+    if (files && !landing.key_columns.empty() &&
+        files->base_snapshot_id != (parent != nullptr ? parent->snapshot_id : 0)) {
+      files.reset();
+    }
     if (!files) {
-      SKIPPR_ASSIGN_OR_RETURN(files, write_files(location, local_location, table_has_rows));
+      SKIPPR_ASSIGN_OR_RETURN(files, write_files(locations, *base));
       CrashPoint("lake.after_data_file");
     }
 
@@ -1241,6 +1313,9 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
     if (landing.replaces_table || files->truncates_table) change.removal = Removal::All();
     change.summary[std::string(kLandingIdKey)] = landing.landing_id;
     change.summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
+    if (!files->source_position.empty()) {
+      change.summary[std::string(kSourcePositionKey)] = files->source_position;
+    }
     Result<LandedSnapshot> committed = CommitChange(options_, *catalog_, table, location,
                                                     local_location, *base, std::move(next),
                                                     std::move(change));
@@ -1250,7 +1325,7 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
           .rows = rows,
           .data_file_bytes = files->data_file ? files->data_file->file_size_in_bytes : 0,
           .rows_written = files->data_file ? files->data_file->record_count : 0,
-          .keys_deleted = files->delete_file ? files->delete_file->record_count : 0};
+          .rows_deleted = files->delete_file ? files->delete_file->record_count : 0};
     }
     if (committed.status().code() != StatusCode::kConflict || attempt >= kCommitAttempts) {
       return committed.status();
@@ -1329,18 +1404,11 @@ std::map<int32_t, query::ColumnStatistics> ColumnStatisticsOf(const iceberg::Dat
   return statistics;
 }
 
-}  // namespace
-
-Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
+Result<query::LandedRows> LiveFilesOf(const iceberg::TableMetadata& metadata, int64_t snapshot_id,
+                                      Env* env) {
   query::LandedRows rows;
-  if (landed.snapshot_id == 0) return rows;
-  SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata metadata,
-                          iceberg::ReadMetadataFile(landed.metadata_location, env));
-  const iceberg::Snapshot* snapshot = metadata.FindSnapshot(landed.snapshot_id);
-  if (snapshot == nullptr) {
-    return Status::Corruption(fmt::format("Iceberg metadata '{}' has no snapshot {}",
-                                          landed.metadata_location, landed.snapshot_id));
-  }
+  const iceberg::Snapshot* snapshot = metadata.FindSnapshot(snapshot_id);
+  SKIPPR_CHECK_MSG(snapshot != nullptr, "the live files of a snapshot the table has");
   SKIPPR_ASSIGN_OR_RETURN(const std::string list_path,
                           iceberg::LocalPathOfUri(snapshot->manifest_list));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path, env));
@@ -1356,14 +1424,14 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
       // ADDED entries written without one inherit the manifest's sequence number.
       const int64_t sequence_number = entry.sequence_number.value_or(manifest_file.sequence_number);
       if (file.content == iceberg::FileContent::kData) {
-        rows.data_files.push_back(
-            {std::move(path), sequence_number, ColumnStatisticsOf(file, metadata.CurrentSchema())});
+        rows.data_files.push_back({std::move(path), sequence_number,
+                                   ColumnStatisticsOf(file, metadata.CurrentSchema()),
+                                   file.file_path});
         continue;
       }
-      if (file.content != iceberg::FileContent::kEqualityDeletes) {
-        return Status::NotSupported(fmt::format(
-            "Iceberg table '{}' has position-delete file '{}'; skipprd reads equality deletes only",
-            metadata.location, file.file_path));
+      if (file.content == iceberg::FileContent::kPositionDeletes) {
+        rows.position_delete_files.push_back({std::move(path), sequence_number});
+        continue;
       }
       query::EqualityDeleteFile deletes{std::move(path), sequence_number, {}};
       for (const int32_t field_id : file.equality_ids) {
@@ -1377,6 +1445,18 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
   return rows;
 }
 
+}  // namespace
+
+Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
+  if (landed.snapshot_id == 0) return query::LandedRows{};
+  SKIPPR_ASSIGN_OR_RETURN(iceberg::TableMetadata metadata,
+                          iceberg::ReadMetadataFile(landed.metadata_location, env));
+  if (metadata.FindSnapshot(landed.snapshot_id) == nullptr) {
+    return Status::Corruption(fmt::format("Iceberg metadata '{}' has no snapshot {}",
+                                          landed.metadata_location, landed.snapshot_id));
+  }
+  return LiveFilesOf(metadata, landed.snapshot_id, env);
+}
 
 namespace {
 
@@ -1434,6 +1514,25 @@ Result<std::set<std::string>> FilesWithDeletedRows(query::Engine& engine,
   return files;
 }
 
+// The local paths of the data files `delete_files` name.
+Result<std::set<std::string>> FilesWithDeletedPositions(
+    query::Engine& engine, const std::vector<query::PositionDeleteFile>& delete_files) {
+  std::set<std::string> files;
+  if (delete_files.empty()) return files;
+  std::vector<std::string> paths;
+  for (const query::PositionDeleteFile& file : delete_files) paths.push_back(QuoteLiteral(file.path));
+  SKIPPR_ASSIGN_OR_RETURN(
+      const query::QueryResult result,
+      engine.Run(fmt::format("SELECT DISTINCT file_path FROM read_parquet([{}])",
+                             fmt::join(paths, ", "))));
+  for (const auto& row : result.rows) {
+    SKIPPR_CHECK_MSG(row.size() == 1 && row[0], "a position delete names its data file");
+    SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(*row[0]));
+    files.insert(std::move(path));
+  }
+  return files;
+}
+
 }  // namespace
 
 Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& namespace_schema,
@@ -1454,13 +1553,16 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, options_.env->FileSize(file.path));
     if (static_cast<int64_t>(bytes) < policy.small_file_bytes) small_files.push_back(&file);
   }
-  const auto delete_files = static_cast<int64_t>(live.equality_delete_files.size());
+  const auto delete_files = static_cast<int64_t>(live.equality_delete_files.size() +
+                                                 live.position_delete_files.size());
   if (delete_files <= policy.max_delete_files &&
       static_cast<int64_t>(small_files.size()) <= policy.max_small_files) {
     return MaintenanceOutcome{};
   }
   Removal removal{.delete_files = true};
-  if (delete_files > 0) {
+  SKIPPR_ASSIGN_OR_RETURN(removal.data_files,
+                          FilesWithDeletedPositions(*engine_, live.position_delete_files));
+  if (!live.equality_delete_files.empty()) {
     const std::vector<std::string>& keys = live.equality_delete_files.front().key_columns;
     for (const query::EqualityDeleteFile& file : live.equality_delete_files) {
       if (file.key_columns != keys) {
@@ -1469,7 +1571,9 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
         return MaintenanceOutcome{};
       }
     }
-    SKIPPR_ASSIGN_OR_RETURN(removal.data_files, FilesWithDeletedRows(*engine_, live, keys));
+    SKIPPR_ASSIGN_OR_RETURN(const std::set<std::string> with_deleted_keys,
+                            FilesWithDeletedRows(*engine_, live, keys));
+    removal.data_files.insert(with_deleted_keys.begin(), with_deleted_keys.end());
   }
   // Small files go along when there are several: bin-packed into the one file written anyway.
   if (small_files.size() > 1) {
@@ -1494,6 +1598,7 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
       if (removal.data_files.contains(file.path)) source.landed.data_files.push_back(file);
     }
     source.landed.equality_delete_files = live.equality_delete_files;
+    source.landed.position_delete_files = live.position_delete_files;
     SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
     iceberg::DataFile file;
     SKIPPR_RETURN_IF_ERROR(

@@ -4,8 +4,8 @@
 // manifest list carrying the table's earlier manifests, and a new metadata version swapped in by
 // compare-and-set in the catalog. The snapshot summary records the landing id, so a landing
 // replayed after a crash finds itself in the table's history and changes nothing. A merge_by_key
-// landing writes the last row per key and an equality-delete file of every key it touches, which
-// removes the keys' older rows (docs/formats/landing.md).
+// landing writes the last row per key and a position-delete file of the live rows of every key it
+// touches, found by one scan of the table's key columns (docs/formats/landing.md).
 #pragma once
 
 #include <compare>
@@ -24,6 +24,7 @@
 
 namespace skippr::iceberg {
 class Catalog;
+struct VersionedMetadata;
 }
 
 namespace skippr::lake {
@@ -35,6 +36,10 @@ inline constexpr std::string_view kPipelineKey = "skippr.pipeline";
 // The instance id of the store that planned the landing (store::StoreIdentity): a pipeline whose
 // DATA_DIR was wiped or replaced is another instance, and its landings are other landings.
 inline constexpr std::string_view kPipelineInstanceKey = "skippr.pipeline-instance";
+// On a landing of source changes (CDC): the greatest order token among them, in hex — the source
+// position the table reflects once the snapshot is committed (for PostgreSQL, the commit LSN then
+// the change's place in its transaction, 8 bytes each, big-endian).
+inline constexpr std::string_view kSourcePositionKey = "skippr.source-position";
 // On a maintenance snapshot (which carries no landing id and no WAL segment ids): what it did.
 inline constexpr std::string_view kMaintenanceKey = "skippr.maintenance";
 
@@ -102,12 +107,14 @@ struct LandingOutcome {
   int64_t rows = 0;                // in the landing's slices
   int64_t data_file_bytes = 0;
   int64_t rows_written = 0;  // in the data file: `rows`, or for merge_by_key one per live key
-  int64_t keys_deleted = 0;  // merge_by_key: the keys in the equality-delete file
+  // merge_by_key: the earlier rows its position deletes remove (for a table that takes equality
+  // deletes instead, the keys deleted).
+  int64_t rows_deleted = 0;
 };
 
 // When a table is rewritten (LakeWriter::Maintain).
 struct MaintenancePolicy {
-  // More equality-delete files than this: every data file a delete applies to is rewritten
+  // More delete files than this: every data file a delete applies to is rewritten
   // without the deleted rows, and the delete files go.
   int64_t max_delete_files = 16;
   // More data files smaller than `small_file_bytes` than this: they are rewritten as one.
@@ -155,7 +162,7 @@ class LakeWriter {
                                       int64_t rows);
 
   // Keeps reads of a merged table fast (docs/formats/landing.md, "Maintenance"): past the
-  // policy's limits, rewrites the data files the equality deletes apply to (without the deleted
+  // policy's limits, rewrites the data files the deletes apply to (without the deleted
   // rows) and the small data files into one file, and drops every delete file — one snapshot of
   // operation "replace" with the same rows, carrying kMaintenanceKey and no landing id. Nothing is
   // done while the table's schema differs from `namespace_schema` (the next landing evolves it).
@@ -174,18 +181,18 @@ class LakeWriter {
   };
   Result<TableLocations> LocationsOf(const std::string& namespace_name) const;
   // Commits `landing` (of `rows` rows) as one snapshot, writing its files with `write_files` once
-  // the table is known to lack it; retries a conflicting commit. `table_has_rows`: the table's
-  // current snapshot has data files (a merge into an empty table needs no deletes).
+  // the table (`base`, its current metadata) is known to lack it; retries a conflicting commit,
+  // writing the files again when a merge's deletes were written against another snapshot.
   using WriteFiles = std::function<Result<LandingFiles>(
-      const std::string& location, const std::string& local_location, bool table_has_rows)>;
+      const TableLocations& locations, const iceberg::VersionedMetadata& base)>;
   Result<LandingOutcome> Commit(const Landing& landing,
                                 const schema::NamespaceSchema& namespace_schema, int64_t rows,
                                 const WriteFiles& write_files);
   Result<LandingFiles> WriteLandingFiles(const Landing& landing,
                                          const schema::NamespaceSchema& namespace_schema,
                                          const std::vector<std::shared_ptr<const Batch>>& batches,
-                                         const std::string& location,
-                                         const std::string& local_location, bool table_has_rows);
+                                         const TableLocations& locations,
+                                         const iceberg::VersionedMetadata& base);
 
   LakeOptions options_;
   std::unique_ptr<iceberg::Catalog> catalog_;
@@ -193,7 +200,7 @@ class LakeWriter {
   std::unique_ptr<StreamedFile> streamed_;  // WriteStream's file, until LandStreamed takes it
 };
 
-// The live data and equality-delete files of a landed snapshot, as local paths with their data
+// The live data and delete files of a landed snapshot, as local paths with their data
 // sequence numbers, delete key columns named as in the table's current schema (nothing for
 // snapshot_id 0).
 Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& snapshot, Env* env = Env::Default());

@@ -332,8 +332,8 @@ LakePolicy SizesOf(const config::ConnectorConfig& sink) {
 std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutcome& outcome) {
   if (landing.replaces_table) return ", replacing the table";
   if (landing.key_columns.empty() || outcome.was_landed_before) return "";
-  return fmt::format(", merged by key into {} rows and {} deleted keys", outcome.rows_written,
-                     outcome.keys_deleted);
+  return fmt::format(", merged by key: {} rows written, {} earlier rows deleted",
+                     outcome.rows_written, outcome.rows_deleted);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Every namespace of every pipeline as a query table <pipeline>.<namespace>: in one pinned store
-// snapshot, the landed Iceberg snapshot recorded there (data files minus equality deletes) plus the
+// snapshot, the landed Iceberg snapshot recorded there (data files minus their deletes) plus the
 // live WAL slices not landed in it, projected onto the current schema — under merge_by_key, the
 // live slices upsert by key over the landed rows.
 //

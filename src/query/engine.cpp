@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -411,6 +412,9 @@ constexpr std::string_view kInternalSchema = "_skippr";
 // Helper columns the view adds inside itself; a table field may not be named like them.
 constexpr std::string_view kReservedPrefix = "__skippr_";
 constexpr std::string_view kSequenceColumn = "__skippr_sequence";
+constexpr std::string_view kFileColumn = "__skippr_file";
+constexpr std::string_view kPositionColumn = "__skippr_position";
+constexpr std::string_view kLocalFileColumn = "__skippr_path";
 
 Status CheckViewColumns(const TableSource& table) {
   for (const Field& field : table.fields) {
@@ -452,33 +456,63 @@ std::string QuotedList(const std::vector<std::string>& names, std::string_view p
   return fmt::format("{}", fmt::join(quoted, ", "));
 }
 
-// The landed rows of `data_files`, or "" when there are none: the data files, minus (Iceberg's
-// rule) the rows an equality delete with a greater sequence number matches. Each sequence number's
-// data files are one read_parquet with that number as a constant column; the deletes are the keys
-// with the greatest sequence number that deletes each, one anti join per set of key columns: no row
-// of a data file is joined to anything to learn its sequence number.
-std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
-                        const std::vector<EqualityDeleteFile>& delete_files) {
-  if (data_files.empty()) return "";
-  const auto paths_of = [](const auto& files) {
-    std::vector<std::string> paths;
-    for (const auto* file : files) paths.push_back(QuoteLiteral(file->path));
-    return fmt::format("[{}]", fmt::join(paths, ", "));
+// `[path, ...]` of `files` as a DuckDB list literal.
+std::string PathList(const std::vector<const LandedFile*>& files) {
+  std::vector<std::string> paths;
+  for (const LandedFile* file : files) paths.push_back(QuoteLiteral(file->path));
+  return fmt::format("[{}]", fmt::join(paths, ", "));
+}
+
+// The rows of `data_files`, with the helper columns the deletes need: each file's URI and row
+// positions (kFileColumn, kPositionColumn) when `positioned`, its sequence number
+// (kSequenceColumn) when `sequenced`. A positioned file is read alone: `file_row_number` is
+// DuckDB's position within the file being read, unless the file has a column of that name — which
+// SkipprLake never position-deletes (lake.cpp's AllowsPositionDeletes).
+std::string DataFileRows(const std::vector<const LandedFile*>& data_files,
+                         const std::function<bool(const LandedFile&)>& positioned, bool sequenced) {
+  const auto sequence_column = [&](int64_t sequence_number) {
+    return sequenced ? fmt::format(", CAST({} AS BIGINT) AS {}", sequence_number, kSequenceColumn)
+                     : std::string();
   };
+  std::map<int64_t, std::vector<const LandedFile*>> unpositioned_by_sequence;
+  std::vector<std::string> branches;
+  for (const LandedFile* file : data_files) {
+    if (!positioned(*file)) {
+      unpositioned_by_sequence[sequenced ? file->sequence_number : 0].push_back(file);
+      continue;
+    }
+    branches.push_back(fmt::format(
+        "SELECT *, {} AS {}, file_row_number AS {}{} FROM read_parquet({})",
+        QuoteLiteral(file->uri), kFileColumn, kPositionColumn,
+        sequence_column(file->sequence_number), QuoteLiteral(file->path)));
+  }
+  for (const auto& [sequence_number, files] : unpositioned_by_sequence) {
+    branches.push_back(fmt::format("SELECT *{} FROM read_parquet({}, union_by_name = true)",
+                                   sequence_column(sequence_number), PathList(files)));
+  }
   // Columns keep wal_scan's order and types; BY NAME fills the columns a file lacks with NULL.
-  if (delete_files.empty()) {
-    return fmt::format("SELECT * FROM read_parquet({}, union_by_name = true)",
-                       paths_of(data_files));
-  }
-  std::map<int64_t, std::vector<const LandedFile*>> data_by_sequence;
-  for (const LandedFile* file : data_files) data_by_sequence[file->sequence_number].push_back(file);
-  std::vector<std::string> groups;
-  for (const auto& [sequence_number, files] : data_by_sequence) {
-    groups.push_back(fmt::format(
-        "SELECT *, CAST({} AS BIGINT) AS {} FROM read_parquet({}, union_by_name = true)",
-        sequence_number, kSequenceColumn, paths_of(files)));
-  }
-  std::string rows = fmt::format("{}", fmt::join(groups, " UNION ALL BY NAME "));
+  return fmt::format("{}", fmt::join(branches, " UNION ALL BY NAME "));
+}
+
+// `rows` (of DataFileRows, positioned) without the rows the position deletes remove: one anti
+// join on (file URI, position) against every delete file, read once. Rows of unpositioned files
+// have NULL in both columns and match nothing. The helper columns stay.
+std::string WithoutDeletedPositions(const std::string& rows,
+                                    const std::vector<PositionDeleteFile>& delete_files) {
+  std::vector<std::string> paths;
+  for (const PositionDeleteFile& file : delete_files) paths.push_back(QuoteLiteral(file.path));
+  return fmt::format(
+      "SELECT l.* FROM ({2}) l ANTI JOIN (SELECT file_path, pos FROM "
+      "read_parquet([{3}])) x ON l.{0} = x.file_path AND l.{1} = x.pos",
+      kFileColumn, kPositionColumn, rows, fmt::join(paths, ", "));
+}
+
+// `rows` (of DataFileRows, sequenced) without (Iceberg's rule) the rows an equality delete with a
+// greater sequence number matches: the deletes are the keys with the greatest sequence number that
+// deletes each, one anti join per set of key columns — no row of a data file is joined to
+// anything to learn its sequence number.
+std::string WithoutEqualityDeleted(std::string rows,
+                                   const std::vector<EqualityDeleteFile>& delete_files) {
   std::map<std::vector<std::string>, std::vector<const EqualityDeleteFile*>> deletes_by_keys;
   for (const EqualityDeleteFile& file : delete_files) {
     deletes_by_keys[file.key_columns].push_back(&file);
@@ -499,6 +533,38 @@ std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
   return fmt::format("SELECT * EXCLUDE ({}) FROM ({})", kSequenceColumn, rows);
 }
 
+// `rows` of data files of `landed` (with the helper columns its deletes need) minus the rows
+// `landed`'s position and equality deletes remove.
+std::string LiveRows(std::string rows, const LandedRows& landed) {
+  const bool sequenced = !landed.equality_delete_files.empty();
+  if (!landed.position_delete_files.empty()) {
+    rows = WithoutDeletedPositions(rows, landed.position_delete_files);
+  }
+  if (sequenced) rows = WithoutEqualityDeleted(std::move(rows), landed.equality_delete_files);
+  return rows;
+}
+
+// The landed rows of `data_files` (of `landed`), or "" when there are none.
+std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
+                        const LandedRows& landed) {
+  if (data_files.empty()) return "";
+  // Only files no newer than a position-delete file can have rows it removes.
+  int64_t newest_position_delete = -1;
+  for (const PositionDeleteFile& file : landed.position_delete_files) {
+    newest_position_delete = std::max(newest_position_delete, file.sequence_number);
+  }
+  const auto positioned = [&](const LandedFile& file) {
+    return !file.uri.empty() && file.sequence_number <= newest_position_delete;
+  };
+  const std::string rows = LiveRows(
+      DataFileRows(data_files, positioned, !landed.equality_delete_files.empty()), landed);
+  if (std::none_of(data_files.begin(), data_files.end(),
+                   [&](const LandedFile* file) { return positioned(*file); })) {
+    return rows;
+  }
+  return fmt::format("SELECT * EXCLUDE ({}, {}) FROM ({})", kFileColumn, kPositionColumn, rows);
+}
+
 // The view's query: the live batches, then the landed rows (of `landed_files`, indexes into the
 // table's data files; nullptr: all of them) their keys do not replace.
 std::string ViewQuery(const TableSource& table, const std::vector<size_t>* landed_files) {
@@ -510,7 +576,7 @@ std::string ViewQuery(const TableSource& table, const std::vector<size_t>* lande
   } else {
     for (size_t index : *landed_files) data_files.push_back(&table.landed.data_files.at(index));
   }
-  const std::string landed = LandedQuery(data_files, table.landed.equality_delete_files);
+  const std::string landed = LandedQuery(data_files, table.landed);
   if (table.key_columns.empty()) {
     const std::string live = fmt::format("SELECT * FROM wal_scan({})", scan_arguments);
     return landed.empty() ? live : fmt::format("{} UNION ALL BY NAME {}", live, landed);
@@ -538,6 +604,39 @@ std::string ViewQuery(const TableSource& table, const std::vector<size_t>* lande
 }
 
 }  // namespace
+
+std::string LandedRowPositionsQuery(const LandedRows& landed,
+                                    const std::vector<std::string>& key_columns,
+                                    std::string_view keys_sql) {
+  SKIPPR_CHECK_MSG(!landed.data_files.empty(), "a table with rows to position-delete");
+  const bool sequenced = !landed.equality_delete_files.empty();
+  std::map<int64_t, std::vector<const LandedFile*>> files_by_sequence;
+  std::vector<std::string> uri_of_path;
+  for (const LandedFile& file : landed.data_files) {
+    SKIPPR_CHECK_MSG(!file.uri.empty(), "a file to position-delete has its URI");
+    files_by_sequence[sequenced ? file.sequence_number : 0].push_back(&file);
+    uri_of_path.push_back(fmt::format("({}, {})", QuoteLiteral(file.path), QuoteLiteral(file.uri)));
+  }
+  // Every file of a sequence number in one read: files by their local paths, their rows by
+  // file_row_number (no file has a column of that name, as the caller checked).
+  std::vector<std::string> groups;
+  for (const auto& [sequence_number, files] : files_by_sequence) {
+    groups.push_back(fmt::format(
+        "SELECT *, file_row_number AS {}{} FROM read_parquet({}, filename = '{}', "
+        "union_by_name = true)",
+        kPositionColumn,
+        sequenced ? fmt::format(", CAST({} AS BIGINT) AS {}", sequence_number, kSequenceColumn)
+                  : "",
+        PathList(files), kLocalFileColumn));
+  }
+  // The keys first: the deletes then apply to the few rows left, not to the table.
+  const std::string rows = fmt::format(
+      "SELECT l.* EXCLUDE ({0}), m.uri AS {1} FROM ({2}) l SEMI JOIN ({3}) k ON {4} JOIN (VALUES "
+      "{5}) m(path, uri) ON l.{0} = m.path",
+      kLocalFileColumn, kFileColumn, fmt::join(groups, " UNION ALL BY NAME "), keys_sql,
+      KeysEqual(key_columns, "l", "k"), fmt::join(uri_of_path, ", "));
+  return LiveRows(rows, landed);
+}
 
 struct Engine::Handles {
   detail::AtomicScanCounters scan_counters;  // declared first: the connection's scans use it

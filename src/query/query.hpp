@@ -59,6 +59,9 @@ struct LandedFile {
   std::string path;
   int64_t sequence_number = 0;
   std::map<int32_t, ColumnStatistics> column_statistics;
+  // The file's URI as the table's manifests — and position deletes — name it (empty: no position
+  // delete names the file).
+  std::string uri;
 };
 
 // An Iceberg equality-delete file: it removes every row of a data file with a smaller sequence
@@ -69,11 +72,29 @@ struct EqualityDeleteFile {
   std::vector<std::string> key_columns;  // the columns it holds, by name
 };
 
-// The rows of a landed Iceberg snapshot: its data files minus its equality deletes.
+// An Iceberg position-delete file: rows (file_path, pos), each removing row `pos` (from 0, in file
+// order) of the data file whose URI is `file_path` — a file of a sequence number no greater than
+// its own, since a URI names one file for good (no table has two files under one name).
+struct PositionDeleteFile {
+  std::string path;
+  int64_t sequence_number = 0;
+};
+
+// The rows of a landed Iceberg snapshot: its data files minus its position and equality deletes.
 struct LandedRows {
   std::vector<LandedFile> data_files;
   std::vector<EqualityDeleteFile> equality_delete_files;
+  std::vector<PositionDeleteFile> position_delete_files;
 };
+
+// SQL of the live rows of `landed` (at least one data file, each with its URI) whose
+// `key_columns` equal (NULL equal to NULL) a row of `keys_sql`, each with its data file's URI and
+// its position in that file as columns __skippr_file and __skippr_position: what a position
+// delete of the row names. Positions are DuckDB's `file_row_number`, which a file's own column of
+// that name would hide: a table with one must not be position-deleted.
+std::string LandedRowPositionsQuery(const LandedRows& landed,
+                                    const std::vector<std::string>& key_columns,
+                                    std::string_view keys_sql);
 
 // The batches of a table, read while a scan runs: a scan holds the batches its threads are
 // reading, never the table.

@@ -513,14 +513,17 @@ TEST(LakePolicy, MergeByKeyKeepsTheLatestRowPerPrimaryKey) {
   EXPECT_EQ(QueryRow(dir, "SELECT count(*), count(DISTINCT id) FROM events.events"),
             (std::vector<std::string>{"2000", "2000"}));
   EXPECT_EQ(IcebirdRows(ReadWithIcebird(dir, "events")), expected)
-      << "the independent reader applies the equality deletes too";
+      << "the independent reader applies the position deletes too";
 
   Result<iceberg::VersionedMetadata> current =
       iceberg::ReadCurrentMetadata("file://" + Warehouse(dir) + "/landed/events");
   ASSERT_TRUE(current.ok()) << current.status().ToString();
   const iceberg::Snapshot& snapshot = *current->metadata.CurrentSnapshot();
   EXPECT_EQ(snapshot.operation, iceberg::SnapshotOperation::kOverwrite);
-  EXPECT_EQ(snapshot.summary.at("added-equality-deletes"), "801");  // ids 1200..1999 and 3
+  // The rows of ids 1200..1499 and 3: ids 1500..1999 had none to delete.
+  EXPECT_EQ(snapshot.summary.at("added-position-deletes"), "301");
+  EXPECT_FALSE(snapshot.summary.contains(std::string(lake::kSourcePositionKey)))
+      << "files are no change stream: no order tokens";
   // The first pass merged into an empty table: nothing older for a delete file to apply to.
   EXPECT_EQ(snapshot.summary.at("total-delete-files"), "2");
 

@@ -502,6 +502,60 @@ TEST(QueryEngineTest, KeyedTablesKeepTheLastRowPerKeyAndDropDeletedKeys) {
   EXPECT_THAT(engine->RegisterTable(reserved).message(), HasSubstr("query reserves"));
 }
 
+// A table of Iceberg data files with both kinds of deletes, as a table merged by equality deletes
+// and then by position deletes has them: an equality delete removes its keys from files of smaller
+// sequence numbers only, a position delete the rows it names, and a file newer than every position
+// delete is read as it is. LandedRowPositionsQuery finds the live rows of given keys, and only those.
+TEST(QueryEngineTest, PositionAndEqualityDeletesApplyTogether) {
+  const std::string dir = ::testing::TempDir() + "/query_deletes";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = [&](const std::string& name) { return dir + "/" + name; };
+  const auto uri = [&](const std::string& name) { return "file://" + path(name); };
+  std::unique_ptr<Engine> writer = OpenEngine();
+  const auto write = [&](const std::string& name, const std::string& select) {
+    MustRun(*writer, fmt::format("COPY ({}) TO '{}' (FORMAT parquet)", select, path(name)));
+  };
+  write("d1.parquet", "SELECT i::BIGINT AS id, 'a' || i AS name FROM range(1, 6) t(i)");
+  write("d2.parquet", "SELECT i::BIGINT AS id, 'b' || i AS name FROM range(6, 9) t(i)");
+  write("eq.parquet", "SELECT * FROM (VALUES (2::BIGINT), (7)) t(id)");
+  write("d3.parquet", "SELECT 2::BIGINT AS id, 'new2' AS name");
+  write("pos.parquet", fmt::format("SELECT * FROM (VALUES ('{}', 0::BIGINT), ('{}', 0)) "
+                                   "t(file_path, pos)",
+                                   uri("d1.parquet"), uri("d3.parquet")));
+  write("d4.parquet", "SELECT 9::BIGINT AS id, 'c9' AS name");
+
+  LandedRows landed;
+  int64_t sequence_number = 1;
+  for (const std::string name : {"d1.parquet", "d2.parquet", "d3.parquet"}) {
+    landed.data_files.push_back({path(name), sequence_number++, {}, uri(name)});
+  }
+  landed.data_files[2].sequence_number = 3;  // d3 shares the equality delete's commit
+  landed.data_files.push_back({path("d4.parquet"), 5, {}, uri("d4.parquet")});
+  landed.equality_delete_files.push_back({path("eq.parquet"), 3, {"id"}});
+  landed.position_delete_files.push_back({path("pos.parquet"), 4});
+
+  std::unique_ptr<Engine> engine = OpenEngine();
+  const std::vector<Field> fields = {{1, "id", LogicalType::Long(), false},
+                                     {2, "name", LogicalType::String(), false}};
+  TableSource table = Source("p", "t", fields, {});
+  table.landed = landed;
+  ASSERT_TRUE(engine->RegisterTable(std::move(table)).ok());
+  EXPECT_EQ(MustRun(*engine, "SELECT id, name FROM p.t ORDER BY id").rows,
+            (std::vector<Row>{{"3", "a3"}, {"4", "a4"}, {"5", "a5"}, {"6", "b6"}, {"8", "b8"},
+                              {"9", "c9"}}));
+
+  const std::string positions = LandedRowPositionsQuery(
+      landed, {"id"}, "SELECT * FROM (VALUES (3::BIGINT), (7), (2), (6), (1)) k(id)");
+  EXPECT_EQ(MustRun(*engine, fmt::format("SELECT __skippr_file, __skippr_position FROM ({}) "
+                                         "ORDER BY ALL",
+                                         positions))
+                .rows,
+            (std::vector<Row>{{uri("d1.parquet"), "2"}, {uri("d2.parquet"), "0"}}))
+      << "ids 1, 2 and 7 have no live row; 3 and 6 one each";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(QueryEngineTest, TablesMustBeNamedPipelineDotNamespace) {
   const std::vector<Field> fields = {F(1, "id", LogicalType::Long())};
   auto batch = MakeBatch(fields, {{Value::Int(1)}});
