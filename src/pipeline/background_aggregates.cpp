@@ -32,18 +32,26 @@ void AddLastRowImages(const std::vector<std::string>& key_fields, Batch& batch) 
   }
 }
 
-// The rows of every landed table (deletes applied) and the live slices they already hold, from
-// one store snapshot: where an aggregate rebuilt after reclaim starts.
+// Rows per batch the baseline hands over: DuckDB's chunks gathered up to this many.
+constexpr int64_t kBaselineBatchRows = 65'536;
+
+// The landed tables (their snapshots from one store snapshot) and the live slices they already
+// hold: where an aggregate rebuilt after reclaim starts. The tables' rows are streamed through
+// DuckDB when the processor asks for them, a batch at a time.
 Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
                                                      const std::string& pipeline_name) {
-  transform::LandedBaseline baseline;
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(const LandingState landing, ReadLandingState(read));
   SKIPPR_ASSIGN_OR_RETURN(const schema::PipelineSchema saved, schema::LoadSchema(read));
+  transform::LandedBaseline baseline;
   for (const lake::SliceRef& slice : landing.landed) {
     baseline.landed_slices.insert({slice.segment_id, slice.ordinal});
   }
-  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open());
+  struct LandedTable {
+    query::TableSource source;
+    std::vector<std::string> key_fields;
+  };
+  auto tables = std::make_shared<std::vector<LandedTable>>();
   for (const auto& [namespace_name, snapshot] : landing.snapshots) {
     if (namespace_name == schema::kDeadlettersNamespace) continue;  // never aggregated
     auto fields = saved.namespaces.find(namespace_name);
@@ -51,20 +59,34 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
       return Status::Corruption(fmt::format(
           "namespace '{}' has a landed table but no saved schema", namespace_name));
     }
-    query::TableSource source;
-    source.pipeline = pipeline_name;
-    source.namespace_name = namespace_name;
-    source.fields = fields->second.fields;
-    SKIPPR_ASSIGN_OR_RETURN(source.landed, lake::LandedRowsOf(snapshot));
-    SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(std::move(source)));
-    SKIPPR_ASSIGN_OR_RETURN(
-        Batch batch, engine->RunToBatch(fmt::format("SELECT * FROM {}.{}",
-                                                    query::QuoteIdentifier(pipeline_name),
-                                                    query::QuoteIdentifier(namespace_name))));
-    batch.namespace_name = namespace_name;
-    AddLastRowImages(fields->second.key_fields, batch);
-    baseline.batches.push_back(std::move(batch));
+    LandedTable table;
+    table.source.pipeline = pipeline_name;
+    table.source.namespace_name = namespace_name;
+    table.source.fields = fields->second.fields;
+    SKIPPR_ASSIGN_OR_RETURN(table.source.landed, lake::LandedRowsOf(snapshot));
+    table.key_fields = fields->second.key_fields;
+    tables->push_back(std::move(table));
   }
+  baseline.for_each_batch = [tables, pipeline_name](
+                                const transform::LandedBaseline::BatchConsumer& consume) -> Status {
+    SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open());
+    for (const LandedTable& table : *tables) {
+      const std::string namespace_name = table.source.namespace_name;
+      SKIPPR_RETURN_IF_ERROR(engine->RegisterTable(table.source));
+      SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::BatchStream> stream,
+                              engine->OpenBatchStream(fmt::format(
+                                  "SELECT * FROM {}.{}", query::QuoteIdentifier(pipeline_name),
+                                  query::QuoteIdentifier(namespace_name))));
+      for (;;) {
+        SKIPPR_ASSIGN_OR_RETURN(std::optional<Batch> batch, stream->Next(kBaselineBatchRows));
+        if (!batch) break;
+        batch->namespace_name = namespace_name;
+        AddLastRowImages(table.key_fields, *batch);
+        SKIPPR_RETURN_IF_ERROR(consume(*batch));
+      }
+    }
+    return Status::OK();
+  };
   return baseline;
 }
 

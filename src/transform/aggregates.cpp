@@ -883,9 +883,21 @@ class Chunk {
     return Status::OK();
   }
 
-  // Writes the chunk (the landed tables' rows) as the baseline of a rebuild, with the live slices
-  // those rows already hold, and clears the pending mark: no cursor yet, the WAL replays from its
-  // first live segment.
+  // Writes the chunk as a part of a rebuild's baseline, then starts an empty chunk. The pending
+  // mark stays: a crash before the last part makes the next open reset the aggregate and start
+  // the baseline again.
+  Status CommitBaselinePart() {
+    SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
+    SKIPPR_RETURN_IF_ERROR(WriteState(write));
+    CrashPoint("aggregates.before_baseline_part_commit");
+    SKIPPR_RETURN_IF_ERROR(write.Commit());
+    Clear();
+    return Status::OK();
+  }
+
+  // Writes the chunk (the landed tables' last rows) as the end of the baseline of a rebuild, with
+  // the live slices those rows already hold, and clears the pending mark: no cursor yet, the WAL
+  // replays from its first live segment.
   Status CommitBaseline(const std::set<std::pair<uint64_t, uint32_t>>& landed_slices) {
     SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, store_.BeginWrite());
     SKIPPR_RETURN_IF_ERROR(WriteState(write));
@@ -1233,18 +1245,31 @@ Status AggregateProcessor::LoadPendingBaselines() {
   // Read after the reset committed: with no cursor the aggregate passes no segment, so nothing it
   // needs can be reclaimed between this snapshot and the baseline's commit.
   SKIPPR_ASSIGN_OR_RETURN(const LandedBaseline baseline, landed_baseline_());
+  // One pass over the landed tables for every pending aggregate, each committing its chunk
+  // whenever it is full, as the WAL's rows are applied.
+  std::vector<std::unique_ptr<Chunk>> chunks;
   for (const config::AggregateConfig* aggregate : pending) {
-    spdlog::info("aggregate {}: starting from {} landed batch(es); {} live slice(s) already landed",
-                 aggregate->id, baseline.batches.size(), baseline.landed_slices.size());
-    Chunk chunk(store_, *aggregate, options_.keys_per_transaction);
-    for (const Batch& batch : baseline.batches) {
-      SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(*aggregate, batch));
+    chunks.push_back(std::make_unique<Chunk>(store_, *aggregate, options_.keys_per_transaction));
+  }
+  int64_t rows = 0;
+  SKIPPR_RETURN_IF_ERROR(baseline.for_each_batch([&](const Batch& batch) -> Status {
+    rows += batch.num_rows;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<ResolvedSlice> resolved, Resolve(*pending[i], batch));
       if (!resolved) continue;
+      Chunk& chunk = *chunks[i];
       for (int64_t row = 0; row < batch.num_rows; ++row) {
         SKIPPR_RETURN_IF_ERROR(chunk.ApplyRow(batch, *resolved, row));
       }
+      chunk.CountRows(batch.num_rows);
+      if (chunk.IsFull(options_)) SKIPPR_RETURN_IF_ERROR(chunk.CommitBaselinePart());
     }
-    SKIPPR_RETURN_IF_ERROR(chunk.CommitBaseline(baseline.landed_slices));
+    return Status::OK();
+  }));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    spdlog::info("aggregate {}: started from {} landed row(s); {} live slice(s) already landed",
+                 pending[i]->id, rows, baseline.landed_slices.size());
+    SKIPPR_RETURN_IF_ERROR(chunks[i]->CommitBaseline(baseline.landed_slices));
   }
   return Status::OK();
 }

@@ -178,10 +178,14 @@ class AggregateGroupChunks {
 };
 
 // Where an aggregate rebuilt after the WAL was reclaimed starts (DESIGN.md §8): the rows of the
-// landed tables, as inserts, and the live slices those tables already hold (the replay skips
-// them) — both from one store snapshot. The pipeline supplies it; it reads the lake.
+// landed tables, as inserts (snapshot changes for keyed namespaces), and the live slices those
+// tables already hold (the replay skips them) — both from one store snapshot. The pipeline
+// supplies it; it reads the lake.
 struct LandedBaseline {
-  std::vector<Batch> batches;
+  // Hands the landed rows to `consume` a bounded batch at a time (namespace_name set), stopping
+  // at the first error: a table is streamed, never held.
+  using BatchConsumer = std::function<Status(const Batch&)>;
+  std::function<Status(const BatchConsumer& consume)> for_each_batch;
   std::set<std::pair<uint64_t, uint32_t>> landed_slices;  // (segment id, slice ordinal)
 };
 using LandedBaselineProvider = std::function<Result<LandedBaseline>()>;

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "core/crash.hpp"
 #include "e2e/process.hpp"
 #include "pipeline/landing.hpp"
 #include "support/scale.hpp"
@@ -386,6 +387,61 @@ TEST(AggregateProcessor, RebuildAfterTheWalWasReclaimedIsRefused) {
   ASSERT_FALSE(processor.ok());
   EXPECT_EQ(processor.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(processor.status().message().find("order_totals"), std::string::npos);
+}
+
+// Counts the commits of baseline parts (a plain function pointer is all an observer is).
+int baseline_parts = 0;
+void CountBaselineParts(std::string_view point) {
+  if (point == "aggregates.before_baseline_part_commit") ++baseline_parts;
+}
+
+// A rebuild after reclaim starts from the landed rows, which the baseline streams: they are
+// applied in bounded parts, each its own store transaction, and the result equals the recompute.
+// A baseline that fails half way leaves the pending mark, so the next open resets the parts it
+// committed and starts over.
+TEST(AggregateProcessor, ABaselineIsAppliedInBoundedPartsAndAFailedOneStartsOver) {
+  TempDir dir;
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  {
+    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+    OkOrDie(wal::DeleteSegmentEntry(write, 1));  // a reclaim records itself
+    OkOrDie(write.Commit());
+  }
+  OrdersStream stream(31);
+  OrdersOracle oracle;
+  std::vector<Batch> landed;
+  for (int i = 0; i < 60; ++i) landed.push_back(stream.NextBatch(oracle));
+  // Hands the batches over, failing at `fail_at` when it is set.
+  const auto baseline_failing_at = [&](std::optional<size_t> fail_at) {
+    return [&landed, fail_at]() -> Result<transform::LandedBaseline> {
+      transform::LandedBaseline baseline;
+      baseline.for_each_batch =
+          [&landed, fail_at](const transform::LandedBaseline::BatchConsumer& consume) -> Status {
+        for (size_t i = 0; i < landed.size(); ++i) {
+          if (fail_at && i == *fail_at) return Status::IOError("the lake went away");
+          SKIPPR_RETURN_IF_ERROR(consume(landed[i]));
+        }
+        return Status::OK();
+      };
+      return baseline;
+    };
+  };
+  const transform::ProcessorOptions small_parts{.rows_per_transaction = 50};
+  baseline_parts = 0;
+  SetCrashPointObserver(&CountBaselineParts);
+  Result<std::unique_ptr<transform::AggregateProcessor>> failed =
+      transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()},
+                                          small_parts, baseline_failing_at(40));
+  EXPECT_FALSE(failed.ok());
+  EXPECT_GT(baseline_parts, 3) << "parts were committed before the failure";
+
+  baseline_parts = 0;
+  std::unique_ptr<transform::AggregateProcessor> processor =
+      ValueOrDie(transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()},
+                                                     small_parts, baseline_failing_at({})));
+  SetCrashPointObserver(nullptr);
+  EXPECT_GT(baseline_parts, 5);
+  EXPECT_EQ(Stored(*store, OrdersAggregate()), oracle.Recompute());
 }
 
 // Format 2 recorded a reclaim under stream_state's `wal_reclaimed`, which sorts after every
