@@ -43,27 +43,42 @@ std::shared_ptr<const Batch> RowsOf(const Batch& batch, const std::vector<int64_
 
 }  // namespace
 
+Result<std::optional<std::string>> LandedTokens::ReadKey(const store::ReadTransaction& read,
+                                                         const std::string& namespace_name,
+                                                         std::string_view business_key) {
+  return read.Get(store::Family::kCatalog, KeyOf(namespace_name, business_key));
+}
+
+Result<std::optional<std::string>> LandedTokens::ReadTruncate(const store::ReadTransaction& read,
+                                                              const std::string& namespace_name) {
+  return read.Get(store::Family::kCatalog, TruncateKey(namespace_name));
+}
+
+Result<bool> LandedTokens::HasKeys(const store::ReadTransaction& read,
+                                   const std::string& namespace_name) {
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> any_key,
+                          read.LastKey(store::Family::kCatalog, KeyPrefix(namespace_name)));
+  return any_key.has_value();
+}
+
 Result<LandedTokens> LandedTokens::Read(const store::ReadTransaction& read,
                                         const std::string& namespace_name,
                                         const std::vector<std::shared_ptr<const Batch>>& batches) {
   LandedTokens tokens;
   tokens.namespace_name_ = namespace_name;
   tokens.batches_ = &batches;
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> truncate,
-                          read.Get(store::Family::kCatalog, TruncateKey(namespace_name)));
+  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> truncate, ReadTruncate(read, namespace_name));
   if (truncate) tokens.landed_truncate_ = std::move(*truncate);
   // A namespace without entries (its first landings: a snapshot, typically) reads nothing per row.
-  SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> any_key,
-                          read.LastKey(store::Family::kCatalog, KeyPrefix(namespace_name)));
-  if (!any_key) return tokens;
+  SKIPPR_ASSIGN_OR_RETURN(const bool has_keys, HasKeys(read, namespace_name));
+  if (!has_keys) return tokens;
   for (const std::shared_ptr<const Batch>& batch : batches) {
     if (!batch->cdc) continue;
     for (size_t row = 0; row < batch->cdc->size(); ++row) {
       const std::string_view business_key = batch->cdc->business_keys[row];
       if (business_key.empty() || tokens.landed_.contains(business_key)) continue;
-      SKIPPR_ASSIGN_OR_RETURN(
-          std::optional<std::string> token,
-          read.Get(store::Family::kCatalog, KeyOf(namespace_name, business_key)));
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> token,
+                              ReadKey(read, namespace_name, business_key));
       if (token) tokens.landed_.emplace(business_key, std::move(*token));
     }
   }

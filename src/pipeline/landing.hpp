@@ -103,6 +103,15 @@ Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& s
 // newer snapshot read holds): the landing leaves it out, so it never overwrites a newer row.
 class LandedTokens {
  public:
+  // Point reads, for query's view of the table: the newest token landed for `business_key`, and
+  // the newest truncate landed (nullopt: none); whether the namespace has any key's token.
+  static Result<std::optional<std::string>> ReadKey(const store::ReadTransaction& read,
+                                                    const std::string& namespace_name,
+                                                    std::string_view business_key);
+  static Result<std::optional<std::string>> ReadTruncate(const store::ReadTransaction& read,
+                                                         const std::string& namespace_name);
+  static Result<bool> HasKeys(const store::ReadTransaction& read,
+                              const std::string& namespace_name);
   // The tokens landed for the business keys `batches` hold (they must outlive this object).
   static Result<LandedTokens> Read(const store::ReadTransaction& read,
                                    const std::string& namespace_name,

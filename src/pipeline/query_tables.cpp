@@ -12,6 +12,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <memory>
+#include <mutex>
+
 #include "iceberg/iceberg.hpp"
 #include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
@@ -67,6 +70,16 @@ struct PinnedCatalog {
   std::vector<wal::SegmentEntry> segments;
   internal::LandingState landing;
   std::map<uint64_t, Result<std::shared_ptr<const wal::SegmentReader>>> segment_files;
+  // The read transaction of the pin, for the landed order tokens a keyed CDC table's view looks
+  // up while it scans (TableSource::landed_token): from DuckDB's threads, one at a time — LMDB's
+  // MDB_NOTLS lets a read transaction move between threads, not serve two at once. Open as long
+  // as the pin: an engine's, which query opens per statement.
+  struct SharedRead {
+    explicit SharedRead(store::ReadTransaction transaction) : read(std::move(transaction)) {}
+    store::ReadTransaction read;
+    std::mutex mutex;
+  };
+  std::shared_ptr<SharedRead> read;
 };
 
 // The tables of one pipeline: listed from its saved schema when the engine opens, bound on demand.
@@ -149,7 +162,28 @@ class PipelineTables {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state_->store().BeginRead());
     SKIPPR_ASSIGN_OR_RETURN(pin.segments, wal::LiveSegments(read));
     SKIPPR_ASSIGN_OR_RETURN(pin.landing, internal::ReadLandingState(read));
+    pin.read = std::make_shared<PinnedCatalog::SharedRead>(std::move(read));
     pin_ = std::move(pin);
+    return Status::OK();
+  }
+
+  // What a keyed CDC namespace's table holds already (its landings' order tokens), for its view to
+  // leave out the live changes their landing will leave out; nothing while no change is live.
+  Status SetLandedTokens(const std::string& ns_name, bool has_live_changes,
+                         query::TableSource& table) {
+    const store::ReadTransaction& read = pin_->read->read;
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> truncate,
+                            internal::LandedTokens::ReadTruncate(read, ns_name));
+    table.landed_truncate_token = truncate.value_or("");
+    SKIPPR_ASSIGN_OR_RETURN(const bool has_keys, internal::LandedTokens::HasKeys(read, ns_name));
+    if (!has_keys || !has_live_changes) return Status::OK();
+    table.landed_token = [shared = pin_->read, ns_name](
+                             std::string_view business_key) -> Result<std::string> {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<std::string> token,
+                              internal::LandedTokens::ReadKey(shared->read, ns_name, business_key));
+      return token.value_or(std::string());
+    };
     return Status::OK();
   }
 
@@ -233,6 +267,7 @@ class PipelineTables {
     if (!is_deadletters && table.key_columns.empty() && !ns->second.key_fields.empty() &&
         lake::CheckKeyColumns(ns->second.key_fields, table.fields).ok()) {
       table.key_columns = ns->second.key_fields;
+      SKIPPR_RETURN_IF_ERROR(SetLandedTokens(ns_name, !slices.empty(), table));
     }
     table.batches = LiveSlices::List(std::move(slices));
     return table;

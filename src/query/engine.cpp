@@ -583,23 +583,25 @@ std::string ViewQuery(const TableSource& table, const std::vector<size_t>* lande
   }
   // Per key the change with the greatest order token, then the last in WAL order (which wal_scan
   // numbers; DuckDB's own order is not guaranteed): a source re-read after a crash may commit an
-  // older change after a newer one (a snapshot range resumed under a newer snapshot).
+  // older change after a newer one (a snapshot range resumed under a newer snapshot). A change the
+  // landed table holds already is left out, as its landing will leave it out.
   // A CDC truncate leaves only the changes after it (its scan reads no column of the table).
+  const std::string changes =
+      fmt::format("(SELECT * FROM wal_scan({}, with_change_columns := true) WHERE NOT {})",
+                  scan_arguments, kLandedColumn);
   const std::string last_truncate = fmt::format(
-      "(SELECT coalesce(max({0}), ''::BLOB) FROM wal_scan({1}, with_change_columns := true) WHERE "
-      "{2})",
-      kOrderTokenColumn, scan_arguments, kTruncateColumn);
+      "(SELECT coalesce(max({0}), ''::BLOB) FROM {1} WHERE {2})", kOrderTokenColumn, changes,
+      kTruncateColumn);
   const std::string live = fmt::format(
-      "SELECT * EXCLUDE ({0}, {1}, {4}, {5}) FROM wal_scan({2}, with_change_columns := true) "
-      "WHERE ({6} = ''::BLOB OR {4} > {6}) QUALIFY row_number() OVER (PARTITION BY {3} ORDER BY {4} DESC, {0} DESC) "
-      "= 1 AND NOT {1}",
-      kOrdinalColumn, kDeletedColumn, scan_arguments, QuotedList(table.key_columns),
-      kOrderTokenColumn, kTruncateColumn, last_truncate);
+      "SELECT * EXCLUDE ({0}, {1}, {4}, {5}, {7}) FROM {2} WHERE ({6} = ''::BLOB OR {4} > {6}) "
+      "QUALIFY row_number() OVER (PARTITION BY {3} ORDER BY {4} DESC, {0} DESC) = 1 AND NOT {1}",
+      kOrdinalColumn, kDeletedColumn, changes, QuotedList(table.key_columns), kOrderTokenColumn,
+      kTruncateColumn, last_truncate, kLandedColumn);
   if (landed.empty()) return live;
   return fmt::format(
-      "{} UNION ALL BY NAME SELECT l.* FROM ({}) l ANTI JOIN (SELECT {} FROM wal_scan({})) x ON {} "
+      "{} UNION ALL BY NAME SELECT l.* FROM ({}) l ANTI JOIN (SELECT {} FROM {}) x ON {} "
       "WHERE {} = ''::BLOB",
-      live, landed, QuotedList(table.key_columns), scan_arguments,
+      live, landed, QuotedList(table.key_columns), changes,
       KeysEqual(table.key_columns, "l", "x"), last_truncate);
 }
 

@@ -37,6 +37,8 @@ inline constexpr std::string_view kOrdinalColumn = "__skippr_ordinal";
 inline constexpr std::string_view kDeletedColumn = "__skippr_deleted";
 inline constexpr std::string_view kOrderTokenColumn = "__skippr_order_token";
 inline constexpr std::string_view kTruncateColumn = "__skippr_truncate";
+// The landed table already holds this change or a newer one of its key (TableSource::landed_token).
+inline constexpr std::string_view kLandedColumn = "__skippr_landed";
 
 // What a landed file's manifest says of one of its columns (Iceberg's column statistics): bounds
 // of its non-null, non-NaN values (Null: not known), and counts (nullopt: not known).
@@ -140,6 +142,13 @@ struct TableSource {
   // are changes keyed by these top-level columns, in order: per key only the last row is in the
   // table, none when that row is a CDC delete, and a key the batches hold replaces its landed rows.
   std::vector<std::string> key_columns;
+  // A keyed change stream whose landings leave out the changes the table already holds (a replay,
+  // or an older change a newer snapshot read holds): the newest order token landed for a business
+  // key ("" when none), and the newest truncate landed ("" when none). A live change at or before
+  // either is left out of the table's view as its landing will leave it out. Unset: none is.
+  // Called from the scan's threads, at once.
+  std::function<Result<std::string>(std::string_view business_key)> landed_token;
+  std::string landed_truncate_token;
 };
 
 // `<pipeline>.<namespace>` as a query names it.

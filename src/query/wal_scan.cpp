@@ -440,7 +440,8 @@ enum ChangeColumn : idx_t {
   kDeleted = 1,
   kOrderToken = 2,
   kTruncate = 3,
-  kChangeColumns = 4
+  kLanded = 4,
+  kChangeColumns = 5
 };
 
 bool GetBoolNamedParameter(duckdb_bind_info info, const char* name) {
@@ -449,6 +450,30 @@ bool GetBoolNamedParameter(duckdb_bind_info info, const char* name) {
   const bool result = !duckdb_is_null_value(value) && duckdb_get_bool(value);
   duckdb_destroy_value(&value);
   return result;
+}
+
+// Fills kLanded for rows [row, row + count) of `batch`: whether `source`'s landed table holds the
+// change already (TableSource::landed_token).
+Status FillLanded(duckdb_vector out, const TableSource& source, const Batch& batch, int64_t row,
+                  idx_t count) {
+  bool* data = DataOf<bool>(out);
+  const bool has_tokens = source.landed_token || !source.landed_truncate_token.empty();
+  for (idx_t i = 0; i < count; ++i) {
+    data[i] = false;
+    if (!has_tokens || !batch.cdc.has_value()) continue;
+    const auto at = static_cast<size_t>(row) + i;
+    const std::string_view token = batch.cdc->order_tokens[at];
+    if (token.empty()) continue;  // a change without an order is always applied
+    if (!source.landed_truncate_token.empty() && token <= source.landed_truncate_token) {
+      data[i] = true;
+      continue;
+    }
+    const std::string_view business_key = batch.cdc->business_keys[at];
+    if (!source.landed_token || business_key.empty()) continue;
+    SKIPPR_ASSIGN_OR_RETURN(const std::string landed, source.landed_token(business_key));
+    data[i] = !landed.empty() && token <= landed;
+  }
+  return Status::OK();
 }
 
 // Fills a change column for rows [row, row + count) of `batch`, the first of which is the scan's
@@ -525,6 +550,7 @@ void Bind(duckdb_bind_info info) {
     LogicalTypeHandle token(duckdb_create_logical_type(DUCKDB_TYPE_BLOB));
     duckdb_bind_add_result_column(info, std::string(kOrderTokenColumn).c_str(), token.type);
     duckdb_bind_add_result_column(info, std::string(kTruncateColumn).c_str(), deleted.type);
+    duckdb_bind_add_result_column(info, std::string(kLandedColumn).c_str(), deleted.type);
   }
   duckdb_bind_set_bind_data(info, new BindData{std::move(source), has_change_columns, context->counters},
                             [](void* data) { delete static_cast<BindData*>(data); });
@@ -668,6 +694,14 @@ bool FillOutput(duckdb_vector out, const BindData& bind, const ScanState& state,
                 const ThreadState& thread, idx_t field, idx_t count, std::string* error) {
   const std::vector<Field>& fields = bind.source->fields;
   const Batch& batch = *thread.batch;
+  if (bind.has_change_columns && field == fields.size() + kLanded) {
+    Status filled = FillLanded(out, *bind.source, batch, thread.next_row, count);
+    if (!filled.ok()) {
+      *error = fmt::format("reading {}.{}: the landed order tokens: {}", bind.source->pipeline,
+                           bind.source->namespace_name, filled.message());
+    }
+    return filled.ok();
+  }
   if (bind.has_change_columns && field >= fields.size() && field < fields.size() + kChangeColumns) {
     FillChangeColumn(out, field - fields.size(), batch, thread.next_row,
                      state.first_ordinals[thread.index] + thread.next_row, count);

@@ -502,6 +502,56 @@ TEST(QueryEngineTest, KeyedTablesKeepTheLastRowPerKeyAndDropDeletedKeys) {
   EXPECT_THAT(engine->RegisterTable(reserved).message(), HasSubstr("query reserves"));
 }
 
+// A keyed change stream's view leaves out the live changes its landing will leave out: one at or
+// before its key's landed order token (an older change a newer snapshot read holds), or at or
+// before the landed truncate — a stale update neither replaces the landed row nor, as a delete,
+// removes it.
+TEST(QueryEngineTest, ALiveChangeTheLandedTableHoldsAlreadyIsLeftOut) {
+  const std::string dir = ::testing::TempDir() + "/query_landed_tokens";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::unique_ptr<Engine> writer = OpenEngine();
+  MustRun(*writer, fmt::format("COPY (SELECT * FROM (VALUES (1::BIGINT, 'landed1'), "
+                               "(2, 'landed2'), (4, 'landed4')) t(id, v)) TO '{}/d.parquet' "
+                               "(FORMAT parquet)",
+                               dir));
+  const std::vector<Field> fields = {F(1, "id", LogicalType::Long()),
+                                     F(2, "v", LogicalType::String())};
+  auto live = MakeBatch(fields, {{Value::Int(1), Value::String("stale")},
+                                 {Value::Int(2), Value::String("fresh")},
+                                 {Value::Int(3), Value::String("before the truncate")},
+                                 {Value::Int(4), Value::Null()}});
+  live->cdc.emplace();
+  live->cdc->mutations = {Mutation::kUpdate, Mutation::kUpdate, Mutation::kInsert,
+                          Mutation::kDelete};
+  live->cdc->event_ids = {"", "", "", ""};
+  live->cdc->order_tokens = {"05", "09", "02", "06"};
+  live->cdc->business_keys = {"[1]", "[2]", "[3]", "[4]"};
+  TableSource source = Source("p", "keyed", fields, {live});
+  source.key_columns = {"id"};
+  source.landed.data_files.push_back({dir + "/d.parquet", 1, {}, ""});
+  const std::map<std::string, std::string> landed_tokens = {{"[1]", "07"}, {"[2]", "04"},
+                                                            {"[4]", "08"}};
+  source.landed_token = [landed_tokens](std::string_view key) -> Result<std::string> {
+    auto token = landed_tokens.find(std::string(key));
+    return token == landed_tokens.end() ? std::string() : token->second;
+  };
+  source.landed_truncate_token = "03";
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->RegisterTable(source).ok());
+  EXPECT_EQ(MustRun(*engine, "SELECT id, v FROM p.keyed ORDER BY id").rows,
+            (std::vector<Row>{{"1", "landed1"}, {"2", "fresh"}, {"4", "landed4"}}));
+
+  source.landed_token = [](std::string_view) -> Result<std::string> {
+    return Status::IOError("the store went away");
+  };
+  ASSERT_TRUE(engine->RegisterTable(source).ok());
+  Result<QueryResult> failed = engine->Run("SELECT id, v FROM p.keyed");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("the store went away"));
+  std::filesystem::remove_all(dir);
+}
+
 // A table of Iceberg data files with both kinds of deletes, as a table merged by equality deletes
 // and then by position deletes has them: an equality delete removes its keys from files of smaller
 // sequence numbers only, a position delete the rows it names, and a file newer than every position
