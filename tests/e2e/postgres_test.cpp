@@ -796,6 +796,26 @@ int64_t CurrentTotal(const std::string& warehouse, const std::string& table,
   return -1;
 }
 
+// `aggregates show` of one aggregate as "<value>|<value>|...;..." (a group per ';', its
+// `columns` in order, text as it is, numbers as JSON), then a newline: as the source's
+// string_agg prints its GROUP BY.
+std::string ShownGroups(const TempDir& dir, const std::string& pipeline, const std::string& id,
+                        const std::vector<std::string>& columns) {
+  const ProcessResult show =
+      Skipprd(dir, {"aggregates", "show", "-p", pipeline, "--id", id, "--output", "json"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  std::string joined;
+  const nlohmann::json groups = nlohmann::json::parse(show.exit_code == 0 ? show.out : "[]");
+  for (const nlohmann::json& group : groups) {
+    if (!joined.empty()) joined += ';';
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const nlohmann::json& value = group[columns[i]];
+      joined += (i > 0 ? "|" : "") + (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  return joined + "\n";
+}
+
 // Crashes a sync at each crash point of table maintenance: changes the source (`change`) and syncs
 // with the crash point set until a sync dies there — a landing's maintenance rewrites the table
 // once it holds more than 16 delete files or small data files — then syncs to the end and calls
@@ -938,18 +958,8 @@ TEST_F(PostgresCdcE2e, TheSeedInvoicesExampleLandsAndAggregatesTheSourcesCurrent
   };
   // `aggregates show` as "customer|count|total;..." beside the source's GROUP BY.
   const auto shown_totals = [&] {
-    const ProcessResult show = Skipprd(dir_, {"aggregates", "show", "-p", "invoices", "--id",
-                                              "customer_invoice_totals", "--output", "json"});
-    EXPECT_EQ(show.exit_code, 0) << show.err;
-    std::string joined;
-    const nlohmann::json groups = nlohmann::json::parse(show.exit_code == 0 ? show.out : "[]");
-    for (const nlohmann::json& group : groups) {
-      joined += fmt::format("{}{}|{}|{}", joined.empty() ? "" : ";",
-                            group["customer_id"].get<std::string>(),
-                            group["invoice_count"].dump(),
-                            group["invoice_total"].get<std::string>());
-    }
-    return joined + "\n";
+    return ShownGroups(dir_, "invoices", "customer_invoice_totals",
+                       {"customer_id", "invoice_count", "invoice_total"});
   };
   const auto source_totals = [&] {
     return Sql("SELECT coalesce(string_agg(c || '|' || n || '|' || t, ';' ORDER BY c), '') FROM "
@@ -1073,17 +1083,7 @@ TEST_F(PostgresCdcE2e, AKeyOfEveryKindIsOneEntityForTheSnapshotTheStreamAndARebu
       "+ g * interval '1 minute 7.5 seconds', g * 1.25 - 100, date '1999-12-31' + g, "
       "'n\"a''m\\e ' || g, g % 7, g FROM generate_series(1, 300) g;");
   const auto shown = [&] {
-    const ProcessResult show =
-        Skipprd(dir_, {"aggregates", "show", "-p", "shop", "--id", "totals", "--output", "json"});
-    EXPECT_EQ(show.exit_code, 0) << show.err;
-    std::string joined;
-    const nlohmann::json groups = nlohmann::json::parse(show.exit_code == 0 ? show.out : "[]");
-    for (const nlohmann::json& group : groups) {
-      joined += fmt::format("{}{}|{}|{}", joined.empty() ? "" : ";",
-                            group["grp"].get<std::string>(), group["row_count"].dump(),
-                            group["amount_total"].get<std::string>());
-    }
-    return joined + "\n";
+    return ShownGroups(dir_, "shop", "totals", {"grp", "row_count", "amount_total"});
   };
   const auto expected = [&] {
     return Sql("SELECT coalesce(string_agg(grp || '|' || n || '|' || t, ';' ORDER BY grp), '') "

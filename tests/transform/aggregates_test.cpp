@@ -374,14 +374,18 @@ TEST(AggregateProcessor, ChangingAMeasureRebuildsTheAggregateFromTheWal) {
   EXPECT_EQ(fixture.Stored(OrdersAggregate()), fixture.oracle.Recompute());
 }
 
+// A store whose WAL reclaimed a segment: a rebuild can no longer replay the WAL from its start.
+std::unique_ptr<store::Store> StoreWhoseWalWasReclaimed(TempDir& dir) {
+  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
+  store::WriteTransaction write = ValueOrDie(store->BeginWrite());
+  OkOrDie(wal::DeleteSegmentEntry(write, 1));  // a reclaim records itself
+  OkOrDie(write.Commit());
+  return store;
+}
+
 TEST(AggregateProcessor, RebuildAfterTheWalWasReclaimedIsRefused) {
   TempDir dir;
-  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
-  {
-    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
-    OkOrDie(wal::DeleteSegmentEntry(write, 1));  // a reclaim records itself
-    OkOrDie(write.Commit());
-  }
+  auto store = StoreWhoseWalWasReclaimed(dir);
   Result<std::unique_ptr<transform::AggregateProcessor>> processor =
       transform::AggregateProcessor::Open(*store, dir.Sub("wal"), {OrdersAggregate()});
   ASSERT_FALSE(processor.ok());
@@ -401,12 +405,7 @@ void CountBaselineParts(std::string_view point) {
 // committed and starts over.
 TEST(AggregateProcessor, ABaselineIsAppliedInBoundedPartsAndAFailedOneStartsOver) {
   TempDir dir;
-  auto store = ValueOrDie(store::Store::Open({dir.Sub("store")}));
-  {
-    store::WriteTransaction write = ValueOrDie(store->BeginWrite());
-    OkOrDie(wal::DeleteSegmentEntry(write, 1));  // a reclaim records itself
-    OkOrDie(write.Commit());
-  }
+  auto store = StoreWhoseWalWasReclaimed(dir);
   OrdersStream stream(31);
   OrdersOracle oracle;
   std::vector<Batch> landed;
