@@ -22,6 +22,7 @@ namespace skippr::lake {
 using internal::AddColumnStatisticsFromBatches;
 using internal::AddColumnStatisticsFromFile;
 using internal::CheckRowCount;
+using internal::RowCountOf;
 using internal::ColumnStatisticsOf;
 using internal::FileStatistics;
 
@@ -254,28 +255,32 @@ Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMe
 
 // ----- snapshot summary --------------------------------------------------------------------------
 
-// Iceberg's summary totals after a snapshot that adds `data_file` and `delete_file` (either may
+// Iceberg's summary totals after a snapshot that adds `data_files` and `delete_file` (which may
 // be absent) to the parent's and removes the `removed` ones.
 std::map<std::string, std::string> SummaryTotals(
     const iceberg::Snapshot* parent, const RemovedTotals& removed,
-    const std::optional<iceberg::DataFile>& data_file,
+    const std::vector<iceberg::DataFile>& data_files,
     const std::optional<iceberg::DataFile>& delete_file) {
-  const int64_t data_records = data_file ? data_file->record_count : 0;
+  int64_t data_records = 0;
+  int64_t bytes = delete_file ? delete_file->file_size_in_bytes : 0;
+  for (const iceberg::DataFile& file : data_files) {
+    data_records += file.record_count;
+    bytes += file.file_size_in_bytes;
+  }
+  const auto added_files = static_cast<int64_t>(data_files.size());
   const bool adds_positions =
       delete_file && delete_file->content == iceberg::FileContent::kPositionDeletes;
   const int64_t deletes = delete_file ? delete_file->record_count : 0;
   const int64_t position_deletes = adds_positions ? deletes : 0;
   const int64_t equality_deletes = adds_positions ? 0 : deletes;
-  const int64_t bytes = (data_file ? data_file->file_size_in_bytes : 0) +
-                        (delete_file ? delete_file->file_size_in_bytes : 0);
   const auto total = [&](const char* key, int64_t added, int64_t gone) {
     return std::to_string(SummaryNumber(parent, key) + added - gone);
   };
   std::map<std::string, std::string> summary = {
-      {"added-data-files", data_file ? "1" : "0"},
+      {"added-data-files", std::to_string(added_files)},
       {"added-records", std::to_string(data_records)},
       {"added-files-size", std::to_string(bytes)},
-      {"total-data-files", total("total-data-files", data_file ? 1 : 0, removed.data_files)},
+      {"total-data-files", total("total-data-files", added_files, removed.data_files)},
       {"total-records", total("total-records", data_records, removed.records)},
       {"total-files-size", total("total-files-size", bytes, removed.bytes)},
       {"total-delete-files", total("total-delete-files", delete_file ? 1 : 0,
@@ -317,15 +322,15 @@ iceberg::SnapshotOperation OperationOf(const Landing& landing, bool truncates_ta
 }
 
 iceberg::Manifest NewManifest(const iceberg::TableMetadata& next, iceberg::ManifestContent content,
-                              const std::optional<iceberg::DataFile>& file, int64_t snapshot_id) {
+                              const std::vector<iceberg::DataFile>& files, int64_t snapshot_id) {
   iceberg::Manifest manifest;
   manifest.header.table_schema_json =
       schema::FieldsToIcebergJson(next.CurrentSchema().fields, next.current_schema_id).dump();
   manifest.header.schema_id = next.current_schema_id;
   manifest.header.content = content;
-  if (file) {
+  for (const iceberg::DataFile& file : files) {
     manifest.entries.push_back(
-        {.status = iceberg::EntryStatus::kAdded, .snapshot_id = snapshot_id, .data_file = *file});
+        {.status = iceberg::EntryStatus::kAdded, .snapshot_id = snapshot_id, .data_file = file});
   }
   return manifest;
 }
@@ -376,26 +381,35 @@ constexpr int kParquetZstdLevel = 1;
 // (bench/lake's rides: about 20 MB a full group) are not cut.
 constexpr std::string_view kParquetRowGroupBytes = "32MB";
 
-// Writes the rows of `select_sql` to a Parquet file at `path` (zstd, the fields' Iceberg ids),
-// synced with its directory; sets `file`'s record count and size. DuckDB writes the file itself;
-// its fsync, and its directory's, go through `env`.
+// The COPY options of every Parquet file SkipprLake writes: zstd, the fields' Iceberg ids, and the
+// `iceberg.schema` key, which lets readers that match columns by name (rather than by field id)
+// find them; DuckDB writes the field ids into the Parquet schema itself.
+std::string ParquetCopyOptions(const std::vector<Field>& fields, int32_t schema_id) {
+  const std::string schema_json = schema::FieldsToIcebergJson(fields, schema_id).dump();
+  return fmt::format("FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL {}, "
+                     "ROW_GROUP_SIZE_BYTES '{}', FIELD_IDS {}, KV_METADATA {{'iceberg.schema': {}}}",
+                     kParquetZstdLevel, kParquetRowGroupBytes, FieldIdsClause(fields),
+                     QuoteLiteral(schema_json));
+}
+
+// The rows COPY reports it wrote.
+int64_t CopiedRows(const query::QueryResult& copied) {
+  SKIPPR_CHECK_MSG(copied.rows.size() == 1 && copied.rows[0].size() == 1 && copied.rows[0][0],
+                   "COPY reports the rows it wrote");
+  return std::stoll(*copied.rows[0][0]);
+}
+
+// Writes the rows of `select_sql` to a Parquet file at `path` (ParquetCopyOptions), synced with
+// its directory; sets `file`'s record count and size. DuckDB writes the file itself; its fsync,
+// and its directory's, go through `env`.
 Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_sql,
                      const std::vector<Field>& fields, int32_t schema_id, const std::string& path,
                      iceberg::DataFile& file) {
-  const std::string schema_json = schema::FieldsToIcebergJson(fields, schema_id).dump();
-  // The `iceberg.schema` key lets readers that match columns by name (rather than by field id)
-  // find them; DuckDB writes the field ids into the Parquet schema itself.
   Result<query::QueryResult> copied =
-      engine.Run(fmt::format("COPY ({}) TO {} (FORMAT parquet, COMPRESSION zstd, "
-                             "COMPRESSION_LEVEL {}, ROW_GROUP_SIZE_BYTES '{}', FIELD_IDS {}, "
-                             "KV_METADATA {{'iceberg.schema': {}}})",
-                             select_sql, QuoteLiteral(path), kParquetZstdLevel,
-                             kParquetRowGroupBytes,
-                             FieldIdsClause(fields), QuoteLiteral(schema_json)));
+      engine.Run(fmt::format("COPY ({}) TO {} ({})", select_sql, QuoteLiteral(path),
+                             ParquetCopyOptions(fields, schema_id)));
   if (!copied.ok()) return LandingFileFailed(path, copied.status());
-  SKIPPR_CHECK_MSG(copied->rows.size() == 1 && copied->rows[0].size() == 1 && copied->rows[0][0],
-                   "COPY reports the rows it wrote");
-  file.record_count = std::stoll(*copied->rows[0][0]);
+  file.record_count = CopiedRows(*copied);
   if (Status synced = env.SyncFile(path); !synced.ok()) return LandingFileFailed(path, synced);
   if (Status synced = env.SyncDirectory(DirectoryOf(path)); !synced.ok()) {
     return LandingFileFailed(path, synced);
@@ -403,6 +417,52 @@ Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, env.FileSize(path));
   file.file_size_in_bytes = static_cast<int64_t>(bytes);
   return Status::OK();
+}
+
+// A Parquet file written into a directory of several, with its local path.
+struct WrittenFile {
+  std::string path;
+  iceberg::DataFile file;  // record count and size set
+};
+
+// Writes the rows of `select_sql` as the Parquet files part-0.parquet, part-1.parquet, ... in
+// `directory` (ParquetCopyOptions), DuckDB starting the next file at the first row group end past
+// `target_file_bytes`; each file and the directory synced. The directory is emptied first: what is
+// in it is what an attempt that never committed left. No rows: no file.
+Result<std::vector<WrittenFile>> CopyToParquetFiles(Env& env, query::Engine& engine,
+                                                    const std::string& select_sql,
+                                                    const std::vector<Field>& fields,
+                                                    int32_t schema_id, const std::string& directory,
+                                                    int64_t target_file_bytes) {
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(env, directory));
+  SKIPPR_ASSIGN_OR_RETURN(const std::vector<std::string> leftovers, env.ListDirectory(directory));
+  for (const std::string& name : leftovers) {
+    SKIPPR_RETURN_IF_ERROR(env.RemoveFile(directory + "/" + name));
+  }
+  Result<query::QueryResult> copied = engine.Run(fmt::format(
+      "COPY ({}) TO {} ({}, FILE_SIZE_BYTES {}, FILENAME_PATTERN 'part-{{i}}')", select_sql,
+      QuoteLiteral(directory), ParquetCopyOptions(fields, schema_id),
+      std::max<int64_t>(target_file_bytes, 1)));
+  if (!copied.ok()) return LandingFileFailed(directory, copied.status());
+  const int64_t rows = CopiedRows(*copied);
+  std::vector<WrittenFile> written;
+  int64_t rows_in_files = 0;
+  for (size_t index = 0;; ++index) {
+    const std::string path = fmt::format("{}/part-{}.parquet", directory, index);
+    SKIPPR_ASSIGN_OR_RETURN(const bool exists, env.FileExists(path));
+    if (!exists) break;
+    if (Status synced = env.SyncFile(path); !synced.ok()) return LandingFileFailed(path, synced);
+    WrittenFile& added = written.emplace_back(WrittenFile{path, {}});
+    SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, env.FileSize(path));
+    added.file.file_size_in_bytes = static_cast<int64_t>(bytes);
+    SKIPPR_ASSIGN_OR_RETURN(added.file.record_count, RowCountOf(engine, path));
+    rows_in_files += added.file.record_count;
+  }
+  SKIPPR_CHECK_MSG(rows_in_files == rows, "the files hold every row COPY wrote");
+  if (Status synced = env.SyncDirectory(directory); !synced.ok()) {
+    return LandingFileFailed(directory, synced);
+  }
+  return written;
 }
 
 // data/<landing id>.parquet: the rows of the landing's table in `engine` (all `rows` of them, or
@@ -528,7 +588,7 @@ namespace {
 // What a new snapshot adds and removes, and what skipprd says of it beside Iceberg's totals.
 struct SnapshotChange {
   std::string name;  // of its manifests and manifest list: the landing id, or "maintenance-<id>"
-  std::optional<iceberg::DataFile> data_file;
+  std::vector<iceberg::DataFile> data_files;
   std::optional<iceberg::DataFile> delete_file;
   Removal removal;
   std::map<std::string, std::string> summary;
@@ -553,7 +613,9 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
        {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
     const auto index = static_cast<size_t>(content);
     const std::string name = fmt::format("metadata/{}-m{}.avro", change.name, index);
-    added[index] = {NewManifest(next, content, index == 0 ? change.data_file : change.delete_file,
+    std::vector<iceberg::DataFile> deletes;
+    if (change.delete_file) deletes.push_back(*change.delete_file);
+    added[index] = {NewManifest(next, content, index == 0 ? change.data_files : deletes,
                                 snapshot_id),
                     location + "/" + name, local_location + "/" + name};
   }
@@ -568,7 +630,7 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
           .status());
 
   std::map<std::string, std::string> summary =
-      SummaryTotals(parent, removed, change.data_file, change.delete_file);
+      SummaryTotals(parent, removed, change.data_files, change.delete_file);
   summary.merge(change.summary);
   summary[std::string(kPipelineKey)] = options.pipeline;
   summary[std::string(kPipelineInstanceKey)] = options.pipeline_instance;
@@ -933,11 +995,11 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
     }
 
     SnapshotChange change{.name = landing.landing_id,
-                          .data_file = files->data_file,
                           .delete_file = files->delete_file,
                           .operation = OperationOf(landing, files->truncates_table),
                           .crash_point_before = "lake.before_catalog_commit",
                           .crash_point_after = "lake.after_catalog_commit"};
+    if (files->data_file) change.data_files.push_back(*files->data_file);
     if (landing.replaces_table || files->truncates_table) change.removal = Removal::All();
     change.summary[std::string(kLandingIdKey)] = landing.landing_id;
     change.summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
@@ -1141,14 +1203,14 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     for (const query::LandedFile* file : small_files) removal.data_files.insert(file->path);
   }
 
-  // The rewritten files' rows, deletes applied, as one file named after the snapshot it rewrites:
-  // a retry after a crash overwrites it.
+  // The rewritten files' rows, deletes applied, as files of about the target size in a directory
+  // named after the snapshot it rewrites: a retry after a crash writes them again there.
   const std::string id =
       Sha256Hex(fmt::format("skippr-maintenance-v1\n{}\n{}\n", base->location, parent->snapshot_id))
           .substr(0, 32);
-  const std::string name = fmt::format("data/maintenance-{}.parquet", id);
-  const std::string path = locations.local + "/" + name;
-  std::optional<iceberg::DataFile> data_file;
+  const std::string directory_name = fmt::format("data/maintenance-{}", id);
+  const std::string directory = locations.local + "/" + directory_name;
+  std::vector<iceberg::DataFile> data_files;
   if (!removal.data_files.empty()) {
     query::TableSource source;
     source.pipeline = std::string(kLandingPipeline);
@@ -1161,35 +1223,36 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     source.landed.equality_delete_files = live.equality_delete_files;
     source.landed.position_delete_files = live.position_delete_files;
     SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-    iceberg::DataFile file;
-    SKIPPR_RETURN_IF_ERROR(
-        CopyToParquet(*options_.env, *engine_,
-                      fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
-                                  QuoteIdentifier(namespace_schema.name)),
-                      namespace_schema.fields, namespace_schema.schema_id, path, file));
-    if (file.record_count > 0) {
+    SKIPPR_ASSIGN_OR_RETURN(
+        std::vector<WrittenFile> written,
+        CopyToParquetFiles(*options_.env, *engine_,
+                           fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
+                                       QuoteIdentifier(namespace_schema.name)),
+                           namespace_schema.fields, namespace_schema.schema_id, directory,
+                           policy.target_file_bytes));
+    for (WrittenFile& file : written) {
       SKIPPR_RETURN_IF_ERROR(
-          AddColumnStatisticsFromFile(*engine_, namespace_schema.fields, path, file));
-      file.file_path = locations.location + "/" + name;
-      data_file = std::move(file);
-    } else {
-      SKIPPR_RETURN_IF_ERROR(options_.env->RemoveFile(path));
+          AddColumnStatisticsFromFile(*engine_, namespace_schema.fields, file.path, file.file));
+      file.file.file_path = locations.location + file.path.substr(locations.local.size());
+      data_files.push_back(std::move(file.file));
     }
   }
   CrashPoint("lake.maintenance.after_data_file");
 
   MaintenanceOutcome outcome{.data_files_rewritten = static_cast<int64_t>(removal.data_files.size()),
-                             .delete_files_removed = delete_files,
-                             .rows_written = data_file ? data_file->record_count : 0};
+                             .data_files_written = static_cast<int64_t>(data_files.size()),
+                             .delete_files_removed = delete_files};
+  for (const iceberg::DataFile& file : data_files) outcome.rows_written += file.record_count;
   SnapshotChange change{.name = "maintenance-" + id,
-                        .data_file = data_file,
+                        .data_files = data_files,
                         .removal = std::move(removal),
                         .operation = iceberg::SnapshotOperation::kReplace,
                         .crash_point_before = "lake.maintenance.before_commit",
                         .crash_point_after = "lake.maintenance.after_commit"};
   change.summary[std::string(kMaintenanceKey)] =
       fmt::format("rewrote {} data files into {}, removed {} delete files",
-                  outcome.data_files_rewritten, data_file ? 1 : 0, outcome.delete_files_removed);
+                  outcome.data_files_rewritten, outcome.data_files_written,
+                  outcome.delete_files_removed);
   Result<LandedSnapshot> committed = CommitChange(
       options_, *catalog_, table, locations.location, locations.local, *base,
       iceberg::NextVersion(base->metadata, base->location, NowMs()), std::move(change));
@@ -1197,7 +1260,10 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     // The table changed under us: what was rewritten may be stale. The next maintenance redoes it.
     spdlog::info("lake {}: another writer committed first; maintenance left for later",
                  table.ToString());
-    if (data_file) (void)options_.env->RemoveFile(path);
+    for (const iceberg::DataFile& file : data_files) {
+      Result<std::string> path = iceberg::LocalPathOfUri(file.file_path);
+      if (path.ok()) (void)options_.env->RemoveFile(*path);
+    }
     return MaintenanceOutcome{};
   }
   SKIPPR_RETURN_IF_ERROR(committed.status());

@@ -120,12 +120,16 @@ struct MaintenancePolicy {
   // More data files smaller than `small_file_bytes` than this: they are rewritten as one.
   int64_t max_small_files = 16;
   int64_t small_file_bytes = 32 << 20;
+  // The rewritten rows are written as files of about this many bytes each (the sink's
+  // target_file_size_bytes).
+  int64_t target_file_bytes = 128 << 20;
 };
 
 struct MaintenanceOutcome {
   bool committed = false;  // false: nothing needed doing, or another writer came first
   LandedSnapshot snapshot;  // the table's current snapshot, when committed
   int64_t data_files_rewritten = 0;
+  int64_t data_files_written = 0;
   int64_t delete_files_removed = 0;
   int64_t rows_written = 0;
 };
@@ -163,11 +167,13 @@ class LakeWriter {
 
   // Keeps reads of a merged table fast (docs/formats/landing.md, "Maintenance"): past the
   // policy's limits, rewrites the data files the deletes apply to (without the deleted
-  // rows) and the small data files into one file, and drops every delete file — one snapshot of
+  // rows) and the small data files into files of the target size, and drops every delete file —
+  // one snapshot of
   // operation "replace" with the same rows, carrying kMaintenanceKey and no landing id. Nothing is
   // done while the table's schema differs from `namespace_schema` (the next landing evolves it).
-  // A crash before the commit leaves only a file no snapshot names, which the next maintenance of
-  // the same snapshot overwrites; another writer's commit first leaves the table as it was.
+  // A crash before the commit leaves only files no snapshot names, in a directory of the rewrite's
+  // own that the next maintenance of the same snapshot empties first; another writer's commit
+  // first leaves the table as it was.
   Result<MaintenanceOutcome> Maintain(const schema::NamespaceSchema& namespace_schema,
                                       const MaintenancePolicy& policy = {});
 

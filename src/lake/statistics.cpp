@@ -249,13 +249,17 @@ Status AddColumnStatisticsFromBatches(const std::vector<Field>& fields,
   return statistics.WriteTo(file);
 }
 
-Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t expected_rows) {
+Result<int64_t> RowCountOf(query::Engine& engine, const std::string& path) {
   SKIPPR_ASSIGN_OR_RETURN(
       query::QueryResult result,
       engine.Run(fmt::format("SELECT num_rows FROM parquet_file_metadata({})", QuoteLiteral(path))));
   SKIPPR_CHECK(result.rows.size() == 1 && result.rows[0].size() == 1 && result.rows[0][0]);
-  SKIPPR_CHECK_MSG(std::stoll(*result.rows[0][0]) == expected_rows,
-                   "the data file holds another row count");
+  return std::stoll(*result.rows[0][0]);
+}
+
+Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t expected_rows) {
+  SKIPPR_ASSIGN_OR_RETURN(const int64_t rows, RowCountOf(engine, path));
+  SKIPPR_CHECK_MSG(rows == expected_rows, "the data file holds another row count");
   return Status::OK();
 }
 

@@ -540,9 +540,12 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
 // (LakeWriter::Maintain) and points the store's readers at the rewritten snapshot, which holds the
 // same rows. Maintenance never fails a landing: a failure is logged and the next landing retries.
 void MaintainTable(PipelineState& state, lake::LakeWriter& writer,
-                   const schema::NamespaceSchema& namespace_schema) {
+                   const schema::NamespaceSchema& namespace_schema, const LakePolicy& policy) {
   const auto maintain = [&]() -> Result<lake::MaintenanceOutcome> {
-    SKIPPR_ASSIGN_OR_RETURN(lake::MaintenanceOutcome outcome, writer.Maintain(namespace_schema));
+    SKIPPR_ASSIGN_OR_RETURN(
+        lake::MaintenanceOutcome outcome,
+        writer.Maintain(namespace_schema,
+                        {.target_file_bytes = static_cast<int64_t>(policy.target_file_bytes)}));
     if (!outcome.committed) return outcome;
     SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
     SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SnapshotKey(namespace_schema.name),
@@ -555,9 +558,10 @@ void MaintainTable(PipelineState& state, lake::LakeWriter& writer,
     spdlog::warn("lake {}: table maintenance failed, retried after the next landing: {}",
                  namespace_schema.name, outcome.status().message());
   } else if (outcome->committed) {
-    spdlog::info("lake {}: maintenance rewrote {} data file(s) into {} rows and removed {} delete "
-                 "file(s) as snapshot {}",
-                 namespace_schema.name, outcome->data_files_rewritten, outcome->rows_written,
+    spdlog::info("lake {}: maintenance rewrote {} data file(s) into {} file(s) of {} rows and "
+                 "removed {} delete file(s) as snapshot {}",
+                 namespace_schema.name, outcome->data_files_rewritten,
+                 outcome->data_files_written, outcome->rows_written,
                  outcome->delete_files_removed, outcome->snapshot.snapshot_id);
   }
 }
@@ -607,7 +611,7 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
                                        tokens ? &*tokens : nullptr));
   // A merge adds a delete file and a small data file: past the limits the table is rewritten.
   if (!is_deadletters && !landing.key_columns.empty()) {
-    MaintainTable(state, *sinks.data, *namespace_schema);
+    MaintainTable(state, *sinks.data, *namespace_schema, sinks.data_policy);
   }
   return Status::OK();
 }

@@ -397,12 +397,37 @@ TEST_F(LakeMerge, ExpiryRemovesTheFilesNoKeptSnapshotHasLive) {
   std::set<std::string> on_disk;
   const std::string table = dir_.Sub("warehouse/landed/events");
   for (const std::string sub : {"/data", "/metadata"}) {
-    for (const auto& entry : std::filesystem::directory_iterator(table + sub)) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(table + sub)) {
       const std::string name = entry.path().filename().string();
       if (name.ends_with(".parquet") || name.ends_with(".avro")) on_disk.insert(entry.path());
     }
   }
   EXPECT_EQ(on_disk, needed);
+}
+
+// Maintenance writes the rewritten rows as files of about the target size: past it, DuckDB starts
+// the next file at the end of a row group (122,880 rows), so 250,000 rows under a tiny target are
+// three files, which read as the table.
+TEST_F(LakeMerge, MaintenanceWritesFilesOfTheTargetSize) {
+  TableRows expected;
+  std::vector<Change> many;
+  for (int64_t id = 0; id < 250'000; ++id) many.push_back({kInsert, id, "v"});
+  Land(1, {many});
+  Apply(expected, {many});
+  const std::vector<std::vector<Change>> changes = {{{kUpdate, 7, "w"}, {kDelete, 200'000, ""}}};
+  Land(2, changes);
+  Apply(expected, changes);
+  Result<MaintenanceOutcome> outcome = writer_->Maintain(
+      EventsSchema(), {.max_delete_files = 0, .max_small_files = 100, .small_file_bytes = 0,
+                       .target_file_bytes = 1});
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  ASSERT_TRUE(outcome->committed);
+  snapshot_ = outcome->snapshot;
+  EXPECT_EQ(outcome->data_files_rewritten, 1) << "the landing of the changes has no deleted row";
+  EXPECT_EQ(outcome->data_files_written, 3);
+  EXPECT_EQ(outcome->rows_written, 249'998) << "the first file's rows but the two changed";
+  EXPECT_EQ(CurrentMetadata().CurrentSnapshot()->summary.at("total-data-files"), "4");
+  EXPECT_EQ(ReadWithQuery(), expected);
 }
 
 // Many small files are bin-packed into one, deletes or not.

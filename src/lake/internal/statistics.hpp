@@ -44,8 +44,9 @@ Status AddColumnStatisticsFromBatches(const std::vector<Field>& fields,
                                       const std::vector<std::shared_ptr<const Batch>>& batches,
                                       iceberg::DataFile& file);
 
-// The row count in the written file's footer: what readers will see, checked against the rows
-// handed to DuckDB.
+// The row count in a written file's footer: what readers will see.
+Result<int64_t> RowCountOf(query::Engine& engine, const std::string& path);
+// RowCountOf checked against the rows handed to DuckDB.
 Status CheckRowCount(query::Engine& engine, const std::string& path, int64_t expected_rows);
 
 // Value, null and NaN counts and bounds of the top-level primitive columns, read back from the
