@@ -22,9 +22,9 @@ namespace skippr::lake {
 using internal::AddColumnStatisticsFromBatches;
 using internal::AddColumnStatisticsFromFile;
 using internal::CheckRowCount;
-using internal::RowCountOf;
 using internal::ColumnStatisticsOf;
 using internal::FileStatistics;
+using internal::RowCountOf;
 
 namespace {
 
