@@ -143,8 +143,11 @@ bool LandAndMaintain(Table& table, const std::string& path) {
   Result<Batch> batch = reader->ReadSlice(0);
   if (!batch.ok()) Fail("WAL read: " + batch.status().ToString());
   const schema::NamespaceSchema schema = InvoicesSchema();
-  const lake::Landing landing = lake::PlanLanding(
-      "bench", "bench-instance", "invoices", {{table.next_segment++, 0}}, false, {"id"});
+  const uint64_t segment_id = table.next_segment++;
+  const lake::Landing landing{.landing_id = fmt::format("bench-landing-{}", segment_id),
+                              .namespace_name = "invoices",
+                              .wal_segment_ids = {segment_id},
+                              .key_columns = {"id"}};
   Result<lake::LandingOutcome> landed = table.writer->Land(
       landing, schema, {std::make_shared<const Batch>(std::move(batch).value())});
   if (!landed.ok()) Fail("landing: " + landed.status().ToString());

@@ -582,7 +582,9 @@ LandingLatencies MeasureLandings(const Bench& bench) {
                "opening the lake writer");
     for (uint64_t i = 0; i < bench.flags.landings; ++i) {
       // Segment i + 1, slice 0: a landing id of its own, as sync's successive landings have.
-      const lake::Landing landing = lake::PlanLanding(kPipeline, kPipelineInstance, kLandingNamespace, {{i + 1, 0}});
+      const lake::Landing landing{.landing_id = fmt::format("bench-landing-{}", i + 1),
+                                  .namespace_name = std::string(kLandingNamespace),
+                                  .wal_segment_ids = {i + 1}};
       const Clock::time_point start = Clock::now();
       const lake::LandingOutcome outcome =
           OrFail(writer->Land(landing, namespace_schema, batches), "landing");

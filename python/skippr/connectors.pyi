@@ -48,13 +48,23 @@ __all__ = [
 ]
 
 class DataSinkDuckdb(DataSinkConfig):
-    warehouse: str | EnvRef
-    table_namespace: str | EnvRef
+    warehouse: Optional[str | EnvRef]
+    table_namespace: Optional[str | EnvRef]
+    database: Optional[str | EnvRef]
+    schema: Optional[str | EnvRef]
+    write_policy: Literal['append', 'merge_by_key', 'replace_table'] | EnvRef
+    target_file_size_bytes: int | EnvRef
+    commit_interval_seconds: int | EnvRef
     def __init__(
         self,
         *,
-        warehouse: str | EnvRef,
+        warehouse: Optional[str | EnvRef] = None,
         table_namespace: Optional[str | EnvRef] = None,
+        database: Optional[str | EnvRef] = None,
+        schema: Optional[str | EnvRef] = None,
+        write_policy: Optional[Literal['append', 'merge_by_key', 'replace_table'] | EnvRef] = None,
+        target_file_size_bytes: Optional[int | EnvRef] = None,
+        commit_interval_seconds: Optional[int | EnvRef] = None,
         version: Optional[str | EnvRef] = None,
     ) -> None: ...
 
@@ -66,6 +76,9 @@ class DataSinkPostgres(DataSinkConfig):
     database: str | EnvRef
     schema: str | EnvRef
     sslmode: Literal['disable', 'prefer', 'require'] | EnvRef
+    write_policy: Literal['append', 'merge_by_key', 'replace_table'] | EnvRef
+    target_file_size_bytes: int | EnvRef
+    commit_interval_seconds: int | EnvRef
     def __init__(
         self,
         *,
@@ -76,6 +89,9 @@ class DataSinkPostgres(DataSinkConfig):
         database: str | EnvRef,
         schema: Optional[str | EnvRef] = None,
         sslmode: Optional[Literal['disable', 'prefer', 'require'] | EnvRef] = None,
+        write_policy: Optional[Literal['append', 'merge_by_key', 'replace_table'] | EnvRef] = None,
+        target_file_size_bytes: Optional[int | EnvRef] = None,
+        commit_interval_seconds: Optional[int | EnvRef] = None,
         version: Optional[str | EnvRef] = None,
     ) -> None: ...
 

@@ -93,8 +93,8 @@ bool SyncPipeline(const config::Config& config, const config::PipelineConfig& pi
     }
   }
   if (result->landings > 0) {
-    output.Text(fmt::format("Landed: {} rows in {} snapshot(s) of {}; {} WAL segment(s) reclaimed",
-                            result->rows_landed, result->landings, pipeline.data_sink.value_or(""),
+    output.Text(fmt::format("Landed: {} rows into {} ({} landing(s)); {} WAL segment(s) reclaimed",
+                            result->rows_landed, pipeline.data_sink.value_or(""), result->landings,
                             result->segments_reclaimed));
   }
   if (result->deadletters_landed > 0) {

@@ -112,14 +112,22 @@ const std::vector<ConnectorSpec>& Registry() {
         Number("commit_interval_seconds", 60, 1),
         // Snapshot expiry: older than this and beyond the newest min_snapshots_to_keep.
         Number("max_snapshot_age_seconds", 86400, 0), Number("min_snapshots_to_keep", 100, 1)}},
+      // Two forms: `warehouse` (file:///...; Iceberg tables DuckDB's iceberg_scan reads) with
+      // `table_namespace`, or `database` (a DuckDB database file) with `schema`.
       {"Duckdb",
        ConnectorRole::kSink,
-       {RequiredText("warehouse"), Text("table_namespace", "default")}},
+       {Text("warehouse"), Text("table_namespace"), Text("database"), Text("schema"),
+        OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append"),
+        Number("target_file_size_bytes", 128 << 20, 1 << 20),
+        Number("commit_interval_seconds", 60, 1)}},
       {"Postgres",
        ConnectorRole::kSink,
        {Text("host", "localhost"), Number("port", 5432, 1, 65535), RequiredText("user"),
         Secret("password"), RequiredText("database"), Text("schema", "public"),
-        OneOf("sslmode", {"disable", "prefer", "require"}, "prefer")}},
+        OneOf("sslmode", {"disable", "prefer", "require"}, "prefer"),
+        OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append"),
+        Number("target_file_size_bytes", 128 << 20, 1 << 20),
+        Number("commit_interval_seconds", 60, 1)}},
   };
   return kRegistry;
 }

@@ -95,13 +95,38 @@ Section ReadSection(Reader& reader, const std::string& section_name,
   return section;
 }
 
+// A Duckdb sink is a DuckDB database (`database`, `schema`) or an Iceberg warehouse
+// (`warehouse`, `table_namespace`): exactly one.
+void CheckDuckdbForm(Reader& reader, const Located& at, const ConnectorConfig& connector) {
+  const bool is_database = connector.Has("database");
+  if (is_database == connector.Has("warehouse")) {
+    reader.Error(at, "Duckdb needs either 'database: /path/file.duckdb' (a DuckDB database) or "
+                     "'warehouse: file:///path' (Iceberg tables), not both and not neither");
+    return;
+  }
+  const std::string_view other = is_database ? "table_namespace" : "schema";
+  if (connector.Has(std::string(other))) {
+    reader.Error(at, fmt::format("Duckdb '{}' goes with '{}', not '{}'", other,
+                                 is_database ? "warehouse" : "database",
+                                 is_database ? "database" : "warehouse"));
+  }
+  if (!is_database) return;
+  const std::string& database = connector.GetString("database");
+  if (!reader.KeepsReference(at.path, database) && !database.starts_with('/')) {
+    reader.Error(at, fmt::format("database '{}' must be an absolute path to a DuckDB file "
+                                 "(/path/file.duckdb)",
+                                 database));
+  }
+}
+
 // Rules that span two settings of one entry.
 void CheckConnectorEntries(Reader& reader, const Section& section) {
   for (const auto& [name, entry] : section.entries) {
     const ConnectorConfig& connector = entry.connector;
     const Located at{YAML::Node(), connector.mark,
                      JoinPath(JoinPath(section.name, name), connector.kind)};
-    if (connector.kind == "SkipprLake" || connector.kind == "Duckdb") {
+    if (connector.kind == "Duckdb") CheckDuckdbForm(reader, at, connector);
+    if (connector.Has("warehouse")) {
       const std::string& warehouse = connector.GetString("warehouse");
       if (!reader.KeepsReference(at.path, warehouse) && warehouse.rfind("file:///", 0) != 0 &&
           warehouse.rfind("s3://", 0) != 0) {
@@ -877,17 +902,23 @@ std::vector<ConfigProblem> CheckWholeConfig(const Config& config) {
     for (const auto& [name, entry] : entries) {
       const ConnectorConfig& connector = entry.connector;
       if (connector.kind != "SkipprLake" && connector.kind != "Duckdb") continue;
-      std::string warehouse = TrimSpaces(connector.GetString("warehouse"));
+      const bool is_database = connector.Has("database");
+      std::string warehouse =
+          TrimSpaces(connector.GetString(is_database ? "database" : "warehouse"));
       while (warehouse.size() > 1 && warehouse.back() == '/') warehouse.pop_back();
-      const std::string& table_namespace = connector.GetString("table_namespace");
+      const std::string setting = is_database ? "schema" : "table_namespace";
+      const std::string table_namespace = connector.Has(setting)
+                                              ? connector.GetString(setting)
+                                              : std::string(is_database ? "main" : "default");
       const std::string here = JoinPath(section, name);
       auto [owner, inserted] = owner_by_location.emplace(warehouse + "\n" + table_namespace, here);
       if (inserted) continue;
       problems.push_back({fmt::format(
-          "{}:{}:{}: {}: uses warehouse '{}' and table_namespace '{}' like {}; two sinks on one "
-          "namespace would overwrite each other's tables — give each its own table_namespace",
-          config.path, entry.mark.line, entry.mark.column, here, warehouse, table_namespace,
-          owner->second)});
+          "{}:{}:{}: {}: uses {} '{}' and {} '{}' like {}; two sinks on one namespace would "
+          "overwrite each other's tables — give each its own {}",
+          config.path, entry.mark.line, entry.mark.column, here,
+          is_database ? "database" : "warehouse", warehouse, setting, table_namespace,
+          owner->second, setting)});
     }
   };
   check_section(config.data_sinks, "data_sinks");

@@ -82,10 +82,8 @@ bool HasDataFiles(const iceberg::Snapshot* snapshot) {
 Result<query::LandedRows> LiveFilesOf(const iceberg::TableMetadata& metadata, int64_t snapshot_id,
                                       Env* env);
 
-std::string SegmentIdList(const std::vector<SliceRef>& slices) {
-  std::set<uint64_t> ids;
-  for (const SliceRef& slice : slices) ids.insert(slice.segment_id);
-  return fmt::format("{}", fmt::join(ids, ","));
+std::string SegmentIdList(const std::vector<uint64_t>& segment_ids) {
+  return fmt::format("{}", fmt::join(segment_ids, ","));
 }
 
 
@@ -663,24 +661,6 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
 
 }  // namespace
 
-Landing PlanLanding(std::string_view pipeline, std::string_view pipeline_instance,
-                    std::string namespace_name, std::vector<SliceRef> slices, bool replaces_table,
-                    std::vector<std::string> key_columns) {
-  std::sort(slices.begin(), slices.end());
-  slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
-  std::string identity = fmt::format("skippr-landing-v2\n{}\n{}\n{}\n", pipeline,
-                                     pipeline_instance, namespace_name);
-  for (const SliceRef& slice : slices) {
-    identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
-  }
-  if (replaces_table) identity += "replace\n";
-  // Length-prefixed: a column name may hold any character, a newline included.
-  for (const std::string& column : key_columns)
-    identity += fmt::format("key {}:{}\n", column.size(), column);
-  return Landing{Sha256Hex(identity).substr(0, 32), std::move(namespace_name), std::move(slices),
-                 replaces_table, std::move(key_columns)};
-}
-
 Status CheckKeyColumns(const std::vector<std::string>& key_columns,
                        const std::vector<Field>& fields) {
   if (key_columns.empty()) return Status::InvalidArgument("names no column");
@@ -737,6 +717,15 @@ Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
   SKIPPR_RETURN_IF_ERROR(writer->engine_->Run("SET preserve_insertion_order = false").status());
   writer->options_ = std::move(options);
   return writer;
+}
+
+Result<bool> LakeWriter::HoldsLanding(const std::string& namespace_name,
+                                      const std::string& landing_id) {
+  const iceberg::TableIdentifier table{options_.table_namespace, namespace_name};
+  Result<iceberg::VersionedMetadata> current = iceberg::LoadTableForCommit(*catalog_, table);
+  if (!current.ok() && current.status().code() == StatusCode::kNotFound) return false;
+  SKIPPR_RETURN_IF_ERROR(current.status());
+  return iceberg::FindAncestorWithSummary(current->metadata, kLandingIdKey, landing_id) != nullptr;
 }
 
 struct LakeWriter::LandingFiles {
@@ -1002,7 +991,7 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
     if (files->data_file) change.data_files.push_back(*files->data_file);
     if (landing.replaces_table || files->truncates_table) change.removal = Removal::All();
     change.summary[std::string(kLandingIdKey)] = landing.landing_id;
-    change.summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.slices);
+    change.summary[std::string(kWalSegmentIdsKey)] = SegmentIdList(landing.wal_segment_ids);
     if (!files->source_position.empty()) {
       change.summary[std::string(kSourcePositionKey)] = files->source_position;
     }

@@ -43,21 +43,12 @@ inline constexpr std::string_view kSourcePositionKey = "skippr.source-position";
 // On a maintenance snapshot (which carries no landing id and no WAL segment ids): what it did.
 inline constexpr std::string_view kMaintenanceKey = "skippr.maintenance";
 
-// One slice of one WAL segment.
-struct SliceRef {
-  uint64_t segment_id = 0;
-  uint32_t ordinal = 0;
-  friend auto operator<=>(const SliceRef&, const SliceRef&) = default;
-};
-
-// The slices of one namespace that land as one snapshot. The id depends only on the pipeline, its
-// store's instance id, the namespace and the slices, so the landing planned before a crash is
-// recognised after it — and a landing of a new store (slice ids restart from 1 when DATA_DIR is
-// lost) never matches one an earlier store committed.
+// What one landing commits (sinks::Landing as the lake needs it): its id, found in the table's
+// history on a replay, and the WAL segments its rows came from, recorded beside it.
 struct Landing {
   std::string landing_id;
   std::string namespace_name;
-  std::vector<SliceRef> slices;  // sorted, unique
+  std::vector<uint64_t> wal_segment_ids;  // sorted, unique
   // write_policy replace_table: the landing's rows replace every row of the table (an Iceberg
   // overwrite snapshot) instead of being appended.
   bool replaces_table = false;
@@ -65,10 +56,6 @@ struct Landing {
   // key its last row in slice order (none after a CDC delete) replaces the table's rows of the key.
   std::vector<std::string> key_columns;
 };
-// The key columns are part of the identity: a landing planned under other keys is another landing.
-Landing PlanLanding(std::string_view pipeline, std::string_view pipeline_instance,
-                    std::string namespace_name, std::vector<SliceRef> slices,
-                    bool replaces_table = false, std::vector<std::string> key_columns = {});
 
 // OK when `key_columns` can key rows of a table with `fields`: at least one, none repeated, each a
 // top-level primitive column other than float or double (NaN and -0.0 make equality ambiguous).
@@ -148,6 +135,10 @@ class LakeWriter {
   // and delete files, manifests and metadata are synced before the catalog swap.
   Result<LandingOutcome> Land(const Landing& landing, const schema::NamespaceSchema& namespace_schema,
                               const std::vector<std::shared_ptr<const Batch>>& batches);
+
+  // Whether the namespace's table has a snapshot in its current history carrying `landing_id`
+  // (false when there is no table).
+  Result<bool> HoldsLanding(const std::string& namespace_name, const std::string& landing_id);
 
   // Streaming landing, for an append or a table replace: the data file is written while its
   // batches are still being committed to the WAL, before the landing they make up is known.

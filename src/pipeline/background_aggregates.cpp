@@ -38,13 +38,14 @@ constexpr int64_t kBaselineBatchRows = 65'536;
 // The landed tables (their snapshots from one store snapshot) and the live slices they already
 // hold: where an aggregate rebuilt after reclaim starts. The tables' rows are streamed through
 // DuckDB when the processor asks for them, a batch at a time.
-Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
-                                                     const std::string& pipeline_name) {
+Result<transform::LandedBaseline> ReadLandedBaseline(
+    PipelineState& state, const std::string& pipeline_name,
+    const std::optional<config::ConnectorConfig>& data_sink) {
   SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
   SKIPPR_ASSIGN_OR_RETURN(const LandingState landing, ReadLandingState(read));
   SKIPPR_ASSIGN_OR_RETURN(const schema::PipelineSchema saved, schema::LoadSchema(read));
   transform::LandedBaseline baseline;
-  for (const lake::SliceRef& slice : landing.landed) {
+  for (const sinks::SliceRef& slice : landing.landed) {
     baseline.landed_slices.insert({slice.segment_id, slice.ordinal});
   }
   struct LandedTable {
@@ -52,8 +53,21 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
     std::vector<std::string> key_fields;
   };
   auto tables = std::make_shared<std::vector<LandedTable>>();
-  for (const auto& [namespace_name, snapshot] : landing.snapshots) {
+  for (const auto& [namespace_name, commit] : landing.commits) {
     if (namespace_name == schema::kDeadlettersNamespace) continue;  // never aggregated
+    if (!data_sink) {
+      return Status::InvalidConfig(fmt::format(
+          "pipeline {}: namespace '{}' was landed in a data_sink the config no longer names; an "
+          "aggregate rebuilt after reclaim starts from the landed rows — restore the data_sink",
+          pipeline_name, namespace_name));
+    }
+    if (!sinks::IsReadBack(*data_sink)) {
+      return Status::NotSupported(fmt::format(
+          "pipeline {}: an aggregate must be rebuilt, and the WAL of namespace '{}' was reclaimed "
+          "after landing in a {} sink, whose rows skipprd does not read back; keep the aggregate's "
+          "config as it was, or rebuild it with a new pipeline name",
+          pipeline_name, namespace_name, data_sink->kind));
+    }
     auto fields = saved.namespaces.find(namespace_name);
     if (fields == saved.namespaces.end()) {
       return Status::Corruption(fmt::format(
@@ -63,7 +77,8 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
     table.source.pipeline = pipeline_name;
     table.source.namespace_name = namespace_name;
     table.source.fields = fields->second.fields;
-    SKIPPR_ASSIGN_OR_RETURN(table.source.landed, lake::LandedRowsOf(snapshot));
+    SKIPPR_ASSIGN_OR_RETURN(table.source.landed,
+                            sinks::ReadLanded(*data_sink, namespace_name, commit, &state.env()));
     table.key_fields = fields->second.key_fields;
     tables->push_back(std::move(table));
   }
@@ -93,15 +108,19 @@ Result<transform::LandedBaseline> ReadLandedBaseline(PipelineState& state,
 }  // namespace
 
 Result<std::unique_ptr<BackgroundAggregator>> BackgroundAggregator::Start(
-    PipelineState& state, const config::PipelineConfig& pipeline) {
+    PipelineState& state, const config::Config& config, const config::PipelineConfig& pipeline) {
   // Opening resets aggregates whose config changed, on this thread: a refusal fails the pass
   // before anything is read.
   const std::string pipeline_name = pipeline.name;
+  std::optional<config::ConnectorConfig> data_sink;
+  if (pipeline.data_sink) data_sink = config.data_sinks.at(*pipeline.data_sink).connector;
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<transform::AggregateProcessor> processor,
       transform::AggregateProcessor::Open(
           state.store(), state.wal_directory(), pipeline.transform.aggregates, {},
-          [&state, pipeline_name] { return ReadLandedBaseline(state, pipeline_name); }));
+          [&state, pipeline_name, data_sink] {
+            return ReadLandedBaseline(state, pipeline_name, data_sink);
+          }));
   return std::unique_ptr<BackgroundAggregator>(
       new BackgroundAggregator(pipeline.name, std::move(processor)));
 }

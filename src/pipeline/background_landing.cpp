@@ -143,7 +143,8 @@ uint64_t BackgroundLander::LargestLandingBytes() const {
 }
 
 bool BackgroundLander::MayStream(const Batch& batch) const {
-  return sinks_.data != nullptr && sinks_.data_policy.key_columns.empty() && !batch.cdc &&
+  return sinks_.data != nullptr && sinks_.data->capabilities().streams &&
+         sinks_.data_policy.key_columns.empty() && !batch.cdc &&
          batch.namespace_name != schema::kDeadlettersNamespace;
 }
 
@@ -173,7 +174,7 @@ void BackgroundLander::AddCommittedBatches(uint64_t segment_id, std::vector<Batc
     if (!has_room()) return;  // a round reads the segment back
     for (uint32_t ordinal = 0; ordinal < batches.size(); ++ordinal) {
       const bool streams = MayStream(batches[ordinal]);
-      queue_.emplace(lake::SliceRef{segment_id, ordinal},
+      queue_.emplace(sinks::SliceRef{segment_id, ordinal},
                      Queued{std::make_shared<const Batch>(std::move(batches[ordinal])), streams});
     }
     kept_bytes_by_segment_[segment_id] += bytes;
@@ -366,7 +367,7 @@ void BackgroundLander::AddToTotals(const LandingPassResult& landed) {
 void BackgroundLander::ForgetLandedSegments() {
   const uint64_t kept_before = kept_bytes_;
   std::erase_if(kept_bytes_by_segment_, [this](const auto& kept) {
-    auto next = queue_.lower_bound(lake::SliceRef{kept.first, 0});
+    auto next = queue_.lower_bound(sinks::SliceRef{kept.first, 0});
     if (next != queue_.end() && next->first.segment_id == kept.first) return false;
     kept_bytes_ -= kept.second;
     return true;

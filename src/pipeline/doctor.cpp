@@ -13,6 +13,7 @@
 
 #include "core/disk.hpp"
 #include "pipeline/pipeline.hpp"
+#include "sinks/sinks.hpp"
 #include "sources/sources.hpp"
 
 namespace skippr::pipeline {
@@ -91,6 +92,27 @@ std::string DescribePipeline(const config::Config& config, const config::Pipelin
                      pipeline.data_source, destination);
 }
 
+// Whether this build can land in the pipeline's data sink with its write policy: a configured
+// connector it cannot run is a failed check naming it, not a surprise at sync.
+DoctorCheck CheckDataSinkKind(const config::Config& config,
+                              const config::PipelineConfig& pipeline) {
+  const config::ConnectorConfig& entry = config.data_sinks.at(*pipeline.data_sink).connector;
+  const std::string setting = fmt::format("data_sinks.{}.{}", *pipeline.data_sink, entry.kind);
+  Result<sinks::Capabilities> capabilities = sinks::CapabilitiesOf(entry, setting);
+  if (!capabilities.ok()) return {false, std::string(capabilities.status().message())};
+  const sinks::LandingPolicy policy = sinks::LandingPolicyOf(entry);
+  if (!capabilities->Supports(policy.write_policy)) {
+    return {false, fmt::format("{}.write_policy: sink '{}' does not support write policy {}",
+                               setting, *pipeline.data_sink,
+                               sinks::WritePolicyName(policy.write_policy))};
+  }
+  return {true, fmt::format("pipeline '{}': {} sink '{}' lands with write policy {}{}",
+                            pipeline.name, entry.kind, *pipeline.data_sink,
+                            sinks::WritePolicyName(policy.write_policy),
+                            sinks::IsReadBack(entry) ? "; query reads what it landed"
+                                                     : "; query reads the live WAL only")};
+}
+
 }  // namespace
 
 std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
@@ -115,6 +137,8 @@ std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
     if (!pipeline.data_sink) {
       checks.push_back(
           {true, fmt::format("pipeline '{}': no data_sink; WAL is the dataset", name)});
+    } else {
+      checks.push_back(CheckDataSinkKind(config, pipeline));
     }
     for (const config::AggregateConfig& aggregate : pipeline.transform.aggregates) {
       checks.push_back(
@@ -128,6 +152,14 @@ std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
   // what change data capture needs.
   for (const auto& [name, entry] : config.data_sources) {
     for (const sources::SourceCheck& check : sources::CheckSource(entry.connector, name)) {
+      checks.push_back({check.ok, check.message});
+    }
+  }
+  // Sinks with a server (Postgres): reachable, the privileges a landing needs, the schema.
+  for (const auto& [name, entry] : config.data_sinks) {
+    for (const sinks::SinkCheck& check :
+         sinks::CheckSink(entry.connector, fmt::format("data_sinks.{}.{}", name,
+                                                       entry.connector.kind))) {
       checks.push_back({check.ok, check.message});
     }
   }

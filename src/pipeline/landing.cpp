@@ -1,4 +1,5 @@
-// Landing committed WAL slices in SkipprLake, exactly once, and reclaiming the WAL behind them.
+// Landing committed WAL slices in the pipeline's sinks, exactly once, and reclaiming the WAL
+// behind them.
 #include "pipeline/landing.hpp"
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@ namespace skippr::pipeline::internal {
 namespace {
 
 constexpr int kLandingFormatVersion = 1;
+constexpr int kCommitFormatVersion = 2;
 // A landing's size is judged by its slices' column bytes, which a round holds in memory while it
 // lands them; a segment entry written before they were recorded has only its compressed bytes,
 // and column data compresses about this much (bench/wal measures 5x on typical records).
@@ -25,21 +27,23 @@ std::string PendingKey(const std::string& namespace_name) {
   return store::KeyBuilder().Text("landing").Text(namespace_name).key();
 }
 std::string PendingPrefix() { return store::KeyBuilder().Text("landing").key(); }
-std::string LandedKey(const lake::SliceRef& slice) {
+std::string LandedKey(const sinks::SliceRef& slice) {
   return store::KeyBuilder().Text("landed").U64(slice.segment_id).U64(slice.ordinal).key();
 }
 std::string LandedPrefix() { return store::KeyBuilder().Text("landed").key(); }
 std::string LandedSegmentPrefix(uint64_t segment_id) {
   return store::KeyBuilder().Text("landed").U64(segment_id).key();
 }
-std::string SnapshotKey(const std::string& namespace_name) {
-  return store::KeyBuilder().Text("lake_snapshot").Text(namespace_name).key();
+std::string CommitKey(const std::string& namespace_name) {
+  return store::KeyBuilder().Text("sink_commit").Text(namespace_name).key();
 }
-std::string SnapshotPrefix() { return store::KeyBuilder().Text("lake_snapshot").key(); }
+std::string CommitPrefix() { return store::KeyBuilder().Text("sink_commit").key(); }
+// Format 1's record of a SkipprLake table's snapshot, read as that sink's commit.
+std::string LakeSnapshotPrefix() { return store::KeyBuilder().Text("lake_snapshot").key(); }
 
-std::string LandingToJson(const lake::Landing& landing) {
+std::string LandingToJson(const sinks::Landing& landing) {
   nlohmann::json slices = nlohmann::json::array();
-  for (const lake::SliceRef& slice : landing.slices) {
+  for (const sinks::SliceRef& slice : landing.slices) {
     slices.push_back({slice.segment_id, slice.ordinal});
   }
   nlohmann::json json{{"format_version", kLandingFormatVersion},
@@ -52,10 +56,10 @@ std::string LandingToJson(const lake::Landing& landing) {
   return json.dump();
 }
 
-Result<lake::Landing> LandingFromJson(std::string_view text) {
+Result<sinks::Landing> LandingFromJson(std::string_view text) {
   try {
     const nlohmann::json json = nlohmann::json::parse(text);
-    lake::Landing landing;
+    sinks::Landing landing;
     landing.landing_id = json.at("landing_id").get<std::string>();
     landing.namespace_name = json.at("namespace").get<std::string>();
     landing.replaces_table = json.at("replaces_table").get<bool>();
@@ -70,31 +74,35 @@ Result<lake::Landing> LandingFromJson(std::string_view text) {
   }
 }
 
-std::string SnapshotToJson(const lake::LandedSnapshot& snapshot) {
-  return nlohmann::json{{"format_version", kLandingFormatVersion},
-                        {"metadata_location", snapshot.metadata_location},
-                        {"snapshot_id", snapshot.snapshot_id}}
+std::string CommitToJson(const sinks::CommitId& commit) {
+  return nlohmann::json{{"format_version", kCommitFormatVersion},
+                        {"location", commit.location},
+                        {"version", commit.version}}
       .dump();
 }
 
-Result<lake::LandedSnapshot> SnapshotFromJson(std::string_view text) {
+// A ("sink_commit", namespace) record, or format 1's ("lake_snapshot", namespace).
+Result<sinks::CommitId> CommitFromJson(std::string_view text) {
   try {
     const nlohmann::json json = nlohmann::json::parse(text);
-    return lake::LandedSnapshot{json.at("metadata_location").get<std::string>(),
-                                json.at("snapshot_id").get<int64_t>()};
+    if (json.contains("metadata_location")) {
+      return sinks::CommitId{json.at("metadata_location").get<std::string>(),
+                             json.at("snapshot_id").get<int64_t>()};
+    }
+    return sinks::CommitId{json.at("location").get<std::string>(),
+                           json.at("version").get<int64_t>()};
   } catch (const nlohmann::json::exception& error) {
-    return Status::Corruption(fmt::format("a landed snapshot record is unreadable: {}",
-                                          error.what()));
+    return Status::Corruption(fmt::format("a sink commit record is unreadable: {}", error.what()));
   }
 }
 
 template <typename Transaction>
-Result<std::vector<lake::Landing>> ReadPendingLandings(const Transaction& read) {
-  std::vector<lake::Landing> pending;
+Result<std::vector<sinks::Landing>> ReadPendingLandings(const Transaction& read) {
+  std::vector<sinks::Landing> pending;
   Status failure;
   SKIPPR_RETURN_IF_ERROR(read.Scan(store::Family::kCatalog, PendingPrefix(),
                                    [&](std::string_view, std::string_view value) {
-                                     Result<lake::Landing> landing = LandingFromJson(value);
+                                     Result<sinks::Landing> landing = LandingFromJson(value);
                                      if (!landing.ok()) {
                                        failure = landing.status();
                                        return false;
@@ -106,10 +114,10 @@ Result<std::vector<lake::Landing>> ReadPendingLandings(const Transaction& read) 
   return pending;
 }
 
-Status CheckNamespaceKeys(const LakePolicy& policy,
+Status CheckNamespaceKeys(const sinks::LandingPolicy& policy,
                           const schema::NamespaceSchema& namespace_schema) {
   if (policy.key_columns.empty()) return Status::OK();
-  Status keys = lake::CheckKeyColumns(policy.key_columns, namespace_schema.fields);
+  Status keys = sinks::CheckKeyColumns(policy.key_columns, namespace_schema.fields);
   if (keys.ok()) return keys;
   return Status::InvalidConfig(fmt::format(
       "{}: namespace '{}': {}; write_policy merge_by_key keys every namespace of the source by "
@@ -123,7 +131,7 @@ Status CheckNamespaceKeys(const LakePolicy& policy,
 // then refused at landing, naming it.
 std::vector<std::string> SourceKeyOf(const schema::NamespaceSchema& namespace_schema) {
   if (namespace_schema.key_fields.empty() ||
-      !lake::CheckKeyColumns(namespace_schema.key_fields, namespace_schema.fields).ok()) {
+      !sinks::CheckKeyColumns(namespace_schema.key_fields, namespace_schema.fields).ok()) {
     return {};
   }
   return namespace_schema.key_fields;
@@ -135,30 +143,30 @@ bool IsDeadletters(std::string_view namespace_name) {
 
 // How a namespace's slices land; nullptr when they do not (data namespaces without a data sink).
 // Deadletter slices always have a policy: they land in the deadletter sink or are discarded.
-const LakePolicy* PolicyFor(const LandingSinks& sinks, std::string_view namespace_name) {
+const sinks::LandingPolicy* PolicyFor(const LandingSinks& sinks, std::string_view namespace_name) {
   if (IsDeadletters(namespace_name)) return &sinks.deadletter_policy;
   return sinks.data != nullptr ? &sinks.data_policy : nullptr;
 }
 
 // The next landing of each namespace: its slices no landing holds yet, in commit order, up to
 // about its policy's `target_file_bytes` of column data (always at least one slice).
-Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
+Result<std::vector<sinks::Landing>> PlanLandings(const std::string& pipeline,
                                                 const std::string& pipeline_instance,
                                                 const std::vector<wal::SegmentEntry>& segments,
-                                                const std::set<lake::SliceRef>& landed,
+                                                const std::set<sinks::SliceRef>& landed,
                                                 const LandingSinks& sinks, const PassLandings& pass,
                                                 const schema::PipelineSchema& saved) {
-  std::map<std::string, std::vector<lake::SliceRef>> slices_by_namespace;
+  std::map<std::string, std::vector<sinks::SliceRef>> slices_by_namespace;
   std::map<std::string, uint64_t> bytes_by_namespace;
   std::set<std::string> full;
   for (const wal::SegmentEntry& segment : segments) {
     for (const wal::SliceSummary& slice : segment.slices) {
-      const lake::SliceRef ref{segment.segment_id, slice.ordinal};
+      const sinks::SliceRef ref{segment.segment_id, slice.ordinal};
       if (landed.contains(ref) || pass.reserved.contains(ref) ||
           full.contains(slice.namespace_name)) {
         continue;
       }
-      const LakePolicy* policy = PolicyFor(sinks, slice.namespace_name);
+      const sinks::LandingPolicy* policy = PolicyFor(sinks, slice.namespace_name);
       if (policy == nullptr) continue;
       uint64_t& bytes = bytes_by_namespace[slice.namespace_name];
       const uint64_t slice_bytes = slice.uncompressed_bytes > 0
@@ -172,18 +180,18 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
       bytes += slice_bytes;
     }
   }
-  std::vector<lake::Landing> landings;
+  std::vector<sinks::Landing> landings;
   for (auto& [namespace_name, slices] : slices_by_namespace) {
-    const LakePolicy& policy = *PolicyFor(sinks, namespace_name);
+    const sinks::LandingPolicy& policy = *PolicyFor(sinks, namespace_name);
     const bool replaces_table =
-        policy.replaces_table && !pass.namespaces_landed.contains(namespace_name);
+        policy.replaces_table() && !pass.namespaces_landed.contains(namespace_name);
     std::vector<std::string> key_columns = policy.key_columns;
     if (auto namespace_schema = saved.namespaces.find(namespace_name);
         namespace_schema != saved.namespaces.end()) {
       SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema->second));
       if (key_columns.empty()) key_columns = SourceKeyOf(namespace_schema->second);
     }
-    landings.push_back(lake::PlanLanding(pipeline, pipeline_instance, namespace_name,
+    landings.push_back(sinks::PlanLanding(pipeline, pipeline_instance, namespace_name,
                                          std::move(slices), replaces_table,
                                          std::move(key_columns)));
   }
@@ -192,10 +200,10 @@ Result<std::vector<lake::Landing>> PlanLandings(const std::string& pipeline,
 
 Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
     const PipelineState& state, const std::map<uint64_t, wal::SegmentEntry>& segments,
-    const lake::Landing& landing, PassLandings& pass) {
+    const sinks::Landing& landing, PassLandings& pass) {
   std::vector<std::shared_ptr<const Batch>> batches;
   std::optional<wal::SegmentReader> reader;
-  for (const lake::SliceRef& slice : landing.slices) {
+  for (const sinks::SliceRef& slice : landing.slices) {
     if (auto cached = pass.committed_batches.find(slice); cached != pass.committed_batches.end()) {
       batches.push_back(cached->second);
       continue;
@@ -225,29 +233,29 @@ Status ReclaimSegment(store::WriteTransaction& write, uint64_t segment_id) {
   return write.DeletePrefix(store::Family::kCatalog, LandedSegmentPrefix(segment_id));
 }
 
-// Records the landing (its slices landed, the namespace's snapshot, the plan done) and reclaims
+// Records the landing (its slices landed, the namespace's sink commit, the plan done) and reclaims
 // the segments all of whose slices are now landed, in one transaction; then deletes their files.
 Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                                const std::map<uint64_t, wal::SegmentEntry>& segments,
-                               const lake::Landing& landing, const lake::LandedSnapshot& snapshot,
+                               const sinks::Landing& landing, const sinks::CommitId& commit,
                                const DeadletterTotals& deadletters,
                                const LandedTokens* tokens = nullptr) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
   if (tokens != nullptr) SKIPPR_RETURN_IF_ERROR(tokens->Record(write));
-  for (const lake::SliceRef& slice : landing.slices) {
+  for (const sinks::SliceRef& slice : landing.slices) {
     SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, LandedKey(slice), landing.landing_id));
   }
   if (deadletters.landed > 0 || deadletters.discarded > 0) {
     SKIPPR_RETURN_IF_ERROR(AddDeadletterTotals(write, deadletters));
   }
-  if (snapshot.snapshot_id != 0) {
-    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SnapshotKey(landing.namespace_name),
-                                     SnapshotToJson(snapshot)));
+  if (commit.version != 0) {
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, CommitKey(landing.namespace_name),
+                                     CommitToJson(commit)));
   }
   SKIPPR_RETURN_IF_ERROR(write.Delete(store::Family::kCatalog, PendingKey(landing.namespace_name)));
   std::vector<const wal::SegmentEntry*> reclaimed;
   std::set<uint64_t> touched;
-  for (const lake::SliceRef& slice : landing.slices) touched.insert(slice.segment_id);
+  for (const sinks::SliceRef& slice : landing.slices) touched.insert(slice.segment_id);
   for (uint64_t segment_id : touched) {
     const wal::SegmentEntry& entry = segments.at(segment_id);
     bool all_landed = true;
@@ -287,7 +295,8 @@ Status CheckPrimaryKeyIsSet(const config::Config& config, const config::Pipeline
     return Status::OK();
   }
   const std::string policy_setting =
-      fmt::format("data_sinks.{}.SkipprLake.write_policy", *pipeline.data_sink);
+      fmt::format("data_sinks.{}.{}.write_policy", *pipeline.data_sink,
+                  config.data_sinks.at(*pipeline.data_sink).connector.kind);
   if (!TakesPrimaryKey(source)) {
     return Status::InvalidConfig(fmt::format(
         "{}: merge_by_key needs a primary key, and the {} source data_sources.{} (pipeline {}) "
@@ -300,36 +309,8 @@ Status CheckPrimaryKeyIsSet(const config::Config& config, const config::Pipeline
       policy_setting, pipeline.data_source, source.kind));
 }
 
-// Where a SkipprLake sink entry writes.
-lake::LakeOptions LakeOptionsOf(const config::PipelineConfig& pipeline,
-                                const config::ConnectorConfig& sink,
-                                const std::string& pipeline_instance, Env* env) {
-  lake::LakeOptions options;
-  options.env = env;
-  options.pipeline = pipeline.name;
-  options.pipeline_instance = pipeline_instance;
-  options.warehouse = sink.GetString("warehouse");
-  options.table_namespace = sink.GetString("table_namespace");
-  if (sink.Has("catalog_uri")) options.catalog_uri = sink.GetString("catalog_uri");
-  options.max_snapshot_age_ms = sink.GetInteger("max_snapshot_age_seconds") * 1000;
-  options.min_snapshots_to_keep = static_cast<int32_t>(sink.GetInteger("min_snapshots_to_keep"));
-  return options;
-}
-
-// A SkipprLake sink entry's landing sizes (an append policy).
-LakePolicy SizesOf(const config::ConnectorConfig& sink) {
-  LakePolicy policy;
-  if (sink.Has("target_file_size_bytes")) {
-    policy.target_file_bytes = static_cast<uint64_t>(sink.GetInteger("target_file_size_bytes"));
-  }
-  if (sink.Has("commit_interval_seconds")) {
-    policy.commit_interval_seconds = static_cast<double>(sink.GetInteger("commit_interval_seconds"));
-  }
-  return policy;
-}
-
 // ", replacing the table" and the like, for the landing's log line.
-std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutcome& outcome) {
+std::string DescribePolicy(const sinks::Landing& landing, const sinks::LandingOutcome& outcome) {
   if (landing.replaces_table) return ", replacing the table";
   if (landing.key_columns.empty() || outcome.was_landed_before) return "";
   return fmt::format(", merged by key: {} rows written, {} earlier rows deleted",
@@ -338,51 +319,64 @@ std::string DescribePolicy(const lake::Landing& landing, const lake::LandingOutc
 
 }  // namespace
 
-Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline,
-                                                         const std::string& pipeline_instance,
-                                                         Env* env) {
-  if (!pipeline.data_sink) return std::unique_ptr<lake::LakeWriter>();
-  const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
-  if (sink.kind != "SkipprLake") {
-    return Status::NotSupported(fmt::format(
-        "pipelines.{}.data_sink: the {} sink is not built yet; use a SkipprLake sink, or no "
-        "data_sink (the WAL is then the dataset)",
-        pipeline.name, sink.kind));
-  }
-  if (sink.GetString("write_policy") == "merge_by_key") {
-    SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
-  }
-  return lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance, env));
+namespace {
+
+std::string SinkSetting(std::string_view section, const std::string& name,
+                        const config::ConnectorConfig& entry) {
+  return fmt::format("{}.{}.{}", section, name, entry.kind);
 }
+
+// A data sink that cannot land the pipeline's write policy, refused before anything is read.
+Status CheckWritePolicy(const config::PipelineConfig& pipeline, const std::string& setting,
+                        const sinks::Capabilities& capabilities,
+                        const sinks::LandingPolicy& policy) {
+  if (capabilities.Supports(policy.write_policy)) return Status::OK();
+  return Status::InvalidConfig(fmt::format(
+      "{}.write_policy: sink '{}' does not support write policy {} (pipeline {}); use one of its "
+      "policies",
+      setting, *pipeline.data_sink, sinks::WritePolicyName(policy.write_policy), pipeline.name));
+}
+
+}  // namespace
 
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
                                 const std::string& pipeline_instance, Env* env) {
   PipelineSinks sinks;
-  SKIPPR_ASSIGN_OR_RETURN(sinks.data, OpenLakeWriter(config, pipeline, pipeline_instance, env));
-  sinks.data_policy = ResolveLakePolicy(config, pipeline);
+  const sinks::SinkContext context{pipeline.name, pipeline_instance, env};
+  if (pipeline.data_sink) {
+    const config::ConnectorConfig& entry = config.data_sinks.at(*pipeline.data_sink).connector;
+    const std::string setting = SinkSetting("data_sinks", *pipeline.data_sink, entry);
+    sinks.data_policy = ResolveLandingPolicy(config, pipeline);
+    SKIPPR_ASSIGN_OR_RETURN(const sinks::Capabilities capabilities,
+                            sinks::CapabilitiesOf(entry, setting));
+    SKIPPR_RETURN_IF_ERROR(CheckWritePolicy(pipeline, setting, capabilities, sinks.data_policy));
+    if (sinks.data_policy.write_policy == sinks::WritePolicy::kMergeByKey) {
+      SKIPPR_RETURN_IF_ERROR(CheckPrimaryKeyIsSet(config, pipeline));
+    }
+    SKIPPR_ASSIGN_OR_RETURN(sinks.data, sinks::OpenSink(context, entry, setting));
+  }
   if (!pipeline.deadletter_sink) return sinks;
   // The loader admits only a SkipprLake deadletter sink; deadletters land by append.
-  const config::ConnectorConfig& sink =
+  const config::ConnectorConfig& entry =
       config.deadletter_sinks.at(*pipeline.deadletter_sink).connector;
-  SKIPPR_CHECK(sink.kind == "SkipprLake");
-  sinks.deadletter_policy = SizesOf(sink);
+  SKIPPR_CHECK(entry.kind == "SkipprLake");
+  sinks.deadletter_policy = sinks::LandingPolicyOf(entry);
+  sinks.deadletter_policy.write_policy = sinks::WritePolicy::kAppend;
   SKIPPR_ASSIGN_OR_RETURN(
       sinks.deadletters,
-      lake::LakeWriter::Open(LakeOptionsOf(pipeline, sink, pipeline_instance, env)));
+      sinks::OpenSink(context, entry,
+                      SinkSetting("deadletter_sinks", *pipeline.deadletter_sink, entry)));
   return sinks;
 }
 
-LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline) {
-  if (!pipeline.data_sink) return LakePolicy{};
+sinks::LandingPolicy ResolveLandingPolicy(const config::Config& config,
+                                          const config::PipelineConfig& pipeline) {
+  if (!pipeline.data_sink) return sinks::LandingPolicy{};
   const config::ConnectorConfig& sink = config.data_sinks.at(*pipeline.data_sink).connector;
-  LakePolicy policy = SizesOf(sink);
-  policy.replaces_table =
-      sink.Has("write_policy") && sink.GetString("write_policy") == "replace_table";
+  sinks::LandingPolicy policy = sinks::LandingPolicyOf(sink);
   const config::ConnectorConfig& source = config.data_sources.at(pipeline.data_source).connector;
-  if (sink.Has("write_policy") && sink.GetString("write_policy") == "merge_by_key" &&
-      source.Has("primary_key")) {
+  if (policy.write_policy == sinks::WritePolicy::kMergeByKey && source.Has("primary_key")) {
     policy.key_columns = source.GetStringList("primary_key");
     policy.key_columns_setting =
         fmt::format("data_sources.{}.{}.primary_key", pipeline.data_source, source.kind);
@@ -390,7 +384,7 @@ LakePolicy ResolveLakePolicy(const config::Config& config, const config::Pipelin
   return policy;
 }
 
-Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& schema) {
+Status CheckKeyColumns(const sinks::LandingPolicy& policy, const schema::PipelineSchema& schema) {
   for (const auto& [namespace_name, namespace_schema] : schema.namespaces) {
     SKIPPR_RETURN_IF_ERROR(CheckNamespaceKeys(policy, namespace_schema));
   }
@@ -414,20 +408,25 @@ Result<LandingState> ReadLandingState(const store::ReadTransaction& read) {
         return true;
       }));
   SKIPPR_RETURN_IF_ERROR(failure);
-  SKIPPR_RETURN_IF_ERROR(read.Scan(
-      store::Family::kCatalog, SnapshotPrefix(), [&](std::string_view key, std::string_view value) {
-        store::KeyReader reader(key);
-        Result<std::string> tag = reader.Text();
-        Result<std::string> namespace_name = reader.Text();
-        Result<lake::LandedSnapshot> snapshot = SnapshotFromJson(value);
-        if (!tag.ok() || !namespace_name.ok() || !snapshot.ok()) {
-          failure = snapshot.ok() ? Status::Corruption("a lake snapshot key is malformed")
-                                  : snapshot.status();
-          return false;
-        }
-        state.snapshots[*namespace_name] = *snapshot;
-        return true;
-      }));
+  // Format 1's lake snapshots first: a sink commit recorded since replaces one.
+  for (const std::string& prefix : {LakeSnapshotPrefix(), CommitPrefix()}) {
+    SKIPPR_RETURN_IF_ERROR(read.Scan(
+        store::Family::kCatalog, prefix, [&](std::string_view key, std::string_view value) {
+          store::KeyReader reader(key);
+          Result<std::string> tag = reader.Text();
+          Result<std::string> namespace_name = reader.Text();
+          Result<sinks::CommitId> commit = CommitFromJson(value);
+          if (!tag.ok() || !namespace_name.ok() || !commit.ok()) {
+            failure = commit.ok() ? Status::Corruption("a sink commit key is malformed")
+                                  : commit.status();
+            return false;
+          }
+          state.commits[*namespace_name] = *commit;
+          return true;
+        }));
+    SKIPPR_RETURN_IF_ERROR(failure);
+  }
+  SKIPPR_ASSIGN_OR_RETURN(state.pending, ReadPendingLandings(read));
   SKIPPR_RETURN_IF_ERROR(failure);
   return state;
 }
@@ -477,7 +476,7 @@ namespace {
 // before the pass's first round), and its landings — the pending ones it can land, else new ones.
 struct RoundPlan {
   std::map<uint64_t, wal::SegmentEntry> segments;
-  std::vector<lake::Landing> landings;
+  std::vector<sinks::Landing> landings;
   schema::PipelineSchema saved;
 };
 
@@ -499,7 +498,7 @@ Result<RoundPlan> PlanRound(PipelineState& state, const config::PipelineConfig& 
   SKIPPR_ASSIGN_OR_RETURN(LandingState landed, ReadLandingState(read));
   SKIPPR_ASSIGN_OR_RETURN(plan.landings, ReadPendingLandings(read));
   // A landing planned for a sink this configuration no longer has waits for it to come back.
-  std::erase_if(plan.landings, [&](const lake::Landing& landing) {
+  std::erase_if(plan.landings, [&](const sinks::Landing& landing) {
     return PolicyFor(sinks, landing.namespace_name) == nullptr;
   });
   SKIPPR_ASSIGN_OR_RETURN(plan.saved, schema::LoadSchema(read));
@@ -514,9 +513,9 @@ Result<RoundPlan> PlanRound(PipelineState& state, const config::PipelineConfig& 
 
 // The rows of a landing's slices, from the catalog entries of their segments.
 Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
-                       const lake::Landing& landing) {
+                       const sinks::Landing& landing) {
   int64_t rows = 0;
-  for (const lake::SliceRef& slice : landing.slices) {
+  for (const sinks::SliceRef& slice : landing.slices) {
     auto entry = segments.find(slice.segment_id);
     if (entry == segments.end() || slice.ordinal >= entry->second.slices.size()) {
       return Status::Corruption(fmt::format(
@@ -531,48 +530,48 @@ Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
 
 Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
-                     const lake::Landing& landing, const lake::LandingOutcome& outcome,
+                     const sinks::Landing& landing, const sinks::LandingOutcome& outcome,
                      const DeadletterTotals& deadletters, std::string_view how,
                      PassLandings& pass, LandingPassResult& result,
                      const LandedTokens* tokens = nullptr);
 
-// Rewrites the namespace's table when its delete files or small files pass the limits
-// (LakeWriter::Maintain) and points the store's readers at the rewritten snapshot, which holds the
-// same rows. Maintenance never fails a landing: a failure is logged and the next landing retries.
-void MaintainTable(PipelineState& state, lake::LakeWriter& writer,
-                   const schema::NamespaceSchema& namespace_schema, const LakePolicy& policy) {
-  const auto maintain = [&]() -> Result<lake::MaintenanceOutcome> {
-    SKIPPR_ASSIGN_OR_RETURN(
-        lake::MaintenanceOutcome outcome,
-        writer.Maintain(namespace_schema,
-                        {.target_file_bytes = static_cast<int64_t>(policy.target_file_bytes)}));
+// Lets the sink rewrite the namespace's table when a merge has left it slow to read (Sink::Maintain;
+// the lake past its delete-file or small-file limits) and points the store's readers at the
+// rewritten commit, which holds the same rows. Maintenance never fails a landing: a failure is
+// logged and the next landing retries.
+void MaintainTable(PipelineState& state, sinks::Sink& sink,
+                   const schema::NamespaceSchema& namespace_schema,
+                   const sinks::LandingPolicy& policy) {
+  const auto maintain = [&]() -> Result<sinks::MaintenanceOutcome> {
+    SKIPPR_ASSIGN_OR_RETURN(sinks::MaintenanceOutcome outcome,
+                            sink.Maintain(namespace_schema, policy));
     if (!outcome.committed) return outcome;
     SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
-    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, SnapshotKey(namespace_schema.name),
-                                     SnapshotToJson(outcome.snapshot)));
+    SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog, CommitKey(namespace_schema.name),
+                                     CommitToJson(outcome.commit)));
     SKIPPR_RETURN_IF_ERROR(write.Commit());
     return outcome;
   };
-  Result<lake::MaintenanceOutcome> outcome = maintain();
+  Result<sinks::MaintenanceOutcome> outcome = maintain();
   if (!outcome.ok()) {
-    spdlog::warn("lake {}: table maintenance failed, retried after the next landing: {}",
+    spdlog::warn("sink {}: table maintenance failed, retried after the next landing: {}",
                  namespace_schema.name, outcome.status().message());
   } else if (outcome->committed) {
-    spdlog::info("lake {}: maintenance rewrote {} data file(s) into {} file(s) of {} rows and "
-                 "removed {} delete file(s) as snapshot {}",
+    spdlog::info("sink {}: maintenance rewrote {} data file(s) into {} file(s) of {} rows and "
+                 "removed {} delete file(s) as commit {}",
                  namespace_schema.name, outcome->data_files_rewritten,
                  outcome->data_files_written, outcome->rows_written,
-                 outcome->delete_files_removed, outcome->snapshot.snapshot_id);
+                 outcome->delete_files_removed, outcome->commit.version);
   }
 }
 
 // Lands one planned landing in its sink — or discards it, for deadletters without a deadletter
 // sink — and records it; adds what it did to `result`.
 Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
-               const LandingSinks& sinks, const RoundPlan& plan, const lake::Landing& landing,
+               const LandingSinks& sinks, const RoundPlan& plan, const sinks::Landing& landing,
                PassLandings& pass, LandingPassResult& result) {
   const bool is_deadletters = IsDeadletters(landing.namespace_name);
-  lake::LandingOutcome outcome;
+  sinks::LandingOutcome outcome;
   DeadletterTotals deadletters;
   std::vector<std::shared_ptr<const Batch>> batches;
   std::optional<LandedTokens> tokens;
@@ -591,9 +590,9 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
       namespace_schema = &saved->second;
     }
     SKIPPR_ASSIGN_OR_RETURN(batches, ReadLandingSlices(state, plan.segments, landing, pass));
-    lake::LakeWriter& writer = is_deadletters ? *sinks.deadletters : *sinks.data;
+    sinks::Sink& sink = is_deadletters ? *sinks.deadletters : *sinks.data;
     if (landing.key_columns.empty()) {
-      SKIPPR_ASSIGN_OR_RETURN(outcome, writer.Land(landing, *namespace_schema, batches));
+      SKIPPR_ASSIGN_OR_RETURN(outcome, sink.Land(landing, *namespace_schema, batches));
     } else {
       // A merge lands only the changes its table does not hold yet. The tokens read here are the
       // ones a replay of this landing reads too: only recording it changes them.
@@ -602,7 +601,7 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
         SKIPPR_ASSIGN_OR_RETURN(tokens, LandedTokens::Read(read, landing.namespace_name, batches));
       }
       SKIPPR_ASSIGN_OR_RETURN(outcome,
-                              writer.Land(landing, *namespace_schema, tokens->NewChanges()));
+                              sink.Land(landing, *namespace_schema, tokens->NewChanges()));
     }
     if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
   }
@@ -619,15 +618,15 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
 // Records a landing that its sink holds now (or that was discarded), logs it, adds it to `result`.
 Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
-                     const lake::Landing& landing, const lake::LandingOutcome& outcome,
+                     const sinks::Landing& landing, const sinks::LandingOutcome& outcome,
                      const DeadletterTotals& deadletters, std::string_view how,
                      PassLandings& pass, LandingPassResult& result, const LandedTokens* tokens) {
   const bool is_deadletters = IsDeadletters(landing.namespace_name);
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
-                          RecordLanding(state, pipeline, segments, landing, outcome.snapshot,
+                          RecordLanding(state, pipeline, segments, landing, outcome.commit,
                                         deadletters, tokens));
   pass.namespaces_landed.insert(landing.namespace_name);
-  for (const lake::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
+  for (const sinks::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
   if (deadletters.discarded > 0) {
     spdlog::warn("Discarded {} deadletter records because no deadletter sink is configured "
                  "(pipeline {}; set pipelines.{}.deadletter_sink to keep them); {} segment(s) "
@@ -635,11 +634,11 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
                  deadletters.discarded, pipeline.name, pipeline.name, reclaimed);
   } else {
     spdlog::info(
-        "lake {}: landing {} of {} rows ({} slices{}{}) {} snapshot {}; {} segment(s) reclaimed",
+        "sink {}: landing {} of {} rows ({} slices{}{}) {} commit {}; {} segment(s) reclaimed",
         landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(), how,
         DescribePolicy(landing, outcome),
         outcome.was_landed_before ? "was already in" : "committed as",
-        outcome.snapshot.snapshot_id, reclaimed);
+        outcome.commit.version, reclaimed);
   }
   if (!is_deadletters) {
     ++result.landings;
@@ -672,7 +671,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
       // The plan is recorded before anything reaches the lake: after a crash the same slices land
       // under the same id, which the table's history then recognises.
       SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
-      for (const lake::Landing& landing : plan.landings) {
+      for (const sinks::Landing& landing : plan.landings) {
         SKIPPR_RETURN_IF_ERROR(write.Put(store::Family::kCatalog,
                                          PendingKey(landing.namespace_name), LandingToJson(landing)));
       }
@@ -680,7 +679,7 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
     }
     // One landing per namespace per round (the pending key is per namespace); the next round plans
     // what is left.
-    for (const lake::Landing& landing : plan.landings) {
+    for (const sinks::Landing& landing : plan.landings) {
       SKIPPR_RETURN_IF_ERROR(LandOne(state, pipeline, sinks, plan, landing, pass, result));
     }
   }
@@ -691,12 +690,12 @@ namespace {
 // Records `landing`, the stream's slices, as planned — checking that no landing holds any of them
 // — and returns the live segments as of that record.
 Result<std::map<uint64_t, wal::SegmentEntry>> RecordStreamPlan(PipelineState& state,
-                                                               const lake::Landing& landing) {
+                                                               const sinks::Landing& landing) {
   SKIPPR_ASSIGN_OR_RETURN(store::WriteTransaction write, state.store().BeginWrite());
   SKIPPR_ASSIGN_OR_RETURN(const std::optional<std::string> pending,
                           write.Get(store::Family::kCatalog, PendingKey(landing.namespace_name)));
   SKIPPR_CHECK_MSG(!pending, "a stream lands only while its namespace has no pending landing");
-  for (const lake::SliceRef& slice : landing.slices) {
+  for (const sinks::SliceRef& slice : landing.slices) {
     SKIPPR_ASSIGN_OR_RETURN(const std::optional<std::string> marker,
                             write.Get(store::Family::kCatalog, LandedKey(slice)));
     SKIPPR_CHECK_MSG(!marker, "a streamed slice was not landed before");
@@ -719,7 +718,7 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
                                      const NextStreamedSlice& next, PassLandings& pass) {
   SKIPPR_CHECK(sinks.data != nullptr && sinks.data_policy.key_columns.empty() &&
                !IsDeadletters(namespace_schema.name));
-  std::vector<lake::SliceRef> slices;
+  std::vector<sinks::SliceRef> slices;
   int64_t rows = 0;  // the slices' rows; their batches are let go as DuckDB reads them
   SKIPPR_RETURN_IF_ERROR(
       sinks.data
@@ -738,13 +737,13 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
   if (slices.empty()) return result;
   CrashPoint("landing.after_stream_written");
   // The plan, recorded before the commit: a crash from here on replays exactly these slices.
-  const lake::Landing landing = lake::PlanLanding(
+  const sinks::Landing landing = sinks::PlanLanding(
       pipeline.name, state.store().identity().instance_id, namespace_schema.name,
       std::move(slices),
-      sinks.data_policy.replaces_table && !pass.namespaces_landed.contains(namespace_schema.name));
+      sinks.data_policy.replaces_table() && !pass.namespaces_landed.contains(namespace_schema.name));
   using SegmentsById = std::map<uint64_t, wal::SegmentEntry>;
   SKIPPR_ASSIGN_OR_RETURN(const SegmentsById segments, RecordStreamPlan(state, landing));
-  SKIPPR_ASSIGN_OR_RETURN(const lake::LandingOutcome outcome,
+  SKIPPR_ASSIGN_OR_RETURN(const sinks::LandingOutcome outcome,
                           sinks.data->LandStreamed(landing, namespace_schema, rows));
   SKIPPR_RETURN_IF_ERROR(
       FinishLanding(state, pipeline, segments, landing, outcome, {},
@@ -754,7 +753,7 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
 
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              lake::LakeWriter& writer, const LakePolicy& policy,
+                                              sinks::Sink& writer, const sinks::LandingPolicy& policy,
                                               PassLandings& pass) {
   return LandCommittedSlices(state, pipeline, LandingSinks{&writer, policy, nullptr, {}}, pass);
 }

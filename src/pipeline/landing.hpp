@@ -1,9 +1,10 @@
-// Internal to pipeline/: landing committed WAL slices in the pipeline's SkipprLake sink, exactly
-// once, and reclaiming the segments behind them (DESIGN.md §6). The store's catalog family keeps
+// Internal to pipeline/: landing committed WAL slices in the pipeline's sinks, exactly once, and
+// reclaiming the segments behind them (DESIGN.md §6). The store's catalog family keeps
 //   ("landing", namespace)              the landing planned and not yet recorded (JSON), so a crash
 //                                       replays exactly the same slices under the same landing id;
 //   ("landed", segment id, ordinal)     a landed slice of a segment not yet reclaimed;
-//   ("lake_snapshot", namespace)        the table snapshot holding every landed row (JSON).
+//   ("sink_commit", namespace)          the sink's commit holding every landed row (JSON; stores
+//                                       of format 1 kept ("lake_snapshot", namespace) instead).
 // docs/formats/landing.md documents the keys and the protocol.
 #pragma once
 
@@ -20,57 +21,44 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lake/lake.hpp"
+#include "sinks/sinks.hpp"
 #include "pipeline/pipeline.hpp"
 #include "transform/transform.hpp"
 
 namespace skippr::pipeline::internal {
 
-// The pipeline's lake writer; nullptr when its data_sink is not SkipprLake (or it has none).
-// `pipeline_instance`: the store's instance id, recorded in every snapshot summary.
-Result<std::unique_ptr<lake::LakeWriter>> OpenLakeWriter(const config::Config& config,
-                                                         const config::PipelineConfig& pipeline,
-                                                         const std::string& pipeline_instance,
-                                                         Env* env = Env::Default());
-
-// How the pipeline's sink lands (its SkipprLake settings).
-struct LakePolicy {
-  uint64_t target_file_bytes = 128 << 20;  // of uncompressed column data per landing
-  double commit_interval_seconds = 60;
-  bool replaces_table = false;  // write_policy replace_table
-  // write_policy merge_by_key: the source's primary_key columns (empty otherwise), and where they
-  // are set ("data_sources.<name>.<Kind>.primary_key"), for messages.
-  std::vector<std::string> key_columns;
-  std::string key_columns_setting;
-};
-LakePolicy ResolveLakePolicy(const config::Config& config, const config::PipelineConfig& pipeline);
+// How the pipeline's data sink lands: its entry's settings (sinks::LandingPolicyOf) and, for
+// merge_by_key, the source's primary key.
+sinks::LandingPolicy ResolveLandingPolicy(const config::Config& config,
+                                          const config::PipelineConfig& pipeline);
 
 // Where a pipeline's committed slices land (DESIGN.md §6, docs/formats/deadletters.md): data
 // namespaces in the data sink, the deadletters namespace in the deadletter sink. Without a data
 // writer the data slices stay in the WAL; without a deadletter writer the deadletter slices are
 // discarded — recorded as landed, counted, logged — as each landing round meets them.
 struct LandingSinks {
-  lake::LakeWriter* data = nullptr;
-  LakePolicy data_policy;
-  lake::LakeWriter* deadletters = nullptr;
-  LakePolicy deadletter_policy;  // always append; the deadletter sink's sizes
+  sinks::Sink* data = nullptr;
+  sinks::LandingPolicy data_policy;
+  sinks::Sink* deadletters = nullptr;
+  sinks::LandingPolicy deadletter_policy;  // always append; the deadletter sink's sizes
 };
 
-// The writers a sync pass lands with, owned. No lander runs when neither is set: the WAL is then
+// The sinks a sync pass lands with, owned. No lander runs when neither is set: the WAL is then
 // the dataset, deadletters included.
 struct PipelineSinks {
-  std::unique_ptr<lake::LakeWriter> data;
-  LakePolicy data_policy;
-  std::unique_ptr<lake::LakeWriter> deadletters;
-  LakePolicy deadletter_policy;
+  std::unique_ptr<sinks::Sink> data;
+  sinks::LandingPolicy data_policy;
+  std::unique_ptr<sinks::Sink> deadletters;
+  sinks::LandingPolicy deadletter_policy;
 
   bool has_any() const { return data != nullptr || deadletters != nullptr; }
   LandingSinks view() const {
     return {data.get(), data_policy, deadletters.get(), deadletter_policy};
   }
 };
-// The data sink's writer (OpenLakeWriter) and the deadletter sink's, when the pipeline has them;
-// `pipeline_instance` as for OpenLakeWriter.
+// The data sink and the deadletter sink, when the pipeline has them, opened through sinks::OpenSink;
+// `pipeline_instance`: the store's instance id, recorded with every landing. A data sink that
+// cannot land the pipeline's write policy is refused here, before anything is read.
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
                                 const std::string& pipeline_instance, Env* env = Env::Default());
@@ -91,7 +79,7 @@ Result<DeadletterCounts> ReadDeadletterCounts(const store::ReadTransaction& read
 // OK unless the policy merges by key and a namespace of `schema` cannot be keyed by its columns
 // (missing, nested, floating point): then InvalidConfig naming the column, the namespace and the
 // primary_key setting.
-Status CheckKeyColumns(const LakePolicy& policy, const schema::PipelineSchema& schema);
+Status CheckKeyColumns(const sinks::LandingPolicy& policy, const schema::PipelineSchema& schema);
 
 // What the table of a keyed CDC namespace already reflects, across its landings
 // (docs/formats/landing.md, "Final state"). The catalog family keeps, per namespace,
@@ -139,11 +127,11 @@ struct PassLandings {
   // The batches this pass committed and has not landed yet, by slice: a landing takes them from
   // here instead of decoding the segment again (the segment, not this cache, is what a replay after
   // a crash reads).
-  std::map<lake::SliceRef, std::shared_ptr<const Batch>> committed_batches;
+  std::map<sinks::SliceRef, std::shared_ptr<const Batch>> committed_batches;
   // The newest segment a landing round may land from; unset: the newest live at the round's start.
   std::optional<uint64_t> last_segment_id;
   // Slices a round leaves alone: a stream (LandStream) will land them.
-  std::set<lake::SliceRef> reserved;
+  std::set<sinks::SliceRef> reserved;
 };
 
 struct LandingPassResult {
@@ -162,12 +150,12 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
 // The same with a data sink only (deadletters discarded).
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              lake::LakeWriter& writer, const LakePolicy& policy,
+                                              sinks::Sink& writer, const sinks::LandingPolicy& policy,
                                               PassLandings& pass);
 
 // One committed slice handed to a stream, with its batch.
 struct StreamedSlice {
-  lake::SliceRef slice;
+  sinks::SliceRef slice;
   std::shared_ptr<const Batch> batch;
 };
 // The next slice of a stream, waiting for it to be committed; nullopt ends the stream.
@@ -183,11 +171,12 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
                                      const schema::NamespaceSchema& namespace_schema,
                                      const NextStreamedSlice& next, PassLandings& pass);
 
-// What readers need from one store snapshot: the slices already in the lake and each namespace's
-// landed snapshot.
+// What readers need from one store snapshot: the slices already landed, each namespace's sink
+// commit, and the landings planned and not recorded yet.
 struct LandingState {
-  std::set<lake::SliceRef> landed;
-  std::map<std::string, lake::LandedSnapshot> snapshots;
+  std::set<sinks::SliceRef> landed;
+  std::map<std::string, sinks::CommitId> commits;
+  std::vector<sinks::Landing> pending;
 };
 Result<LandingState> ReadLandingState(const store::ReadTransaction& read);
 
@@ -292,7 +281,7 @@ class BackgroundLander {
     std::shared_ptr<const Batch> batch;
     bool streams = false;  // a stream may take it; otherwise a round lands it
   };
-  using Queue = std::map<lake::SliceRef, Queued>;
+  using Queue = std::map<sinks::SliceRef, Queued>;
   enum class Work { kStream, kRound, kFinish, kStop };
   // What a stream may still take.
   struct StreamBudget {
@@ -348,7 +337,7 @@ class BackgroundAggregator {
   // Opens the processor (resetting aggregates whose config changed) and starts the thread, whose
   // first round applies what an earlier run committed and did not apply.
   static Result<std::unique_ptr<BackgroundAggregator>> Start(
-      PipelineState& state, const config::PipelineConfig& pipeline);
+      PipelineState& state, const config::Config& config, const config::PipelineConfig& pipeline);
   ~BackgroundAggregator();  // stops after the round in progress (the cursor keeps the rest)
   BackgroundAggregator(const BackgroundAggregator&) = delete;
   BackgroundAggregator& operator=(const BackgroundAggregator&) = delete;

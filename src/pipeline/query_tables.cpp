@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "iceberg/iceberg.hpp"
 #include "pipeline/landing.hpp"
@@ -80,6 +81,8 @@ struct PinnedCatalog {
     std::mutex mutex;
   };
   std::shared_ptr<SharedRead> read;
+  // Namespaces whose sink holds a landing the store has as planned (AddLandingsTheSinkHolds).
+  std::set<std::string> held_namespaces;
 };
 
 // The tables of one pipeline: listed from its saved schema when the engine opens, bound on demand.
@@ -101,7 +104,13 @@ class PipelineTables {
       SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, tables->state_->store().BeginRead());
       SKIPPR_ASSIGN_OR_RETURN(tables->schema_, schema::LoadSchema(read));
     }
-    tables->policy_ = internal::ResolveLakePolicy(config, pipeline);
+    tables->policy_ = internal::ResolveLandingPolicy(config, pipeline);
+    if (pipeline.data_sink) {
+      tables->data_sink_ = config.data_sinks.at(*pipeline.data_sink).connector;
+    }
+    if (pipeline.deadletter_sink) {
+      tables->deadletter_sink_ = config.deadletter_sinks.at(*pipeline.deadletter_sink).connector;
+    }
     tables->FindDataDirectories(config, pipeline);
     return tables;
   }
@@ -116,6 +125,11 @@ class PipelineTables {
   // Where the lake writer puts each table's data and delete files: all that query may read
   // besides the WAL when file access is off (query::EngineOptions::readable_directories).
   const std::map<std::string, std::string>& data_directories() const { return data_directories_; }
+
+  // The DuckDB database its data sink lands in, if it is one: attached before any pin.
+  std::string database_path() const {
+    return data_sink_ ? sinks::DatabasePathOf(*data_sink_) : std::string();
+  }
 
   // The tables, in order, from one pinned catalog (re-pinned, for all of them, when a segment file
   // was reclaimed between the pin and its read).
@@ -148,9 +162,10 @@ class PipelineTables {
   }
 
   void AddDataDirectory(const config::ConnectorConfig& sink, const std::string& table) {
-    if (sink.kind != "SkipprLake") return;
+    if (!sink.Has("warehouse")) return;  // not Iceberg tables
     Result<std::string> location = iceberg::TableLocation(
-        sink.GetString("warehouse"), sink.GetString("table_namespace"), table);
+        sink.GetString("warehouse"),
+        sink.Has("table_namespace") ? sink.GetString("table_namespace") : "default", table);
     if (!location.ok()) return;  // not a local table: nothing of it can be read
     Result<std::string> local = iceberg::LocalPathOfUri(*location);
     if (local.ok()) data_directories_[table] = *local + "/data/";
@@ -162,8 +177,25 @@ class PipelineTables {
     SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state_->store().BeginRead());
     SKIPPR_ASSIGN_OR_RETURN(pin.segments, wal::LiveSegments(read));
     SKIPPR_ASSIGN_OR_RETURN(pin.landing, internal::ReadLandingState(read));
+    SKIPPR_RETURN_IF_ERROR(AddLandingsTheSinkHolds(pin));
     pin.read = std::make_shared<PinnedCatalog::SharedRead>(std::move(read));
     pin_ = std::move(pin);
+    return Status::OK();
+  }
+
+  // A sink read at its current state (a DuckDB database, attached before this pin) may hold
+  // landings the pinned store still has as planned: their slices are read from the sink.
+  Status AddLandingsTheSinkHolds(PinnedCatalog& pin) const {
+    for (const sinks::Landing& pending : pin.landing.pending) {
+      const std::optional<config::ConnectorConfig>& sink =
+          pending.namespace_name == kDeadletters ? deadletter_sink_ : data_sink_;
+      if (!sink || !sinks::ReadsCurrentState(*sink)) continue;
+      SKIPPR_ASSIGN_OR_RETURN(const bool held, sinks::HoldsLanding(*sink, pending.namespace_name,
+                                                                   pending.landing_id));
+      if (!held) continue;
+      pin.landing.landed.insert(pending.slices.begin(), pending.slices.end());
+      pin.held_namespaces.insert(pending.namespace_name);
+    }
     return Status::OK();
   }
 
@@ -219,13 +251,23 @@ class PipelineTables {
     return slices;
   }
 
-  // The landed rows, all under the table's data directory (what query may read with file access
-  // off): a snapshot landed in another warehouse (the sink's settings changed since) says so.
+  // The landed rows; Iceberg files all under the table's data directory (what query may read with
+  // file access off): a snapshot landed in another warehouse (the sink's settings changed since)
+  // says so.
   Result<query::LandedRows> LandedRowsOf(const std::string& ns_name) {
-    auto snapshot = pin_->landing.snapshots.find(ns_name);
-    if (snapshot == pin_->landing.snapshots.end()) return query::LandedRows{};
+    auto commit = pin_->landing.commits.find(ns_name);
+    const std::optional<config::ConnectorConfig>& sink =
+        ns_name == kDeadletters ? deadletter_sink_ : data_sink_;
+    if (!sink) return query::LandedRows{};
+    // A database is read at its current state, which may hold a landing the store has as planned
+    // only; Iceberg tables at the commit the store recorded.
+    if (commit == pin_->landing.commits.end() && !pin_->held_namespaces.contains(ns_name)) {
+      return query::LandedRows{};
+    }
+    const sinks::CommitId at =
+        commit == pin_->landing.commits.end() ? sinks::CommitId{"", 1} : commit->second;
     SKIPPR_ASSIGN_OR_RETURN(query::LandedRows landed,
-                            lake::LandedRowsOf(snapshot->second, &state_->env()));
+                            sinks::ReadLanded(*sink, ns_name, at, &state_->env()));
     if (!checks_locations_) return landed;
     auto directory = data_directories_.find(ns_name);
     const auto outside = [&](const std::string& path) {
@@ -260,12 +302,12 @@ class PipelineTables {
     SKIPPR_ASSIGN_OR_RETURN(std::vector<LiveSlices::Slice> slices, LiveSlicesOf(ns_name));
     // Under merge_by_key the live rows upsert the landed ones, as their landing will. Keys the
     // schema cannot carry fail the sync, not the query: the rows then read as appended.
-    if (!is_deadletters && lake::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
+    if (!is_deadletters && sinks::CheckKeyColumns(policy_.key_columns, table.fields).ok()) {
       table.key_columns = policy_.key_columns;
     }
     // A source's own key (a PostgreSQL table's): its changes converge to the latest row per key.
     if (!is_deadletters && table.key_columns.empty() && !ns->second.key_fields.empty() &&
-        lake::CheckKeyColumns(ns->second.key_fields, table.fields).ok()) {
+        sinks::CheckKeyColumns(ns->second.key_fields, table.fields).ok()) {
       table.key_columns = ns->second.key_fields;
       SKIPPR_RETURN_IF_ERROR(SetLandedTokens(ns_name, !slices.empty(), table));
     }
@@ -277,7 +319,9 @@ class PipelineTables {
   bool checks_locations_ = true;
   std::unique_ptr<PipelineState> state_;
   schema::PipelineSchema schema_;
-  internal::LakePolicy policy_;
+  sinks::LandingPolicy policy_;
+  std::optional<config::ConnectorConfig> data_sink_;
+  std::optional<config::ConnectorConfig> deadletter_sink_;
   std::map<std::string, std::string> data_directories_;  // namespace → ".../data/"
   std::optional<PinnedCatalog> pin_;
 };
@@ -306,6 +350,14 @@ class PipelinesBinder final : public query::TableBinder {
       }
     }
     return directories;
+  }
+
+  std::vector<std::string> DatabasePaths() const {
+    std::vector<std::string> paths;
+    for (const auto& [name, tables] : pipelines_) {
+      if (std::string path = tables->database_path(); !path.empty()) paths.push_back(path);
+    }
+    return paths;
   }
 
   std::vector<query::TableName> Names() const override {
@@ -381,6 +433,9 @@ Result<std::unique_ptr<query::Engine>> OpenQueryEngine(const config::Config& con
   query::EngineOptions options;
   options.allows_file_access = access.allows_file_access;
   options.readable_directories = binder->DataDirectories();
+  // Attached before any statement pins a store: every landing in a database then is landed or
+  // planned in the pin (AddLandingsTheSinkHolds).
+  options.attached_databases = binder->DatabasePaths();
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine, query::Engine::Open(options));
   engine->SetBinder(std::move(binder));
   return engine;

@@ -42,10 +42,10 @@ int64_t NowMicros() {
 
 // When the sync thread asks for a landing round: at the smaller size and interval of the sinks
 // the pipeline lands in.
-LakePolicy LandingTrigger(const PipelineSinks& sinks) {
+sinks::LandingPolicy LandingTrigger(const PipelineSinks& sinks) {
   if (!sinks.data) return sinks.deadletter_policy;
   if (!sinks.deadletters) return sinks.data_policy;
-  LakePolicy trigger = sinks.data_policy;
+  sinks::LandingPolicy trigger = sinks.data_policy;
   trigger.target_file_bytes =
       std::min(trigger.target_file_bytes, sinks.deadletter_policy.target_file_bytes);
   trigger.commit_interval_seconds =
@@ -219,7 +219,7 @@ class SyncPass {
       LowerThisThreadsPriority();
       return OpenSinks(config_, pipeline_, state_.store().identity().instance_id, &state_.env());
     });
-    lake_policy_ = ResolveLakePolicy(config_, pipeline_);
+    landing_policy_ = ResolveLandingPolicy(config_, pipeline_);
     Status prepared = PrepareShaping();
     if (prepared.ok()) prepared = OpenSource();
     SKIPPR_RETURN_IF_ERROR(StartLanding(sinks.get()));
@@ -240,7 +240,7 @@ class SyncPass {
                                                  state_.store(), &result_.recovery,
                                                  {.env = &state_.env()}));
     if (!pipeline_.transform.aggregates.empty()) {
-      SKIPPR_ASSIGN_OR_RETURN(aggregator_, BackgroundAggregator::Start(state_, pipeline_));
+      SKIPPR_ASSIGN_OR_RETURN(aggregator_, BackgroundAggregator::Start(state_, config_, pipeline_));
     }
     return Status::OK();
   }
@@ -248,7 +248,7 @@ class SyncPass {
   // Landing starts with the sinks open, before the first commit it may be asked for.
   Status StartLanding(Result<PipelineSinks> opened) {
     SKIPPR_ASSIGN_OR_RETURN(PipelineSinks sinks, std::move(opened));
-    SKIPPR_CHECK(sinks.data_policy.key_columns == lake_policy_.key_columns);
+    SKIPPR_CHECK(sinks.data_policy.key_columns == landing_policy_.key_columns);
     landing_trigger_ = LandingTrigger(sinks);
     if (sinks.has_any()) lander_.emplace(state_, pipeline_, std::move(sinks));
     last_landing_ = std::chrono::steady_clock::now();
@@ -280,8 +280,8 @@ class SyncPass {
       SKIPPR_ASSIGN_OR_RETURN(ops_, OpenOps(config_, pipeline_, read));
     }
     // A primary key the schema cannot carry fails now, before the source is read.
-    if (!lake_policy_.key_columns.empty()) {
-      SKIPPR_RETURN_IF_ERROR(CheckKeyColumns(lake_policy_, ops_ ? ops_->output_schema() : saved));
+    if (!landing_policy_.key_columns.empty()) {
+      SKIPPR_RETURN_IF_ERROR(CheckKeyColumns(landing_policy_, ops_ ? ops_->output_schema() : saved));
     }
     schema::ShaperOptions shaper_options =
         ShaperOptionsFor(config_, pipeline_, ShapingPurpose::kSync);
@@ -497,8 +497,8 @@ class SyncPass {
   SyncProgress progress_;
   std::optional<DiskGate> disk_gate_;
   std::unique_ptr<wal::Wal> wal_;
-  LakePolicy lake_policy_;
-  LakePolicy landing_trigger_;
+  sinks::LandingPolicy landing_policy_;
+  sinks::LandingPolicy landing_trigger_;
   std::optional<BackgroundLander> lander_;
   std::unique_ptr<BackgroundAggregator> aggregator_;
   uint64_t unlanded_bytes_ = 0;  // source bytes committed since landing was last asked for

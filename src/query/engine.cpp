@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -565,9 +566,23 @@ std::string LandedQuery(const std::vector<const LandedFile*>& data_files,
   return fmt::format("SELECT * EXCLUDE ({}, {}) FROM ({})", kFileColumn, kPositionColumn, rows);
 }
 
+// The rows of a table of an attached DuckDB database (as `alias`), without its hidden columns.
+std::string DatabaseTableQuery(const DatabaseTable& table, const std::string& alias) {
+  std::string columns = "*";
+  if (!table.hidden_columns.empty()) {
+    std::vector<std::string> hidden;
+    for (const std::string& column : table.hidden_columns) hidden.push_back(QuoteLiteral(column));
+    columns = fmt::format("COLUMNS(c -> c NOT IN ({}))", fmt::join(hidden, ", "));
+  }
+  return fmt::format("SELECT {} FROM {}.{}.{}", columns, QuoteIdentifier(alias),
+                     QuoteIdentifier(table.schema), QuoteIdentifier(table.table));
+}
+
 // The view's query: the live batches, then the landed rows (of `landed_files`, indexes into the
-// table's data files; nullptr: all of them) their keys do not replace.
-std::string ViewQuery(const TableSource& table, const std::vector<size_t>* landed_files) {
+// table's data files; nullptr: all of them; or the table of the database attached as
+// `database_alias`) their keys do not replace.
+std::string ViewQuery(const TableSource& table, const std::vector<size_t>* landed_files,
+                      const std::string& database_alias) {
   const std::string scan_arguments =
       fmt::format("{}, {}", QuoteLiteral(table.pipeline), QuoteLiteral(table.namespace_name));
   std::vector<const LandedFile*> data_files;
@@ -576,7 +591,10 @@ std::string ViewQuery(const TableSource& table, const std::vector<size_t>* lande
   } else {
     for (size_t index : *landed_files) data_files.push_back(&table.landed.data_files.at(index));
   }
-  const std::string landed = LandedQuery(data_files, table.landed);
+  const std::string landed =
+      table.landed.database_table
+          ? DatabaseTableQuery(*table.landed.database_table, database_alias)
+          : LandedQuery(data_files, table.landed);
   if (table.key_columns.empty()) {
     const std::string live = fmt::format("SELECT * FROM wal_scan({})", scan_arguments);
     return landed.empty() ? live : fmt::format("{} UNION ALL BY NAME {}", live, landed);
@@ -680,8 +698,73 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   duckdb_result result;
   duckdb_query(engine->handles_->connection, "SET TimeZone = 'UTC'", &result);
   duckdb_destroy_result(&result);
+  engine->checks_table_names_ = options.checks_table_names;
+  SKIPPR_RETURN_IF_ERROR(engine->AttachDatabases(options.attached_databases));
   if (!options.allows_file_access) SKIPPR_RETURN_IF_ERROR(engine->ApplyFileAccess(options));
   return engine;
+}
+
+namespace {
+
+// How long an attach waits for another process to let go of a database file, and how often it
+// says it is waiting.
+constexpr auto kAttachWait = std::chrono::minutes(10);
+constexpr auto kAttachWaitReport = std::chrono::seconds(30);
+
+bool IsLockConflict(std::string_view message) {
+  return message.find("Could not set lock on file") != std::string_view::npos ||
+         message.find("Conflicting lock") != std::string_view::npos;
+}
+
+Status AttachDatabaseWaiting(duckdb_connection connection, const std::string& path,
+                             const std::string& alias, bool read_only) {
+  const std::string sql = fmt::format("ATTACH {} AS {}{}", QuoteLiteral(path),
+                                      QuoteIdentifier(alias), read_only ? " (READ_ONLY)" : "");
+  const auto start = std::chrono::steady_clock::now();
+  auto next_report = start + kAttachWaitReport;
+  auto pause = std::chrono::milliseconds(5);
+  while (true) {
+    duckdb_result result;
+    const bool ok = duckdb_query(connection, sql.c_str(), &result) == DuckDBSuccess;
+    const std::string error = ok ? "" : MessageText(duckdb_result_error(&result));
+    duckdb_destroy_result(&result);
+    if (ok) return Status::OK();
+    const auto now = std::chrono::steady_clock::now();
+    if (!IsLockConflict(error) || now - start > kAttachWait) {
+      return Status::Unavailable(fmt::format(
+          "could not open the DuckDB database {}{}: {}", path,
+          IsLockConflict(error) ? " (another process held it for 10 minutes; is a `skipprd "
+                                  "query` or a DuckDB session still open on it?)"
+                                : "",
+          error));
+    }
+    if (now >= next_report) {
+      spdlog::info("waiting for another process to let go of the DuckDB database {}: {}", path,
+                   error);
+      next_report = now + kAttachWaitReport;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace
+
+Status Engine::Attach(const std::string& path, const std::string& alias, bool read_only) {
+  return AttachDatabaseWaiting(handles_->connection, path, alias, read_only);
+}
+
+Status Engine::AttachDatabases(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (attached_aliases_.contains(path)) continue;
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) continue;  // nothing landed there yet
+    const std::string alias = fmt::format("skippr_database_{}", attached_aliases_.size());
+    SKIPPR_RETURN_IF_ERROR(
+        AttachDatabaseWaiting(handles_->connection, path, alias, /*read_only=*/true));
+    attached_aliases_.emplace(path, alias);
+  }
+  return Status::OK();
 }
 
 // DuckDB allows changing allowed_directories only while external access is on, and nothing once
@@ -789,10 +872,22 @@ Status Engine::RegisterTable(TableSource table) {
 
 // (Re)creates the view of a registered table over `landed_files` of its data files (nullptr: all).
 Status Engine::CreateView(const TableKey& key, const std::vector<size_t>* landed_files) {
+  const TableSource& table = *tables_.at(key);
+  std::string database_alias;
+  if (const std::optional<DatabaseTable>& database = table.landed.database_table) {
+    auto attached = attached_aliases_.find(database->database_path);
+    if (attached == attached_aliases_.end()) {
+      return Status::Unavailable(fmt::format(
+          "the DuckDB database {} holding its landed rows was created after this query began; "
+          "run the query again",
+          database->database_path));
+    }
+    database_alias = attached->second;
+  }
   const std::string sql =
       fmt::format("CREATE SCHEMA IF NOT EXISTS {0}; CREATE OR REPLACE VIEW {0}.{1} AS {2}",
                   QuoteIdentifier(key.first), QuoteIdentifier(key.second),
-                  ViewQuery(*tables_.at(key), landed_files));
+                  ViewQuery(table, landed_files, database_alias));
   duckdb_result result;
   const bool ok = duckdb_query(handles_->connection, sql.c_str(), &result) == DuckDBSuccess;
   const std::string error = ok ? "" : duckdb_result_error(&result);
@@ -1196,7 +1291,7 @@ Status Engine::RunStatements(
         "the SQL holds a NUL character at byte {}; remove it (write chr(0) for one in a value)",
         nul));
   }
-  SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
+  if (checks_table_names_) SKIPPR_RETURN_IF_ERROR(BindReferencedTables(sql));
 
   duckdb_extracted_statements extracted = nullptr;
   const idx_t count = duckdb_extract_statements(connection, sql.c_str(), &extracted);

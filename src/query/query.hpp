@@ -82,8 +82,19 @@ struct PositionDeleteFile {
   int64_t sequence_number = 0;
 };
 
-// The rows of a landed Iceberg snapshot: its data files minus its position and equality deletes.
+// A table of a DuckDB database file the engine attached (EngineOptions::attached_databases).
+struct DatabaseTable {
+  std::string database_path;
+  std::string schema;
+  std::string table;
+  // Columns of the table that are not the namespace's (the sink's bookkeeping), left out.
+  std::vector<std::string> hidden_columns;
+};
+
+// The rows of a landed Iceberg snapshot: its data files minus its position and equality deletes;
+// or the rows of a table of a DuckDB database.
 struct LandedRows {
+  std::optional<DatabaseTable> database_table;
   std::vector<LandedFile> data_files;
   std::vector<EqualityDeleteFile> equality_delete_files;
   std::vector<PositionDeleteFile> position_delete_files;
@@ -188,6 +199,14 @@ struct EngineOptions {
   // Absolute directories whose files stay readable when file access is off: the landed tables'
   // data directories.
   std::vector<std::string> readable_directories;
+  // DuckDB database files attached read-only when the engine opens (before file access is
+  // restricted), as `skippr_database_<index>`: the Duckdb sinks' databases, whose tables
+  // LandedRows::database_table names. A file that does not exist yet is left out. While another
+  // process writes one, the attach waits for it (a landing holds it for one transaction).
+  std::vector<std::string> attached_databases;
+  // false: Run does not check that tables are named <pipeline>.<namespace> (an engine that writes
+  // to databases it attached itself, and reads its own registered tables).
+  bool checks_table_names = true;
 };
 
 // The flag of `skipprd query` that lifts the restriction; errors name it.
@@ -298,6 +317,10 @@ class Engine {
   // Table references are not checked as Run checks them: the caller writes the SQL.
   Result<Batch> RunToBatch(const std::string& sql);
 
+  // Attaches the DuckDB database file `path` as `alias`, waiting (up to 10 minutes, saying so in the
+  // log every 30 s) while another process holds a conflicting lock on it. Detach with Run.
+  Status Attach(const std::string& path, const std::string& alias, bool read_only);
+
   // "pipeline.namespace", sorted: the registered tables and the binder's.
   std::vector<std::string> TableNames() const;
 
@@ -308,6 +331,7 @@ class Engine {
   using TableKey = std::pair<std::string, std::string>;  // pipeline, namespace
   Engine();
   Status ApplyFileAccess(const EngineOptions& options);
+  Status AttachDatabases(const std::vector<std::string>& paths);
   std::optional<std::vector<detail::TableReference>> ReferencedTables(const std::string& sql);
   std::optional<TableName> KnownTable(const std::string& schema, const std::string& table) const;
   Status BindReferencedTables(const std::string& sql);
@@ -331,6 +355,8 @@ class Engine {
 
   std::unique_ptr<Handles> handles_;
   bool allows_file_access_ = true;
+  bool checks_table_names_ = true;
+  std::map<std::string, std::string> attached_aliases_;  // database path → its catalog's alias
   std::map<TableKey, std::shared_ptr<const TableSource>> tables_;
   // Tables wal_scan reads for the engine itself (landed file statistics): no view, never bound.
   std::map<TableKey, std::shared_ptr<const TableSource>> internal_tables_;

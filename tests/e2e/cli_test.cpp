@@ -199,6 +199,27 @@ pipelines:
                         "table_namespace 'default' like data_sinks.a"));
 }
 
+TEST(CliDoctor, ASinkItCannotReachFailsNamingItAndOthersSayHowTheyLand) {
+  TempDir dir;
+  dir.Write("skippr.yml", R"(data_sources:
+  s: {Sample: {}}
+data_sinks:
+  pg: {Postgres: {host: 127.0.0.1, port: 9, user: u, database: d, sslmode: disable}}
+  duck: {Duckdb: {database: /srv/out.duckdb, write_policy: merge_by_key}}
+pipelines:
+  one: {data_source: data_sources.s, data_sink: data_sinks.pg}
+  two: {data_source: data_sources.s, data_sink: data_sinks.duck}
+)");
+  ProcessResult result = Skipprd(dir, {"doctor"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, HasSubstr("[FAIL] data_sinks.pg.Postgres: cannot connect to PostgreSQL "
+                                    "u@127.0.0.1:9/d, schema public"));
+  EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'one': Postgres sink 'pg' lands with write "
+                                    "policy append; query reads the live WAL only"));
+  EXPECT_THAT(result.out, HasSubstr("[ok]   pipeline 'two': Duckdb sink 'duck' lands with write "
+                                    "policy merge_by_key; query reads what it landed"));
+}
+
 TEST(CliDoctor, UnwritableDataDirFailsWithAFix) {
   TempDir dir;
   dir.Write("skippr.yml",

@@ -222,7 +222,7 @@ TEST(LakeFlow, ALanderSlowerThanIngestLandsEverySegmentFromMemory) {
   int streamed = 0;
   std::istringstream log(sync.err);
   for (std::string line; std::getline(log, line);) {
-    if (line.find("lake events: landing ") == std::string::npos) continue;
+    if (line.find("sink events: landing ") == std::string::npos) continue;
     ++landings;
     streamed += line.find("written as they were committed") != std::string::npos;
   }
@@ -309,7 +309,7 @@ pipelines:
   int64_t largest = 0;
   std::istringstream log(sync.err);
   for (std::string line; std::getline(log, line);) {
-    const size_t at = line.find("lake events: landing ");
+    const size_t at = line.find("sink events: landing ");
     if (at == std::string::npos) continue;
     ++landings;
     const size_t of = line.find(" of ", at);
@@ -710,8 +710,10 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
   });
   auto writer = lake::LakeWriter::Open({.pipeline = "p", .warehouse = "file://" + Warehouse(dir)});
   ASSERT_TRUE(writer.ok()) << writer.status().message();
-  auto landed = (*writer)->Land(lake::PlanLanding("p", "0123456789abcdef0123456789abcdef", table.name, {{1, 0}, {2, 0}}), table,
-                                {first, second});
+  const lake::Landing landing{.landing_id = "0123456789abcdef0123456789abcdef",
+                             .namespace_name = table.name,
+                             .wal_segment_ids = {1, 2}};
+  auto landed = (*writer)->Land(landing, table, {first, second});
   ASSERT_TRUE(landed.ok()) << landed.status().message();
 
   auto metadata = iceberg::ReadMetadataFile(landed->snapshot.metadata_location);

@@ -1,5 +1,7 @@
 #include "e2e/skipprd_runner.hpp"
 
+#include <duckdb.h>
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -126,6 +128,50 @@ int ExpectCountDuringSyncIsMonotone(const TempDir& dir, const std::string& pipel
   EXPECT_EQ(QueryRow(dir, sql), std::vector<std::string>{std::to_string(source_rows)});
   EXPECT_GE(successful_queries, 1);
   return successful_queries;
+}
+
+std::vector<std::vector<std::string>> ReadDuckdbFile(const std::string& path,
+                                                     const std::string& sql) {
+  duckdb_database database = nullptr;
+  duckdb_connection connection = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (duckdb_open(nullptr, &database) != DuckDBSuccess ||
+      duckdb_connect(database, &connection) != DuckDBSuccess) {
+    ADD_FAILURE() << "could not open DuckDB";
+    duckdb_close(&database);
+    return rows;
+  }
+  const auto run = [&](const std::string& statement, bool keep) {
+    duckdb_result result;
+    const bool ok = duckdb_query(connection, statement.c_str(), &result) == DuckDBSuccess;
+    if (!ok) {
+      const std::string error = duckdb_result_error(&result);
+      duckdb_destroy_result(&result);
+      return error;
+    }
+    for (idx_t row = 0; keep && row < duckdb_row_count(&result); ++row) {
+      std::vector<std::string>& values = rows.emplace_back();
+      for (idx_t column = 0; column < duckdb_column_count(&result); ++column) {
+        char* text = duckdb_value_varchar(&result, column, row);
+        values.emplace_back(text != nullptr ? text : "");
+        duckdb_free(text);
+      }
+    }
+    duckdb_destroy_result(&result);
+    return std::string();
+  };
+  // A sync's landing holds the file for one transaction: wait for it as query does.
+  std::string error;
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    error = run(fmt::format("ATTACH '{}' AS db (READ_ONLY)", path), false);
+    if (error.find("lock") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (error.empty()) error = run(sql, true);
+  if (!error.empty()) ADD_FAILURE() << "DuckDB over " << path << ": " << error << "\n" << sql;
+  duckdb_disconnect(&connection);
+  duckdb_close(&database);
+  return rows;
 }
 
 }  // namespace skippr::testing

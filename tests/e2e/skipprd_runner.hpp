@@ -41,6 +41,12 @@ std::vector<std::vector<std::string>> QueryRows(const TempDir& dir, const std::s
 nlohmann::json ReadWithIcebird(const std::string& warehouse, const std::string& table_namespace,
                                const std::string& table);
 
+// The rows of `sql` run by DuckDB itself over the database file `path`, attached read-only as
+// `db` (waiting while a writer holds it), each value as text (NULL as ""). Fails the test on an
+// error and returns nothing.
+std::vector<std::vector<std::string>> ReadDuckdbFile(const std::string& path,
+                                                     const std::string& sql);
+
 // While `sync -p <pipeline> --once` runs, repeats `SELECT count(*)` on <pipeline>.<table>: the
 // count never decreases, never exceeds `source_rows`, and ends equal to it. Returns how many
 // queries succeeded during the sync.

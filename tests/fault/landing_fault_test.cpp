@@ -68,7 +68,7 @@ pipelines:
 class LandingUnderFaults {
  public:
   LandingUnderFaults() : env_(Env::Default(), dir_.Sub("trash")), config_(LandingConfig(dir_.path())) {
-    policy_ = pipeline::internal::ResolveLakePolicy(config_, pipeline());
+    policy_ = pipeline::internal::ResolveLandingPolicy(config_, pipeline());
     policy_.target_file_bytes = 1;  // one slice per landing: more landings, more steps
   }
 
@@ -83,9 +83,10 @@ class LandingUnderFaults {
     state_.emplace(std::move(state));
     SKIPPR_ASSIGN_OR_RETURN(wal_, wal::Wal::Open(state_->wal_directory(), "events",
                                                  state_->store(), nullptr, {.env = &env_}));
-    SKIPPR_ASSIGN_OR_RETURN(writer_,
-                            pipeline::internal::OpenLakeWriter(
+    SKIPPR_ASSIGN_OR_RETURN(pipeline::internal::PipelineSinks sinks,
+                            pipeline::internal::OpenSinks(
                                 config_, pipeline(), state_->store().identity().instance_id, &env_));
+    writer_ = std::move(sinks.data);
     return Status::OK();
   }
   void Close() {
@@ -133,10 +134,11 @@ class LandingUnderFaults {
     EXPECT_TRUE(ValueOrDie(wal::LiveSegments(read)).empty()) << context << ": WAL not reclaimed";
     const pipeline::internal::LandingState landing =
         ValueOrDie(pipeline::internal::ReadLandingState(read));
-    ASSERT_TRUE(landing.snapshots.contains("events")) << context;
-    const lake::LandedSnapshot& recorded = landing.snapshots.at("events");
+    ASSERT_TRUE(landing.commits.contains("events")) << context;
+    const sinks::CommitId& recorded = landing.commits.at("events");
     // The rows of the recorded snapshot: every committed row, once.
-    const query::LandedRows rows = ValueOrDie(lake::LandedRowsOf(recorded, &env_));
+    const query::LandedRows rows =
+        ValueOrDie(lake::LandedRowsOf({recorded.location, recorded.version}, &env_));
     std::vector<std::string> files;
     for (const query::LandedFile& file : rows.data_files) files.push_back("'" + file.path + "'");
     std::unique_ptr<query::Engine> engine = ValueOrDie(query::Engine::Open());
@@ -159,7 +161,7 @@ class LandingUnderFaults {
     const iceberg::VersionedMetadata table =
         ValueOrDie(iceberg::LoadTableMetadata(*catalog, {"landed", "events"}));
     ASSERT_NE(table.metadata.CurrentSnapshot(), nullptr) << context;
-    EXPECT_EQ(table.metadata.CurrentSnapshot()->snapshot_id, recorded.snapshot_id) << context;
+    EXPECT_EQ(table.metadata.CurrentSnapshot()->snapshot_id, recorded.version) << context;
     std::set<std::string> landing_ids;
     for (const iceberg::Snapshot& snapshot : table.metadata.snapshots) {
       landing_ids.insert(snapshot.summary.at(std::string(lake::kLandingIdKey)));
@@ -177,10 +179,10 @@ class LandingUnderFaults {
   TempDir dir_;
   FaultInjectionEnv env_;
   config::Config config_;
-  pipeline::internal::LakePolicy policy_;
+  sinks::LandingPolicy policy_;
   std::optional<pipeline::PipelineState> state_;
   std::unique_ptr<wal::Wal> wal_;
-  std::unique_ptr<lake::LakeWriter> writer_;
+  std::unique_ptr<sinks::Sink> writer_;
 };
 
 // ----- power cuts ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include "core/crash.hpp"
 #include "iceberg/iceberg.hpp"
 #include "query/query.hpp"
+#include "sinks/sinks.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::lake {
@@ -37,6 +38,18 @@ using ::testing::HasSubstr;
 using Batches = std::vector<std::shared_ptr<const Batch>>;
 // The table as a reader sees it: id → name (a NULL id as nullopt).
 using TableRows = std::map<std::optional<int64_t>, std::string>;
+using sinks::SliceRef;
+
+// A landing planned as the pipeline plans one (sinks::PlanLanding), in the lake's terms.
+Landing PlanLakeLanding(std::string_view pipeline, std::string_view instance,
+                    std::string namespace_name, std::vector<SliceRef> slices,
+                    bool replaces_table = false, std::vector<std::string> key_columns = {}) {
+  const sinks::Landing planned =
+      sinks::PlanLanding(pipeline, instance, std::move(namespace_name), std::move(slices),
+                         replaces_table, std::move(key_columns));
+  return Landing{planned.landing_id, planned.namespace_name, planned.SegmentIds(),
+                 planned.replaces_table, planned.key_columns};
+}
 
 constexpr std::string_view kTableNamespace = "landed";
 constexpr std::string_view kInstance = "00112233445566778899aabbccddeeff";
@@ -130,7 +143,7 @@ class LakeMerge : public ::testing::Test {
       batches.push_back(Slice(slices[ordinal], value_column_));
     }
     const Landing landing =
-        PlanLanding("p", kInstance, "events", refs, replaces_table,
+        PlanLakeLanding("p", kInstance, "events", refs, replaces_table,
                     replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
     Result<LandingOutcome> outcome =
         writer_->Land(landing, EventsSchema(value_column_), batches);
@@ -308,7 +321,7 @@ TEST_F(LakeMerge, AMergeRetriedAfterAnotherWritersCommitDeletesThatWritersRowsTo
   const std::vector<std::vector<Change>> other = {{{kUpdate, 1, "other"}, {kUpdate, 2, "b2"}}};
   std::unique_ptr<LakeWriter> other_writer = OpenWriter(16);
   std::function<void()> land_other = [&] {
-    const Landing landing = PlanLanding("p", kInstance, "events", {{2, 0}}, false, {"id"});
+    const Landing landing = PlanLakeLanding("p", kInstance, "events", {{2, 0}}, false, {"id"});
     Result<LandingOutcome> landed =
         other_writer->Land(landing, EventsSchema(), {Slice(other[0])});
     ASSERT_TRUE(landed.ok()) << landed.status().ToString();
@@ -649,27 +662,27 @@ TEST(LakeKeys, KeyColumnsMustBeTopLevelPrimitiveColumnsNamedOnce) {
 
 TEST(LakeKeys, TheKeyIsPartOfTheLandingId) {
   const std::vector<SliceRef> slices = {{1, 0}, {1, 1}};
-  const std::string append = PlanLanding("p", kInstance, "events", slices).landing_id;
-  const std::string by_id = PlanLanding("p", kInstance, "events", slices, false, {"id"}).landing_id;
+  const std::string append = PlanLakeLanding("p", kInstance, "events", slices).landing_id;
+  const std::string by_id = PlanLakeLanding("p", kInstance, "events", slices, false, {"id"}).landing_id;
   const std::string by_id_name =
-      PlanLanding("p", kInstance, "events", slices, false, {"id", "name"}).landing_id;
+      PlanLakeLanding("p", kInstance, "events", slices, false, {"id", "name"}).landing_id;
   const std::string by_name_id =
-      PlanLanding("p", kInstance, "events", slices, false, {"name", "id"}).landing_id;
+      PlanLakeLanding("p", kInstance, "events", slices, false, {"name", "id"}).landing_id;
   EXPECT_NE(append, by_id);
   EXPECT_NE(by_id, by_id_name);
   EXPECT_NE(by_id_name, by_name_id);
-  EXPECT_EQ(by_id, PlanLanding("p", kInstance, "events", slices, false, {"id"}).landing_id);
+  EXPECT_EQ(by_id, PlanLakeLanding("p", kInstance, "events", slices, false, {"id"}).landing_id);
 }
 
 // A store rebuilt from nothing hands out segment ids from 1 again: its landings of "the same"
 // slices are other landings, never found in the history an earlier store left in the table.
 TEST(LakeLandingId, ThePipelineInstanceIsPartOfTheLandingId) {
   const std::vector<SliceRef> slices = {{1, 0}};
-  const std::string first = PlanLanding("p", kInstance, "events", slices).landing_id;
+  const std::string first = PlanLakeLanding("p", kInstance, "events", slices).landing_id;
   const std::string other =
-      PlanLanding("p", "ffeeddccbbaa99887766554433221100", "events", slices).landing_id;
+      PlanLakeLanding("p", "ffeeddccbbaa99887766554433221100", "events", slices).landing_id;
   EXPECT_NE(first, other);
-  EXPECT_EQ(first, PlanLanding("p", kInstance, "events", slices).landing_id);
+  EXPECT_EQ(first, PlanLakeLanding("p", kInstance, "events", slices).landing_id);
   EXPECT_EQ(first.size(), 32u);
 }
 
@@ -741,7 +754,7 @@ class LakeStream : public LakeMerge {
     SKIPPR_ASSIGN_OR_RETURN(const int64_t rows,
                             writer_->WriteStream(EventsSchema(), [&] { return feed.Next(); }));
     EXPECT_EQ(rows, expected_rows);
-    landing_ = PlanLanding("p", kInstance, "events", slices);
+    landing_ = PlanLakeLanding("p", kInstance, "events", slices);
     SKIPPR_ASSIGN_OR_RETURN(LandingOutcome outcome,
                             writer_->LandStreamed(landing_, EventsSchema(), expected_rows));
     snapshot_ = outcome.snapshot;
@@ -945,7 +958,7 @@ class LakePruning : public ::testing::Test {
     const std::vector<std::vector<TypedRow>> files = {TypedRows(1, 100), nan_file, null_file,
                                                       null_ids, TypedRows(50, 60)};
     for (uint64_t segment = 1; segment <= files.size(); ++segment) {
-      const Landing landing = PlanLanding("p", kInstance, "typed", {{segment, 0}});
+      const Landing landing = PlanLakeLanding("p", kInstance, "typed", {{segment, 0}});
       Result<LandingOutcome> outcome =
           (*writer)->Land(landing, TypedSchema(), {TypedBatch(files[segment - 1])});
       ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
