@@ -143,7 +143,10 @@ uint64_t BackgroundLander::LargestLandingBytes() const {
 }
 
 bool BackgroundLander::MayStream(const Batch& batch) const {
-  return sinks_.data != nullptr && sinks_.data->capabilities().streams &&
+  if (sinks_.data == nullptr) return false;
+  const sinks::Capabilities& capabilities = sinks_.data->capabilities();
+  return capabilities.streams &&
+         (capabilities.streams_replacing || !sinks_.data_policy.replaces_table()) &&
          sinks_.data_policy.key_columns.empty() && !batch.cdc &&
          batch.namespace_name != schema::kDeadlettersNamespace;
 }

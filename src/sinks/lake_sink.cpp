@@ -45,6 +45,7 @@ Capabilities LakeSink::KindCapabilities() {
                          WritePolicy::kMergeByKey},
       .lands_final_state = true,
       .streams = true,
+      .streams_replacing = true,
       .is_transactional = true,
   };
 }

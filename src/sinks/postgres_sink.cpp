@@ -26,6 +26,8 @@ using query::QuoteIdentifier;
 using query::QuoteLiteral;
 
 constexpr std::string_view kStagingTable = "skippr_staging";
+// The engine's name for a stream's batches (wal_scan's pipeline argument).
+constexpr std::string_view kStreamPipeline = "skippr_stream";
 // COPY data is sent in pieces of about this size.
 constexpr size_t kCopyChunkBytes = 1 << 20;
 
@@ -312,6 +314,15 @@ std::string KeysEqual(const std::vector<std::string>& keys, std::string_view lef
   return KeysCompared(keys, left, right, "=");
 }
 
+// The namespace's columns as PostgreSQL text, in field order, for a SELECT list.
+std::string RenderedColumns(const schema::NamespaceSchema& namespace_schema) {
+  std::vector<std::string> rendered;
+  for (const Field& field : namespace_schema.fields) {
+    rendered.push_back(PostgresText(field.type, QuoteIdentifier(field.name)));
+  }
+  return fmt::format("{}", fmt::join(rendered, ", "));
+}
+
 std::vector<std::string> FieldNames(const schema::NamespaceSchema& namespace_schema) {
   std::vector<std::string> names;
   for (const Field& field : namespace_schema.fields) names.push_back(field.name);
@@ -341,7 +352,8 @@ Capabilities PostgresSink::KindCapabilities() {
       .write_policies = {WritePolicy::kAppend, WritePolicy::kReplaceTable,
                          WritePolicy::kMergeByKey},
       .lands_final_state = true,
-      .streams = false,
+      .streams = true,
+      .streams_replacing = false,
       .is_transactional = true,
   };
 }
@@ -356,6 +368,13 @@ PostgresSink::PostgresSink(SinkContext context, Settings settings,
       engine_(std::move(engine)) {}
 
 PostgresSink::~PostgresSink() = default;
+
+void PostgresSink::AbandonStream() {
+  if (!stream_) return;
+  // Written and never landed (the pass ended first): its slices land in a later round.
+  connection_->Rollback();
+  stream_.reset();
+}
 
 Result<std::unique_ptr<Sink>> PostgresSink::Open(const SinkContext& context,
                                                  const config::ConnectorConfig& entry,
@@ -478,6 +497,7 @@ Result<LandingOutcome> PostgresSink::Land(const Landing& landing,
   SKIPPR_CHECK(landing.namespace_name == namespace_schema.name);
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
+  AbandonStream();
   connection_->ResetIfLost();
   SKIPPR_RETURN_IF_ERROR(connection_->Execute("BEGIN").status());
   Result<LandingOutcome> outcome = [&]() -> Result<LandingOutcome> {
@@ -490,50 +510,89 @@ Result<LandingOutcome> PostgresSink::Land(const Landing& landing,
     SKIPPR_RETURN_IF_ERROR(RegisterLanding(*engine_, namespace_schema, batches));
     const bool keeps_order_tokens = !landing.key_columns.empty() && CarriesOrderTokens(batches);
     SKIPPR_RETURN_IF_ERROR(EvolveTable(namespace_schema, landing.key_columns, keeps_order_tokens));
-    SKIPPR_ASSIGN_OR_RETURN(LandingOutcome landed,
-                            landing.key_columns.empty()
-                                ? Append(landing, namespace_schema)
-                                : Merge(landing, namespace_schema, keeps_order_tokens));
-    landed.rows = rows;
-    const std::vector<uint64_t> segment_ids = landing.SegmentIds();
-    SKIPPR_RETURN_IF_ERROR(
-        connection_
-            ->Execute(fmt::format("INSERT INTO {} (landing_id, table_name, pipeline, "
-                                  "pipeline_instance, wal_segment_ids, rows) VALUES ($1, $2, $3, "
-                                  "$4, $5, $6)",
-                                  Table(kLandingsTable)),
-                      {landing.landing_id, landing.namespace_name, context_.pipeline,
-                       context_.pipeline_instance, fmt::format("{}", fmt::join(segment_ids, ",")),
-                       std::to_string(rows)})
-            .status());
-    SKIPPR_ASSIGN_OR_RETURN(landed.commit.version, LandingCount(landing.namespace_name));
-    landed.commit.location = settings_.Describe();
-    CrashPoint("postgres_sink.before_commit");
-    SKIPPR_RETURN_IF_ERROR(connection_->Execute("COMMIT").status());
-    CrashPoint("postgres_sink.after_commit");
-    return landed;
+    LandingOutcome landed;
+    if (landing.key_columns.empty()) {
+      if (landing.replaces_table) {
+        SKIPPR_RETURN_IF_ERROR(connection_->Execute("TRUNCATE " + Table(landing.namespace_name))
+                                   .status());
+      }
+      SKIPPR_ASSIGN_OR_RETURN(landed.rows_written, CopyIntoTable(namespace_schema));
+    } else {
+      SKIPPR_ASSIGN_OR_RETURN(landed, Merge(landing, namespace_schema, keeps_order_tokens));
+    }
+    return Commit(landing, rows, landed);
   }();
   if (!outcome.ok() || outcome->was_landed_before) connection_->Rollback();
   return outcome;
 }
 
-Result<LandingOutcome> PostgresSink::Append(const Landing& landing,
-                                            const schema::NamespaceSchema& namespace_schema) {
-  const std::string table = Table(landing.namespace_name);
-  if (landing.replaces_table) {
-    SKIPPR_RETURN_IF_ERROR(connection_->Execute("TRUNCATE " + table).status());
+Result<LandingOutcome> PostgresSink::Commit(const Landing& landing, int64_t rows,
+                                            LandingOutcome landed) {
+  landed.rows = rows;
+  const std::vector<uint64_t> segment_ids = landing.SegmentIds();
+  SKIPPR_RETURN_IF_ERROR(
+      connection_
+          ->Execute(fmt::format("INSERT INTO {} (landing_id, table_name, pipeline, "
+                                "pipeline_instance, wal_segment_ids, rows) VALUES ($1, $2, $3, "
+                                "$4, $5, $6)",
+                                Table(kLandingsTable)),
+                    {landing.landing_id, landing.namespace_name, context_.pipeline,
+                     context_.pipeline_instance, fmt::format("{}", fmt::join(segment_ids, ",")),
+                     std::to_string(rows)})
+          .status());
+  SKIPPR_ASSIGN_OR_RETURN(landed.commit.version, LandingCount(landing.namespace_name));
+  landed.commit.location = settings_.Describe();
+  CrashPoint("postgres_sink.before_commit");
+  SKIPPR_RETURN_IF_ERROR(connection_->Execute("COMMIT").status());
+  CrashPoint("postgres_sink.after_commit");
+  return landed;
+}
+
+Result<int64_t> PostgresSink::WriteStream(const schema::NamespaceSchema& namespace_schema,
+                                          StreamedBatches next) {
+  AbandonStream();
+  connection_->ResetIfLost();
+  SKIPPR_RETURN_IF_ERROR(connection_->Execute("BEGIN").status());
+  Result<int64_t> rows = [&]() -> Result<int64_t> {
+    SKIPPR_RETURN_IF_ERROR(EvolveTable(namespace_schema, {}, false));
+    query::TableSource source;
+    source.pipeline = std::string(kStreamPipeline);
+    source.namespace_name = namespace_schema.name;
+    source.fields = namespace_schema.fields;
+    source.batches = query::BatchList::Streaming(std::move(next));
+    SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
+    return CopyRows(fmt::format("SELECT {} FROM wal_scan({}, {})",
+                                RenderedColumns(namespace_schema), QuoteLiteral(kStreamPipeline),
+                                QuoteLiteral(namespace_schema.name)),
+                    Table(namespace_schema.name), FieldNames(namespace_schema));
+  }();
+  if (!rows.ok() || *rows == 0) {
+    connection_->Rollback();  // nothing to land: the stream had no batch
+    return rows;
   }
-  std::vector<std::string> rendered;
-  for (const Field& field : namespace_schema.fields) {
-    rendered.push_back(PostgresText(field.type, QuoteIdentifier(field.name)));
-  }
-  LandingOutcome outcome;
-  SKIPPR_ASSIGN_OR_RETURN(
-      outcome.rows_written,
-      CopyRows(fmt::format("SELECT {} FROM {}", fmt::join(rendered, ", "),
-                           LandingScan(landing.namespace_name, false)),
-               table, FieldNames(namespace_schema)));
+  stream_ = OpenStream{namespace_schema.name, *rows};
+  return rows;
+}
+
+Result<LandingOutcome> PostgresSink::LandStreamed(const Landing& landing,
+                                                  const schema::NamespaceSchema&, int64_t rows) {
+  SKIPPR_CHECK_MSG(stream_ && stream_->namespace_name == landing.namespace_name,
+                   "LandStreamed follows the WriteStream of its namespace");
+  SKIPPR_CHECK_MSG(stream_->rows == rows, "the streamed rows are the landing's");
+  SKIPPR_CHECK_MSG(!landing.replaces_table && landing.key_columns.empty(),
+                   "only appends stream (capabilities: streams_replacing is off)");
+  stream_.reset();
+  LandingOutcome landed;
+  landed.rows_written = rows;
+  Result<LandingOutcome> outcome = Commit(landing, rows, landed);
+  if (!outcome.ok()) connection_->Rollback();
   return outcome;
+}
+
+Result<int64_t> PostgresSink::CopyIntoTable(const schema::NamespaceSchema& namespace_schema) {
+  return CopyRows(fmt::format("SELECT {} FROM {}", RenderedColumns(namespace_schema),
+                              LandingScan(namespace_schema.name, false)),
+                  Table(namespace_schema.name), FieldNames(namespace_schema));
 }
 
 // The keyed landing's newest change per key COPYed into a staging table, then applied where it is
@@ -584,17 +643,14 @@ Result<LandingOutcome> PostgresSink::Merge(const Landing& landing,
               .status());
     }
   }
-  std::vector<std::string> rendered;
-  for (const Field& field : namespace_schema.fields) {
-    rendered.push_back(PostgresText(field.type, QuoteIdentifier(field.name)));
-  }
-  rendered.push_back(std::string(query::kDeletedColumn));
-  rendered.push_back(fmt::format("'\\x' || hex({})", query::kOrderTokenColumn));
+  const std::string rendered =
+      fmt::format("{}, {}, '\\x' || hex({})", RenderedColumns(namespace_schema),
+                  query::kDeletedColumn, query::kOrderTokenColumn);
   std::vector<std::string> staged_columns = FieldNames(namespace_schema);
   staged_columns.push_back(std::string(query::kDeletedColumn));
   staged_columns.push_back(std::string(query::kOrderTokenColumn));
   SKIPPR_RETURN_IF_ERROR(
-      CopyRows(fmt::format("SELECT {} FROM ({})", fmt::join(rendered, ", "),
+      CopyRows(fmt::format("SELECT {} FROM ({})", rendered,
                            NewestChangePerKeySql(landing.namespace_name, landing.key_columns)),
                staging, staged_columns)
           .status());

@@ -87,8 +87,10 @@ struct Capabilities {
   std::vector<WritePolicy> write_policies;
   // Lands a source's keyed change stream (PostgreSQL CDC) as the source's current rows.
   bool lands_final_state = false;
-  // WriteStream / LandStreamed: a landing written while its slices are still being committed.
+  // WriteStream / LandStreamed: an append landing written while its slices are still being
+  // committed; `streams_replacing`: a landing that replaces the table too.
   bool streams = false;
+  bool streams_replacing = false;
   // A landing commits atomically with its landing id (a replay finds it).
   bool is_transactional = true;
   bool Supports(WritePolicy policy) const;

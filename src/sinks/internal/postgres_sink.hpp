@@ -46,6 +46,14 @@ class PostgresSink final : public Sink {
                               const schema::NamespaceSchema& namespace_schema,
                               const std::vector<std::shared_ptr<const Batch>>& batches) override;
   Result<bool> IsLanded(const std::string& namespace_name, const std::string& landing_id) override;
+  // An append streamed: WriteStream opens the landing's transaction and COPYs the batches into
+  // the table as they come; LandStreamed adds the `_skippr_landings` row and commits. A crash in
+  // between loses the open transaction with the connection, and the slices land again in a round.
+  Result<int64_t> WriteStream(const schema::NamespaceSchema& namespace_schema,
+                              StreamedBatches next) override;
+  Result<LandingOutcome> LandStreamed(const Landing& landing,
+                                      const schema::NamespaceSchema& namespace_schema,
+                                      int64_t rows) override;
 
  private:
   PostgresSink(SinkContext context, Settings settings,
@@ -58,8 +66,10 @@ class PostgresSink final : public Sink {
   // COPYs the rows `select_sql` gives (in the engine) into `table` (`columns`).
   Result<int64_t> CopyRows(const std::string& select_sql, const std::string& table,
                            const std::vector<std::string>& columns);
-  Result<LandingOutcome> Append(const Landing& landing,
-                                const schema::NamespaceSchema& namespace_schema);
+  void AbandonStream();  // rolls back a stream's open transaction, if any
+  Result<int64_t> CopyIntoTable(const schema::NamespaceSchema& namespace_schema);
+  // Inserts the landing's `_skippr_landings` row and commits the open transaction.
+  Result<LandingOutcome> Commit(const Landing& landing, int64_t rows, LandingOutcome landed);
   Result<LandingOutcome> Merge(const Landing& landing,
                                const schema::NamespaceSchema& namespace_schema,
                                bool keeps_order_tokens);
@@ -70,6 +80,12 @@ class PostgresSink final : public Sink {
   const Settings settings_;
   std::unique_ptr<PostgresConnection> connection_;
   std::unique_ptr<query::Engine> engine_;  // renders the landing's rows as COPY text
+  // A stream's transaction is open: its namespace and rows, until LandStreamed commits it.
+  struct OpenStream {
+    std::string namespace_name;
+    int64_t rows = 0;
+  };
+  std::optional<OpenStream> stream_;
 };
 
 }  // namespace skippr::sinks::internal
