@@ -57,7 +57,7 @@ FUZZ_JOBS ?= $(JOBS)
 # postgres_e2e_test runs, and under TSan it would add four minutes of waiting for PostgreSQL.
 TSAN_TESTS ?= store_test sources_test typed_reading_test aggregates_test iceberg_metadata_test \
               query_test postgres_source_test postgres_e2e_test \
-              sync_e2e_test lake_e2e_test aggregates_e2e_test
+              sync_e2e_test lake_e2e_test aggregates_e2e_test sinks_e2e_test postgres_sink_e2e_test
 SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=$(SANITIZER_BUILD_TYPE) -DCMAKE_C_COMPILER=clang \
                   -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF \
                   -DSKIPPR_PYTHON=OFF
