@@ -78,7 +78,6 @@ constexpr uint64_t kQuickLandings = 50;
 constexpr uint64_t kDefaultLandingRows = 50'000;
 constexpr uint64_t kRowsPerReport = 10'000'000;  // the "files and manifests per 10M rows"
 constexpr const char* kPipeline = "p";
-constexpr const char* kPipelineInstance = "0123456789abcdef0123456789abcdef";
 constexpr const char* kTableNamespace = "bench";
 constexpr const char* kLandingNamespace = "rides";  // the table of the in-process landings
 constexpr const char* kParquetZstd = "FORMAT parquet, COMPRESSION zstd";

@@ -150,12 +150,10 @@ const sinks::LandingPolicy* PolicyFor(const LandingSinks& sinks, std::string_vie
 
 // The next landing of each namespace: its slices no landing holds yet, in commit order, up to
 // about its policy's `target_file_bytes` of column data (always at least one slice).
-Result<std::vector<sinks::Landing>> PlanLandings(const std::string& pipeline,
-                                                const std::string& pipeline_instance,
-                                                const std::vector<wal::SegmentEntry>& segments,
-                                                const std::set<sinks::SliceRef>& landed,
-                                                const LandingSinks& sinks, const PassLandings& pass,
-                                                const schema::PipelineSchema& saved) {
+Result<std::vector<sinks::Landing>> PlanLandings(
+    const std::string& pipeline, const std::string& pipeline_instance,
+    const std::vector<wal::SegmentEntry>& segments, const std::set<sinks::SliceRef>& landed,
+    const LandingSinks& sinks, const PassLandings& pass, const schema::PipelineSchema& saved) {
   std::map<std::string, std::vector<sinks::SliceRef>> slices_by_namespace;
   std::map<std::string, uint64_t> bytes_by_namespace;
   std::set<std::string> full;
@@ -192,8 +190,8 @@ Result<std::vector<sinks::Landing>> PlanLandings(const std::string& pipeline,
       if (key_columns.empty()) key_columns = SourceKeyOf(namespace_schema->second);
     }
     landings.push_back(sinks::PlanLanding(pipeline, pipeline_instance, namespace_name,
-                                         std::move(slices), replaces_table,
-                                         std::move(key_columns)));
+                                          std::move(slices), replaces_table,
+                                          std::move(key_columns)));
   }
   return landings;
 }
@@ -531,14 +529,13 @@ Result<int64_t> RowsOf(const std::map<uint64_t, wal::SegmentEntry>& segments,
 Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
                      const sinks::Landing& landing, const sinks::LandingOutcome& outcome,
-                     const DeadletterTotals& deadletters, std::string_view how,
-                     PassLandings& pass, LandingPassResult& result,
-                     const LandedTokens* tokens = nullptr);
+                     const DeadletterTotals& deadletters, std::string_view how, PassLandings& pass,
+                     LandingPassResult& result, const LandedTokens* tokens = nullptr);
 
-// Lets the sink rewrite the namespace's table when a merge has left it slow to read (Sink::Maintain;
-// the lake past its delete-file or small-file limits) and points the store's readers at the
-// rewritten commit, which holds the same rows. Maintenance never fails a landing: a failure is
-// logged and the next landing retries.
+// Lets the sink rewrite the namespace's table when a merge has left it slow to read
+// (Sink::Maintain; the lake past its delete-file or small-file limits) and points the store's
+// readers at the rewritten commit, which holds the same rows. Maintenance never fails a landing: a
+// failure is logged and the next landing retries.
 void MaintainTable(PipelineState& state, sinks::Sink& sink,
                    const schema::NamespaceSchema& namespace_schema,
                    const sinks::LandingPolicy& policy) {
@@ -557,11 +554,11 @@ void MaintainTable(PipelineState& state, sinks::Sink& sink,
     spdlog::warn("sink {}: table maintenance failed, retried after the next landing: {}",
                  namespace_schema.name, outcome.status().message());
   } else if (outcome->committed) {
-    spdlog::info("sink {}: maintenance rewrote {} data file(s) into {} file(s) of {} rows and "
-                 "removed {} delete file(s) as commit {}",
-                 namespace_schema.name, outcome->data_files_rewritten,
-                 outcome->data_files_written, outcome->rows_written,
-                 outcome->delete_files_removed, outcome->commit.version);
+    spdlog::info(
+        "sink {}: maintenance rewrote {} data file(s) into {} file(s) of {} rows and "
+        "removed {} delete file(s) as commit {}",
+        namespace_schema.name, outcome->data_files_rewritten, outcome->data_files_written,
+        outcome->rows_written, outcome->delete_files_removed, outcome->commit.version);
   }
 }
 
@@ -600,8 +597,7 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
         SKIPPR_ASSIGN_OR_RETURN(store::ReadTransaction read, state.store().BeginRead());
         SKIPPR_ASSIGN_OR_RETURN(tokens, LandedTokens::Read(read, landing.namespace_name, batches));
       }
-      SKIPPR_ASSIGN_OR_RETURN(outcome,
-                              sink.Land(landing, *namespace_schema, tokens->NewChanges()));
+      SKIPPR_ASSIGN_OR_RETURN(outcome, sink.Land(landing, *namespace_schema, tokens->NewChanges()));
     }
     if (is_deadletters) deadletters.landed = static_cast<uint64_t>(outcome.rows);
   }
@@ -619,12 +615,12 @@ Status LandOne(PipelineState& state, const config::PipelineConfig& pipeline,
 Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipeline,
                      const std::map<uint64_t, wal::SegmentEntry>& segments,
                      const sinks::Landing& landing, const sinks::LandingOutcome& outcome,
-                     const DeadletterTotals& deadletters, std::string_view how,
-                     PassLandings& pass, LandingPassResult& result, const LandedTokens* tokens) {
+                     const DeadletterTotals& deadletters, std::string_view how, PassLandings& pass,
+                     LandingPassResult& result, const LandedTokens* tokens) {
   const bool is_deadletters = IsDeadletters(landing.namespace_name);
-  SKIPPR_ASSIGN_OR_RETURN(const uint64_t reclaimed,
-                          RecordLanding(state, pipeline, segments, landing, outcome.commit,
-                                        deadletters, tokens));
+  SKIPPR_ASSIGN_OR_RETURN(
+      const uint64_t reclaimed,
+      RecordLanding(state, pipeline, segments, landing, outcome.commit, deadletters, tokens));
   pass.namespaces_landed.insert(landing.namespace_name);
   for (const sinks::SliceRef& slice : landing.slices) pass.committed_batches.erase(slice);
   if (deadletters.discarded > 0) {
@@ -637,8 +633,8 @@ Status FinishLanding(PipelineState& state, const config::PipelineConfig& pipelin
         "sink {}: landing {} of {} rows ({} slices{}{}) {} commit {}; {} segment(s) reclaimed",
         landing.namespace_name, landing.landing_id, outcome.rows, landing.slices.size(), how,
         DescribePolicy(landing, outcome),
-        outcome.was_landed_before ? "was already in" : "committed as",
-        outcome.commit.version, reclaimed);
+        outcome.was_landed_before ? "was already in" : "committed as", outcome.commit.version,
+        reclaimed);
   }
   if (!is_deadletters) {
     ++result.landings;
@@ -738,9 +734,9 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
   CrashPoint("landing.after_stream_written");
   // The plan, recorded before the commit: a crash from here on replays exactly these slices.
   const sinks::Landing landing = sinks::PlanLanding(
-      pipeline.name, state.store().identity().instance_id, namespace_schema.name,
-      std::move(slices),
-      sinks.data_policy.replaces_table() && !pass.namespaces_landed.contains(namespace_schema.name));
+      pipeline.name, state.store().identity().instance_id, namespace_schema.name, std::move(slices),
+      sinks.data_policy.replaces_table() &&
+          !pass.namespaces_landed.contains(namespace_schema.name));
   using SegmentsById = std::map<uint64_t, wal::SegmentEntry>;
   SKIPPR_ASSIGN_OR_RETURN(const SegmentsById segments, RecordStreamPlan(state, landing));
   SKIPPR_ASSIGN_OR_RETURN(const sinks::LandingOutcome outcome,
@@ -753,7 +749,8 @@ Result<LandingPassResult> LandStream(PipelineState& state, const config::Pipelin
 
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              sinks::Sink& writer, const sinks::LandingPolicy& policy,
+                                              sinks::Sink& writer,
+                                              const sinks::LandingPolicy& policy,
                                               PassLandings& pass) {
   return LandCommittedSlices(state, pipeline, LandingSinks{&writer, policy, nullptr, {}}, pass);
 }

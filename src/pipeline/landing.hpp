@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sinks/sinks.hpp"
 #include "pipeline/pipeline.hpp"
+#include "sinks/sinks.hpp"
 #include "transform/transform.hpp"
 
 namespace skippr::pipeline::internal {
@@ -56,9 +56,9 @@ struct PipelineSinks {
     return {data.get(), data_policy, deadletters.get(), deadletter_policy};
   }
 };
-// The data sink and the deadletter sink, when the pipeline has them, opened through sinks::OpenSink;
-// `pipeline_instance`: the store's instance id, recorded with every landing. A data sink that
-// cannot land the pipeline's write policy is refused here, before anything is read.
+// The data sink and the deadletter sink, when the pipeline has them, opened through
+// sinks::OpenSink; `pipeline_instance`: the store's instance id, recorded with every landing. A
+// data sink that cannot land the pipeline's write policy is refused here, before anything is read.
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
                                 const std::string& pipeline_instance, Env* env = Env::Default());
@@ -150,7 +150,8 @@ Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
 // The same with a data sink only (deadletters discarded).
 Result<LandingPassResult> LandCommittedSlices(PipelineState& state,
                                               const config::PipelineConfig& pipeline,
-                                              sinks::Sink& writer, const sinks::LandingPolicy& policy,
+                                              sinks::Sink& writer,
+                                              const sinks::LandingPolicy& policy,
                                               PassLandings& pass);
 
 // One committed slice handed to a stream, with its batch.

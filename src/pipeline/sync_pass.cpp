@@ -281,7 +281,8 @@ class SyncPass {
     }
     // A primary key the schema cannot carry fails now, before the source is read.
     if (!landing_policy_.key_columns.empty()) {
-      SKIPPR_RETURN_IF_ERROR(CheckKeyColumns(landing_policy_, ops_ ? ops_->output_schema() : saved));
+      SKIPPR_RETURN_IF_ERROR(
+          CheckKeyColumns(landing_policy_, ops_ ? ops_->output_schema() : saved));
     }
     schema::ShaperOptions shaper_options =
         ShaperOptionsFor(config_, pipeline_, ShapingPurpose::kSync);

@@ -317,8 +317,8 @@ class Engine {
   // Table references are not checked as Run checks them: the caller writes the SQL.
   Result<Batch> RunToBatch(const std::string& sql);
 
-  // Attaches the DuckDB database file `path` as `alias`, waiting (up to 10 minutes, saying so in the
-  // log every 30 s) while another process holds a conflicting lock on it. Detach with Run.
+  // Attaches the DuckDB database file `path` as `alias`, waiting (up to 10 minutes, saying so in
+  // the log every 30 s) while another process holds a conflicting lock on it. Detach with Run.
   Status Attach(const std::string& path, const std::string& alias, bool read_only);
 
   // "pipeline.namespace", sorted: the registered tables and the binder's.

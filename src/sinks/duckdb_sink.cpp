@@ -112,13 +112,12 @@ Result<std::unique_ptr<Sink>> DuckdbSink::Open(const SinkContext& context,
 }
 
 Result<query::LandedRows> DuckdbSink::ReadLanded(const config::ConnectorConfig& entry,
-                                                 const std::string& namespace_name,
-                                                 const CommitId&, Env*) {
+                                                 const std::string& namespace_name, const CommitId&,
+                                                 Env*) {
   const Settings settings = SettingsOf(entry);
   query::LandedRows landed;
-  landed.database_table = query::DatabaseTable{settings.database_path, settings.schema,
-                                               namespace_name,
-                                               {std::string(kOrderTokenColumn)}};
+  landed.database_table = query::DatabaseTable{
+      settings.database_path, settings.schema, namespace_name, {std::string(kOrderTokenColumn)}};
   return landed;
 }
 
@@ -206,10 +205,9 @@ Status DuckdbSink::EvolveTable(const schema::NamespaceSchema& namespace_schema,
   SKIPPR_RETURN_IF_ERROR(
       engine_
           ->Run(fmt::format("CREATE TABLE IF NOT EXISTS {} AS SELECT *{} FROM {} LIMIT 0", table,
-                            keeps_order_tokens
-                                ? fmt::format(", NULL::BLOB AS {}",
-                                              QuoteIdentifier(kOrderTokenColumn))
-                                : "",
+                            keeps_order_tokens ? fmt::format(", NULL::BLOB AS {}",
+                                                             QuoteIdentifier(kOrderTokenColumn))
+                                               : "",
                             scan))
           .status());
   SKIPPR_ASSIGN_OR_RETURN(const query::QueryResult wanted,
@@ -235,7 +233,8 @@ Status DuckdbSink::EvolveTable(const schema::NamespaceSchema& namespace_schema,
     auto existing = present_types.find(Lower(column));
     std::string statement;
     if (existing == present_types.end()) {
-      statement = fmt::format("ALTER TABLE {} ADD COLUMN {} {}", table, QuoteIdentifier(column), type);
+      statement =
+          fmt::format("ALTER TABLE {} ADD COLUMN {} {}", table, QuoteIdentifier(column), type);
     } else if (existing->second != type) {
       statement = fmt::format("ALTER TABLE {} ALTER COLUMN {} SET DATA TYPE {}", table,
                               QuoteIdentifier(column), type);
@@ -266,16 +265,14 @@ Result<int64_t> DuckdbSink::StageChanges(const Landing& landing, bool keeps_orde
         " AND NOT EXISTS (SELECT 1 FROM {4} t WHERE {1} AND t.{2} >= c.{3})"
         " AND c.{3} > coalesce((SELECT order_token FROM {5} WHERE table_name = {6}), ''::BLOB)",
         Table(landing.namespace_name), KeysMatch(landing.key_columns, "t", "c"), token,
-        query::kOrderTokenColumn,
-        Table(std::string(kTombstonesPrefix) + landing.namespace_name), Table(kTruncatesTable),
-        QuoteLiteral(landing.namespace_name));
+        query::kOrderTokenColumn, Table(std::string(kTombstonesPrefix) + landing.namespace_name),
+        Table(kTruncatesTable), QuoteLiteral(landing.namespace_name));
   }
   SKIPPR_RETURN_IF_ERROR(
       engine_
-          ->Run(fmt::format("CREATE OR REPLACE TEMP TABLE {} AS SELECT * FROM ({}) c{}",
-                            kChangesTable,
-                            NewestChangePerKeySql(landing.namespace_name, landing.key_columns),
-                            newer_than_table))
+          ->Run(fmt::format(
+              "CREATE OR REPLACE TEMP TABLE {} AS SELECT * FROM ({}) c{}", kChangesTable,
+              NewestChangePerKeySql(landing.namespace_name, landing.key_columns), newer_than_table))
           .status());
   return CountOf(LandingTruncateSql(landing.namespace_name));
 }
@@ -294,8 +291,8 @@ Result<LandingOutcome> DuckdbSink::Land(const Landing& landing,
   if (was_landed) {
     SKIPPR_ASSIGN_OR_RETURN(
         const int64_t version,
-        CountOf(fmt::format("SELECT count(*) FROM {} WHERE table_name = {}",
-                            Table(kLandingsTable), QuoteLiteral(landing.namespace_name))));
+        CountOf(fmt::format("SELECT count(*) FROM {} WHERE table_name = {}", Table(kLandingsTable),
+                            QuoteLiteral(landing.namespace_name))));
     return LandingOutcome{{settings_.database_path, version}, true, rows, 0, 0};
   }
   SKIPPR_RETURN_IF_ERROR(RegisterLanding(*engine_, namespace_schema, batches));
@@ -332,10 +329,10 @@ Result<LandingOutcome> DuckdbSink::ApplyLanding(const Landing& landing, int64_t 
   }
   if (truncates > 0 && keeps_order_tokens) {
     const std::string changes = LandingScan(landing.namespace_name, true);
-    statements.push_back(fmt::format(
-        "INSERT OR REPLACE INTO {} SELECT {}, max({}) FROM {} WHERE {}", Table(kTruncatesTable),
-        QuoteLiteral(landing.namespace_name), query::kOrderTokenColumn, changes,
-        query::kTruncateColumn));
+    statements.push_back(
+        fmt::format("INSERT OR REPLACE INTO {} SELECT {}, max({}) FROM {} WHERE {}",
+                    Table(kTruncatesTable), QuoteLiteral(landing.namespace_name),
+                    query::kOrderTokenColumn, changes, query::kTruncateColumn));
   }
   SKIPPR_RETURN_IF_ERROR(engine_->Run(fmt::format("{}", fmt::join(statements, "; "))).status());
   if (!is_keyed) {
@@ -349,28 +346,26 @@ Result<LandingOutcome> DuckdbSink::ApplyLanding(const Landing& landing, int64_t 
         CountOf(fmt::format("DELETE FROM {0} t USING {1} c WHERE {2}", table, changes,
                             KeysMatch(landing.key_columns, "t", "c"))));
     if (keeps_order_tokens) {
-      SKIPPR_RETURN_IF_ERROR(engine_
-                                 ->Run(fmt::format("DELETE FROM {0} t USING {1} c WHERE {2}",
-                                                   tombstones, changes,
-                                                   KeysMatch(landing.key_columns, "t", "c")))
-                                 .status());
+      SKIPPR_RETURN_IF_ERROR(
+          engine_
+              ->Run(fmt::format("DELETE FROM {0} t USING {1} c WHERE {2}", tombstones, changes,
+                                KeysMatch(landing.key_columns, "t", "c")))
+              .status());
       SKIPPR_RETURN_IF_ERROR(
           engine_
               ->Run(fmt::format("INSERT INTO {} SELECT {}, {} FROM {} WHERE {}", tombstones,
-                                QuotedList(landing.key_columns), query::kOrderTokenColumn,
-                                changes, query::kDeletedColumn))
+                                QuotedList(landing.key_columns), query::kOrderTokenColumn, changes,
+                                query::kDeletedColumn))
               .status());
     }
     SKIPPR_ASSIGN_OR_RETURN(
         outcome.rows_written,
-        CountOf(fmt::format("INSERT INTO {} BY NAME SELECT * EXCLUDE ({}, {}, {}){} FROM {} "
-                            "WHERE NOT {}",
-                            table, query::kOrdinalColumn, query::kDeletedColumn,
-                            query::kOrderTokenColumn,
-                            keeps_order_tokens
-                                ? fmt::format(", {} AS {}", query::kOrderTokenColumn, token)
-                                : "",
-                            changes, query::kDeletedColumn)));
+        CountOf(fmt::format(
+            "INSERT INTO {} BY NAME SELECT * EXCLUDE ({}, {}, {}){} FROM {} "
+            "WHERE NOT {}",
+            table, query::kOrdinalColumn, query::kDeletedColumn, query::kOrderTokenColumn,
+            keeps_order_tokens ? fmt::format(", {} AS {}", query::kOrderTokenColumn, token) : "",
+            changes, query::kDeletedColumn)));
   }
   const std::vector<uint64_t> segment_ids = landing.SegmentIds();
   SKIPPR_RETURN_IF_ERROR(

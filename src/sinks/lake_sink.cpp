@@ -61,9 +61,8 @@ Result<std::unique_ptr<Sink>> LakeSink::Open(const SinkContext& context,
   return std::unique_ptr<Sink>(new LakeSink(std::move(writer)));
 }
 
-Result<query::LandedRows> LakeSink::ReadLanded(const config::ConnectorConfig&,
-                                               const std::string&, const CommitId& commit,
-                                               Env* env) {
+Result<query::LandedRows> LakeSink::ReadLanded(const config::ConnectorConfig&, const std::string&,
+                                               const CommitId& commit, Env* env) {
   return lake::LandedRowsOf({commit.location, commit.version}, env);
 }
 
@@ -98,9 +97,9 @@ Result<MaintenanceOutcome> LakeSink::Maintain(const schema::NamespaceSchema& nam
       const lake::MaintenanceOutcome outcome,
       writer_->Maintain(namespace_schema,
                         {.target_file_bytes = static_cast<int64_t>(policy.target_file_bytes)}));
-  return MaintenanceOutcome{outcome.committed,          CommitOf(outcome.snapshot),
-                            outcome.data_files_rewritten, outcome.data_files_written,
-                            outcome.delete_files_removed, outcome.rows_written};
+  return MaintenanceOutcome{
+      outcome.committed,          CommitOf(outcome.snapshot),   outcome.data_files_rewritten,
+      outcome.data_files_written, outcome.delete_files_removed, outcome.rows_written};
 }
 
 }  // namespace skippr::sinks::internal

@@ -55,9 +55,9 @@ std::string QuotedList(const std::vector<std::string>& names, std::string_view p
 std::string NewestChangePerKeySql(const std::string& namespace_name,
                                   const std::vector<std::string>& key_columns) {
   const std::string changes = LandingScan(namespace_name, true);
-  const std::string truncate = fmt::format("(SELECT max({}) FROM {} WHERE {})",
-                                           query::kOrderTokenColumn, changes,
-                                           query::kTruncateColumn);
+  const std::string truncate =
+      fmt::format("(SELECT max({}) FROM {} WHERE {})", query::kOrderTokenColumn, changes,
+                  query::kTruncateColumn);
   return fmt::format(
       "SELECT * EXCLUDE ({0}, {1}) FROM {2} WHERE NOT {0} AND (({3}) IS NULL OR {4} > ({3})) "
       "QUALIFY row_number() OVER (PARTITION BY {5} ORDER BY {4} DESC, {6} DESC) = 1",

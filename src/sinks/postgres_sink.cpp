@@ -47,15 +47,17 @@ std::string ErrorText(const PGconn* connection) {
 // One libpq connection; every failure names the server and the statement.
 class PostgresConnection {
  public:
-  static Result<std::unique_ptr<PostgresConnection>> Connect(
-      const PostgresSink::Settings& settings, const std::string& setting) {
+  static Result<std::unique_ptr<PostgresConnection>> Connect(const PostgresSink::Settings& settings,
+                                                             const std::string& setting) {
     const std::string port = std::to_string(settings.port);
-    std::vector<const char*> keywords = {"host",    "port",           "user",
-                                         "dbname",  "sslmode",        "application_name",
-                                         "connect_timeout"};
-    std::vector<const char*> values = {settings.host.c_str(),     port.c_str(),
-                                       settings.user.c_str(),     settings.database.c_str(),
-                                       settings.sslmode.c_str(),  "skipprd",
+    std::vector<const char*> keywords = {
+        "host", "port", "user", "dbname", "sslmode", "application_name", "connect_timeout"};
+    std::vector<const char*> values = {settings.host.c_str(),
+                                       port.c_str(),
+                                       settings.user.c_str(),
+                                       settings.database.c_str(),
+                                       settings.sslmode.c_str(),
+                                       "skipprd",
                                        "10"};
     if (!settings.password.empty()) {
       keywords.push_back("password");
@@ -72,7 +74,8 @@ class PostgresConnection {
           "environment variable, sslmode and the server's pg_hba.conf",
           setting, settings.Describe(), error));
     }
-    PQsetNoticeProcessor(connection, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        connection, [](void*, const char*) {}, nullptr);
     return std::unique_ptr<PostgresConnection>(
         new PostgresConnection(connection, settings.Describe()));
   }
@@ -84,10 +87,9 @@ class PostgresConnection {
     std::vector<const char*> values;
     for (const std::string& parameter : parameters) values.push_back(parameter.c_str());
     std::unique_ptr<PGresult, void (*)(PGresult*)> result(
-        parameters.empty()
-            ? PQexec(connection_, sql.c_str())
-            : PQexecParams(connection_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                           values.data(), nullptr, nullptr, 0),
+        parameters.empty() ? PQexec(connection_, sql.c_str())
+                           : PQexecParams(connection_, sql.c_str(), static_cast<int>(values.size()),
+                                          nullptr, values.data(), nullptr, nullptr, 0),
         PQclear);
     const ExecStatusType status = PQresultStatus(result.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
@@ -97,9 +99,10 @@ class PostgresConnection {
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       auto& values_out = rows.rows.emplace_back();
       for (int column = 0; column < PQnfields(result.get()); ++column) {
-        values_out.push_back(PQgetisnull(result.get(), row, column)
-                                 ? std::nullopt
-                                 : std::optional<std::string>(PQgetvalue(result.get(), row, column)));
+        values_out.push_back(
+            PQgetisnull(result.get(), row, column)
+                ? std::nullopt
+                : std::optional<std::string>(PQgetvalue(result.get(), row, column)));
       }
     }
     const char* affected = PQcmdTuples(result.get());
@@ -127,8 +130,8 @@ class PostgresConnection {
   Result<int64_t> EndCopy(const Status& failure) {
     const std::string reason(failure.message());
     if (PQputCopyEnd(connection_, failure.ok() ? nullptr : reason.c_str()) != 1) {
-      return Status::Unavailable(fmt::format("PostgreSQL {}: ending COPY failed: {}",
-                                             description_, ErrorText(connection_)));
+      return Status::Unavailable(fmt::format("PostgreSQL {}: ending COPY failed: {}", description_,
+                                             ErrorText(connection_)));
     }
     std::unique_ptr<PGresult, void (*)(PGresult*)> result(PQgetResult(connection_), PQclear);
     while (PGresult* extra = PQgetResult(connection_)) PQclear(extra);
@@ -143,7 +146,8 @@ class PostgresConnection {
   }
 
   void Rollback() {
-    if (PQstatus(connection_) == CONNECTION_OK && PQtransactionStatus(connection_) != PQTRANS_IDLE) {
+    if (PQstatus(connection_) == CONNECTION_OK &&
+        PQtransactionStatus(connection_) != PQTRANS_IDLE) {
       (void)Execute("ROLLBACK");
     }
   }
@@ -159,7 +163,8 @@ class PostgresConnection {
   Result<PgRows> Failed(const PGresult* result, const std::string& sql) const {
     const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
     std::string message = PQresultErrorMessage(result);
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
+      message.pop_back();
     if (message.empty()) message = ErrorText(connection_);
     const std::string statement = sql.size() > 300 ? sql.substr(0, 300) + "..." : sql;
     return Status::Unavailable(fmt::format("PostgreSQL {}: {} (SQLSTATE {}) in: {}", description_,
@@ -384,8 +389,8 @@ Result<std::unique_ptr<Sink>> PostgresSink::Open(const SinkContext& context,
                           PostgresConnection::Connect(settings, setting));
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<query::Engine> engine,
                           query::Engine::Open({.checks_table_names = false}));
-  std::unique_ptr<PostgresSink> sink(new PostgresSink(context, std::move(settings),
-                                                      std::move(connection), std::move(engine)));
+  std::unique_ptr<PostgresSink> sink(
+      new PostgresSink(context, std::move(settings), std::move(connection), std::move(engine)));
   SKIPPR_RETURN_IF_ERROR(sink->CreateBookkeeping());
   return std::unique_ptr<Sink>(std::move(sink));
 }
@@ -440,11 +445,12 @@ Status PostgresSink::EvolveTable(const schema::NamespaceSchema& namespace_schema
     columns.push_back(QuoteIdentifier(field.name) + " " + PostgresType(field.type));
   }
   if (keeps_order_tokens) columns.push_back(QuoteIdentifier(kOrderTokenColumn) + " bytea");
-  if (!key_columns.empty()) columns.push_back(fmt::format("PRIMARY KEY ({})", QuotedList(key_columns)));
-  SKIPPR_RETURN_IF_ERROR(
-      connection_
-          ->Execute(fmt::format("CREATE TABLE IF NOT EXISTS {} ({})", table, fmt::join(columns, ", ")))
-          .status());
+  if (!key_columns.empty())
+    columns.push_back(fmt::format("PRIMARY KEY ({})", QuotedList(key_columns)));
+  SKIPPR_RETURN_IF_ERROR(connection_
+                             ->Execute(fmt::format("CREATE TABLE IF NOT EXISTS {} ({})", table,
+                                                   fmt::join(columns, ", ")))
+                             .status());
   SKIPPR_ASSIGN_OR_RETURN(
       const PgRows present,
       connection_->Execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -484,16 +490,16 @@ Status PostgresSink::EvolveTable(const schema::NamespaceSchema& namespace_schema
 
 Result<int64_t> PostgresSink::CopyRows(const std::string& select_sql, const std::string& table,
                                        const std::vector<std::string>& columns) {
-  SKIPPR_RETURN_IF_ERROR(connection_->BeginCopy(
-      fmt::format("COPY {} ({}) FROM STDIN", table, QuotedList(columns))));
+  SKIPPR_RETURN_IF_ERROR(
+      connection_->BeginCopy(fmt::format("COPY {} ({}) FROM STDIN", table, QuotedList(columns))));
   CopyWriter writer(*connection_);
   const Status streamed = engine_->Stream(select_sql, writer);
   return connection_->EndCopy(streamed);
 }
 
-Result<LandingOutcome> PostgresSink::Land(const Landing& landing,
-                                          const schema::NamespaceSchema& namespace_schema,
-                                          const std::vector<std::shared_ptr<const Batch>>& batches) {
+Result<LandingOutcome> PostgresSink::Land(
+    const Landing& landing, const schema::NamespaceSchema& namespace_schema,
+    const std::vector<std::shared_ptr<const Batch>>& batches) {
   SKIPPR_CHECK(landing.namespace_name == namespace_schema.name);
   int64_t rows = 0;
   for (const auto& batch : batches) rows += batch->num_rows;
@@ -513,8 +519,8 @@ Result<LandingOutcome> PostgresSink::Land(const Landing& landing,
     LandingOutcome landed;
     if (landing.key_columns.empty()) {
       if (landing.replaces_table) {
-        SKIPPR_RETURN_IF_ERROR(connection_->Execute("TRUNCATE " + Table(landing.namespace_name))
-                                   .status());
+        SKIPPR_RETURN_IF_ERROR(
+            connection_->Execute("TRUNCATE " + Table(landing.namespace_name)).status());
       }
       SKIPPR_ASSIGN_OR_RETURN(landed.rows_written, CopyIntoTable(namespace_schema));
     } else {
@@ -561,10 +567,10 @@ Result<int64_t> PostgresSink::WriteStream(const schema::NamespaceSchema& namespa
     source.fields = namespace_schema.fields;
     source.batches = query::BatchList::Streaming(std::move(next));
     SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-    return CopyRows(fmt::format("SELECT {} FROM wal_scan({}, {})",
-                                RenderedColumns(namespace_schema), QuoteLiteral(kStreamPipeline),
-                                QuoteLiteral(namespace_schema.name)),
-                    Table(namespace_schema.name), FieldNames(namespace_schema));
+    return CopyRows(
+        fmt::format("SELECT {} FROM wal_scan({}, {})", RenderedColumns(namespace_schema),
+                    QuoteLiteral(kStreamPipeline), QuoteLiteral(namespace_schema.name)),
+        Table(namespace_schema.name), FieldNames(namespace_schema));
   }();
   if (!rows.ok() || *rows == 0) {
     connection_->Rollback();  // nothing to land: the stream had no batch
@@ -621,8 +627,8 @@ Result<LandingOutcome> PostgresSink::Merge(const Landing& landing,
         execute(fmt::format("CREATE TABLE IF NOT EXISTS {} AS SELECT {}, {} FROM {} WITH NO DATA; "
                             "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})",
                             tombstones, keys, token, table,
-                            QuoteIdentifier(std::string(kTombstonesPrefix) + landing.namespace_name +
-                                            "_key"),
+                            QuoteIdentifier(std::string(kTombstonesPrefix) +
+                                            landing.namespace_name + "_key"),
                             tombstones, keys))
             .status());
   }
@@ -667,10 +673,9 @@ Result<LandingOutcome> PostgresSink::Merge(const Landing& landing,
             .status());
   }
   LandingOutcome outcome;
-  SKIPPR_ASSIGN_OR_RETURN(
-      outcome.rows_deleted,
-      execute(fmt::format("DELETE FROM {} t USING {} s WHERE {}", table, staging,
-                          KeysEqual(landing.key_columns, "t", "s"))));
+  SKIPPR_ASSIGN_OR_RETURN(outcome.rows_deleted,
+                          execute(fmt::format("DELETE FROM {} t USING {} s WHERE {}", table,
+                                              staging, KeysEqual(landing.key_columns, "t", "s"))));
   const std::string columns = QuotedList(FieldNames(namespace_schema));
   if (keeps_order_tokens) {
     SKIPPR_RETURN_IF_ERROR(
@@ -682,8 +687,8 @@ Result<LandingOutcome> PostgresSink::Merge(const Landing& landing,
   }
   SKIPPR_ASSIGN_OR_RETURN(
       outcome.rows_written,
-      execute(fmt::format("INSERT INTO {} ({}{}) SELECT {}{} FROM {} WHERE NOT {}", table,
-                          columns, keeps_order_tokens ? ", " + token : "", columns,
+      execute(fmt::format("INSERT INTO {} ({}{}) SELECT {}{} FROM {} WHERE NOT {}", table, columns,
+                          keeps_order_tokens ? ", " + token : "", columns,
                           keeps_order_tokens ? ", " + staged_token : "", staging, deleted)));
   return outcome;
 }
@@ -696,12 +701,14 @@ std::vector<SinkCheck> PostgresSink::Check(const config::ConnectorConfig& entry,
   if (!connection.ok()) return {{false, std::string(connection.status().message())}};
   std::vector<SinkCheck> checks = {
       {true, fmt::format("{}: PostgreSQL {} reachable", setting, settings.Describe())}};
-  Result<PgRows> privileges = (*connection)->Execute(
-      "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), "
-      "CASE WHEN EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) "
-      "THEN has_schema_privilege($1, 'CREATE') AND has_schema_privilege($1, 'USAGE') "
-      "ELSE has_database_privilege(current_database(), 'CREATE') END",
-      {settings.schema});
+  Result<PgRows> privileges =
+      (*connection)
+          ->Execute(
+              "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), "
+              "CASE WHEN EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) "
+              "THEN has_schema_privilege($1, 'CREATE') AND has_schema_privilege($1, 'USAGE') "
+              "ELSE has_database_privilege(current_database(), 'CREATE') END",
+              {settings.schema});
   if (!privileges.ok()) {
     checks.push_back({false, std::string(privileges.status().message())});
     return checks;
@@ -709,15 +716,17 @@ std::vector<SinkCheck> PostgresSink::Check(const config::ConnectorConfig& entry,
   const bool exists = privileges->rows.at(0).at(0) == "t";
   const bool may_create = privileges->rows.at(0).at(1) == "t";
   if (may_create) {
-    checks.push_back({true, fmt::format("{}: schema '{}' {}; user {} may create tables in it",
-                                        setting, settings.schema,
-                                        exists ? "exists" : "will be created", settings.user)});
+    checks.push_back(
+        {true, fmt::format("{}: schema '{}' {}; user {} may create tables in it", setting,
+                           settings.schema, exists ? "exists" : "will be created", settings.user)});
   } else {
-    checks.push_back({false, fmt::format(
-        "{}: user {} may not {} schema '{}'; GRANT {} to it, or set schema to one it may",
-        setting, settings.user, exists ? "create tables in" : "create", settings.schema,
-        exists ? fmt::format("CREATE, USAGE ON SCHEMA {}", settings.schema)
-               : fmt::format("CREATE ON DATABASE {}", settings.database))});
+    checks.push_back(
+        {false,
+         fmt::format(
+             "{}: user {} may not {} schema '{}'; GRANT {} to it, or set schema to one it may",
+             setting, settings.user, exists ? "create tables in" : "create", settings.schema,
+             exists ? fmt::format("CREATE, USAGE ON SCHEMA {}", settings.schema)
+                    : fmt::format("CREATE ON DATABASE {}", settings.database))});
   }
   return checks;
 }

@@ -27,8 +27,8 @@ Landing PlanLanding(std::string_view pipeline, std::string_view pipeline_instanc
                     std::vector<std::string> key_columns) {
   std::sort(slices.begin(), slices.end());
   slices.erase(std::unique(slices.begin(), slices.end()), slices.end());
-  std::string identity = fmt::format("skippr-landing-v2\n{}\n{}\n{}\n", pipeline,
-                                     pipeline_instance, namespace_name);
+  std::string identity =
+      fmt::format("skippr-landing-v2\n{}\n{}\n{}\n", pipeline, pipeline_instance, namespace_name);
   for (const SliceRef& slice : slices) {
     identity += fmt::format("{}/{}\n", slice.segment_id, slice.ordinal);
   }
@@ -60,8 +60,7 @@ Result<int64_t> Sink::WriteStream(const schema::NamespaceSchema&, StreamedBatche
   return Status::NotSupported("this sink does not land streams");
 }
 
-Result<LandingOutcome> Sink::LandStreamed(const Landing&, const schema::NamespaceSchema&,
-                                          int64_t) {
+Result<LandingOutcome> Sink::LandStreamed(const Landing&, const schema::NamespaceSchema&, int64_t) {
   return Status::NotSupported("this sink does not land streams");
 }
 
@@ -124,10 +123,11 @@ const SinkKind* KindOf(const config::ConnectorConfig& entry) {
 }
 
 Status NotBuilt(const config::ConnectorConfig& entry, const std::string& setting) {
-  return Status::NotSupported(fmt::format(
-      "{}: this build cannot land in a {} sink yet; use a SkipprLake, Duckdb or Postgres sink, or no "
-      "data_sink (the WAL is then the dataset)",
-      setting, entry.kind));
+  return Status::NotSupported(
+      fmt::format("{}: this build cannot land in a {} sink yet; use a SkipprLake, Duckdb or "
+                  "Postgres sink, or no "
+                  "data_sink (the WAL is then the dataset)",
+                  setting, entry.kind));
 }
 
 }  // namespace
@@ -160,7 +160,8 @@ LandingPolicy LandingPolicyOf(const config::ConnectorConfig& entry) {
     policy.target_file_bytes = static_cast<uint64_t>(entry.GetInteger("target_file_size_bytes"));
   }
   if (entry.Has("commit_interval_seconds")) {
-    policy.commit_interval_seconds = static_cast<double>(entry.GetInteger("commit_interval_seconds"));
+    policy.commit_interval_seconds =
+        static_cast<double>(entry.GetInteger("commit_interval_seconds"));
   }
   return policy;
 }

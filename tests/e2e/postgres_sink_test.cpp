@@ -88,9 +88,8 @@ TEST_F(PostgresSinkE2e, AFileStreamLandsEveryRowExactlyOnceAcrossKills) {
     SyncAndKillAfter(dir_, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
     ++kills;
   }
-  for (const std::string point :
-       {"postgres_sink.before_commit", "postgres_sink.after_commit",
-        "landing.before_store_commit", "landing.after_store_commit"}) {
+  for (const std::string point : {"postgres_sink.before_commit", "postgres_sink.after_commit",
+                                  "landing.before_store_commit", "landing.after_store_commit"}) {
     const int64_t extra_rows = Scaled(20000, 2);
     expected_checksum +=
         WriteInput(dir_, 2, extra_rows, expected_rows, std::string("extra-") + point);
@@ -127,7 +126,8 @@ TEST_F(PostgresSinkE2e, QueryDuringASyncShowsTheLiveWalConsistently) {
   for (int attempt = 0; attempt < 2000 && running; ++attempt) {
     running = waitpid(sync.pid(), nullptr, WNOHANG) == 0;
     const ProcessResult query = Skipprd(
-        dir_, {"query", "--plain", "--sql", "SELECT count(*), count(DISTINCT id) FROM events.events"});
+        dir_,
+        {"query", "--plain", "--sql", "SELECT count(*), count(DISTINCT id) FROM events.events"});
     if (query.exit_code != 0) {
       EXPECT_EQ(answered, 0) << query.err;  // before the first commit there is no table yet
       continue;
@@ -166,8 +166,9 @@ TEST_F(PostgresSinkE2e, ANewColumnAndAWidenedIntegerLandAsAlterTable) {
 
 TEST_F(PostgresSinkE2e, ReplaceTableAndMergeByKey) {
   WriteFileConfig("\n      write_policy: merge_by_key", "\n      primary_key: [id]");
-  dir_.Write("input/1.jsonl", "{\"id\": 1, \"v\": \"a\"}\n{\"id\": 2, \"v\": \"b\"}\n"
-                              "{\"id\": 1, \"v\": \"c\"}\n");
+  dir_.Write("input/1.jsonl",
+             "{\"id\": 1, \"v\": \"a\"}\n{\"id\": 2, \"v\": \"b\"}\n"
+             "{\"id\": 1, \"v\": \"c\"}\n");
   const ProcessResult first = Sync("events");
   ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
   dir_.Write("input/2.jsonl", "{\"id\": 2, \"v\": \"d\"}\n{\"id\": 3, \"v\": \"e\"}\n");
@@ -218,8 +219,7 @@ TEST_F(PostgresSinkE2e, TypesMapFaithfully) {
     data_source: data_sources.src
     data_sink: data_sinks.pg
 )",
-                                       server_->port(), database_,
-                                       SinkConfig("", sink_database)));
+                                       server_->port(), database_, SinkConfig("", sink_database)));
   const ProcessResult sync = Sync("shop");
   ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
   const std::string columns = "id, d, r, ts, t, day, u, b, arr, tags, flag, note";
@@ -242,7 +242,8 @@ TEST_F(PostgresSinkE2e, TypesMapFaithfully) {
 TEST_F(PostgresSinkE2e, ASourcesChangesLandAsItsCurrentRowsAcrossKills) {
   const std::string sink_database = database_ + "_sink";
   server_->PsqlOrFail("CREATE DATABASE " + sink_database);
-  dir_.Write("skippr.yml", fmt::format(R"(data_sources:
+  dir_.Write("skippr.yml",
+             fmt::format(R"(data_sources:
   src:
     Postgres:
       host: 127.0.0.1
@@ -259,9 +260,8 @@ TEST_F(PostgresSinkE2e, ASourcesChangesLandAsItsCurrentRowsAcrossKills) {
     data_source: data_sources.src
     data_sink: data_sinks.pg
 )",
-                                       server_->port(), database_, database_,
-                                       SinkConfig("\n      target_file_size_bytes: 1048576",
-                                                  sink_database)));
+                         server_->port(), database_, database_,
+                         SinkConfig("\n      target_file_size_bytes: 1048576", sink_database)));
   Sql("CREATE TABLE accounts (id bigint PRIMARY KEY, v text, n numeric(10, 2)); "
       "INSERT INTO accounts SELECT g, 'row ' || g, g * 1.5 FROM generate_series(1, 2000) g;");
   const std::string rows =
@@ -277,17 +277,17 @@ TEST_F(PostgresSinkE2e, ASourcesChangesLandAsItsCurrentRowsAcrossKills) {
   ASSERT_EQ(sync.exit_code, 0) << sync.err << sync.out;
   EXPECT_TRUE(same("snapshot"));
 
-  RunCdcRounds({.dir = &dir_,
-                .pipeline = "shop",
-                .sql = [this](const std::string& sql) { Sql(sql); },
-                .sync = [this](std::map<std::string, std::string> env) {
-                  return Sync("shop", std::move(env));
-                },
-                .crash_points = {"postgres_sink.before_commit", "postgres_sink.after_commit",
-                                 "landing.before_store_commit", "landing.after_store_commit"},
-                .rounds = ScaledRounds(5, 3),
-                .seed = 20261208},
-               2001, [&](int round) { ASSERT_TRUE(same(fmt::format("round {}", round))); });
+  RunCdcRounds(
+      {.dir = &dir_,
+       .pipeline = "shop",
+       .sql = [this](const std::string& sql) { Sql(sql); },
+       .sync =
+           [this](std::map<std::string, std::string> env) { return Sync("shop", std::move(env)); },
+       .crash_points = {"postgres_sink.before_commit", "postgres_sink.after_commit",
+                        "landing.before_store_commit", "landing.after_store_commit"},
+       .rounds = ScaledRounds(5, 3),
+       .seed = 20261208},
+      2001, [&](int round) { ASSERT_TRUE(same(fmt::format("round {}", round))); });
   if (HasFatalFailure()) return;
   EXPECT_EQ(Psql("SELECT count(*) > 5, count(*) = count(DISTINCT landing_id) FROM "
                  "landed._skippr_landings",
@@ -305,14 +305,15 @@ TEST_F(PostgresSinkE2e, DoctorChecksTheServerAndThePrivileges) {
                                                 "skippr@127.0.0.1:{}/{}, schema landed reachable",
                                                 server_->port(), database_)));
   EXPECT_THAT(doctor.out, HasSubstr("schema 'landed' will be created; user skippr may create"));
-  dir_.Write("skippr.yml", "data_sources:\n  source:\n    File:\n      path: input\n" +
-                               [&] {
-                                 std::string config = SinkConfig();
-                                 config.replace(config.find("user: skippr"), 12, "user: reader");
-                                 return config;
-                               }() +
-                               "pipelines:\n  events:\n    data_source: data_sources.source\n"
-                               "    data_sink: data_sinks.pg\n");
+  dir_.Write(
+      "skippr.yml", "data_sources:\n  source:\n    File:\n      path: input\n" +
+                        [&] {
+                          std::string config = SinkConfig();
+                          config.replace(config.find("user: skippr"), 12, "user: reader");
+                          return config;
+                        }() +
+                        "pipelines:\n  events:\n    data_source: data_sources.source\n"
+                        "    data_sink: data_sinks.pg\n");
   doctor = Skipprd(dir_, {"doctor"});
   EXPECT_EQ(doctor.exit_code, 1) << doctor.out;
   EXPECT_THAT(doctor.out, HasSubstr("user reader may not create schema 'landed'; GRANT CREATE ON "

@@ -1,6 +1,5 @@
 #include "e2e/skipprd_runner.hpp"
 
-#include <duckdb.h>
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -132,45 +131,18 @@ int ExpectCountDuringSyncIsMonotone(const TempDir& dir, const std::string& pipel
 
 std::vector<std::vector<std::string>> ReadDuckdbFile(const std::string& path,
                                                      const std::string& sql) {
-  duckdb_database database = nullptr;
-  duckdb_connection connection = nullptr;
+  const ProcessResult read = RunProcess(DUCKDB_ROWS_BINARY, {path, sql});
   std::vector<std::vector<std::string>> rows;
-  if (duckdb_open(nullptr, &database) != DuckDBSuccess ||
-      duckdb_connect(database, &connection) != DuckDBSuccess) {
-    ADD_FAILURE() << "could not open DuckDB";
-    duckdb_close(&database);
+  if (read.exit_code != 0) {
+    ADD_FAILURE() << "DuckDB over " << path << ": " << read.err << "\n" << sql;
     return rows;
   }
-  const auto run = [&](const std::string& statement, bool keep) {
-    duckdb_result result;
-    const bool ok = duckdb_query(connection, statement.c_str(), &result) == DuckDBSuccess;
-    if (!ok) {
-      const std::string error = duckdb_result_error(&result);
-      duckdb_destroy_result(&result);
-      return error;
+  for (const nlohmann::json& row : nlohmann::json::parse(read.out)) {
+    std::vector<std::string>& values = rows.emplace_back();
+    for (const nlohmann::json& value : row) {
+      values.push_back(value.is_null() ? "" : value.get<std::string>());
     }
-    for (idx_t row = 0; keep && row < duckdb_row_count(&result); ++row) {
-      std::vector<std::string>& values = rows.emplace_back();
-      for (idx_t column = 0; column < duckdb_column_count(&result); ++column) {
-        char* text = duckdb_value_varchar(&result, column, row);
-        values.emplace_back(text != nullptr ? text : "");
-        duckdb_free(text);
-      }
-    }
-    duckdb_destroy_result(&result);
-    return std::string();
-  };
-  // A sync's landing holds the file for one transaction: wait for it as query does.
-  std::string error;
-  for (int attempt = 0; attempt < 600; ++attempt) {
-    error = run(fmt::format("ATTACH '{}' AS db (READ_ONLY)", path), false);
-    if (error.find("lock") == std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (error.empty()) error = run(sql, true);
-  if (!error.empty()) ADD_FAILURE() << "DuckDB over " << path << ": " << error << "\n" << sql;
-  duckdb_disconnect(&connection);
-  duckdb_close(&database);
   return rows;
 }
 

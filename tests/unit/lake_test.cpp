@@ -14,15 +14,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "e2e/process.hpp"
 #include "core/crash.hpp"
+#include "e2e/process.hpp"
 #include "iceberg/iceberg.hpp"
 #include "query/query.hpp"
 #include "sinks/sinks.hpp"
@@ -42,8 +42,8 @@ using sinks::SliceRef;
 
 // A landing planned as the pipeline plans one (sinks::PlanLanding), in the lake's terms.
 Landing PlanLakeLanding(std::string_view pipeline, std::string_view instance,
-                    std::string namespace_name, std::vector<SliceRef> slices,
-                    bool replaces_table = false, std::vector<std::string> key_columns = {}) {
+                        std::string namespace_name, std::vector<SliceRef> slices,
+                        bool replaces_table = false, std::vector<std::string> key_columns = {}) {
   const sinks::Landing planned =
       sinks::PlanLanding(pipeline, instance, std::move(namespace_name), std::move(slices),
                          replaces_table, std::move(key_columns));
@@ -142,9 +142,9 @@ class LakeMerge : public ::testing::Test {
       refs.push_back({segment_id, ordinal});
       batches.push_back(Slice(slices[ordinal], value_column_));
     }
-    const Landing landing =
-        PlanLakeLanding("p", kInstance, "events", refs, replaces_table,
-                    replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
+    const Landing landing = PlanLakeLanding(
+        "p", kInstance, "events", refs, replaces_table,
+        replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
     Result<LandingOutcome> outcome =
         writer_->Land(landing, EventsSchema(value_column_), batches);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
@@ -663,7 +663,8 @@ TEST(LakeKeys, KeyColumnsMustBeTopLevelPrimitiveColumnsNamedOnce) {
 TEST(LakeKeys, TheKeyIsPartOfTheLandingId) {
   const std::vector<SliceRef> slices = {{1, 0}, {1, 1}};
   const std::string append = PlanLakeLanding("p", kInstance, "events", slices).landing_id;
-  const std::string by_id = PlanLakeLanding("p", kInstance, "events", slices, false, {"id"}).landing_id;
+  const std::string by_id =
+      PlanLakeLanding("p", kInstance, "events", slices, false, {"id"}).landing_id;
   const std::string by_id_name =
       PlanLakeLanding("p", kInstance, "events", slices, false, {"id", "name"}).landing_id;
   const std::string by_name_id =
