@@ -54,10 +54,11 @@ FUZZ_JOBS ?= $(JOBS)
 # The test binaries built under TSan: everything that starts threads (the sync pass's reader,
 # committer, lander and aggregator threads run in the skipprd the e2e tests start; DuckDB's scan
 # threads read WAL batches in query_test). Not postgres_workload_test: its threads are the ones
-# postgres_e2e_test runs, and under TSan it would add four minutes of waiting for PostgreSQL.
+# postgres_e2e_test runs, and under TSan it would add four minutes of waiting for PostgreSQL. Nor
+# postgres_sink_e2e_test: its sink runs on the lander thread sinks_e2e_test's sinks run on.
 TSAN_TESTS ?= store_test sources_test typed_reading_test aggregates_test iceberg_metadata_test \
               query_test postgres_source_test postgres_e2e_test \
-              sync_e2e_test lake_e2e_test aggregates_e2e_test sinks_e2e_test postgres_sink_e2e_test
+              sync_e2e_test lake_e2e_test aggregates_e2e_test sinks_e2e_test
 SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=$(SANITIZER_BUILD_TYPE) -DCMAKE_C_COMPILER=clang \
                   -DCMAKE_CXX_COMPILER=clang++ -DSKIPPR_JEMALLOC=OFF -DSKIPPR_BENCH=OFF \
                   -DSKIPPR_PYTHON=OFF

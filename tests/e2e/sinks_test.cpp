@@ -62,13 +62,13 @@ TEST(DuckdbSinkCrash, RandomKillsAndEveryLandingCrashPointLandEveryRowExactlyOnc
   TempDir dir;
   dir.Write("skippr.yml", DatabaseConfig(dir, "\n      target_file_size_bytes: 1048576"
                                               "\n      commit_interval_seconds: 1"));
-  int64_t expected_rows = Scaled(600000, 10);
+  int64_t expected_rows = Scaled(400000, 10);
   int64_t expected_checksum = WriteInput(dir, 10, expected_rows);
   const std::map<std::string, std::string> small_buffers = {{"BUFFER_THRESHOLD_BYTES", "2000000"}};
   std::mt19937 random(20261205);
-  std::uniform_int_distribution<int> delay_ms(100, 1500);
+  std::uniform_int_distribution<int> delay_ms(50, 900);
   int kills = 0;
-  for (int round = 0; round < ScaledRounds(24, 20); ++round) {
+  for (int round = 0; round < 20; ++round) {
     SyncAndKillAfter(dir, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
     ++kills;
   }
@@ -235,11 +235,11 @@ pipelines:
     data_sink: data_sinks.duck
 )",
                                       dir.path()));
-  const int64_t rows = Scaled(300000, 10);
+  const int64_t rows = Scaled(200000, 10);
   const int64_t checksum = WriteInput(dir, 10, rows);
   std::mt19937 random(20261209);
-  std::uniform_int_distribution<int> delay_ms(100, 1200);
-  for (int kill = 0; kill < ScaledRounds(20, 20); ++kill) {
+  std::uniform_int_distribution<int> delay_ms(50, 600);
+  for (int kill = 0; kill < 20; ++kill) {
     SyncAndKillAfter(dir, "events", std::chrono::milliseconds(delay_ms(random)),
                      {{"BUFFER_THRESHOLD_BYTES", "2000000"}});
   }
