@@ -313,6 +313,30 @@ class CopyWriter final : public query::ResultWriter {
   std::string buffer_;
 };
 
+// PostgreSQL cuts identifiers at 63 bytes (NAMEDATALEN - 1) without a word: a longer table or
+// column name would land under another name, and never be found again by its own.
+constexpr size_t kMaxIdentifierBytes = 63;
+
+Status CheckIdentifierLengths(const schema::NamespaceSchema& namespace_schema) {
+  const std::string tombstones = std::string(kTombstonesPrefix) + namespace_schema.name;
+  if (tombstones.size() > kMaxIdentifierBytes) {
+    return Status::InvalidArgument(fmt::format(
+        "namespace '{}' is too long for a PostgreSQL table name ({} bytes; the sink's tables "
+        "'<namespace>' and '{}<namespace>' must fit in {} bytes, so at most {}); shorten it, or "
+        "land it in another sink",
+        namespace_schema.name, namespace_schema.name.size(), kTombstonesPrefix,
+        kMaxIdentifierBytes, kMaxIdentifierBytes - kTombstonesPrefix.size()));
+  }
+  for (const Field& field : namespace_schema.fields) {
+    if (field.name.size() <= kMaxIdentifierBytes) continue;
+    return Status::InvalidArgument(fmt::format(
+        "namespace '{}': field '{}' is {} bytes, longer than a PostgreSQL column name may be "
+        "({}); rename it with transform.ops (rename), or land it in another sink",
+        namespace_schema.name, field.name, field.name.size(), kMaxIdentifierBytes));
+  }
+  return Status::OK();
+}
+
 // Key columns are NOT NULL (the table's primary key): `=` lets PostgreSQL use its index.
 std::string KeysEqual(const std::vector<std::string>& keys, std::string_view left,
                       std::string_view right) {
@@ -439,6 +463,7 @@ Result<bool> PostgresSink::IsLanded(const std::string& namespace_name,
 Status PostgresSink::EvolveTable(const schema::NamespaceSchema& namespace_schema,
                                  const std::vector<std::string>& key_columns,
                                  bool keeps_order_tokens) {
+  SKIPPR_RETURN_IF_ERROR(CheckIdentifierLengths(namespace_schema));
   const std::string table = Table(namespace_schema.name);
   std::vector<std::string> columns;
   for (const Field& field : namespace_schema.fields) {

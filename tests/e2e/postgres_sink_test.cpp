@@ -164,6 +164,21 @@ TEST_F(PostgresSinkE2e, ANewColumnAndAWidenedIntegerLandAsAlterTable) {
             "4|9000000018|t");
 }
 
+// PostgreSQL would cut a name past 63 bytes silently: the landing stops, naming the field, and
+// nothing of it is written; the rows stay in the WAL.
+TEST_F(PostgresSinkE2e, AFieldNameTooLongForPostgresqlIsAClearError) {
+  WriteFileConfig();
+  const std::string name(70, 'n');
+  dir_.Write("input/1.jsonl", "{\"id\": 1, \"" + name + "\": 2}\n");
+  const ProcessResult sync = Sync("events");
+  EXPECT_NE(sync.exit_code, 0);
+  EXPECT_THAT(sync.err + sync.out,
+              HasSubstr("field '" + name + "' is 70 bytes, longer than a PostgreSQL column name"));
+  EXPECT_EQ(Psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'landed' AND tablename = "
+                 "'events'"),
+            "0");
+}
+
 TEST_F(PostgresSinkE2e, ReplaceTableAndMergeByKey) {
   WriteFileConfig("\n      write_policy: merge_by_key", "\n      primary_key: [id]");
   dir_.Write("input/1.jsonl",
