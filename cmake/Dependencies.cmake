@@ -32,6 +32,8 @@ pkg_check_modules(AVRO_C REQUIRED IMPORTED_TARGET avro-c)
 # The Iceberg catalog (src/iceberg/): SQLite by default, PostgreSQL through libpq.
 find_package(SQLite3 REQUIRED)
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
+# S3 and DynamoDB: libcurl signs requests itself (CURLOPT_AWS_SIGV4, curl >= 7.75).
+find_package(CURL 7.75 REQUIRED)
 
 # jemalloc serves the binary's allocations: ingest makes and frees many small objects per record,
 # and glibc's malloc spent a sixth of a file → WAL sync in consolidating and unlinking chunks.

@@ -8,6 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 duckdb_dir="$root/third_party/duckdb"
 iceberg_reader_dir="$root/third_party/iceberg_reader"
+test_servers_dir="$root/third_party/test_servers"
 
 # DESIGN.md §4: every library and tool comes from a Debian package (DuckDB, and the Iceberg reader
 # that only tests use, from npm).
@@ -59,8 +60,17 @@ iceberg_reader_is_current() {
   [[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum < "$iceberg_reader_dir/package-lock.json")" ]]
 }
 
+# The pinned S3- and DynamoDB-compatible servers tests start on loopback (tests/support/s3_server.*)
+# are present when their lock file is unchanged.
+test_servers_are_current() {
+  [[ -f "$test_servers_dir/node_modules/s3rver/package.json" ]] || return 1
+  local stamp="$test_servers_dir/node_modules/.skipprd-lock.sha256"
+  [[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$(sha256sum < "$test_servers_dir/package-lock.json")" ]]
+}
+
 if [[ "${1:-}" == "--check" ]]; then
-  [[ -z "$(missing_packages)" ]] && duckdb_is_current && iceberg_reader_is_current
+  [[ -z "$(missing_packages)" ]] && duckdb_is_current && iceberg_reader_is_current &&
+    test_servers_are_current
   exit $?
 fi
 
@@ -84,6 +94,12 @@ if ! iceberg_reader_is_current; then
   echo "setup: installing the tests' Iceberg reader (pinned in third_party/iceberg_reader/package-lock.json)"
   (cd "$iceberg_reader_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   sha256sum < "$iceberg_reader_dir/package-lock.json" > "$iceberg_reader_dir/node_modules/.skipprd-lock.sha256"
+fi
+
+if ! test_servers_are_current; then
+  echo "setup: installing the tests' S3 and DynamoDB servers (pinned in third_party/test_servers/package-lock.json)"
+  (cd "$test_servers_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  sha256sum < "$test_servers_dir/package-lock.json" > "$test_servers_dir/node_modules/.skipprd-lock.sha256"
 fi
 
 echo "setup: everything skipprd needs is installed"

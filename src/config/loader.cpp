@@ -128,11 +128,15 @@ void CheckConnectorEntries(Reader& reader, const Section& section) {
     if (connector.kind == "Duckdb") CheckDuckdbForm(reader, at, connector);
     if (connector.Has("warehouse")) {
       const std::string& warehouse = connector.GetString("warehouse");
-      if (!reader.KeepsReference(at.path, warehouse) && warehouse.rfind("file:///", 0) != 0 &&
-          warehouse.rfind("s3://", 0) != 0) {
-        reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path or an "
-                                     "s3://bucket/prefix URI",
+      if (reader.KeepsReference(at.path, warehouse) || warehouse.rfind("file:///", 0) == 0) {
+        // an absolute local path: what this build lands
+      } else if (warehouse.rfind("s3://", 0) == 0) {
+        // Refused here rather than at the first landing, after rows were read into the WAL.
+        reader.Error(at, fmt::format("warehouse '{}': a lake on S3 is not available in this build "
+                                     "yet; use an absolute file:///path",
                                      warehouse));
+      } else {
+        reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path", warehouse));
       }
     }
     if (connector.kind == "Postgres" && section.name == "data_sources" &&
@@ -198,6 +202,21 @@ EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& 
                  fmt::format("'{}' is not available: this build keeps the pipeline schema in "
                              "the Skippr Store under DATA_DIR; use 'local'",
                              *mode));
+  }
+
+  // WAL_STORAGE is a property of the machine, not a YAML key (reference §3.2): an unknown value, or
+  // one this build cannot honour, fails startup — a WAL silently kept on local disk would be a trap
+  // on exactly the ephemeral hosts that ask for s3.
+  if (std::optional<std::string> wal_storage = reader.environment().Get("WAL_STORAGE");
+      wal_storage && !wal_storage->empty() && *wal_storage != "disk") {
+    const bool is_known = *wal_storage == "s3" || *wal_storage == "clustered";
+    reader.Error(EnvironmentPlace("WAL_STORAGE"),
+                 is_known ? fmt::format("'{}' is not available in this build: the WAL is kept on "
+                                        "local disk under DATA_DIR; unset WAL_STORAGE (or set it "
+                                        "to disk) and keep DATA_DIR on a persistent volume",
+                                        *wal_storage)
+                          : fmt::format("'{}' is not a WAL storage: use disk (the default)",
+                                        *wal_storage));
   }
 
   const Located store_at = fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});

@@ -15,6 +15,7 @@
 #include "schema/schema.hpp"
 #include "sources/csv_reader.hpp"
 #include "sources/duckdb_columns.hpp"
+#include "sources/file_catalog.hpp"
 #include "sources/file_reader.hpp"
 #include "sources/input_stream.hpp"
 #include "sources/json_array_scanner.hpp"
@@ -1270,15 +1271,50 @@ struct FileReading {
   uint64_t records_this_pass = 0;
 };
 
+// Local files: a file, a directory (recursively, without hidden names) or a glob.
+class LocalFiles final : public internal::FileCatalog {
+ public:
+  explicit LocalFiles(std::string path) : path_(std::move(path)) {}
+
+  Result<std::vector<std::string>> List(const ReadOptions&) override { return ListFiles(path_); }
+
+  Result<std::optional<internal::FileVersion>> Describe(const std::string& path) override {
+    Result<FileInfo> info = StatFile(path);
+    if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+      return std::optional<internal::FileVersion>();
+    }
+    SKIPPR_RETURN_IF_ERROR(info.status());
+    return std::optional<internal::FileVersion>(internal::FileVersion{
+        info->size_bytes, info->mtime_ns, "", std::make_pair(info->device, info->inode)});
+  }
+
+  Result<std::unique_ptr<OpenedFile>> Open(const std::string& path,
+                                           const internal::FileVersion&) override {
+    return OpenedFile::Open(path);
+  }
+
+ private:
+  std::string path_;
+};
+
+// Whether a file read to its end has not changed since: a local file by size and modification
+// time, an object by size and ETag.
+bool IsUnchangedSinceClosed(const PartitionPosition& previous,
+                            const internal::FileVersion& version) {
+  if (!previous.is_closed || previous.size_bytes != version.size_bytes) return false;
+  if (!version.etag.empty()) return previous.object_etag == version.etag;
+  return previous.mtime_ns == version.mtime_ns;
+}
+
 class FileSource final : public Source {
  public:
-  FileSource(std::string path, std::optional<std::string> format)
-      : path_(std::move(path)), format_(std::move(format)) {}
+  FileSource(std::unique_ptr<internal::FileCatalog> catalog, std::optional<std::string> format)
+      : catalog_(std::move(catalog)), format_(std::move(format)) {}
 
   Status Open(const SourcePositions& committed, const ReadOptions& options) override {
     committed_ = committed;
     options_ = options;
-    SKIPPR_ASSIGN_OR_RETURN(files_, ListFiles(path_));
+    SKIPPR_ASSIGN_OR_RETURN(files_, catalog_->List(options));
     next_file_ = 0;
     reading_.reset();
     seen_files_.clear();
@@ -1304,32 +1340,34 @@ class FileSource final : public Source {
   // its position needs committing.
   Result<std::optional<SourceBatch>> StartFile(const std::string& path) {
     using NoBatch = std::optional<SourceBatch>;
-    Result<FileInfo> info = StatFile(path);
-    if (!info.ok() && info.status().code() == StatusCode::kNotFound) {
+    SKIPPR_ASSIGN_OR_RETURN(std::optional<internal::FileVersion> version, catalog_->Describe(path));
+    if (!version) {
       spdlog::info("file {} is gone since it was listed; skipped", path);
       return NoBatch();
     }
-    SKIPPR_RETURN_IF_ERROR(info.status());
     auto committed = committed_.find(path);
     const PartitionPosition* previous =
         committed == committed_.end() ? nullptr : &committed->second;
-    if (!IsFirstName(path, info->device, info->inode)) return NoBatch();
-    if (previous != nullptr && previous->is_closed && previous->size_bytes == info->size_bytes &&
-        previous->mtime_ns == info->mtime_ns) {
+    if (version->identity && !IsFirstName(path, *version->identity)) return NoBatch();
+    if (previous != nullptr && IsUnchangedSinceClosed(*previous, *version)) {
       return NoBatch();  // unchanged since it was read to its end
     }
-    Result<std::unique_ptr<OpenedFile>> opened = OpenedFile::Open(path);
+    Result<std::unique_ptr<OpenedFile>> opened = catalog_->Open(path, *version);
     if (!opened.ok() && opened.status().code() == StatusCode::kNotFound) {
-      spdlog::info("file {} is gone since it was listed; skipped", path);
+      spdlog::info("{}; skipped", opened.status().message());
       return NoBatch();
     }
     SKIPPR_RETURN_IF_ERROR(opened.status());
     // Replaced between the stat and the open: the opened file is what this pass reads.
-    if (!IsFirstName(path, (*opened)->device(), (*opened)->inode())) return NoBatch();
+    if (version->identity &&
+        !IsFirstName(path, {(*opened)->device(), (*opened)->inode()})) {
+      return NoBatch();
+    }
     auto reading = std::make_unique<FileReading>();
     reading->file = std::move(opened).value();
     if (reading->file->size_bytes() == 0) {
       reading->position = PartitionPosition{0, reading->file->mtime_ns()};
+      reading->position.object_etag = version->etag;
       if (previous != nullptr) reading->position.version = previous->version;
       reading->reader =
           std::make_unique<UnreadableFileReader>(path, "empty file (0 bytes): nothing to read");
@@ -1338,6 +1376,7 @@ class FileSource final : public Source {
     }
     SKIPPR_ASSIGN_OR_RETURN(reading->detected, DetectFormat(*reading->file, format_));
     SKIPPR_ASSIGN_OR_RETURN(FilePlan plan, PlanFile(previous, *reading->file, reading->detected));
+    plan.position.object_etag = version->etag;
     if (plan.is_touched) {
       SourceBatch batch;
       batch.partition = path;
@@ -1352,8 +1391,8 @@ class FileSource final : public Source {
 
   // Two names of one file (a symlink, a hard link, a directory listed twice by a glob): read once,
   // under the first name in sorted order.
-  bool IsFirstName(const std::string& path, uint64_t device, uint64_t inode) {
-    auto [seen, is_new] = seen_files_.emplace(std::make_pair(device, inode), path);
+  bool IsFirstName(const std::string& path, std::pair<uint64_t, uint64_t> identity) {
+    auto [seen, is_new] = seen_files_.emplace(identity, path);
     if (is_new || seen->second == path) return true;
     spdlog::info("file {} is the same file as {}: read once, as {}", path, seen->second,
                  seen->second);
@@ -1496,7 +1535,7 @@ class FileSource final : public Source {
     return Status::OK();
   }
 
-  std::string path_;
+  std::unique_ptr<internal::FileCatalog> catalog_;
   std::optional<std::string> format_;
   SourcePositions committed_;
   ReadOptions options_;
@@ -1514,7 +1553,12 @@ namespace internal {
 Result<std::unique_ptr<Source>> MakeFileSource(const config::ConnectorConfig& connector) {
   std::optional<std::string> format;
   if (connector.Has("format")) format = connector.GetString("format");
-  return std::unique_ptr<Source>(std::make_unique<FileSource>(connector.GetString("path"), format));
+  return MakeCatalogSource(std::make_unique<LocalFiles>(connector.GetString("path")), format);
+}
+
+std::unique_ptr<Source> MakeCatalogSource(std::unique_ptr<FileCatalog> catalog,
+                                          std::optional<std::string> format) {
+  return std::make_unique<FileSource>(std::move(catalog), std::move(format));
 }
 }  // namespace internal
 

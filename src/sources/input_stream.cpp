@@ -99,6 +99,11 @@ OpenedFile::~OpenedFile() = default;
 Result<std::unique_ptr<OpenedFile>> OpenedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OpenError(path, errno);
+  return Adopt(fd, path, std::nullopt);
+}
+
+Result<std::unique_ptr<OpenedFile>> OpenedFile::Adopt(int fd, const std::string& path,
+                                                      std::optional<int64_t> mtime_ns) {
   auto handle = std::make_shared<const FileHandle>(path, fd);  // closes fd from here on
   struct stat info {};
   if (::fstat(fd, &info) != 0) return OpenError(path, errno);
@@ -111,8 +116,8 @@ Result<std::unique_ptr<OpenedFile>> OpenedFile::Open(const std::string& path) {
   // A pipe or character device has no size: it is read to its end.
   const uint64_t size_bytes =
       S_ISREG(info.st_mode) ? static_cast<uint64_t>(info.st_size) : UINT64_MAX;
-  return std::unique_ptr<OpenedFile>(
-      new OpenedFile(std::move(handle), size_bytes, MtimeNs(info), info.st_dev, info.st_ino));
+  return std::unique_ptr<OpenedFile>(new OpenedFile(
+      std::move(handle), size_bytes, mtime_ns.value_or(MtimeNs(info)), info.st_dev, info.st_ino));
 }
 
 const std::string& OpenedFile::path() const { return handle_->path; }

@@ -49,6 +49,10 @@ class OpenedFile {
  public:
   // NotFound when the file is gone; IOError when it cannot be read or is a directory.
   static Result<std::unique_ptr<OpenedFile>> Open(const std::string& path);
+  // A file open already (a download spooled to an unlinked temporary file), owned from now on and
+  // read as `path` (its s3:// URI) in every message; `mtime_ns` stands for the file's own.
+  static Result<std::unique_ptr<OpenedFile>> Adopt(int fd, const std::string& path,
+                                                   std::optional<int64_t> mtime_ns);
   ~OpenedFile();
   OpenedFile(const OpenedFile&) = delete;
   OpenedFile& operator=(const OpenedFile&) = delete;

@@ -79,6 +79,7 @@ PartitionPosition PositionFromJson(const nlohmann::json& json) {
   position.skipped_bytes_hash = FromHex64(json.at("skipped_bytes_hash"));
   position.ends_at_line_end = json.at("ends_at_line_end").get<bool>();
   position.cursor = json.value("cursor", std::string());
+  position.object_etag = json.value("object_etag", std::string());
   return position;
 }
 
@@ -99,6 +100,7 @@ nlohmann::json PositionToJson(const PartitionPosition& position) {
                          {"ends_at_line_end", position.ends_at_line_end}};
   if (!position.version_reason.empty()) json["version_reason"] = position.version_reason;
   if (!position.cursor.empty()) json["cursor"] = position.cursor;
+  if (!position.object_etag.empty()) json["object_etag"] = position.object_etag;
   return json;
 }
 
@@ -159,6 +161,7 @@ Status SavePositions(store::WriteTransaction& transaction, const SourcePositions
 std::vector<SourceCheck> CheckSource(const config::ConnectorConfig& connector,
                                      const std::string& source_name) {
   if (connector.kind == "Postgres") return postgres::CheckPostgres(connector, source_name);
+  if (connector.kind == "S3") return internal::CheckS3(connector, source_name);
   return {};
 }
 
@@ -183,9 +186,10 @@ Result<std::unique_ptr<Source>> MakeSource(const config::ConnectorConfig& connec
   if (connector.kind == "Sample") return internal::MakeSampleSource(connector);
   if (connector.kind == "File") return internal::MakeFileSource(connector);
   if (connector.kind == "Postgres") return postgres::MakePostgresSource(connector, source_name);
+  if (connector.kind == "S3") return internal::MakeS3Source(connector, source_name);
   return Status::NotSupported(fmt::format(
       "the {} source is not available in this build yet; sources available: File, Postgres, "
-      "Sample",
+      "S3, Sample",
       connector.kind));
 }
 

@@ -68,6 +68,9 @@ struct PartitionPosition {
   // (compressed files) are proven unchanged by it before they are skipped.
   uint64_t skipped_bytes_hash = 0;
   bool ends_at_line_end = true;  // the bytes read so far end with a line end (or there are none)
+  // The S3 object's ETag when it was read (S3 source): read to its end, an object is read again
+  // only when its ETag (or size) changes. Empty for files.
+  std::string object_etag;
   // Read from a position of format 1, which has no fingerprint to check the file against.
   bool is_unverified = false;
   friend bool operator==(const PartitionPosition&, const PartitionPosition&) = default;

@@ -339,7 +339,10 @@ data_sinks:
 TEST(ConfigConnectors, LakeWarehouseMustBeAnAbsoluteUri) {
   EXPECT_EQ(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: ./wh}\n"),
             "skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse './wh' must be an absolute "
-            "file:///path or an s3://bucket/prefix URI");
+            "file:///path");
+  EXPECT_EQ(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh\"}\n"),
+            "skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse 's3://b/wh': a lake on S3 is "
+            "not available in this build yet; use an absolute file:///path");
 }
 
 TEST(ConfigConnectors, PostgresSourceNeedsADatabase) {
@@ -537,7 +540,7 @@ pipelines:
                                  "is not allowed; choose one of: disable, prefer, require, "
                                  "verify-ca, verify-full"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:6:5: data_sinks.lake.SkipprLake: warehouse './wh' "
-                                 "must be an absolute file:///path or an s3://bucket/prefix URI"));
+                                 "must be an absolute file:///path"));
   EXPECT_THAT(message, HasSubstr("skippr.yml:10:29: pipelines.p.sync_frequency_seconds: 0 is out "
                                  "of range; allowed: 1 to 9223372036854775807"));
 }
@@ -917,6 +920,16 @@ TEST(ConfigEngine, SkipprBlockWithEnvironmentFallbacks) {
   EXPECT_THAT(
       ErrorOf("", {{"SKIPPR_STORE_TYPE", "cloud-tables"}}),
       HasSubstr("skippr.yml: SKIPPR_STORE_TYPE: store type 'cloud-tables' is not available"));
+}
+
+TEST(ConfigEngine, AWalStorageThisBuildCannotHonourFailsStartupInsteadOfBeingIgnored) {
+  EXPECT_TRUE(Parse("", {{"WAL_STORAGE", "disk"}}).ok());
+  EXPECT_TRUE(Parse("", {{"WAL_STORAGE", ""}}).ok());
+  EXPECT_THAT(ErrorOf("", {{"WAL_STORAGE", "s3"}}),
+              HasSubstr("skippr.yml: WAL_STORAGE: 's3' is not available in this build: the WAL "
+                        "is kept on local disk under DATA_DIR"));
+  EXPECT_THAT(ErrorOf("", {{"WAL_STORAGE", "tape"}}),
+              HasSubstr("WAL_STORAGE: 'tape' is not a WAL storage: use disk"));
 }
 
 // ----- transform ------------------------------------------------------------------------------

@@ -1,0 +1,163 @@
+// The AWS APIs skipprd speaks — S3 today — over libcurl, which signs every request
+// (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way the
+// AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
+//
+//   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 → AWS_ENDPOINT_URL → AWS's own
+//   region       the connector's region → AWS_REGION → AWS_DEFAULT_REGION → us-east-1
+//   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) → the shared
+//                credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
+//                AWS_PROFILE or default) → web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN,
+//                through STS) → container credentials (AWS_CONTAINER_CREDENTIALS_*_URI) → the
+//                instance metadata service (IMDSv2; AWS_EC2_METADATA_DISABLED=true skips it)
+//
+// Requests that fail in a way a retry can cure (a connection refused or reset, a timeout, HTTP 500,
+// 502, 503, 504 and 429, S3's SlowDown) are retried with capped exponential backoff and jitter.
+// Errors name the operation and the s3:// URI, and say what to check.
+//
+// An S3Client is not thread-safe (it keeps one connection alive); give each thread its own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/environment.hpp"
+#include "core/status.hpp"
+
+namespace skippr::aws {
+
+struct Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // temporary credentials only
+  // When temporary credentials stop working; nullopt for long-term keys.
+  std::optional<std::chrono::system_clock::time_point> expires_at;
+  std::string source;  // where they came from, for messages ("environment", "~/.aws/credentials")
+};
+
+// Finds credentials along the chain above and renews temporary ones before they expire.
+class CredentialChain {
+ public:
+  explicit CredentialChain(const Environment& environment, std::string region);
+  // Credentials that are valid for at least a few more minutes. NotFound naming every place
+  // searched when there are none.
+  Result<Credentials> Current();
+
+ private:
+  Result<Credentials> Resolve();
+  const Environment& environment_;
+  std::string region_;
+  std::optional<Credentials> cached_;
+};
+
+struct RetryPolicy {
+  int max_attempts = 8;
+  std::chrono::milliseconds first_backoff{100};
+  std::chrono::milliseconds max_backoff{10'000};
+};
+
+struct S3Options {
+  std::string region;        // empty: from the environment (above)
+  std::string endpoint_url;  // empty: from the environment, else AWS's
+  // Path-style addressing (http://host/bucket/key): the default for a custom endpoint, since
+  // S3-compatible servers seldom resolve <bucket>.<host>; AWS itself gets virtual-hosted style.
+  std::optional<bool> path_style;
+  RetryPolicy retry;
+  std::chrono::seconds connect_timeout{10};
+  // A transfer slower than 1 KiB/s for this long is abandoned (and retried): no total timeout, so a
+  // large object may take as long as it needs.
+  std::chrono::seconds stall_timeout{30};
+  // Objects up to this size go in one PUT; larger ones as a multipart upload of parts this size.
+  uint64_t multipart_part_bytes = uint64_t{16} << 20;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size_bytes = 0;
+  std::string etag;  // as S3 gives it, quotes removed
+  std::string last_modified;  // ISO 8601, as S3 gives it
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;
+  std::vector<std::string> common_prefixes;  // with a delimiter: the "directories" at this level
+  std::optional<std::string> continuation_token;  // more to list when set
+};
+
+struct PutOptions {
+  // If-None-Match: * — the PUT fails (Conflict) when the key exists. Servers that ignore the header
+  // overwrite; callers that need the guarantee also check (HeadObject) after an unknown outcome.
+  bool if_none_match = false;
+  std::string content_type = "application/octet-stream";
+};
+
+// Receives an object's bytes in order; a failed Status stops the download.
+using ByteSink = std::function<Status(std::string_view bytes)>;
+// Supplies a multipart upload's bytes: fills `buffer` with up to `capacity` bytes, 0 at the end.
+using ByteSource = std::function<Result<size_t>(char* buffer, size_t capacity)>;
+
+// "s3://bucket/key" for messages.
+std::string S3Uri(std::string_view bucket, std::string_view key);
+
+// Splits "s3://bucket/prefix" into bucket and prefix (without leading '/'); InvalidArgument
+// otherwise.
+Result<std::pair<std::string, std::string>> ParseS3Uri(std::string_view uri);
+
+class S3Client {
+ public:
+  // The region, endpoint and credentials as described above. Resolving credentials is deferred to
+  // the first request, so a client can be made where none are needed yet.
+  static Result<std::unique_ptr<S3Client>> Open(const S3Options& options,
+                                                const Environment& environment);
+  ~S3Client();
+  S3Client(const S3Client&) = delete;
+  S3Client& operator=(const S3Client&) = delete;
+
+  const std::string& region() const;
+  const std::string& endpoint() const;  // scheme://host[:port], without a trailing '/'
+
+  // One page of ListObjectsV2 (up to 1000 keys, in UTF-8 binary order). NotFound when the bucket
+  // does not exist.
+  Result<ListPage> ListObjects(const std::string& bucket, const std::string& prefix,
+                               const std::string& delimiter = "",
+                               const std::optional<std::string>& continuation_token = {});
+  // Every object under `prefix` (no delimiter), page by page, in key order; stops at the first
+  // failed Status `visit` returns.
+  Status ForEachObject(const std::string& bucket, const std::string& prefix,
+                       const std::function<Status(const ObjectInfo&)>& visit);
+
+  // NotFound when there is no such key.
+  Result<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
+  // The object's bytes from `offset` to its end, to `sink`, in pieces. With `if_match` the object
+  // must still have that ETag (Conflict otherwise: it was replaced). A retried download resumes
+  // where the bytes stopped, pinned to the ETag the first response carried, so `sink` never sees
+  // a byte twice or bytes of two versions.
+  Status GetObject(const std::string& bucket, const std::string& key, const ByteSink& sink,
+                   uint64_t offset = 0, const std::string& if_match = "");
+  // A small object whole (metadata, tests).
+  Result<std::string> GetObjectText(const std::string& bucket, const std::string& key);
+
+  // One PUT; the ETag S3 gave it.
+  Result<std::string> PutObject(const std::string& bucket, const std::string& key,
+                                std::string_view bytes, const PutOptions& options = {});
+  // `source` until it ends: one PUT when it fits in a part, else a multipart upload (aborted when
+  // anything fails, so no parts are left behind).
+  Result<std::string> UploadObject(const std::string& bucket, const std::string& key,
+                                   const ByteSource& source, const PutOptions& options = {});
+  // OK when the key is gone, whether or not it was there.
+  Status DeleteObject(const std::string& bucket, const std::string& key);
+  // OK when the bucket exists afterwards (created now, or already ours).
+  Status CreateBucket(const std::string& bucket);
+
+ private:
+  struct Impl;
+  explicit S3Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace skippr::aws

@@ -1,0 +1,212 @@
+// The S3 source: every object under s3://<s3_bucket>/<s3_prefix>, read as the File source reads a
+// directory — JSON lines, JSON arrays, CSV and Parquet, gzip and zstd — one partition per object
+// key. Each object a pass reads is downloaded, pinned to the ETag the listing gave it, into an
+// unlinked file in the pipeline's scratch directory (memory holds one download buffer, never the
+// object), and read from there; an object read to its end is skipped while its ETag and size stay
+// the same, and one whose ETag changed is compared with what was read, as a changed file is.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "aws/aws.hpp"
+#include "core/environment.hpp"
+#include "sources/file_catalog.hpp"
+#include "sources/source_kinds.hpp"
+
+namespace skippr::sources {
+
+namespace {
+
+// "2026-12-05T12:41:04.000Z" → nanoseconds since the epoch (0 when unreadable: then only the ETag
+// tells versions apart, which is what counts).
+int64_t LastModifiedNs(const std::string& text) {
+  std::tm parts{};
+  std::istringstream in(text);
+  in >> std::get_time(&parts, "%Y-%m-%dT%H:%M:%S");
+  if (in.fail()) return 0;
+  int64_t nanoseconds = 0;
+  if (in.peek() == '.') {
+    in.get();
+    int digits = 0;
+    while (std::isdigit(in.peek()) && digits < 9) {
+      nanoseconds = nanoseconds * 10 + (in.get() - '0');
+      ++digits;
+    }
+    for (; digits < 9; ++digits) nanoseconds *= 10;
+  }
+  return static_cast<int64_t>(timegm(&parts)) * 1'000'000'000 + nanoseconds;
+}
+
+// As the File source skips hidden files and directories: a key with a component (below the
+// prefix) that starts with '.' or '_' (`_SUCCESS`, `.staging/...`), and folder markers.
+bool IsSkippedKey(std::string_view key_below_prefix) {
+  if (key_below_prefix.empty() || key_below_prefix.back() == '/') return true;
+  size_t start = 0;
+  while (start < key_below_prefix.size()) {
+    const char first = key_below_prefix[start];
+    if (first == '.' || first == '_') return true;
+    const size_t slash = key_below_prefix.find('/', start);
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return false;
+}
+
+// An unlinked file in `directory` (created when missing), open for reading and writing: nothing
+// is left behind however the process ends. Never NotFound, which would mean the object is gone.
+Result<int> OpenSpoolFile(const std::string& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  std::string pattern = directory + "/s3-object-XXXXXX";
+  const int fd = mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const Status failed =
+        ErrnoStatus(errno, fmt::format("cannot create a spool file in {}", directory));
+    return failed.code() == StatusCode::kNotFound ? Status::IOError(failed.message()) : failed;
+  }
+  ::unlink(pattern.c_str());
+  return fd;
+}
+
+Status WriteAll(int fd, uint64_t offset, std::string_view bytes, const std::string& what) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(errno, fmt::format("cannot spool {}", what));
+    bytes.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+class S3Objects final : public internal::FileCatalog {
+ public:
+  S3Objects(std::unique_ptr<aws::S3Client> client, std::string bucket, std::string prefix,
+            std::string source_name)
+      : client_(std::move(client)),
+        bucket_(std::move(bucket)),
+        prefix_(std::move(prefix)),
+        source_name_(std::move(source_name)) {}
+
+  Result<std::vector<std::string>> List(const ReadOptions& options) override {
+    spool_directory_ = options.scratch_directory.empty()
+                           ? std::filesystem::temp_directory_path().string()
+                           : options.scratch_directory;
+    versions_.clear();
+    std::vector<std::string> names;
+    const Status listed = client_->ForEachObject(bucket_, prefix_, [&](const aws::ObjectInfo& object) {
+      if (IsSkippedKey(std::string_view(object.key).substr(prefix_.size()))) return Status::OK();
+      std::string name = aws::S3Uri(bucket_, object.key);
+      versions_[name] = internal::FileVersion{object.size_bytes,
+                                              LastModifiedNs(object.last_modified), object.etag,
+                                              std::nullopt};
+      names.push_back(std::move(name));
+      return Status::OK();
+    });
+    if (!listed.ok()) {
+      return Status(listed.code(), fmt::format("S3 source {}: {}", source_name_, listed.message()));
+    }
+    return names;  // in key order, as S3 lists them
+  }
+
+  Result<std::optional<internal::FileVersion>> Describe(const std::string& name) override {
+    auto found = versions_.find(name);
+    if (found == versions_.end()) return std::optional<internal::FileVersion>();
+    return std::optional<internal::FileVersion>(found->second);
+  }
+
+  Result<std::unique_ptr<OpenedFile>> Open(const std::string& name,
+                                           const internal::FileVersion& version) override {
+    const std::string key = name.substr(aws::S3Uri(bucket_, "").size());
+    SKIPPR_ASSIGN_OR_RETURN(const int fd, OpenSpoolFile(spool_directory_));
+    spdlog::debug("downloading {} ({} bytes, ETag {})", name, version.size_bytes, version.etag);
+    uint64_t written = 0;
+    const Status fetched = client_->GetObject(
+        bucket_, key,
+        [&](std::string_view bytes) {
+          SKIPPR_RETURN_IF_ERROR(WriteAll(fd, written, bytes, name));
+          written += bytes.size();
+          return Status::OK();
+        },
+        0, version.etag);
+    if (!fetched.ok()) {
+      ::close(fd);
+      if (fetched.code() == StatusCode::kNotFound) {
+        return Status::NotFound(fmt::format("object {} is gone since it was listed", name));
+      }
+      if (fetched.code() == StatusCode::kConflict) {
+        return Status::NotFound(fmt::format(
+            "object {} was replaced since it was listed (the next pass reads the new one)", name));
+      }
+      return fetched;
+    }
+    if (written != version.size_bytes) {
+      ::close(fd);
+      return Status::IOError(fmt::format(
+          "object {}: {} bytes arrived where the listing said {}; the next pass tries again", name,
+          written, version.size_bytes));
+    }
+    return OpenedFile::Adopt(fd, name, version.mtime_ns);
+  }
+
+ private:
+  std::unique_ptr<aws::S3Client> client_;
+  std::string bucket_;
+  std::string prefix_;
+  std::string source_name_;
+  std::string spool_directory_;
+  std::map<std::string, internal::FileVersion> versions_;  // this pass's listing
+};
+
+aws::S3Options OptionsOf(const config::ConnectorConfig& connector) {
+  aws::S3Options options;
+  if (connector.Has("region")) options.region = connector.GetString("region");
+  if (connector.Has("endpoint_url")) options.endpoint_url = connector.GetString("endpoint_url");
+  return options;
+}
+
+}  // namespace
+
+namespace internal {
+
+Result<std::unique_ptr<Source>> MakeS3Source(const config::ConnectorConfig& connector,
+                                             const std::string& source_name) {
+  static const ProcessEnvironment environment;
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<aws::S3Client> client,
+                          aws::S3Client::Open(OptionsOf(connector), environment));
+  std::optional<std::string> format;
+  if (connector.Has("format")) format = connector.GetString("format");
+  auto objects = std::make_unique<S3Objects>(std::move(client), connector.GetString("s3_bucket"),
+                                              connector.GetString("s3_prefix"), source_name);
+  return MakeCatalogSource(std::move(objects), format);
+}
+
+std::vector<SourceCheck> CheckS3(const config::ConnectorConfig& connector,
+                                 const std::string& source_name) {
+  static const ProcessEnvironment environment;
+  const std::string bucket = connector.GetString("s3_bucket");
+  const std::string prefix = connector.GetString("s3_prefix");
+  const std::string where = aws::S3Uri(bucket, prefix);
+  Result<std::unique_ptr<aws::S3Client>> client =
+      aws::S3Client::Open(OptionsOf(connector), environment);
+  if (!client.ok()) return {{false, fmt::format("source {}: {}", source_name, client.status().message())}};
+  Result<aws::ListPage> page = (*client)->ListObjects(bucket, prefix);
+  if (!page.ok()) {
+    return {{false, fmt::format("source {}: cannot list {} at {}: {}", source_name, where,
+                                (*client)->endpoint(), page.status().message())}};
+  }
+  return {{true, fmt::format("source {}: {} is readable at {} ({}{} objects under the prefix)",
+                             source_name, where, (*client)->endpoint(), page->objects.size(),
+                             page->continuation_token ? "+" : "")}};
+}
+
+}  // namespace internal
+
+}  // namespace skippr::sources
