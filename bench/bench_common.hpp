@@ -79,6 +79,9 @@ void ResolveSkipprdAndDir(std::filesystem::path& skipprd, std::filesystem::path&
 
 std::string FileText(const std::filesystem::path& path);
 
+// The middle value (of an odd count; the upper middle of an even one).
+double Median(std::vector<double> values);
+
 // ---------------------------------------------------------------------------------------------
 // Input files: rides-like records, a pure function of the row index.
 

@@ -66,11 +66,6 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 // Splits `jsonl` into `parts` files of whole lines under `dir` (part-000.jsonl, ...).
 std::vector<fs::path> SplitLines(const fs::path& jsonl, const fs::path& dir, int parts) {
   fs::create_directories(dir);
@@ -171,11 +166,13 @@ int main(int argc, char** argv) {
     s3_rss = std::max(s3_rss, s3.peak_rss_kib);
   }
   const double rows = static_cast<double>(flags.rows);
-  fmt::print("bench/s3  rows={} in {} objects ({} MB of JSON lines); medians of {} interleaved "
-             "rounds after a warm-up\n",
-             flags.rows, parts.size(), fs::file_size(input->jsonl) / 1'000'000, kRounds);
-  fmt::print("  1. S3 source -> SkipprLake (local warehouse), beside a File source on the same "
-             "files on local disk\n");
+  fmt::print(
+      "bench/s3  rows={} in {} objects ({} MB of JSON lines); medians of {} interleaved "
+      "rounds after a warm-up\n",
+      flags.rows, parts.size(), fs::file_size(input->jsonl) / 1'000'000, kRounds);
+  fmt::print(
+      "  1. S3 source -> SkipprLake (local warehouse), beside a File source on the same "
+      "files on local disk\n");
   fmt::print("    from S3 (s3rver)  {:7.2f} s  {:6.3f} M rows/s  peak RSS {:6.1f} MiB\n",
              Median(s3_seconds), rows / Median(s3_seconds) / 1e6,
              static_cast<double>(s3_rss) / kKibPerMib);
@@ -183,9 +180,11 @@ int main(int argc, char** argv) {
              Median(local_seconds), rows / Median(local_seconds) / 1e6,
              static_cast<double>(local_rss) / kKibPerMib);
   fmt::print("    ratio {:.2f}x of local disk's rows/s\n", Median(ratios));
-  fmt::print("  2. SkipprLake on s3:// vs local: not available yet (no lake on S3 in this build)\n");
-  fmt::print("  3. WAL commit latency on S3 vs disk: not available yet (WAL_STORAGE=s3 is not in "
-             "this build)\n");
+  fmt::print(
+      "  2. SkipprLake on s3:// vs local: not available yet (no lake on S3 in this build)\n");
+  fmt::print(
+      "  3. WAL commit latency on S3 vs disk: not available yet (WAL_STORAGE=s3 is not in "
+      "this build)\n");
   fs::remove_all(work_dir);
   return 0;
 }

@@ -61,11 +61,6 @@ Flags ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 struct Paired {
   std::vector<double> skipprd_seconds;
   std::vector<double> baseline_seconds;

@@ -1,14 +1,15 @@
 // The AWS APIs skipprd speaks — S3 today — over libcurl, which signs every request
-// (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way the
-// AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
+// (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way
+// the AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
 //
 //   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 → AWS_ENDPOINT_URL → AWS's own
 //   region       the connector's region → AWS_REGION → AWS_DEFAULT_REGION → us-east-1
 //   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) → the shared
 //                credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
-//                AWS_PROFILE or default) → web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN,
-//                through STS) → container credentials (AWS_CONTAINER_CREDENTIALS_*_URI) → the
-//                instance metadata service (IMDSv2; AWS_EC2_METADATA_DISABLED=true skips it)
+//                AWS_PROFILE or default) → web identity (AWS_WEB_IDENTITY_TOKEN_FILE +
+//                AWS_ROLE_ARN, through STS) → container credentials
+//                (AWS_CONTAINER_CREDENTIALS_*_URI) → the instance metadata service (IMDSv2;
+//                AWS_EC2_METADATA_DISABLED=true skips it)
 //
 // Requests that fail in a way a retry can cure (a connection refused or reset, a timeout, HTTP 500,
 // 502, 503, 504 and 429, S3's SlowDown) are retried with capped exponential backoff and jitter.
@@ -79,7 +80,7 @@ struct S3Options {
 struct ObjectInfo {
   std::string key;
   uint64_t size_bytes = 0;
-  std::string etag;  // as S3 gives it, quotes removed
+  std::string etag;           // as S3 gives it, quotes removed
   std::string last_modified;  // ISO 8601, as S3 gives it
 };
 

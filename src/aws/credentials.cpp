@@ -118,8 +118,7 @@ Provided FromWebIdentity(const Environment& environment, const std::string& regi
   }
   std::stringstream token;
   token << in.rdbuf();
-  const std::string session =
-      NonEmpty(environment, "AWS_ROLE_SESSION_NAME").value_or("skipprd");
+  const std::string session = NonEmpty(environment, "AWS_ROLE_SESSION_NAME").value_or("skipprd");
   const std::string endpoint = NonEmpty(environment, "AWS_ENDPOINT_URL_STS")
                                    .value_or(fmt::format("https://sts.{}.amazonaws.com", region));
   const std::string url = fmt::format(
@@ -127,8 +126,9 @@ Provided FromWebIdentity(const Environment& environment, const std::string& regi
       "WebIdentityToken={}",
       endpoint, internal::UriEncode(*role, false), internal::UriEncode(session, false),
       internal::UriEncode(Trim(token.str()), false));
-  SKIPPR_ASSIGN_OR_RETURN(internal::HttpResponse response,
-                          PlainRequest("GET", url, {"Accept: application/xml"}, kMetadataTimeout * 5));
+  SKIPPR_ASSIGN_OR_RETURN(
+      internal::HttpResponse response,
+      PlainRequest("GET", url, {"Accept: application/xml"}, kMetadataTimeout * 5));
   auto key = internal::XmlText(response.body, "AccessKeyId");
   auto secret = internal::XmlText(response.body, "SecretAccessKey");
   if (response.status != 200 || !key || !secret) {
@@ -182,8 +182,8 @@ Provided FromInstanceMetadata(const Environment& environment) {
   if (NonEmpty(environment, "AWS_EC2_METADATA_DISABLED").value_or("") == "true") {
     return std::optional<Credentials>();
   }
-  const std::string base = NonEmpty(environment, "AWS_EC2_METADATA_SERVICE_ENDPOINT")
-                               .value_or("http://169.254.169.254");
+  const std::string base =
+      NonEmpty(environment, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
   Result<internal::HttpResponse> token =
       PlainRequest("PUT", base + "/latest/api/token",
                    {"X-aws-ec2-metadata-token-ttl-seconds: 21600"}, kMetadataTimeout);

@@ -1,3 +1,5 @@
+#include "aws/internal/http.hpp"
+
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -7,7 +9,6 @@
 #include <random>
 #include <thread>
 
-#include "aws/internal/http.hpp"
 #include "core/check.hpp"
 
 namespace skippr::aws::internal {
@@ -108,7 +109,8 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& request) {
 
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(request.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT,
+                   static_cast<long>(request.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
@@ -133,7 +135,8 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& request) {
   }
 
   curl_slist* headers = nullptr;
-  for (const std::string& header : request.headers) headers = curl_slist_append(headers, header.c_str());
+  for (const std::string& header : request.headers)
+    headers = curl_slist_append(headers, header.c_str());
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
   std::string sigv4;
   std::string user;
@@ -157,8 +160,9 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   if (!exchange.sink_status.ok()) return exchange.sink_status;
   if (code != CURLE_OK) {
-    return Status::Unavailable(fmt::format(
-        "{} {}: {}", request.method, request.url, error_text[0] != 0 ? error_text : curl_easy_strerror(code)));
+    return Status::Unavailable(
+        fmt::format("{} {}: {}", request.method, request.url,
+                    error_text[0] != 0 ? error_text : curl_easy_strerror(code)));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
@@ -252,11 +256,16 @@ std::string XmlDecode(std::string_view text) {
       break;
     }
     const std::string_view name = text.substr(i + 1, semicolon - i - 1);
-    if (name == "amp") out.push_back('&');
-    else if (name == "lt") out.push_back('<');
-    else if (name == "gt") out.push_back('>');
-    else if (name == "quot") out.push_back('"');
-    else if (name == "apos") out.push_back('\'');
+    if (name == "amp")
+      out.push_back('&');
+    else if (name == "lt")
+      out.push_back('<');
+    else if (name == "gt")
+      out.push_back('>');
+    else if (name == "quot")
+      out.push_back('"');
+    else if (name == "apos")
+      out.push_back('\'');
     else if (name.size() > 1 && name[0] == '#') {
       const bool is_hex = name[1] == 'x' || name[1] == 'X';
       const std::string digits(name.substr(is_hex ? 2 : 1));
@@ -279,12 +288,23 @@ std::string XmlEscape(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;

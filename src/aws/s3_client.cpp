@@ -16,13 +16,25 @@ using internal::HttpResponse;
 using internal::UriEncode;
 
 // The variables the endpoint, region and credential chain read, copied when a client is opened.
-constexpr const char* kAwsVariables[] = {
-    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS", "AWS_REGION",
-    "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-    "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "HOME", "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-    "AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
+constexpr const char* kAwsVariables[] = {"AWS_ENDPOINT_URL",
+                                         "AWS_ENDPOINT_URL_S3",
+                                         "AWS_ENDPOINT_URL_STS",
+                                         "AWS_REGION",
+                                         "AWS_DEFAULT_REGION",
+                                         "AWS_ACCESS_KEY_ID",
+                                         "AWS_SECRET_ACCESS_KEY",
+                                         "AWS_SESSION_TOKEN",
+                                         "AWS_SHARED_CREDENTIALS_FILE",
+                                         "AWS_PROFILE",
+                                         "HOME",
+                                         "AWS_WEB_IDENTITY_TOKEN_FILE",
+                                         "AWS_ROLE_ARN",
+                                         "AWS_ROLE_SESSION_NAME",
+                                         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                                         "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                                         "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                                         "AWS_EC2_METADATA_DISABLED",
+                                         "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
 
 const std::string kEmptyPayloadSha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -49,18 +61,17 @@ bool IsRetryableStatus(long status, const std::string& code) {
 }
 
 // The error a non-2xx answer means, with what to check.
-Status ErrorStatus(std::string_view operation, const std::string& uri,
-                   const HttpResponse& response, const std::string& credentials_source) {
+Status ErrorStatus(std::string_view operation, const std::string& uri, const HttpResponse& response,
+                   const std::string& credentials_source) {
   const std::string code = internal::XmlText(response.body, "Code").value_or("");
   const std::string message = internal::XmlText(response.body, "Message").value_or("");
-  const std::string said =
-      code.empty() ? fmt::format("HTTP {}", response.status)
-                   : fmt::format("HTTP {} {}{}{}", response.status, code,
-                                 message.empty() ? "" : ": ", message);
+  const std::string said = code.empty() ? fmt::format("HTTP {}", response.status)
+                                        : fmt::format("HTTP {} {}{}{}", response.status, code,
+                                                      message.empty() ? "" : ": ", message);
   if (response.status == 404) {
     if (code == "NoSuchBucket") {
-      return Status::NotFound(fmt::format("{} {}: the bucket does not exist ({})", operation, uri,
-                                          said));
+      return Status::NotFound(
+          fmt::format("{} {}: the bucket does not exist ({})", operation, uri, said));
     }
     return Status::NotFound(fmt::format("{} {}: not found ({})", operation, uri, said));
   }
@@ -72,11 +83,12 @@ Status ErrorStatus(std::string_view operation, const std::string& uri,
         "{} {}: access denied ({}); check the credentials (from {}) and the bucket's policy",
         operation, uri, said, credentials_source));
   }
-  if (response.status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
+  if (response.status == 301 || code == "PermanentRedirect" ||
+      code == "AuthorizationHeaderMalformed") {
     const std::string region = response.Header("x-amz-bucket-region");
-    return Status::InvalidConfig(fmt::format(
-        "{} {}: the bucket is in another region{} ({}); set the connector's region", operation,
-        uri, region.empty() ? "" : " (" + region + ")", said));
+    return Status::InvalidConfig(
+        fmt::format("{} {}: the bucket is in another region{} ({}); set the connector's region",
+                    operation, uri, region.empty() ? "" : " (" + region + ")", said));
   }
   return Status::IOError(fmt::format("{} {}: {}", operation, uri, said));
 }
@@ -97,7 +109,8 @@ Result<std::pair<std::string, std::string>> ParseS3Uri(std::string_view uri) {
   std::string bucket(rest.substr(0, slash));
   std::string prefix = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
   if (bucket.empty()) {
-    return Status::InvalidArgument(fmt::format("'{}' names no bucket: use s3://bucket/prefix", uri));
+    return Status::InvalidArgument(
+        fmt::format("'{}' names no bucket: use s3://bucket/prefix", uri));
   }
   return std::make_pair(std::move(bucket), std::move(prefix));
 }
@@ -164,8 +177,8 @@ struct S3Client::Impl {
       if (!IsRetryableStatus(response->status, code)) return last;
       spdlog::debug("{} {}: attempt {} failed: {}", operation, uri, attempt, last.message());
     }
-    return Status::Unavailable(fmt::format("{} (gave up after {} attempts)", last.message(),
-                                           options.retry.max_attempts));
+    return Status::Unavailable(
+        fmt::format("{} (gave up after {} attempts)", last.message(), options.retry.max_attempts));
   }
 };
 
@@ -177,7 +190,8 @@ Result<std::unique_ptr<S3Client>> S3Client::Open(const S3Options& options,
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   for (const char* name : kAwsVariables) {
-    if (std::optional<std::string> value = environment.Get(name)) impl->environment.Set(name, *value);
+    if (std::optional<std::string> value = environment.Get(name))
+      impl->environment.Set(name, *value);
   }
   impl->region = options.region.empty()
                      ? FirstSet(environment, {"AWS_REGION", "AWS_DEFAULT_REGION"}, "us-east-1")
@@ -199,8 +213,8 @@ Result<std::unique_ptr<S3Client>> S3Client::Open(const S3Options& options,
   impl->scheme = endpoint.substr(0, scheme_end);
   impl->host = endpoint.substr(scheme_end + 3);
   if (impl->host.empty() || impl->host.find('/') != std::string::npos) {
-    return Status::InvalidConfig(fmt::format(
-        "S3 endpoint '{}' must be scheme://host[:port] with no path", endpoint));
+    return Status::InvalidConfig(
+        fmt::format("S3 endpoint '{}' must be scheme://host[:port] with no path", endpoint));
   }
   impl->endpoint = endpoint;
   impl->path_style = options.path_style.value_or(is_custom_endpoint);
@@ -216,13 +230,13 @@ Result<ListPage> S3Client::ListObjects(const std::string& bucket, const std::str
                                        const std::optional<std::string>& continuation_token) {
   // Sorted by name: continuation-token, delimiter, list-type, prefix.
   std::string query;
-  if (continuation_token) query += "continuation-token=" + UriEncode(*continuation_token, false) + "&";
+  if (continuation_token)
+    query += "continuation-token=" + UriEncode(*continuation_token, false) + "&";
   if (!delimiter.empty()) query += "delimiter=" + UriEncode(delimiter, false) + "&";
   query += "list-type=2&prefix=" + UriEncode(prefix, false);
-  SKIPPR_ASSIGN_OR_RETURN(HttpResponse response,
-                          impl_->Send("list", S3Uri(bucket, prefix), [&] {
-                            return impl_->Request("GET", bucket, "", query, {});
-                          }));
+  SKIPPR_ASSIGN_OR_RETURN(HttpResponse response, impl_->Send("list", S3Uri(bucket, prefix), [&] {
+    return impl_->Request("GET", bucket, "", query, {});
+  }));
   ListPage page;
   for (std::string_view contents : internal::XmlElements(response.body, "Contents")) {
     ObjectInfo object;
@@ -257,10 +271,9 @@ Status S3Client::ForEachObject(const std::string& bucket, const std::string& pre
 }
 
 Result<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::string& key) {
-  SKIPPR_ASSIGN_OR_RETURN(HttpResponse response,
-                          impl_->Send("head", S3Uri(bucket, key), [&] {
-                            return impl_->Request("HEAD", bucket, key, "", {});
-                          }));
+  SKIPPR_ASSIGN_OR_RETURN(HttpResponse response, impl_->Send("head", S3Uri(bucket, key), [&] {
+    return impl_->Request("HEAD", bucket, key, "", {});
+  }));
   ObjectInfo object;
   object.key = key;
   object.etag = Unquoted(response.Header("etag"));
@@ -270,8 +283,8 @@ Result<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::st
   return object;
 }
 
-Status S3Client::GetObject(const std::string& bucket, const std::string& key,
-                           const ByteSink& sink, uint64_t offset, const std::string& if_match) {
+Status S3Client::GetObject(const std::string& bucket, const std::string& key, const ByteSink& sink,
+                           uint64_t offset, const std::string& if_match) {
   const std::string uri = S3Uri(bucket, key);
   std::string pinned_etag = if_match;
   uint64_t delivered = 0;
@@ -313,9 +326,9 @@ Status S3Client::GetObject(const std::string& bucket, const std::string& key,
     // Checked here too: not every S3-compatible server honours If-Match.
     const std::string etag = Unquoted(response->Header("etag"));
     if (!pinned_etag.empty() && !etag.empty() && etag != pinned_etag) {
-      return Status::Conflict(fmt::format(
-          "get {}: the object was replaced while it was read (ETag {}, expected {})", uri, etag,
-          pinned_etag));
+      return Status::Conflict(
+          fmt::format("get {}: the object was replaced while it was read (ETag {}, expected {})",
+                      uri, etag, pinned_etag));
     }
     if (pinned_etag.empty()) pinned_etag = etag;
     const std::string length = response->Header("content-length");
@@ -369,16 +382,18 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
     return PutObject(bucket, key, std::string_view(part.data(), first_size), options);
   }
 
-  SKIPPR_ASSIGN_OR_RETURN(
-      HttpResponse created, impl_->Send("create multipart upload", uri, [&]() -> Result<HttpRequest> {
-        SKIPPR_ASSIGN_OR_RETURN(HttpRequest request,
+  SKIPPR_ASSIGN_OR_RETURN(HttpResponse created,
+                          impl_->Send("create multipart upload", uri, [&]() -> Result<HttpRequest> {
+                            SKIPPR_ASSIGN_OR_RETURN(
+                                HttpRequest request,
                                 impl_->Request("POST", bucket, key, "uploads=", {}));
-        request.headers.push_back("Content-Type: " + options.content_type);
-        return request;
-      }));
+                            request.headers.push_back("Content-Type: " + options.content_type);
+                            return request;
+                          }));
   const std::optional<std::string> upload_id = internal::XmlText(created.body, "UploadId");
   if (!upload_id) {
-    return Status::IOError(fmt::format("create multipart upload {}: no UploadId in the answer", uri));
+    return Status::IOError(
+        fmt::format("create multipart upload {}: no UploadId in the answer", uri));
   }
   const std::string upload_query = "uploadId=" + UriEncode(*upload_id, false);
   const auto abort = [&] {
@@ -393,9 +408,9 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
   for (int number = 1; size > 0; ++number) {
     const std::string_view bytes(part.data(), size);
     const std::string query = fmt::format("partNumber={}&{}", number, upload_query);
-    Result<HttpResponse> uploaded =
-        impl_->Send(fmt::format("upload part {} of", number), uri,
-                    [&] { return impl_->Request("PUT", bucket, key, query, bytes); });
+    Result<HttpResponse> uploaded = impl_->Send(fmt::format("upload part {} of", number), uri, [&] {
+      return impl_->Request("PUT", bucket, key, query, bytes);
+    });
     if (!uploaded.ok()) {
       abort();
       return uploaded.status();
@@ -415,9 +430,9 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
   });
   // S3 can answer 200 with an error in the body when completing fails late.
   if (completed.ok() && completed->body.find("<Error>") != std::string::npos) {
-    completed = Status::IOError(fmt::format(
-        "complete multipart upload {}: {}", uri,
-        internal::XmlText(completed->body, "Message").value_or(completed->body)));
+    completed = Status::IOError(
+        fmt::format("complete multipart upload {}: {}", uri,
+                    internal::XmlText(completed->body, "Message").value_or(completed->body)));
   }
   if (!completed.ok()) {
     abort();
@@ -427,9 +442,8 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
 }
 
 Status S3Client::DeleteObject(const std::string& bucket, const std::string& key) {
-  Result<HttpResponse> response = impl_->Send("delete", S3Uri(bucket, key), [&] {
-    return impl_->Request("DELETE", bucket, key, "", {});
-  });
+  Result<HttpResponse> response = impl_->Send(
+      "delete", S3Uri(bucket, key), [&] { return impl_->Request("DELETE", bucket, key, "", {}); });
   if (!response.ok() && response.status().code() == StatusCode::kNotFound) return Status::OK();
   return response.status();
 }

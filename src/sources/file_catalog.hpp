@@ -39,6 +39,11 @@ class FileCatalog {
   // object, replaced since it was listed: the next pass lists the new one).
   virtual Result<std::unique_ptr<OpenedFile>> Open(const std::string& name,
                                                    const FileVersion& version) = 0;
+  // Whether Open is slow (a download), so that the source tells the catalog what it opens next.
+  virtual bool HasSlowOpen() const { return false; }
+  // A hint: `name` is the next file this pass opens. The catalog may start opening it now, so that
+  // it overlaps the reading of the current one.
+  virtual void Prefetch(const std::string& name, const FileVersion& version) {}
 };
 
 // The file-reading source over `catalog`; `format` as File.format / S3.format (nullopt: detect).

@@ -1358,6 +1358,7 @@ class FileSource final : public Source {
       return NoBatch();
     }
     SKIPPR_RETURN_IF_ERROR(opened.status());
+    SKIPPR_RETURN_IF_ERROR(PrefetchNextToRead());
     // Replaced between the stat and the open: the opened file is what this pass reads.
     if (version->identity &&
         !IsFirstName(path, {(*opened)->device(), (*opened)->inode()})) {
@@ -1387,6 +1388,25 @@ class FileSource final : public Source {
     SKIPPR_RETURN_IF_ERROR(OpenReader(*reading, plan));
     reading_ = std::move(reading);
     return NoBatch();
+  }
+
+  // Tells the catalog which file the pass opens after the current one: the next listed that is
+  // not unchanged since it was read to its end.
+  Status PrefetchNextToRead() {
+    if (!catalog_->HasSlowOpen()) return Status::OK();
+    for (size_t index = next_file_; index < files_.size(); ++index) {
+      const std::string& name = files_[index];
+      SKIPPR_ASSIGN_OR_RETURN(std::optional<internal::FileVersion> version,
+                              catalog_->Describe(name));
+      if (!version) continue;
+      auto committed = committed_.find(name);
+      if (committed != committed_.end() && IsUnchangedSinceClosed(committed->second, *version)) {
+        continue;
+      }
+      catalog_->Prefetch(name, *version);
+      break;
+    }
+    return Status::OK();
   }
 
   // Two names of one file (a symlink, a hard link, a directory listed twice by a glob): read once,

@@ -11,6 +11,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -86,30 +87,38 @@ Status WriteAll(int fd, uint64_t offset, std::string_view bytes, const std::stri
   return Status::OK();
 }
 
+// One object downloaded into a spool file: the descriptor, or why not.
+using Download = Result<int>;
+
 class S3Objects final : public internal::FileCatalog {
  public:
-  S3Objects(std::unique_ptr<aws::S3Client> client, std::string bucket, std::string prefix,
-            std::string source_name)
-      : client_(std::move(client)),
+  S3Objects(aws::S3Options options, std::unique_ptr<aws::S3Client> client, std::string bucket,
+            std::string prefix, std::string source_name)
+      : options_(std::move(options)),
+        client_(std::move(client)),
         bucket_(std::move(bucket)),
         prefix_(std::move(prefix)),
         source_name_(std::move(source_name)) {}
 
+  ~S3Objects() override { DropPrefetch(); }
+
   Result<std::vector<std::string>> List(const ReadOptions& options) override {
+    DropPrefetch();  // a new pass: its thread reads what is set here
     spool_directory_ = options.scratch_directory.empty()
                            ? std::filesystem::temp_directory_path().string()
                            : options.scratch_directory;
     versions_.clear();
     std::vector<std::string> names;
-    const Status listed = client_->ForEachObject(bucket_, prefix_, [&](const aws::ObjectInfo& object) {
-      if (IsSkippedKey(std::string_view(object.key).substr(prefix_.size()))) return Status::OK();
-      std::string name = aws::S3Uri(bucket_, object.key);
-      versions_[name] = internal::FileVersion{object.size_bytes,
-                                              LastModifiedNs(object.last_modified), object.etag,
-                                              std::nullopt};
-      names.push_back(std::move(name));
-      return Status::OK();
-    });
+    const Status listed =
+        client_->ForEachObject(bucket_, prefix_, [&](const aws::ObjectInfo& object) {
+          if (IsSkippedKey(std::string_view(object.key).substr(prefix_.size())))
+            return Status::OK();
+          std::string name = aws::S3Uri(bucket_, object.key);
+          versions_[name] = internal::FileVersion{
+              object.size_bytes, LastModifiedNs(object.last_modified), object.etag, std::nullopt};
+          names.push_back(std::move(name));
+          return Status::OK();
+        });
     if (!listed.ok()) {
       return Status(listed.code(), fmt::format("S3 source {}: {}", source_name_, listed.message()));
     }
@@ -124,11 +133,60 @@ class S3Objects final : public internal::FileCatalog {
 
   Result<std::unique_ptr<OpenedFile>> Open(const std::string& name,
                                            const internal::FileVersion& version) override {
+    const bool is_prefetched =
+        prefetch_ && prefetch_->name == name && prefetch_->etag == version.etag;
+    if (!is_prefetched) DropPrefetch();
+    SKIPPR_ASSIGN_OR_RETURN(const int fd,
+                            is_prefetched ? TakePrefetch() : Fetch(*client_, name, version));
+    return OpenedFile::Adopt(fd, name, version.mtime_ns);
+  }
+
+  bool HasSlowOpen() const override { return true; }
+
+  // Downloads the next object on a thread (and a connection) of its own while this one is read.
+  void Prefetch(const std::string& name, const internal::FileVersion& version) override {
+    DropPrefetch();
+    prefetch_.emplace();
+    prefetch_->name = name;
+    prefetch_->etag = version.etag;
+    prefetch_->download = std::async(std::launch::async, [this, name, version]() -> Download {
+      static const ProcessEnvironment environment;
+      if (!prefetch_client_) {
+        SKIPPR_ASSIGN_OR_RETURN(prefetch_client_, aws::S3Client::Open(options_, environment));
+      }
+      return Fetch(*prefetch_client_, name, version);
+    });
+  }
+
+ private:
+  struct Prefetched {
+    std::string name;
+    std::string etag;
+    std::future<Download> download;
+  };
+
+  Download TakePrefetch() {
+    Download download = prefetch_->download.get();
+    prefetch_.reset();
+    return download;
+  }
+
+  // Waits for a prefetch nobody will open (the pass ended, or opens another) and closes its file.
+  void DropPrefetch() {
+    if (!prefetch_) return;
+    Download unused = TakePrefetch();
+    if (unused.ok()) ::close(*unused);
+  }
+
+  // `name` downloaded into a spool file, pinned to its listed ETag. NotFound when it is gone or was
+  // replaced since the listing (the next pass lists the new one).
+  Download Fetch(aws::S3Client& client, const std::string& name,
+                 const internal::FileVersion& version) const {
     const std::string key = name.substr(aws::S3Uri(bucket_, "").size());
     SKIPPR_ASSIGN_OR_RETURN(const int fd, OpenSpoolFile(spool_directory_));
     spdlog::debug("downloading {} ({} bytes, ETag {})", name, version.size_bytes, version.etag);
     uint64_t written = 0;
-    const Status fetched = client_->GetObject(
+    const Status fetched = client.GetObject(
         bucket_, key,
         [&](std::string_view bytes) {
           SKIPPR_RETURN_IF_ERROR(WriteAll(fd, written, bytes, name));
@@ -153,16 +211,18 @@ class S3Objects final : public internal::FileCatalog {
           "object {}: {} bytes arrived where the listing said {}; the next pass tries again", name,
           written, version.size_bytes));
     }
-    return OpenedFile::Adopt(fd, name, version.mtime_ns);
+    return fd;
   }
 
- private:
+  aws::S3Options options_;
   std::unique_ptr<aws::S3Client> client_;
+  std::unique_ptr<aws::S3Client> prefetch_client_;  // used by the prefetch thread only
   std::string bucket_;
   std::string prefix_;
   std::string source_name_;
   std::string spool_directory_;
   std::map<std::string, internal::FileVersion> versions_;  // this pass's listing
+  std::optional<Prefetched> prefetch_;
 };
 
 aws::S3Options OptionsOf(const config::ConnectorConfig& connector) {
@@ -183,8 +243,9 @@ Result<std::unique_ptr<Source>> MakeS3Source(const config::ConnectorConfig& conn
                           aws::S3Client::Open(OptionsOf(connector), environment));
   std::optional<std::string> format;
   if (connector.Has("format")) format = connector.GetString("format");
-  auto objects = std::make_unique<S3Objects>(std::move(client), connector.GetString("s3_bucket"),
-                                              connector.GetString("s3_prefix"), source_name);
+  auto objects = std::make_unique<S3Objects>(OptionsOf(connector), std::move(client),
+                                             connector.GetString("s3_bucket"),
+                                             connector.GetString("s3_prefix"), source_name);
   return MakeCatalogSource(std::move(objects), format);
 }
 
@@ -196,7 +257,8 @@ std::vector<SourceCheck> CheckS3(const config::ConnectorConfig& connector,
   const std::string where = aws::S3Uri(bucket, prefix);
   Result<std::unique_ptr<aws::S3Client>> client =
       aws::S3Client::Open(OptionsOf(connector), environment);
-  if (!client.ok()) return {{false, fmt::format("source {}: {}", source_name, client.status().message())}};
+  if (!client.ok())
+    return {{false, fmt::format("source {}: {}", source_name, client.status().message())}};
   Result<aws::ListPage> page = (*client)->ListObjects(bucket, prefix);
   if (!page.ok()) {
     return {{false, fmt::format("source {}: cannot list {} at {}: {}", source_name, where,

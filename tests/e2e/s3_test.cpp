@@ -89,8 +89,9 @@ pipelines:
   }
 
   std::vector<std::string> CountAndChecksum() {
-    return QueryRow(dir_, "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
-                          "events.events");
+    return QueryRow(dir_,
+                    "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                    "events.events");
   }
 
   static S3Server* server_;
@@ -179,8 +180,8 @@ TEST_F(S3SourceE2e, RandomKillsAndAServerRestartLandEveryRowExactlyOnce) {
 TEST_F(S3SourceE2e, DoctorAndSyncNameABucketTheyCannotRead) {
   ProcessResult healthy = Skipprd(dir_, {"doctor"}, Env());
   EXPECT_EQ(healthy.exit_code, 0) << healthy.out << healthy.err;
-  EXPECT_THAT(healthy.out, HasSubstr("s3://" + bucket_ + "/landing/ is readable at " +
-                                     server_->endpoint()));
+  EXPECT_THAT(healthy.out,
+              HasSubstr("s3://" + bucket_ + "/landing/ is readable at " + server_->endpoint()));
 
   dir_.Write("skippr.yml", fmt::format(R"(data_sources:
   bucket:

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <functional>
 
+#include "support/loopback.hpp"
+
 namespace skippr::testing {
 
 namespace fs = std::filesystem;
@@ -27,18 +29,6 @@ std::string FindBinDirectory() {
     if (fs::exists(bin + "/initdb") && bin > best) best = bin;
   }
   return best;
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 std::string ReadWholeFile(const std::string& path) {
@@ -144,7 +134,7 @@ bool PostgresServer::Init(std::string* why_not) {
   if (!MakeCluster("-U skippr -E UTF8 --no-sync " + auth, options_.password, why_not)) {
     return false;
   }
-  port_ = FreePort();
+  port_ = FreeLoopbackPort();
   std::string settings = "-c fsync=off";
   if (options_.tls_only) {
     if (!MakeCertificates(why_not)) return false;

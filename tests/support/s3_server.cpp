@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -12,9 +14,6 @@
 #include <chrono>
 #include <filesystem>
 #include <thread>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "aws/aws.hpp"
 #include "core/environment.hpp"
@@ -39,18 +38,6 @@ bool AcceptsConnections(int port) {
 
 }  // namespace
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 std::unique_ptr<S3Server> S3Server::Start(std::string* why_not) {
   std::unique_ptr<S3Server> server(new S3Server());
   server->port_ = FreeLoopbackPort();
@@ -60,8 +47,8 @@ std::unique_ptr<S3Server> S3Server::Start(std::string* why_not) {
 }
 
 bool S3Server::Launch(std::string* why_not) {
-  const std::string script =
-      std::string(SKIPPR_SOURCE_DIR) + "/third_party/test_servers/node_modules/s3rver/bin/s3rver.js";
+  const std::string script = std::string(SKIPPR_SOURCE_DIR) +
+                             "/third_party/test_servers/node_modules/s3rver/bin/s3rver.js";
   if (!std::filesystem::exists(script)) {
     *why_not = script + " is missing: run scripts/setup.sh";
     return false;
@@ -82,8 +69,8 @@ bool S3Server::Launch(std::string* why_not) {
     dup2(out, 2);
     // s3rver encrypts continuation tokens with DES, which Node's OpenSSL 3 keeps in its legacy
     // provider.
-    execlp("node", "node", "--openssl-legacy-provider", script.c_str(), "-d", objects.c_str(), "-a", "127.0.0.1", "-p",
-           port.c_str(), "--silent", static_cast<char*>(nullptr));
+    execlp("node", "node", "--openssl-legacy-provider", script.c_str(), "-d", objects.c_str(), "-a",
+           "127.0.0.1", "-p", port.c_str(), "--silent", static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int tries = 0; tries < 300; ++tries) {

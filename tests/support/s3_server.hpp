@@ -10,12 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "support/loopback.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::testing {
-
-// A loopback TCP port nobody listens on right now.
-int FreeLoopbackPort();
 
 class S3Server {
  public:

@@ -61,10 +61,13 @@ TEST_F(S3ClientTest, PutGetHeadAndDeleteRoundTripAnyKey) {
     ASSERT_TRUE(client_->PutObject(bucket_, key, "contents of " + key).ok()) << key;
   }
   std::vector<std::string> listed;
-  ASSERT_TRUE(client_->ForEachObject(bucket_, "", [&](const ObjectInfo& object) {
-    listed.push_back(object.key);
-    return Status::OK();
-  }).ok());
+  ASSERT_TRUE(client_
+                  ->ForEachObject(bucket_, "",
+                                  [&](const ObjectInfo& object) {
+                                    listed.push_back(object.key);
+                                    return Status::OK();
+                                  })
+                  .ok());
   std::vector<std::string> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(listed, sorted);
@@ -125,17 +128,25 @@ TEST_F(S3ClientTest, ALargeUploadGoesInPartsAndReadsBackFromAnyOffset) {
   EXPECT_EQ(head->size_bytes, payload.size());
 
   std::string tail;
-  ASSERT_TRUE(client->GetObject(bucket_, "big.bin", [&](std::string_view bytes) {
-    tail.append(bytes);
-    return Status::OK();
-  }, 7'000'000).ok());
+  ASSERT_TRUE(client
+                  ->GetObject(
+                      bucket_, "big.bin",
+                      [&](std::string_view bytes) {
+                        tail.append(bytes);
+                        return Status::OK();
+                      },
+                      7'000'000)
+                  .ok());
   EXPECT_TRUE(tail == payload.substr(7'000'000));
   // From exactly the end: nothing, and no error.
   std::string none;
-  const Status at_end = client->GetObject(bucket_, "big.bin", [&](std::string_view bytes) {
-    none.append(bytes);
-    return Status::OK();
-  }, payload.size());
+  const Status at_end = client->GetObject(
+      bucket_, "big.bin",
+      [&](std::string_view bytes) {
+        none.append(bytes);
+        return Status::OK();
+      },
+      payload.size());
   ASSERT_TRUE(at_end.ok()) << at_end.ToString();
   EXPECT_TRUE(none.empty());
 }
@@ -164,9 +175,8 @@ TEST_F(S3ClientTest, AReadPinnedToAnETagFailsWhenTheObjectWasReplaced) {
 }
 
 TEST_F(S3ClientTest, MissingKeysAndBucketsAreNotFoundNamingTheUri) {
-  const Status key = client_->GetObject(bucket_, "nope", [](std::string_view) {
-    return Status::OK();
-  });
+  const Status key =
+      client_->GetObject(bucket_, "nope", [](std::string_view) { return Status::OK(); });
   EXPECT_EQ(key.code(), StatusCode::kNotFound);
   EXPECT_THAT(key.message(), HasSubstr("s3://" + bucket_ + "/nope"));
   auto bucket = client_->ListObjects("no-such-bucket", "");
@@ -234,8 +244,8 @@ TEST(S3Credentials, TheChainTakesTheEnvironmentThenTheSharedFileProfile) {
                                      "aws_secret_access_key = defaultsecret\n\n"
                                      "# a comment\n[ci]\naws_access_key_id=CIKEY\n"
                                      "aws_secret_access_key=cisecret\naws_session_token=token\n");
-  MapEnvironment environment({{"AWS_SHARED_CREDENTIALS_FILE", file},
-                              {"AWS_EC2_METADATA_DISABLED", "true"}});
+  MapEnvironment environment(
+      {{"AWS_SHARED_CREDENTIALS_FILE", file}, {"AWS_EC2_METADATA_DISABLED", "true"}});
   auto from_file = CredentialChain(environment, "us-east-1").Current();
   ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
   EXPECT_EQ(from_file->access_key_id, "DEFAULTKEY");
