@@ -405,6 +405,7 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
 
   std::string completion = "<CompleteMultipartUpload>";
   size_t size = first_size;
+  uint64_t total_bytes = 0;
   for (int number = 1; size > 0; ++number) {
     const std::string_view bytes(part.data(), size);
     const std::string query = fmt::format("partNumber={}&{}", number, upload_query);
@@ -417,6 +418,7 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
     }
     completion += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", number,
                               internal::XmlEscape(uploaded->Header("etag")));
+    total_bytes += size;
     Result<size_t> next = read_part();
     if (!next.ok()) {
       abort();
@@ -428,6 +430,13 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
   Result<HttpResponse> completed = impl_->Send("complete multipart upload", uri, [&] {
     return impl_->Request("POST", bucket, key, upload_query, completion);
   });
+  // A retry of a completion whose answer was lost finds the upload gone (S3: NoSuchUpload; some
+  // servers answer 500): it took effect when the object is there with every byte uploaded. Callers
+  // write fresh keys, so an older object of that size under the key is not a concern.
+  if (!completed.ok() && completed.status().code() != StatusCode::kInvalidConfig) {
+    Result<ObjectInfo> object = HeadObject(bucket, key);
+    if (object.ok() && object->size_bytes == total_bytes) return object->etag;
+  }
   // S3 can answer 200 with an error in the body when completing fails late.
   if (completed.ok() && completed->body.find("<Error>") != std::string::npos) {
     completed = Status::IOError(

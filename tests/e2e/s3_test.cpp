@@ -33,7 +33,7 @@ class S3SourceE2e : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string why_not;
-    server_ = S3Server::Start(&why_not).release();
+    server_ = S3Server::Start(&why_not, {.fault_proxy = true}).release();
     ASSERT_NE(server_, nullptr) << why_not;
   }
   static void TearDownTestSuite() {
@@ -42,6 +42,7 @@ class S3SourceE2e : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
+    server_->InjectFaults(nlohmann::json::object());
     bucket_ = "source-" + std::to_string(++buckets_);
     server_->CreateBucket(bucket_);
     environment_ = MapEnvironment(server_->ClientEnvironment());
@@ -152,10 +153,12 @@ TEST_F(S3SourceE2e, EveryObjectLandsOnceAndAnUnchangedObjectIsNotReadAgain) {
             std::vector<std::string>{"0"});
 }
 
-TEST_F(S3SourceE2e, RandomKillsAndAServerRestartLandEveryRowExactlyOnce) {
+TEST_F(S3SourceE2e, RandomKillsServerErrorsCutDownloadsAndARestartLandEveryRowExactlyOnce) {
   const int64_t rows = Scaled(200000, 10);
   const int64_t checksum = WriteInput(dir_, 20, rows);
   UploadInput();
+  // Every fifth request answered 500, every third download cut halfway, all through the kills.
+  server_->InjectFaults({{"status_every", 5}, {"status", 500}, {"reset_body_every", 3}});
   const auto small_buffers = Env({{"BUFFER_THRESHOLD_BYTES", "1000000"}});
   std::mt19937 random(20261205);
   std::uniform_int_distribution<int> delay_ms(50, 700);
@@ -172,6 +175,9 @@ TEST_F(S3SourceE2e, RandomKillsAndAServerRestartLandEveryRowExactlyOnce) {
   EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
   ProcessResult final_run = Skipprd(dir_, {"sync", "-p", "events", "--once"}, Env());
   ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+  const nlohmann::json faults = server_->FaultCounters();
+  EXPECT_GT(faults["statuses"].get<int>(), 0) << faults;
+  EXPECT_GT(faults["resets"].get<int>(), 0) << faults;
   EXPECT_EQ(CountAndChecksum(), Expected(rows, checksum));
   const nlohmann::json table = ReadWithIcebird(dir_.path() + "/warehouse", "default", "events");
   EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));

@@ -1,45 +1,69 @@
 // A throwaway S3-compatible server (npm s3rver, pinned in third_party/test_servers) on a free
 // loopback port, its objects in a temporary directory, stopped when destroyed — and killed with the
-// test process if that dies first. Tests that need it fail, not skip, when it cannot start:
-// scripts/setup.sh installs it.
+// test process if that dies first. With `fault_proxy`, clients reach it through a proxy
+// (tests/support/s3_fault_proxy.mjs) that injects the faults a test asks for: S3 errors, answers
+// cut mid-body, PUTs that take effect but whose answer is lost. Tests that need it fail, not skip,
+// when it cannot start: scripts/setup.sh installs it.
 #pragma once
 
 #include <sys/types.h>
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/loopback.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::testing {
 
+struct S3ServerOptions {
+  bool fault_proxy = false;
+};
+
 class S3Server {
  public:
   // nullptr and `why_not` when the server cannot be started.
-  static std::unique_ptr<S3Server> Start(std::string* why_not);
+  static std::unique_ptr<S3Server> Start(std::string* why_not, S3ServerOptions options = {});
   ~S3Server();
   S3Server(const S3Server&) = delete;
   S3Server& operator=(const S3Server&) = delete;
 
-  int port() const { return port_; }
-  std::string endpoint() const;  // http://127.0.0.1:<port>
+  // http://127.0.0.1:<port> of what clients talk to: the proxy when there is one.
+  std::string endpoint() const;
   // The variables a client of this server runs with: its endpoint, region and credentials.
   std::map<std::string, std::string> ClientEnvironment() const;
-  // Creates `bucket`; fails the calling test when it cannot.
+  // Creates `bucket` (past the proxy); fails the calling test when it cannot.
   void CreateBucket(const std::string& bucket) const;
   // Stops the server abruptly (SIGKILL) and starts it again on the same port and objects.
   bool Restart(std::string* why_not);
 
+  // With a fault proxy: replaces its plan (s3_fault_proxy.mjs; "{}" injects nothing) and zeroes its
+  // counters. Fails the calling test when the proxy does not take it.
+  void InjectFaults(const nlohmann::json& plan) const;
+  // The proxy's counters: requests, statuses, resets, lost_puts, ranged_gets.
+  nlohmann::json FaultCounters() const;
+
  private:
+  // A node program, its log in the server's directory.
+  struct Child {
+    std::string name;
+    std::string script;                  // the program node runs
+    std::vector<std::string> arguments;  // after `node`, the script among them
+    int port = 0;
+    pid_t pid = -1;
+  };
+
   S3Server() = default;
-  bool Launch(std::string* why_not);
-  void Stop();
+  bool Launch(Child& child, std::string* why_not);
+  static void Stop(Child& child);
+  std::string ServerEndpoint() const;
 
   TempDir dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
+  Child server_;
+  Child proxy_;  // port 0: none
 };
 
 }  // namespace skippr::testing

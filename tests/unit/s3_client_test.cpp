@@ -210,6 +210,117 @@ TEST_F(S3ClientTest, AnUnreachableEndpointGivesUpNamingItAfterTheRetries) {
   EXPECT_THAT(listed.status().message(), HasSubstr(options.endpoint_url));
 }
 
+// ----- faults, injected by the proxy in front of the server ------------------------------------
+
+class S3ClientFaults : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why_not;
+    server_ = testing::S3Server::Start(&why_not, {.fault_proxy = true}).release();
+    ASSERT_NE(server_, nullptr) << why_not;
+    server_->CreateBucket("faults");
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    server_->InjectFaults(nlohmann::json::object());
+    environment_ = MapEnvironment(server_->ClientEnvironment());
+    S3Options options;
+    options.retry.first_backoff = std::chrono::milliseconds(5);
+    options.multipart_part_bytes = 5 << 20;
+    auto client = S3Client::Open(options, environment_);
+    ASSERT_TRUE(client.ok());
+    client_ = std::move(client).value();
+  }
+
+  static testing::S3Server* server_;
+  MapEnvironment environment_;
+  std::unique_ptr<S3Client> client_;
+};
+
+testing::S3Server* S3ClientFaults::server_ = nullptr;
+
+std::string RandomBytes(size_t size, uint64_t seed) {
+  std::string bytes(size, '\0');
+  std::mt19937_64 random(seed);
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+TEST_F(S3ClientFaults, ServerErrorsAndThrottlingAreRetriedUntilTheyPass) {
+  server_->InjectFaults({{"status_every", 2}, {"status", 500}});
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(client_->PutObject("faults", fmt::format("retried/{}", i), "v").ok());
+  }
+  server_->InjectFaults({{"status_every", 2}, {"status", 503}, {"code", "SlowDown"}});
+  auto page = client_->ListObjects("faults", "retried/");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->objects.size(), 5u);
+  EXPECT_EQ(*client_->GetObjectText("faults", "retried/3"), "v");
+  EXPECT_GT(server_->FaultCounters()["statuses"].get<int>(), 0);
+
+  // Throttled on every attempt: the client gives up, naming what the server said.
+  server_->InjectFaults({{"status_every", 1}, {"status", 503}, {"code", "SlowDown"}});
+  auto throttled = client_->GetObjectText("faults", "retried/0");
+  EXPECT_EQ(throttled.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(throttled.status().message(), HasSubstr("SlowDown"));
+  EXPECT_THAT(throttled.status().message(), HasSubstr("gave up after 8 attempts"));
+}
+
+TEST_F(S3ClientFaults, ADownloadCutMidBodyResumesWhereItStoppedWithoutABytesTwice) {
+  const std::string payload = RandomBytes(3 << 20, 11);
+  ASSERT_TRUE(client_->PutObject("faults", "cut.bin", payload).ok());
+  server_->InjectFaults({{"reset_body_every", 2}});  // the second GET is cut halfway
+  std::string first;
+  ASSERT_TRUE(client_
+                  ->GetObject("faults", "cut.bin",
+                              [&](std::string_view bytes) {
+                                first.append(bytes);
+                                return Status::OK();
+                              })
+                  .ok());
+  std::string resumed;
+  const Status got = client_->GetObject("faults", "cut.bin", [&](std::string_view bytes) {
+    resumed.append(bytes);
+    return Status::OK();
+  });
+  ASSERT_TRUE(got.ok()) << got.ToString();
+  EXPECT_TRUE(first == payload);
+  EXPECT_TRUE(resumed == payload) << resumed.size() << " bytes";
+  const nlohmann::json counters = server_->FaultCounters();
+  EXPECT_EQ(counters["resets"], 1);
+  EXPECT_EQ(counters["ranged_gets"], 1) << "the retry asked only for the bytes still missing";
+}
+
+TEST_F(S3ClientFaults, APutWhoseAnswerWasLostIsRetriedAndTheObjectIsWhole) {
+  server_->InjectFaults({{"lose_put_every", 2}});
+  ASSERT_TRUE(client_->PutObject("faults", "lost/a", "first").ok());
+  auto second = client_->PutObject("faults", "lost/b", "second, answer lost once");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(server_->FaultCounters()["lost_puts"], 1);
+  EXPECT_EQ(*client_->GetObjectText("faults", "lost/b"), "second, answer lost once");
+
+  // A multipart upload whose completion took effect but whose answer was lost: the retry finds the
+  // upload gone and the object whole.
+  const std::string payload = RandomBytes(11 << 20, 12);  // parts of 5, 5 and 1 MiB
+  server_->InjectFaults({{"lose_put_every", 5}});         // create, 3 parts, then the completion
+  size_t offset = 0;
+  auto uploaded = client_->UploadObject("faults", "lost/big", [&](char* buffer, size_t capacity) {
+    const size_t n = std::min(capacity, payload.size() - offset);
+    std::copy_n(payload.data() + offset, n, buffer);
+    offset += n;
+    return Result<size_t>(n);
+  });
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().ToString();
+  EXPECT_GE(server_->FaultCounters()["lost_puts"].get<int>(), 1);
+  auto whole = client_->GetObjectText("faults", "lost/big");
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(*whole == payload);
+}
+
 // ----- configuration and credentials, no server -------------------------------------------------
 
 TEST(S3ClientOptions, EndpointAndRegionComeFromTheConnectorThenTheEnvironment) {
