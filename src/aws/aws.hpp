@@ -9,7 +9,9 @@
 //                AWS_PROFILE or default) → web identity (AWS_WEB_IDENTITY_TOKEN_FILE +
 //                AWS_ROLE_ARN, through STS) → container credentials
 //                (AWS_CONTAINER_CREDENTIALS_*_URI) → the instance metadata service (IMDSv2;
-//                AWS_EC2_METADATA_DISABLED=true skips it)
+//                AWS_EC2_METADATA_DISABLED=true skips it); with none anywhere, requests go
+//                unsigned (a public bucket reads; anything else is denied, and the error says
+//                that no credentials were found)
 //
 // Requests that fail in a way a retry can cure (a connection refused or reset, a timeout, HTTP 500,
 // 502, 503, 504 and 429, S3's SlowDown) are retried with capped exponential backoff and jitter.

@@ -144,8 +144,12 @@ struct S3Client::Impl {
     request.body = body;
     request.headers.push_back("x-amz-content-sha256: " +
                               (body.empty() ? kEmptyPayloadSha256 : Sha256Hex(body)));
-    SKIPPR_ASSIGN_OR_RETURN(Credentials current, credentials->Current());
-    request.signing = internal::Signing{"s3", region, std::move(current)};
+    Result<Credentials> current = credentials->Current();
+    if (current.ok()) {
+      request.signing = internal::Signing{"s3", region, std::move(current).value()};
+    } else if (current.status().code() != StatusCode::kNotFound) {
+      return current.status();
+    }  // else no credentials anywhere: sent unsigned, as a public bucket (the seeds' sample) needs
     request.connect_timeout = options.connect_timeout;
     request.stall_timeout = options.stall_timeout;
     return request;
@@ -153,7 +157,9 @@ struct S3Client::Impl {
 
   std::string CredentialsSource() {
     Result<Credentials> current = credentials->Current();
-    return current.ok() ? current->source : "nowhere";
+    if (current.ok()) return current->source;
+    return "nowhere: the request was sent unsigned, anonymously, because " +
+           current.status().message();
   }
 
   // Performs `build()`'s request until it gets an answer that is not worth retrying; a 2xx answer

@@ -184,6 +184,23 @@ TEST_F(S3ClientTest, MissingKeysAndBucketsAreNotFoundNamingTheUri) {
   EXPECT_THAT(bucket.status().message(), HasSubstr("the bucket does not exist"));
 }
 
+// No credentials anywhere: requests go unsigned, as reading a public bucket needs.
+MapEnvironment Anonymous(const std::string& endpoint) {
+  return MapEnvironment({{"AWS_ENDPOINT_URL_S3", endpoint},
+                         {"HOME", "/nonexistent"},
+                         {"AWS_EC2_METADATA_DISABLED", "true"}});
+}
+
+TEST_F(S3ClientTest, WithoutCredentialsAPublicBucketIsReadUnsigned) {
+  ASSERT_TRUE(client_->PutObject(bucket_, "public.json", "{}").ok());
+  const MapEnvironment anonymous = Anonymous(server_->endpoint());
+  auto client = S3Client::Open({}, anonymous);
+  ASSERT_TRUE(client.ok());
+  auto listed = (*client)->ListObjects(bucket_, "");  // s3rver lets anyone read
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->objects.size(), 1u);
+}
+
 TEST_F(S3ClientTest, RequestsRetryUntilTheServerIsBack) {
   ASSERT_TRUE(client_->PutObject(bucket_, "k", "survives a restart").ok());
   std::string why_not;
@@ -319,6 +336,18 @@ TEST_F(S3ClientFaults, APutWhoseAnswerWasLostIsRetriedAndTheObjectIsWhole) {
   auto whole = client_->GetObjectText("faults", "lost/big");
   ASSERT_TRUE(whole.ok());
   EXPECT_TRUE(*whole == payload);
+}
+
+TEST_F(S3ClientFaults, ADenialOfAnUnsignedRequestSaysNoCredentialsWereFound) {
+  server_->InjectFaults({{"status_every", 1}, {"status", 403}, {"code", "AccessDenied"}});
+  const MapEnvironment anonymous = Anonymous(server_->endpoint());
+  auto client = S3Client::Open({}, anonymous);
+  ASSERT_TRUE(client.ok());
+  auto listed = (*client)->ListObjects("faults", "");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_THAT(listed.status().message(), HasSubstr("access denied (HTTP 403 AccessDenied"));
+  EXPECT_THAT(listed.status().message(), HasSubstr("sent unsigned, anonymously"));
+  EXPECT_THAT(listed.status().message(), HasSubstr("set AWS_ACCESS_KEY_ID"));
 }
 
 // ----- configuration and credentials, no server -------------------------------------------------
