@@ -27,7 +27,7 @@
 #include "aws/aws.hpp"
 #include "bench_common.hpp"
 #include "core/environment.hpp"
-#include "support/s3_server.hpp"
+#include "support/aws_servers.hpp"
 
 namespace skippr::bench {
 namespace {

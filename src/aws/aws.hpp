@@ -1,4 +1,4 @@
-// The AWS APIs skipprd speaks — S3 today — over libcurl, which signs every request
+// The AWS APIs skipprd speaks — S3 and DynamoDB — over libcurl, which signs every request
 // (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way
 // the AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
 //
@@ -28,6 +28,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/environment.hpp"
 #include "core/status.hpp"
@@ -160,6 +162,52 @@ class S3Client {
  private:
   struct Impl;
   explicit S3Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DynamoOptions {
+  std::string region;        // empty: from the environment (above)
+  std::string endpoint_url;  // empty: AWS_ENDPOINT_URL_DYNAMODB → AWS_ENDPOINT_URL → AWS's
+  RetryPolicy retry;
+  std::chrono::seconds connect_timeout{10};
+  std::chrono::seconds stall_timeout{30};
+};
+
+// The DynamoDB JSON API. Errors: ConditionalCheckFailedException and TransactionCanceledException
+// are Conflict, ResourceNotFoundException NotFound, ValidationException InvalidArgument; throttling
+// (ProvisionedThroughputExceeded, Throttling, RequestLimitExceeded) and the service's own errors are
+// retried, then Unavailable. Messages name the action and the table. Not thread-safe.
+class DynamoClient {
+ public:
+  // DynamoDB always needs credentials: NotFound (saying where they were looked for) at the first
+  // request when there are none.
+  static Result<std::unique_ptr<DynamoClient>> Open(const DynamoOptions& options,
+                                                    const Environment& environment);
+  ~DynamoClient();
+  DynamoClient(const DynamoClient&) = delete;
+  DynamoClient& operator=(const DynamoClient&) = delete;
+
+  const std::string& region() const;
+  const std::string& endpoint() const;
+
+  // One action ("PutItem") with its JSON request; the JSON answer.
+  Result<nlohmann::json> Call(std::string_view action, const nlohmann::json& request);
+  // Every item a Query or Scan `request` matches, page by page; stops at the first failed Status
+  // `visit` returns.
+  Status ForEachItem(std::string_view action, const nlohmann::json& request,
+                     const std::function<Status(const nlohmann::json& item)>& visit);
+  // `write_requests` ({"PutRequest": ...} / {"DeleteRequest": ...}) in BatchWriteItem calls of at
+  // most 25, resubmitting what DynamoDB leaves unprocessed (with backoff) until all are written.
+  // Not atomic: a failure leaves some written.
+  Status BatchWrite(const std::string& table, const std::vector<nlohmann::json>& write_requests);
+  // Creates `table` (string partition key and sort key, on-demand capacity) unless it exists, and
+  // waits until it is ACTIVE. `created` says whether this call created it.
+  Status EnsureTable(const std::string& table, const std::string& partition_key,
+                     const std::string& sort_key, bool* created = nullptr);
+
+ private:
+  struct Impl;
+  explicit DynamoClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "aws/internal/http.hpp"
+#include "aws/internal/service.hpp"
 #include "core/check.hpp"
 #include "core/hash.hpp"
 
@@ -15,38 +16,8 @@ using internal::HttpRequest;
 using internal::HttpResponse;
 using internal::UriEncode;
 
-// The variables the endpoint, region and credential chain read, copied when a client is opened.
-constexpr const char* kAwsVariables[] = {"AWS_ENDPOINT_URL",
-                                         "AWS_ENDPOINT_URL_S3",
-                                         "AWS_ENDPOINT_URL_STS",
-                                         "AWS_REGION",
-                                         "AWS_DEFAULT_REGION",
-                                         "AWS_ACCESS_KEY_ID",
-                                         "AWS_SECRET_ACCESS_KEY",
-                                         "AWS_SESSION_TOKEN",
-                                         "AWS_SHARED_CREDENTIALS_FILE",
-                                         "AWS_PROFILE",
-                                         "HOME",
-                                         "AWS_WEB_IDENTITY_TOKEN_FILE",
-                                         "AWS_ROLE_ARN",
-                                         "AWS_ROLE_SESSION_NAME",
-                                         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                                         "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                                         "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-                                         "AWS_EC2_METADATA_DISABLED",
-                                         "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
-
 const std::string kEmptyPayloadSha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
-std::string FirstSet(const Environment& environment, std::initializer_list<const char*> names,
-                     std::string fallback) {
-  for (const char* name : names) {
-    std::optional<std::string> value = environment.Get(name);
-    if (value && !value->empty()) return *value;
-  }
-  return fallback;
-}
 
 std::string Unquoted(std::string etag) {
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
@@ -117,19 +88,17 @@ Result<std::pair<std::string, std::string>> ParseS3Uri(std::string_view uri) {
 
 struct S3Client::Impl {
   S3Options options;
-  MapEnvironment environment;
-  std::string region;
-  std::string scheme;  // "https"
-  std::string host;    // "s3.us-east-1.amazonaws.com" or "127.0.0.1:4568"
-  std::string endpoint;
+  std::unique_ptr<internal::ServiceSetup> setup;
   bool path_style = false;
-  std::unique_ptr<CredentialChain> credentials;
   internal::HttpClient http;
 
   std::string ObjectUrl(const std::string& bucket, const std::string& key) const {
-    if (path_style && key.empty()) return fmt::format("{}/{}", endpoint, bucket);
-    if (path_style) return fmt::format("{}/{}/{}", endpoint, bucket, UriEncode(key, true));
-    return fmt::format("{}://{}.{}/{}", scheme, bucket, host, UriEncode(key, true));
+    if (path_style && key.empty()) return fmt::format("{}/{}", setup->endpoint(), bucket);
+    if (path_style) {
+      return fmt::format("{}/{}/{}", setup->endpoint(), bucket, UriEncode(key, true));
+    }
+    return fmt::format("{}://{}.{}/{}", setup->scheme(), bucket, setup->host(),
+                       UriEncode(key, true));
   }
 
   // A request for `bucket`/`key` signed for S3; `query` is already canonical (parameters sorted
@@ -144,23 +113,14 @@ struct S3Client::Impl {
     request.body = body;
     request.headers.push_back("x-amz-content-sha256: " +
                               (body.empty() ? kEmptyPayloadSha256 : Sha256Hex(body)));
-    Result<Credentials> current = credentials->Current();
-    if (current.ok()) {
-      request.signing = internal::Signing{"s3", region, std::move(current).value()};
-    } else if (current.status().code() != StatusCode::kNotFound) {
-      return current.status();
-    }  // else no credentials anywhere: sent unsigned, as a public bucket (the seeds' sample) needs
+    // Unsigned when there are no credentials anywhere, as a public bucket (the seeds' sample) needs.
+    SKIPPR_ASSIGN_OR_RETURN(request.signing, setup->SigningFor("s3", /*allows_anonymous=*/true));
     request.connect_timeout = options.connect_timeout;
     request.stall_timeout = options.stall_timeout;
     return request;
   }
 
-  std::string CredentialsSource() {
-    Result<Credentials> current = credentials->Current();
-    if (current.ok()) return current->source;
-    return "nowhere: the request was sent unsigned, anonymously, because " +
-           current.status().message();
-  }
+  std::string CredentialsSource() { return setup->CredentialsSource(); }
 
   // Performs `build()`'s request until it gets an answer that is not worth retrying; a 2xx answer
   // is returned, anything else becomes the Status it means.
@@ -195,41 +155,17 @@ Result<std::unique_ptr<S3Client>> S3Client::Open(const S3Options& options,
                                                  const Environment& environment) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  for (const char* name : kAwsVariables) {
-    if (std::optional<std::string> value = environment.Get(name))
-      impl->environment.Set(name, *value);
-  }
-  impl->region = options.region.empty()
-                     ? FirstSet(environment, {"AWS_REGION", "AWS_DEFAULT_REGION"}, "us-east-1")
-                     : options.region;
-  std::string endpoint =
-      options.endpoint_url.empty()
-          ? FirstSet(environment, {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}, "")
-          : options.endpoint_url;
-  const bool is_custom_endpoint = !endpoint.empty();
-  if (endpoint.empty()) endpoint = fmt::format("https://s3.{}.amazonaws.com", impl->region);
-  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  const size_t scheme_end = endpoint.find("://");
-  if (scheme_end == std::string::npos ||
-      (endpoint.substr(0, scheme_end) != "http" && endpoint.substr(0, scheme_end) != "https")) {
-    return Status::InvalidConfig(fmt::format(
-        "S3 endpoint '{}' is not an http:// or https:// URL (for example http://127.0.0.1:9000)",
-        endpoint));
-  }
-  impl->scheme = endpoint.substr(0, scheme_end);
-  impl->host = endpoint.substr(scheme_end + 3);
-  if (impl->host.empty() || impl->host.find('/') != std::string::npos) {
-    return Status::InvalidConfig(
-        fmt::format("S3 endpoint '{}' must be scheme://host[:port] with no path", endpoint));
-  }
-  impl->endpoint = endpoint;
-  impl->path_style = options.path_style.value_or(is_custom_endpoint);
-  impl->credentials = std::make_unique<CredentialChain>(impl->environment, impl->region);
+  SKIPPR_ASSIGN_OR_RETURN(
+      impl->setup,
+      internal::ServiceSetup::Resolve("S3", options.region, options.endpoint_url,
+                                      {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"},
+                                      "https://s3.{}.amazonaws.com", environment));
+  impl->path_style = options.path_style.value_or(impl->setup->is_custom_endpoint());
   return std::unique_ptr<S3Client>(new S3Client(std::move(impl)));
 }
 
-const std::string& S3Client::region() const { return impl_->region; }
-const std::string& S3Client::endpoint() const { return impl_->endpoint; }
+const std::string& S3Client::region() const { return impl_->setup->region(); }
+const std::string& S3Client::endpoint() const { return impl_->setup->endpoint(); }
 
 Result<ListPage> S3Client::ListObjects(const std::string& bucket, const std::string& prefix,
                                        const std::string& delimiter,
@@ -465,11 +401,11 @@ Status S3Client::DeleteObject(const std::string& bucket, const std::string& key)
 
 Status S3Client::CreateBucket(const std::string& bucket) {
   std::string body;
-  if (impl_->region != "us-east-1") {
+  if (impl_->setup->region() != "us-east-1") {
     body = fmt::format(
         "<CreateBucketConfiguration><LocationConstraint>{}</LocationConstraint>"
         "</CreateBucketConfiguration>",
-        impl_->region);
+        impl_->setup->region());
   }
   Result<HttpResponse> response = impl_->Send("create bucket", S3Uri(bucket, ""), [&] {
     return impl_->Request("PUT", bucket, "", "", body);

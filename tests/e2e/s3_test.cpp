@@ -21,7 +21,7 @@
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
 #include "support/gzip.hpp"
-#include "support/s3_server.hpp"
+#include "support/aws_servers.hpp"
 #include "support/scale.hpp"
 
 namespace skippr::testing {

@@ -1,4 +1,4 @@
-// A fault-injecting HTTP proxy in front of the tests' S3 server (tests/support/s3_server.cpp):
+// A fault-injecting HTTP proxy in front of the tests' S3 server (tests/support/aws_servers.cpp):
 // requests pass through to the target unless the current plan picks them for a fault. The plan is
 // set, and counters read, on the proxy's own path /__faults (POST a JSON plan, GET the counters).
 //

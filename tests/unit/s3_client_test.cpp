@@ -8,7 +8,7 @@
 
 #include "aws/aws.hpp"
 #include "aws/internal/http.hpp"
-#include "support/s3_server.hpp"
+#include "support/aws_servers.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::aws {

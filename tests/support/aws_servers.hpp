@@ -6,8 +6,6 @@
 // when it cannot start: scripts/setup.sh installs it.
 #pragma once
 
-#include <sys/types.h>
-
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "support/loopback.hpp"
+#include "support/node_process.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::testing {
@@ -47,23 +46,31 @@ class S3Server {
   nlohmann::json FaultCounters() const;
 
  private:
-  // A node program, its log in the server's directory.
-  struct Child {
-    std::string name;
-    std::string script;                  // the program node runs
-    std::vector<std::string> arguments;  // after `node`, the script among them
-    int port = 0;
-    pid_t pid = -1;
-  };
-
   S3Server() = default;
-  bool Launch(Child& child, std::string* why_not);
-  static void Stop(Child& child);
   std::string ServerEndpoint() const;
 
   TempDir dir_;
-  Child server_;
-  Child proxy_;  // port 0: none
+  NodeProcess server_;
+  NodeProcess proxy_;  // port 0: none
+};
+
+// A throwaway DynamoDB-compatible server (npm dynalite, pinned beside s3rver), in memory, on a
+// free loopback port. Tables it creates become ACTIVE at once.
+class DynamoServer {
+ public:
+  static std::unique_ptr<DynamoServer> Start(std::string* why_not);
+  ~DynamoServer();
+  DynamoServer(const DynamoServer&) = delete;
+  DynamoServer& operator=(const DynamoServer&) = delete;
+
+  std::string endpoint() const;  // http://127.0.0.1:<port>
+  // Its endpoint, region and (any) credentials, as a client runs with them.
+  std::map<std::string, std::string> ClientEnvironment() const;
+
+ private:
+  DynamoServer() = default;
+  TempDir dir_;
+  NodeProcess server_;
 };
 
 }  // namespace skippr::testing

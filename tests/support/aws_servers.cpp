@@ -1,19 +1,9 @@
-#include "support/s3_server.hpp"
+#include "support/aws_servers.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "aws/aws.hpp"
 #include "aws/internal/http.hpp"
@@ -25,17 +15,6 @@ namespace {
 
 const char* const kAccessKey = "S3RVER";  // s3rver's built-in account
 const char* const kSecretKey = "S3RVER";
-
-bool AcceptsConnections(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  return connected;
-}
 
 std::map<std::string, std::string> EnvironmentFor(const std::string& endpoint) {
   return {{"AWS_ENDPOINT_URL_S3", endpoint},
@@ -67,70 +46,26 @@ std::unique_ptr<S3Server> S3Server::Start(std::string* why_not, S3ServerOptions 
                                "-p",
                                std::to_string(server->server_.port),
                                "--silent"};
-  if (!server->Launch(server->server_, why_not)) return nullptr;
+  if (!server->server_.Launch(server->dir_.path(), why_not)) return nullptr;
   if (options.fault_proxy) {
     server->proxy_.name = "s3_fault_proxy";
     server->proxy_.port = FreeLoopbackPort();
     server->proxy_.script = std::string(SKIPPR_SOURCE_DIR) + "/tests/support/s3_fault_proxy.mjs";
     server->proxy_.arguments = {server->proxy_.script, std::to_string(server->proxy_.port),
                                 std::to_string(server->server_.port)};
-    if (!server->Launch(server->proxy_, why_not)) return nullptr;
+    if (!server->proxy_.Launch(server->dir_.path(), why_not)) return nullptr;
   }
   return server;
 }
 
-bool S3Server::Launch(Child& child, std::string* why_not) {
-  if (!std::filesystem::exists(child.script)) {
-    *why_not = child.script + " is missing: run scripts/setup.sh";
-    return false;
-  }
-  const std::string log = dir_.Sub(child.name + ".log");
-  std::vector<char*> argv = {const_cast<char*>("node")};
-  for (std::string& argument : child.arguments) argv.push_back(argument.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  // The death signal follows the thread that forks: only the main thread's lives as long as the
-  // test process. A server restarted from another thread is stopped by the destructor alone.
-  const bool is_main_thread = gettid() == parent;
-  child.pid = fork();
-  if (child.pid == 0) {
-    if (is_main_thread) prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
-    if (getppid() != parent) _exit(1);
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(out, 1);
-    dup2(out, 2);
-    execvp("node", argv.data());
-    _exit(127);
-  }
-  for (int tries = 0; tries < 300; ++tries) {
-    if (AcceptsConnections(child.port)) return true;
-    if (waitpid(child.pid, nullptr, WNOHANG) == child.pid) {
-      child.pid = -1;
-      *why_not = child.name + " exited at start; see " + log;
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  *why_not = child.name + " did not accept connections within 30 s; see " + log;
-  Stop(child);
-  return false;
-}
-
-void S3Server::Stop(Child& child) {
-  if (child.pid <= 0) return;
-  kill(child.pid, SIGKILL);
-  waitpid(child.pid, nullptr, 0);
-  child.pid = -1;
-}
-
 S3Server::~S3Server() {
-  Stop(proxy_);
-  Stop(server_);
+  proxy_.Stop();
+  server_.Stop();
 }
 
 bool S3Server::Restart(std::string* why_not) {
-  Stop(server_);
-  return Launch(server_, why_not);
+  server_.Stop();
+  return server_.Launch(dir_.path(), why_not);
 }
 
 std::string S3Server::ServerEndpoint() const {
@@ -177,6 +112,41 @@ void S3Server::InjectFaults(const nlohmann::json& plan) const {
 nlohmann::json S3Server::FaultCounters() const {
   EXPECT_NE(proxy_.port, 0) << "the server was started without a fault proxy";
   return ProxyExchange(proxy_.port, "GET", "");
+}
+
+std::unique_ptr<DynamoServer> DynamoServer::Start(std::string* why_not) {
+  std::unique_ptr<DynamoServer> server(new DynamoServer());
+  server->server_.name = "dynalite";
+  server->server_.script =
+      std::string(SKIPPR_SOURCE_DIR) + "/third_party/test_servers/node_modules/dynalite/cli.js";
+  server->server_.port = FreeLoopbackPort();
+  server->server_.arguments = {server->server_.script,
+                               "--host",
+                               "127.0.0.1",
+                               "--port",
+                               std::to_string(server->server_.port),
+                               "--createTableMs",
+                               "0",
+                               "--deleteTableMs",
+                               "0",
+                               "--updateTableMs",
+                               "0"};
+  if (!server->server_.Launch(server->dir_.path(), why_not)) return nullptr;
+  return server;
+}
+
+DynamoServer::~DynamoServer() { server_.Stop(); }
+
+std::string DynamoServer::endpoint() const {
+  return fmt::format("http://127.0.0.1:{}", server_.port);
+}
+
+std::map<std::string, std::string> DynamoServer::ClientEnvironment() const {
+  return {{"AWS_ENDPOINT_URL_DYNAMODB", endpoint()},
+          {"AWS_REGION", "us-east-1"},
+          {"AWS_ACCESS_KEY_ID", "dynalite"},
+          {"AWS_SECRET_ACCESS_KEY", "dynalite"},
+          {"AWS_EC2_METADATA_DISABLED", "true"}};
 }
 
 }  // namespace skippr::testing
