@@ -31,6 +31,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/env.hpp"
 #include "core/environment.hpp"
 #include "core/status.hpp"
 
@@ -138,12 +139,14 @@ class S3Client {
 
   // NotFound when there is no such key.
   Result<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
-  // The object's bytes from `offset` to its end, to `sink`, in pieces. With `if_match` the object
-  // must still have that ETag (Conflict otherwise: it was replaced). A retried download resumes
-  // where the bytes stopped, pinned to the ETag the first response carried, so `sink` never sees
-  // a byte twice or bytes of two versions.
+  // The object's bytes from `offset` (`length` of them, or to its end), to `sink`, in pieces. With
+  // `if_match` the object must still have that ETag (Conflict otherwise: it was replaced). A
+  // retried download resumes where the bytes stopped, pinned to the ETag the first answer carried;
+  // should a server ignore If-Match and serve a replaced object, the ETag check fails (Conflict)
+  // after `sink` saw some of its bytes: on a failure, discard what the sink got.
   Status GetObject(const std::string& bucket, const std::string& key, const ByteSink& sink,
-                   uint64_t offset = 0, const std::string& if_match = "");
+                   uint64_t offset = 0, const std::string& if_match = "",
+                   uint64_t length = UINT64_MAX);
   // A small object whole (metadata, tests).
   Result<std::string> GetObjectText(const std::string& bucket, const std::string& key);
 
@@ -154,6 +157,10 @@ class S3Client {
   // anything fails, so no parts are left behind).
   Result<std::string> UploadObject(const std::string& bucket, const std::string& key,
                                    const ByteSource& source, const PutOptions& options = {});
+  // A server-side copy of `from_key` to `to_key` in `bucket` (the copy appears whole). NotFound
+  // when `from_key` is missing.
+  Status CopyObject(const std::string& bucket, const std::string& from_key,
+                    const std::string& to_key);
   // OK when the key is gone, whether or not it was there.
   Status DeleteObject(const std::string& bucket, const std::string& key);
   // OK when the bucket exists afterwards (created now, or already ours).
@@ -163,6 +170,50 @@ class S3Client {
   struct Impl;
   explicit S3Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// An Env (core/env.hpp) over S3, for the components that write their files through an Env: paths
+// are s3://bucket/key URIs. A file is an object:
+//   - a file open for writing is spooled to an unlinked local file and uploaded whole (multipart
+//     when large) at Sync and at Close: it appears whole or not at all, and Sync returning means it
+//     is durable. kCreateNew refuses an existing object (and asks the server with If-None-Match);
+//     kOpenExisting and kCreateOrOpen start from the object's bytes;
+//   - reads are ranged GETs pinned to the ETag the object had when it was opened;
+//   - directories are key prefixes: CreateDirectory and SyncDirectory have nothing to do, and
+//     ListDirectory lists one level below the prefix;
+//   - a rename is a server-side copy then a delete: the new name appears whole, and for a moment
+//     both names exist; RemoveFile of a missing object is OK;
+//   - locks are NotSupported (a writer lease on S3 lives in the store).
+// Thread-safe as Env asks: each operation borrows a client (a connection) from a pool.
+class S3Env final : public Env {
+ public:
+  // `spool_directory`: a local directory for files open for writing (created when missing).
+  static Result<std::unique_ptr<S3Env>> Open(const S3Options& options,
+                                             const Environment& environment,
+                                             std::string spool_directory);
+  ~S3Env() override;
+
+  Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
+                                                     const WritableFileOptions& options) override;
+  Result<std::unique_ptr<SequentialFile>> OpenSequential(const std::string& path) override;
+  Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override;
+  Result<uint64_t> FileSize(const std::string& path) override;
+  Result<bool> FileExists(const std::string& path) override;
+  Result<std::vector<std::string>> ListDirectory(const std::string& directory) override;
+  Result<bool> CreateDirectory(const std::string& path, uint32_t permissions) override;
+  Status RenameFile(const std::string& from, const std::string& to) override;
+  Status RenameFileNoReplace(const std::string& from, const std::string& to) override;
+  Status RemoveFile(const std::string& path) override;
+  Status SyncDirectory(const std::string& directory) override;
+  Status SyncFile(const std::string& path) override;
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                             uint32_t permissions) override;
+
+  struct Impl;
+
+ private:
+  explicit S3Env(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
 };
 
 struct DynamoOptions {

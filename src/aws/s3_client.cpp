@@ -226,7 +226,9 @@ Result<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const std::st
 }
 
 Status S3Client::GetObject(const std::string& bucket, const std::string& key, const ByteSink& sink,
-                           uint64_t offset, const std::string& if_match) {
+                           uint64_t offset, const std::string& if_match, uint64_t length) {
+  if (length == 0) return Status::OK();
+  const uint64_t end = length == UINT64_MAX ? UINT64_MAX : offset + length;  // exclusive
   const std::string uri = S3Uri(bucket, key);
   std::string pinned_etag = if_match;
   uint64_t delivered = 0;
@@ -239,7 +241,11 @@ Status S3Client::GetObject(const std::string& bucket, const std::string& key, co
     if (attempt > 1) internal::BackOff(impl_->options.retry, attempt - 1);
     SKIPPR_ASSIGN_OR_RETURN(HttpRequest request, impl_->Request("GET", bucket, key, "", {}));
     const uint64_t from = offset + delivered;
-    if (from > 0) request.headers.push_back(fmt::format("Range: bytes={}-", from));
+    if (end != UINT64_MAX) {
+      request.headers.push_back(fmt::format("Range: bytes={}-{}", from, end - 1));
+    } else if (from > 0) {
+      request.headers.push_back(fmt::format("Range: bytes={}-", from));
+    }
     if (!pinned_etag.empty()) request.headers.push_back("If-Match: \"" + pinned_etag + "\"");
     request.on_body = &counting;
     Result<HttpResponse> response = impl_->http.Perform(request);
@@ -273,11 +279,12 @@ Status S3Client::GetObject(const std::string& bucket, const std::string& key, co
                       uri, etag, pinned_etag));
     }
     if (pinned_etag.empty()) pinned_etag = etag;
-    const std::string length = response->Header("content-length");
-    if (!length.empty() && response->body_bytes == std::stoull(length)) return Status::OK();
-    if (length.empty()) return Status::OK();
+    const std::string content_length = response->Header("content-length");
+    if (content_length.empty() || response->body_bytes == std::stoull(content_length)) {
+      return Status::OK();
+    }
     last = Status::Unavailable(fmt::format("get {}: the answer ended after {} of {} bytes", uri,
-                                           response->body_bytes, length));
+                                           response->body_bytes, content_length));
   }
   return Status::Unavailable(fmt::format("{} (gave up after {} attempts)", last.message(),
                                          impl_->options.retry.max_attempts));
@@ -390,6 +397,25 @@ Result<std::string> S3Client::UploadObject(const std::string& bucket, const std:
     return completed.status();
   }
   return Unquoted(internal::XmlText(completed->body, "ETag").value_or(""));
+}
+
+Status S3Client::CopyObject(const std::string& bucket, const std::string& from_key,
+                            const std::string& to_key) {
+  const std::string uri = S3Uri(bucket, to_key);
+  SKIPPR_ASSIGN_OR_RETURN(
+      HttpResponse response, impl_->Send("copy to", uri, [&]() -> Result<HttpRequest> {
+        SKIPPR_ASSIGN_OR_RETURN(HttpRequest request, impl_->Request("PUT", bucket, to_key, "", {}));
+        request.headers.push_back(
+            fmt::format("x-amz-copy-source: /{}/{}", bucket, UriEncode(from_key, true)));
+        return request;
+      }));
+  // A copy can fail after its 200 has been sent: the error is then in the body.
+  if (response.body.find("<Error>") != std::string::npos) {
+    return Status::IOError(fmt::format(
+        "copy {} to {}: {}", S3Uri(bucket, from_key), uri,
+        internal::XmlText(response.body, "Message").value_or(response.body)));
+  }
+  return Status::OK();
 }
 
 Status S3Client::DeleteObject(const std::string& bucket, const std::string& key) {

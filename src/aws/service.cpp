@@ -39,16 +39,20 @@ std::string FirstSet(const Environment& environment, std::initializer_list<const
 
 }  // namespace
 
+MapEnvironment CopyAwsVariables(const Environment& environment) {
+  MapEnvironment copy;
+  for (const char* name : kAwsVariables) {
+    if (std::optional<std::string> value = environment.Get(name)) copy.Set(name, *value);
+  }
+  return copy;
+}
+
 Result<std::unique_ptr<ServiceSetup>> ServiceSetup::Resolve(
     std::string_view service_name, const std::string& region_option,
     const std::string& endpoint_option, std::initializer_list<const char*> endpoint_variables,
     std::string_view default_endpoint, const Environment& environment) {
   std::unique_ptr<ServiceSetup> setup(new ServiceSetup());
-  for (const char* name : kAwsVariables) {
-    if (std::optional<std::string> value = environment.Get(name)) {
-      setup->environment_.Set(name, *value);
-    }
-  }
+  setup->environment_ = CopyAwsVariables(environment);
   setup->region_ = region_option.empty()
                        ? FirstSet(environment, {"AWS_REGION", "AWS_DEFAULT_REGION"}, "us-east-1")
                        : region_option;

@@ -12,6 +12,10 @@
 
 namespace skippr::aws::internal {
 
+// The variables the endpoints, region and credential chain read, copied out of `environment` for a
+// client that resolves them later.
+MapEnvironment CopyAwsVariables(const Environment& environment);
+
 class ServiceSetup {
  public:
   // `service_name` names the service in messages ("S3"); `endpoint_variables` are read in order
