@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/check.hpp"
+#include "core/hash.hpp"
 #include "sources/postgres_source.hpp"
 #include "sources/source_kinds.hpp"
 
@@ -17,8 +18,22 @@ namespace {
 constexpr int kPositionFormatVersion = 2;
 
 // offsets family: ("partition", <partition id>) → JSON (docs/formats/store.md, "offsets family").
+// An id too long for a key (LMDB keys end at 511 bytes: a deep path, a long S3 key) is keyed by its
+// first bytes and the SHA-256 of the whole id, and the position keeps the whole id.
+constexpr size_t kLongestPartitionKeyBytes = 480;
+constexpr size_t kHashedIdPrefixBytes = 200;  // at most 400 bytes once escaped
+constexpr std::string_view kHashedIdMarker = "\x01sha256:";
+
+bool IsHashedKey(const std::string& key) { return key.size() > kLongestPartitionKeyBytes; }
+
 std::string PartitionKey(const std::string& partition) {
-  return store::KeyBuilder().Text("partition").Text(partition).key();
+  std::string key = store::KeyBuilder().Text("partition").Text(partition).key();
+  if (!IsHashedKey(key)) return key;
+  const std::string hashed = partition.substr(0, kHashedIdPrefixBytes) +
+                             std::string(kHashedIdMarker) + Sha256Hex(partition);
+  key = store::KeyBuilder().Text("partition").Text(hashed).key();
+  SKIPPR_CHECK(!IsHashedKey(key));
+  return key;
 }
 
 std::string Hex64(uint64_t value) { return fmt::format("{:016x}", value); }
@@ -128,7 +143,8 @@ Result<SourcePositions> LoadFrom(const Transaction& transaction) {
                 *partition, version, kPositionFormatVersion));
             return false;
           }
-          positions[*partition] = PositionFromJson(json);
+          // A long id's key holds a hash of it; the position holds it whole.
+          positions[json.value("partition", *partition)] = PositionFromJson(json);
         } catch (const std::exception& error) {
           failure = Status::Corruption(fmt::format(
               "source position of '{}' is unreadable: {}; the store is damaged: restore DATA_DIR "
@@ -152,8 +168,12 @@ Result<SourcePositions> LoadPositions(const store::WriteTransaction& transaction
 
 Status SavePositions(store::WriteTransaction& transaction, const SourcePositions& positions) {
   for (const auto& [partition, position] : positions) {
-    SKIPPR_RETURN_IF_ERROR(transaction.Put(store::Family::kOffsets, PartitionKey(partition),
-                                           PositionToJson(position).dump()));
+    nlohmann::json json = PositionToJson(position);
+    const std::string key = PartitionKey(partition);
+    if (key != store::KeyBuilder().Text("partition").Text(partition).key()) {
+      json["partition"] = partition;
+    }
+    SKIPPR_RETURN_IF_ERROR(transaction.Put(store::Family::kOffsets, key, json.dump()));
   }
   return Status::OK();
 }

@@ -662,6 +662,12 @@ TEST(SourcePositionsStore, RoundTrip) {
   SourcePositions positions;
   positions["/data/a.jsonl"] = PartitionPosition{1234, 99, 10, 600, 11, false};
   positions["sample"] = PartitionPosition{1000, 0, 1000, 0, 1, true};
+  // Ids too long for a store key (LMDB's 511 bytes): a deep path, a long S3 key — two of them that
+  // share their first 300 bytes stay apart.
+  const std::string deep = "/data/" + std::string(300, 'd') + "/";
+  positions[deep + std::string(400, 'x') + ".jsonl"] = PartitionPosition{1, 2, 3, 4, 5, true};
+  positions[deep + std::string(400, 'y') + ".jsonl"] = PartitionPosition{6, 7, 8, 9, 10, false};
+  positions["s3://bucket/" + std::string(1000, 'k')] = PartitionPosition{11, 12, 13, 14, 15, true};
   {
     auto write = (*opened)->BeginWrite();
     ASSERT_TRUE(write.ok());
@@ -673,6 +679,17 @@ TEST(SourcePositionsStore, RoundTrip) {
   Result<SourcePositions> loaded = LoadPositions(*read);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(*loaded, positions);
+
+  // Saved again (a later pass): the same keys, not a second copy of each position.
+  {
+    auto write = (*opened)->BeginWrite();
+    ASSERT_TRUE(write.ok());
+    ASSERT_TRUE(SavePositions(*write, positions).ok());
+    ASSERT_TRUE(write->Commit().ok());
+  }
+  auto again = (*opened)->BeginRead();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*LoadPositions(*again), positions);
 }
 
 }  // namespace
