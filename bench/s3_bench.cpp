@@ -7,14 +7,17 @@
 //      loopback (s3rver, the tests' helper), beside the same pipeline with a File source reading
 //      the same files from a local directory. The ratio is rows/s over S3 ÷ rows/s from disk.
 //
-// Not measured yet (issue 19): a SkipprLake warehouse on s3:// and the WAL on S3 (WAL_STORAGE=s3)
-// are not in this build, so their figures (S3 lake vs local lake; WAL commit latency p50/p99 on S3
-// vs disk) are reported as not available.
+//   2. WAL commit latency: Wal::Commit of one Sample batch of kRowsPerCommit rows, kCommits times,
+//      into a WAL on local disk and into one in the bucket (WAL_STORAGE=s3's S3Env), each with a
+//      fresh store: p50 and p99 of each, and their ratio.
+//
+// Not measured yet (issue 19): a SkipprLake warehouse on s3:// is not in this build.
 //
 // Each figure is the median of kRounds interleaved rounds after a warm-up.
 //
 //   bench_s3 [--rows N] [--quick] [--objects K] [--skipprd PATH] [--dir PATH]
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,7 +30,10 @@
 #include "aws/aws.hpp"
 #include "bench_common.hpp"
 #include "core/environment.hpp"
+#include "sample_batches.hpp"
+#include "store/store.hpp"
 #include "support/aws_servers.hpp"
+#include "wal/wal.hpp"
 
 namespace skippr::bench {
 namespace {
@@ -96,6 +102,41 @@ void Upload(aws::S3Client& client, const fs::path& file, const std::string& key)
   if (!uploaded.ok()) Fail("upload failed: " + uploaded.status().ToString());
 }
 
+constexpr uint64_t kRowsPerCommit = 10'000;
+constexpr int kCommits = 100;
+
+struct Latency {
+  double p50_ms = 0;
+  double p99_ms = 0;
+  uint64_t segment_bytes = 0;
+};
+
+// kCommits commits of `batches` into a WAL at `wal_directory` through `env`, timed one by one.
+Latency MeasureCommits(Env& env, const std::string& wal_directory, const fs::path& store_directory,
+                       const std::vector<Batch>& batches) {
+  Result<std::unique_ptr<store::Store>> store =
+      store::Store::Open({.directory = store_directory.string()});
+  if (!store.ok()) Fail(fmt::format("store: {}", store.status().message()));
+  Result<std::unique_ptr<wal::Wal>> wal =
+      wal::Wal::Open(wal_directory, "bench", **store, nullptr, {.env = &env});
+  if (!wal.ok()) Fail(fmt::format("WAL: {}", wal.status().message()));
+  std::vector<double> milliseconds;
+  Latency latency;
+  for (int commit = 0; commit < kCommits; ++commit) {
+    const auto start = std::chrono::steady_clock::now();
+    Result<wal::CommitInfo> info = (*wal)->Commit(batches, "{}", nullptr);
+    if (!info.ok()) Fail(fmt::format("WAL commit: {}", info.status().message()));
+    milliseconds.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    latency.segment_bytes = info->file_bytes;
+  }
+  std::sort(milliseconds.begin(), milliseconds.end());
+  latency.p50_ms = milliseconds[milliseconds.size() / 2];
+  latency.p99_ms = milliseconds[milliseconds.size() * 99 / 100];
+  return latency;
+}
+
 std::string LakeYaml(const std::string& source_block, const fs::path& warehouse) {
   return fmt::format(
       "data_sources:\n  rides:\n{}"
@@ -111,6 +152,7 @@ int main(int argc, char** argv) {
   using namespace skippr::bench;
   namespace fs = std::filesystem;
   SetBenchName("bench/s3");
+  spdlog::set_level(spdlog::level::warn);  // not a line per commit
   const Flags flags = ParseFlags(argc, argv);
   Launcher launcher;  // first, while this process is small (bench_common.hpp, "Child processes")
   const fs::path work_dir = MakeWorkDir(flags.parent_dir);
@@ -180,11 +222,22 @@ int main(int argc, char** argv) {
              Median(local_seconds), rows / Median(local_seconds) / 1e6,
              static_cast<double>(local_rss) / kKibPerMib);
   fmt::print("    ratio {:.2f}x of local disk's rows/s\n", Median(ratios));
+
+  const std::vector<skippr::Batch> batches = MakeSampleBatches(kRowsPerCommit);
+  auto s3_env = skippr::aws::S3Env::Open({}, environment, (work_dir / "spool").string());
+  if (!s3_env.ok()) Fail(s3_env.status().ToString());
+  const Latency disk = MeasureCommits(*skippr::Env::Default(), (work_dir / "wal-disk").string(),
+                                      work_dir / "store-disk", batches);
+  const Latency s3 =
+      MeasureCommits(**s3_env, fmt::format("s3://{}/wal", kBucket), work_dir / "store-s3", batches);
+  fmt::print("  2. WAL commit latency, {} commits of {} rows ({:.1f} MB segments)\n", kCommits,
+             kRowsPerCommit, static_cast<double>(disk.segment_bytes) / 1e6);
+  fmt::print("    on S3 (s3rver)    p50 {:7.2f} ms  p99 {:7.2f} ms\n", s3.p50_ms, s3.p99_ms);
+  fmt::print("    on local disk     p50 {:7.2f} ms  p99 {:7.2f} ms\n", disk.p50_ms, disk.p99_ms);
+  fmt::print("    S3 / disk: p50 {:.1f}x, p99 {:.1f}x\n", s3.p50_ms / disk.p50_ms,
+             s3.p99_ms / disk.p99_ms);
   fmt::print(
-      "  2. SkipprLake on s3:// vs local: not available yet (no lake on S3 in this build)\n");
-  fmt::print(
-      "  3. WAL commit latency on S3 vs disk: not available yet (WAL_STORAGE=s3 is not in "
-      "this build)\n");
+      "  3. SkipprLake on s3:// vs local: not available yet (no lake on S3 in this build)\n");
   fs::remove_all(work_dir);
   return 0;
 }

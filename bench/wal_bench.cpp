@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "sample_batches.hpp"
 #include "config/config.hpp"
 #include "schema/schema.hpp"
 #include "sources/sources.hpp"
@@ -148,34 +149,6 @@ SyncRun RunSync(const Bench& bench, const fs::path& input, uint64_t expected_row
 
 // ---------------------------------------------------------------------------------------------
 // WAL side: Wal::Commit of one realistic batch, again and again, into a fresh store and WAL.
-
-// One Sample-source batch shaped as sync shapes it (all rides of one namespace).
-std::vector<Batch> MakeSampleBatches() {
-  config::ConnectorConfig connector;
-  connector.kind = "Sample";
-  connector.settings["rows"] = static_cast<int64_t>(kRowsPerCommit);
-  connector.settings["seed"] = int64_t{42};
-  Result<std::unique_ptr<sources::Source>> source = sources::MakeSource(connector);
-  if (!source.ok()) Fail(fmt::format("Sample source: {}", source.status().message()));
-  if (Status opened = (*source)->Open({}, sources::ReadOptions{}); !opened.ok()) {
-    Fail(fmt::format("Sample source open: {}", opened.message()));
-  }
-  Result<std::optional<sources::SourceBatch>> batch = (*source)->Next();
-  if (!batch.ok() || !*batch) Fail("the Sample source gave no batch");
-  schema::ShaperOptions options{.default_namespace = "bench", .build_columns = true};
-  schema::Shaper shaper({}, options);
-  for (sources::SourceRecord& record : (*batch)->records) {
-    if (shaper.Absorb(std::move(record.value), (*batch)->OriginOf(record), (*batch)->context)) {
-      Fail("a sample record became a deadletter");
-    }
-  }
-  shaper.Seal();
-  std::vector<Batch> batches = shaper.TakeBatches();
-  if (batches.size() != 1 || batches[0].num_rows != static_cast<int64_t>(kRowsPerCommit)) {
-    Fail("the Sample batch is not one namespace of kRowsPerCommit rows");
-  }
-  return batches;
-}
 
 uint64_t ColumnBufferBytes(const Column& column) {
   uint64_t bytes = column.validity.size() + column.fixed.size() +
@@ -358,7 +331,7 @@ struct WalBandwidth {
 
 WalBandwidth MeasureWalBandwidth(const Bench& bench) {
   const uint64_t target_bytes = bench.flags.wal_target_bytes;
-  const std::vector<Batch> batches = MakeSampleBatches();
+  const std::vector<Batch> batches = MakeSampleBatches(kRowsPerCommit);
   WalBandwidth bandwidth{.dd_bytes = target_bytes,
                          .column_bytes_per_commit = ColumnBufferBytes(batches)};
   // Rounds of dd, append and commit in turn, a warm-up round first, keeping each one's best: the

@@ -139,6 +139,9 @@ struct PipelineConfig {
   std::string data_dir =
       "./data";  // pipeline data_dir → DATA_DIR → ./data (state lives in <data_dir>/<name>)
   ValueOrigin data_dir_origin = ValueOrigin::kDefault;
+  // With WAL_STORAGE=s3: s3://<WAL bucket>/<tenant>/<workspace>/<pipeline>/segments, where the
+  // pipeline's segments live (below it, a directory per store instance). Empty: <state dir>/wal.
+  std::string wal_s3_uri;
   std::optional<int64_t> buffer_threshold_bytes;
   std::optional<int64_t> buffer_threshold_seconds;
   // Disk backpressure (pipeline setting → SKIPPR_DISK_* environment → the seed's default; see
@@ -154,6 +157,8 @@ struct PipelineConfig {
 };
 
 enum class StorageMode { kLocal, kS3 };
+// Where WAL segments live (WAL_STORAGE, a property of the machine, not a YAML key).
+enum class WalStorage { kDisk, kS3 };
 
 struct EngineSettings {
   std::string workspace = "default";
@@ -161,6 +166,7 @@ struct EngineSettings {
   StorageMode storage_mode = StorageMode::kLocal;
   std::optional<std::string> skippr_s3_bucket;
   std::optional<std::string> wal_s3_bucket;
+  WalStorage wal_storage = WalStorage::kDisk;
   std::string store_type = "lmdb";
   std::optional<std::string> store_name;
 };

@@ -182,6 +182,39 @@ std::optional<std::string> EngineText(Reader& reader, const Reader::Fields& fiel
   return std::nullopt;
 }
 
+// WAL_STORAGE is a property of the machine, not a YAML key (reference §3.2): an unknown value, or
+// one this build cannot honour, fails startup — a WAL silently kept on local disk would be a trap on
+// exactly the ephemeral hosts that ask for s3.
+void ReadWalStorage(Reader& reader, EngineSettings& settings) {
+  const std::optional<std::string> wal_storage = reader.environment().Get("WAL_STORAGE");
+  if (!wal_storage || wal_storage->empty() || *wal_storage == "disk") return;
+  const Located place = EnvironmentPlace("WAL_STORAGE");
+  if (*wal_storage == "s3") {
+    settings.wal_storage = WalStorage::kS3;
+    if (!settings.wal_s3_bucket && !settings.skippr_s3_bucket) {
+      reader.Error(place, "'s3' needs a bucket for the segments: set SKIPPR_WAL_S3_BUCKET (or "
+                          "skippr.wal_s3_bucket, or skippr.skippr_s3_bucket)");
+    }
+    return;
+  }
+  reader.Error(place, *wal_storage == "clustered"
+                          ? "'clustered' is not available in this build: use disk (the default) "
+                            "or s3"
+                          : fmt::format("'{}' is not a WAL storage: use disk (the default) or s3",
+                                        *wal_storage));
+}
+
+// The pipelines' WAL location under WAL_STORAGE=s3 (reference §3.2 keys).
+void PlaceWals(Config& config) {
+  const EngineSettings& engine = config.skippr;
+  if (engine.wal_storage != WalStorage::kS3) return;
+  const std::string bucket = engine.wal_s3_bucket.value_or(engine.skippr_s3_bucket.value_or(""));
+  for (auto& [name, pipeline] : config.pipelines) {
+    pipeline.wal_s3_uri =
+        fmt::format("s3://{}/{}/{}/{}/segments", bucket, engine.tenant, engine.workspace, name);
+  }
+}
+
 EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& at) {
   EngineSettings settings;
   const Located none{YAML::Node(), {}, "skippr"};
@@ -204,20 +237,7 @@ EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& 
                              *mode));
   }
 
-  // WAL_STORAGE is a property of the machine, not a YAML key (reference §3.2): an unknown value, or
-  // one this build cannot honour, fails startup — a WAL silently kept on local disk would be a trap
-  // on exactly the ephemeral hosts that ask for s3.
-  if (std::optional<std::string> wal_storage = reader.environment().Get("WAL_STORAGE");
-      wal_storage && !wal_storage->empty() && *wal_storage != "disk") {
-    const bool is_known = *wal_storage == "s3" || *wal_storage == "clustered";
-    reader.Error(EnvironmentPlace("WAL_STORAGE"),
-                 is_known ? fmt::format("'{}' is not available in this build: the WAL is kept on "
-                                        "local disk under DATA_DIR; unset WAL_STORAGE (or set it "
-                                        "to disk) and keep DATA_DIR on a persistent volume",
-                                        *wal_storage)
-                          : fmt::format("'{}' is not a WAL storage: use disk (the default)",
-                                        *wal_storage));
-  }
+  ReadWalStorage(reader, settings);
 
   const Located store_at = fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
   const Reader::Fields store = reader.Struct(store_at, {"type", "name"});
@@ -849,6 +869,7 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
     CheckConnectorEntries(reader, *section);
   config.pipelines =
       ReadPipelines(reader, fields.Get("pipelines"), Sections{sources, sinks, deadletters});
+  PlaceWals(config);
   config.data_sources = sources.entries;
   config.data_sinks = sinks.entries;
   config.deadletter_sinks = deadletters.entries;

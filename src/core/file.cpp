@@ -30,7 +30,11 @@ std::string DirectoryOf(const std::string& path) {
 }
 
 Status CreateDirectoriesDurably(Env& env, const std::string& directory, uint32_t permissions) {
-  std::filesystem::path normal = std::filesystem::path(directory).lexically_normal();
+  // A URI ("s3://bucket/prefix", for an Env over object storage) is taken as written: normalising
+  // it as a local path would fold its "//".
+  const bool is_uri = directory.find("://") != std::string::npos;
+  std::filesystem::path normal = is_uri ? std::filesystem::path(directory)
+                                        : std::filesystem::path(directory).lexically_normal();
   if (!normal.has_filename() && normal.has_parent_path()) normal = normal.parent_path();  // "a/b/"
   const std::string path = normal.string();
   Result<bool> created = env.CreateDirectory(path, permissions);

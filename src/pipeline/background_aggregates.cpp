@@ -117,7 +117,8 @@ Result<std::unique_ptr<BackgroundAggregator>> BackgroundAggregator::Start(
   SKIPPR_ASSIGN_OR_RETURN(
       std::unique_ptr<transform::AggregateProcessor> processor,
       transform::AggregateProcessor::Open(
-          state.store(), state.wal_directory(), pipeline.transform.aggregates, {},
+          state.store(), state.wal_directory(), pipeline.transform.aggregates,
+          {.wal_env = &state.wal_env()},
           [&state, pipeline_name, data_sink] {
             return ReadLandedBaseline(state, pipeline_name, data_sink);
           }));

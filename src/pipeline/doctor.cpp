@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 
+#include "aws/aws.hpp"
 #include "core/disk.hpp"
 #include "pipeline/pipeline.hpp"
 #include "sinks/sinks.hpp"
@@ -115,6 +116,31 @@ DoctorCheck CheckDataSinkKind(const config::Config& config,
 
 }  // namespace
 
+// With WAL_STORAGE=s3: the pipeline's WAL prefix can be listed and written (a probe object, put
+// and deleted), as every commit and reclaim will.
+DoctorCheck CheckWalBucket(const config::PipelineConfig& pipeline) {
+  static const ProcessEnvironment environment;
+  const auto fail = [&](const std::string& why) {
+    return DoctorCheck{false, fmt::format("pipeline '{}': WAL_STORAGE=s3: {}", pipeline.name, why)};
+  };
+  Result<std::pair<std::string, std::string>> location = aws::ParseS3Uri(pipeline.wal_s3_uri);
+  if (!location.ok()) return fail(location.status().message());
+  const auto& [bucket, prefix] = *location;
+  Result<std::unique_ptr<aws::S3Client>> client = aws::S3Client::Open({}, environment);
+  if (!client.ok()) return fail(client.status().message());
+  const std::string probe = prefix + "/.doctor-probe";
+  Status checked = (*client)->ListObjects(bucket, prefix + "/").status();
+  if (checked.ok()) checked = (*client)->PutObject(bucket, probe, "skipprd doctor").status();
+  if (checked.ok()) checked = (*client)->DeleteObject(bucket, probe);
+  if (!checked.ok()) {
+    return fail(fmt::format("cannot list and write {} at {}: {}", pipeline.wal_s3_uri,
+                            (*client)->endpoint(), checked.message()));
+  }
+  return {true, fmt::format("pipeline '{}': WAL segments in {} (listed and written at {}); the "
+                            "store stays under DATA_DIR",
+                            pipeline.name, pipeline.wal_s3_uri, (*client)->endpoint())};
+}
+
 std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
                                          const std::string& default_data_dir) {
   std::vector<DoctorCheck> checks;
@@ -147,6 +173,7 @@ std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
                              aggregate.measures.size())});
     }
     checks.push_back({true, fmt::format("pipeline '{}': skipprd_el_storage_mode=local", name)});
+    if (!pipeline.wal_s3_uri.empty()) checks.push_back(CheckWalBucket(pipeline));
   }
   // Sources with a server (Postgres): reachable with their TLS settings, tables readable, and
   // what change data capture needs.

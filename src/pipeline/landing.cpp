@@ -215,7 +215,7 @@ Result<std::vector<std::shared_ptr<const Batch>>> ReadLandingSlices(
     }
     if (!reader || reader->header().segment_id != slice.segment_id) {
       SKIPPR_ASSIGN_OR_RETURN(reader,
-                              wal::OpenSegment(state.wal_directory(), entry->second, &state.env()));
+                              wal::OpenSegment(state.wal_directory(), entry->second, &state.wal_env()));
     }
     SKIPPR_ASSIGN_OR_RETURN(Batch batch, reader->ReadSlice(slice.ordinal));
     SKIPPR_CHECK(batch.namespace_name == landing.namespace_name);
@@ -276,7 +276,7 @@ Result<uint64_t> RecordLanding(PipelineState& state, const config::PipelineConfi
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   CrashPoint("landing.after_store_commit");
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.wal_env()));
   }
   return reclaimed.size();
 }
@@ -461,7 +461,7 @@ Result<uint64_t> ReclaimLandedSegments(PipelineState& state,
   CrashPoint("landing.before_reclaim_commit");
   SKIPPR_RETURN_IF_ERROR(write.Commit());
   for (const wal::SegmentEntry* entry : reclaimed) {
-    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.env()));
+    SKIPPR_RETURN_IF_ERROR(wal::DeleteSegmentFile(state.wal_directory(), *entry, &state.wal_env()));
   }
   spdlog::info("sync {}: reclaimed {} landed segment(s) the aggregate processor has passed",
                pipeline.name, reclaimed.size());

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "aws/aws.hpp"
 #include "core/file.hpp"
 #include "pipeline/shaping.hpp"
 
@@ -96,6 +97,20 @@ std::string StoreDirectory(const std::string& state_dir) {
 }
 }  // namespace
 
+std::string PipelineState::wal_directory() const {
+  if (wal_s3_uri_.empty()) return directory_ + "/wal";
+  return wal_s3_uri_ + "/" + store_->identity().instance_id;
+}
+
+Status PipelineState::OpenWalEnv(const config::PipelineConfig& pipeline) {
+  wal_s3_uri_ = pipeline.wal_s3_uri;
+  if (wal_s3_uri_.empty()) return Status::OK();
+  static const ProcessEnvironment environment;
+  SKIPPR_ASSIGN_OR_RETURN(wal_s3_env_,
+                          aws::S3Env::Open({}, environment, directory_ + "/wal-spool"));
+  return Status::OK();
+}
+
 Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig& pipeline,
                                                     Env* env) {
   PipelineState state;
@@ -113,6 +128,7 @@ Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig
   SKIPPR_ASSIGN_OR_RETURN(state.store_,
                           store::Store::Open({.directory = StoreDirectory(state.directory_),
                                               .env = env}));
+  SKIPPR_RETURN_IF_ERROR(state.OpenWalEnv(pipeline));
   return state;
 }
 
@@ -132,6 +148,7 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
       state.store_,
       store::Store::Open(
           {.directory = StoreDirectory(state.directory_), .env = env, .syncs_directory = false}));
+  SKIPPR_RETURN_IF_ERROR(state.OpenWalEnv(pipeline));
   return state;
 }
 

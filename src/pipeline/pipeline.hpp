@@ -37,13 +37,21 @@ class PipelineState {
   store::Store& store() { return *store_; }
   Env& env() const { return *env_; }
   const std::string& directory() const { return directory_; }
-  std::string wal_directory() const { return directory_ + "/wal"; }
+  // Where the WAL segments are, and the Env they are read and written through: <state dir>/wal
+  // through `env`, or with WAL_STORAGE=s3 a directory of the bucket per store instance (a store
+  // rebuilt from nothing never touches an earlier one's segments) through an S3Env.
+  std::string wal_directory() const;
+  Env& wal_env() const { return wal_s3_env_ ? *wal_s3_env_ : *env_; }
   // Where a source spills what it cannot commit yet; only this process's, emptied as it starts.
   std::string scratch_directory() const { return directory_ + "/spill"; }
 
  private:
+  Status OpenWalEnv(const config::PipelineConfig& pipeline);
+
   std::string directory_;
   Env* env_ = Env::Default();
+  std::string wal_s3_uri_;
+  std::unique_ptr<Env> wal_s3_env_;
   std::optional<store::WriterLease> lease_;
   std::unique_ptr<store::Store> store_;
 };

@@ -224,7 +224,7 @@ class PipelineTables {
     if (it == pin_->segment_files.end()) {
       // A statement may read a few columns of a few slices: each read checks what it reads.
       Result<wal::SegmentReader> reader = wal::OpenSegment(
-          state_->wal_directory(), entry, &state_->env(), wal::SegmentVerification::kEachRead);
+          state_->wal_directory(), entry, &state_->wal_env(), wal::SegmentVerification::kEachRead);
       Result<std::shared_ptr<const wal::SegmentReader>> shared =
           reader.ok() ? Result<std::shared_ptr<const wal::SegmentReader>>(
                             std::make_shared<const wal::SegmentReader>(std::move(reader).value()))

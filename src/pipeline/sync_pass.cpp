@@ -238,7 +238,7 @@ class SyncPass {
     disk_gate_.emplace(pipeline_.name, pipeline_.data_dir, disk_rule);
     SKIPPR_ASSIGN_OR_RETURN(wal_, wal::Wal::Open(state_.wal_directory(), pipeline_.name,
                                                  state_.store(), &result_.recovery,
-                                                 {.env = &state_.env()}));
+                                                 {.env = &state_.wal_env()}));
     if (!pipeline_.transform.aggregates.empty()) {
       SKIPPR_ASSIGN_OR_RETURN(aggregator_, BackgroundAggregator::Start(state_, config_, pipeline_));
     }

@@ -1360,7 +1360,7 @@ Result<int64_t> AggregateProcessor::ProcessAggregate(const config::AggregateConf
     // Only the key and measure columns are read, and each frame read is checked: the landing,
     // which reads every byte, verifies the whole file.
     SKIPPR_ASSIGN_OR_RETURN(wal::SegmentReader reader,
-                            wal::OpenSegment(wal_directory_, segment, Env::Default(),
+                            wal::OpenSegment(wal_directory_, segment, options_.wal_env,
                                              wal::SegmentVerification::kEachRead));
     SKIPPR_CHECK(reader.slices().size() == segment.slices.size());
     const uint32_t slice_count = static_cast<uint32_t>(segment.slices.size());

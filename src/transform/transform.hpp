@@ -196,6 +196,7 @@ struct ProcessorOptions {
   // commit, and crash, often.
   int64_t rows_per_transaction = 1'048'576;
   size_t keys_per_transaction = 262'144;
+  Env* wal_env = Env::Default();  // the segment files' I/O (an S3Env with WAL_STORAGE=s3)
 };
 
 // The single worker that applies committed WAL slices to every aggregate of a pipeline. Not

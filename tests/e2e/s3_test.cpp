@@ -20,8 +20,8 @@
 #include "core/environment.hpp"
 #include "e2e/process.hpp"
 #include "e2e/skipprd_runner.hpp"
-#include "support/gzip.hpp"
 #include "support/aws_servers.hpp"
+#include "support/gzip.hpp"
 #include "support/scale.hpp"
 
 namespace skippr::testing {
@@ -29,19 +29,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class S3SourceE2e : public ::testing::Test {
+class S3SourceE2e : public ServerSuite<S3SourceE2e, S3Server> {
+ public:
+  static std::unique_ptr<S3Server> StartServer(std::string* why_not) {
+    return S3Server::Start(why_not, {.fault_proxy = true});
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    std::string why_not;
-    server_ = S3Server::Start(&why_not, {.fault_proxy = true}).release();
-    ASSERT_NE(server_, nullptr) << why_not;
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     server_->InjectFaults(nlohmann::json::object());
     bucket_ = "source-" + std::to_string(++buckets_);
     server_->CreateBucket(bucket_);
@@ -95,7 +92,6 @@ pipelines:
                     "events.events");
   }
 
-  static S3Server* server_;
   static int buckets_;
   TempDir dir_;
   std::string bucket_;
@@ -103,7 +99,6 @@ pipelines:
   std::unique_ptr<aws::S3Client> client_;
 };
 
-S3Server* S3SourceE2e::server_ = nullptr;
 int S3SourceE2e::buckets_ = 0;
 
 std::vector<std::string> Expected(int64_t rows, int64_t checksum) {
@@ -217,6 +212,138 @@ pipelines:
   ProcessResult down = Skipprd(dir_, {"doctor"}, unreachable);
   EXPECT_NE(down.exit_code, 0);
   EXPECT_THAT(down.out + down.err, HasSubstr(unreachable["AWS_ENDPOINT_URL_S3"]));
+}
+
+// ----- WAL_STORAGE=s3: the segments in a bucket
+// ---------------------------------------------------
+
+class WalOnS3E2e : public S3SourceE2e {
+ protected:
+  void SetUp() override {
+    S3SourceE2e::SetUp();
+    if (HasFatalFailure()) return;
+    wal_bucket_ = "wal-" + bucket_;
+    server_->CreateBucket(wal_bucket_);
+  }
+
+  // A File source over input/ (written by WriteInput), with a lake sink or none.
+  void WriteFileConfig(bool has_sink) {
+    dir_.Write("skippr.yml",
+               fmt::format(R"(data_sources:
+  files:
+    File: {{path: input}}
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: "file://{}/warehouse"
+      commit_interval_seconds: 1
+pipelines:
+  events:
+    data_source: data_sources.files
+{})",
+                           dir_.path(), has_sink ? "    data_sink: data_sinks.lake\n" : ""));
+  }
+
+  std::map<std::string, std::string> WalEnv(std::map<std::string, std::string> extra = {}) const {
+    auto env = Env({{"WAL_STORAGE", "s3"}, {"SKIPPR_WAL_S3_BUCKET", wal_bucket_}});
+    env.insert(extra.begin(), extra.end());
+    return env;
+  }
+
+  // The segment objects of the pipeline in the WAL bucket.
+  size_t SegmentObjects() {
+    size_t count = 0;
+    EXPECT_TRUE(client_
+                    ->ForEachObject(wal_bucket_, "default/default/events/segments/",
+                                    [&](const aws::ObjectInfo& object) {
+                                      count += object.key.ends_with(".seg");
+                                      return Status::OK();
+                                    })
+                    .ok());
+    return count;
+  }
+
+  std::vector<std::string> QueryWithWal(const std::string& sql) {
+    ProcessResult result = Skipprd(dir_, {"query", "--plain", "--sql", sql}, WalEnv());
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    const nlohmann::json answer = nlohmann::json::parse(result.out, nullptr, false);
+    std::vector<std::string> row;
+    if (answer.is_object() && !answer["rows"].empty()) {
+      for (const auto& value : answer["rows"][0]) row.push_back(value.get<std::string>());
+    }
+    return row;
+  }
+
+  std::string wal_bucket_;
+};
+
+TEST_F(WalOnS3E2e, WithoutASinkTheWalIsTheDatasetAndQueryReadsItFromTheBucket) {
+  WriteFileConfig(/*has_sink=*/false);
+  const int64_t rows = 30000;
+  const int64_t checksum = WriteInput(dir_, 6, rows);
+  ProcessResult sync = Skipprd(dir_, {"sync", "-p", "events", "--once"},
+                               WalEnv({{"BUFFER_THRESHOLD_BYTES", "300000"}}));
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  EXPECT_GT(SegmentObjects(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("data/events/wal"))) << "no segment on local disk";
+  EXPECT_EQ(QueryWithWal("SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                         "events.events"),
+            Expected(rows, checksum));
+}
+
+TEST_F(WalOnS3E2e, DoctorListsAndWritesTheWalPrefixOrNamesWhyItCannot) {
+  WriteFileConfig(/*has_sink=*/false);
+  ProcessResult healthy = Skipprd(dir_, {"doctor"}, WalEnv());
+  EXPECT_THAT(healthy.out, HasSubstr(fmt::format(
+                               "pipeline 'events': WAL segments in s3://{}/default/default/events/"
+                               "segments (listed and written at {})",
+                               wal_bucket_, server_->endpoint())));
+  auto missing = WalEnv();
+  missing["SKIPPR_WAL_S3_BUCKET"] = "no-such-wal-bucket";
+  ProcessResult broken = Skipprd(dir_, {"doctor"}, missing);
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_THAT(broken.out, HasSubstr("WAL_STORAGE=s3: cannot list and write "
+                                    "s3://no-such-wal-bucket/default/default/events/segments"));
+  EXPECT_THAT(broken.out, HasSubstr("the bucket does not exist"));
+}
+
+TEST_F(WalOnS3E2e, EveryRowLandsExactlyOnceAcrossKillsCrashPointsAndLostAnswers) {
+  WriteFileConfig(/*has_sink=*/true);
+  int64_t rows = Scaled(150000, 10);
+  int64_t checksum = WriteInput(dir_, 10, rows);
+  // Every seventh request fails with a 500 and every fifth write's answer is lost after it took
+  // effect, through every run below.
+  server_->InjectFaults({{"status_every", 7}, {"status", 500}, {"lose_put_every", 5}});
+  const auto small_buffers = WalEnv({{"BUFFER_THRESHOLD_BYTES", "1000000"}});
+  std::mt19937 random(20261206);
+  std::uniform_int_distribution<int> delay_ms(100, 900);
+  for (int kill = 0; kill < 20; ++kill) {
+    SyncAndKillAfter(dir_, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
+  }
+  // Killed at each moment of a commit to the bucket: the segment uploaded and the store not yet
+  // told, and so on.
+  for (const std::string point :
+       {"wal.after_segment_write", "wal.after_fdatasync", "wal.after_store_commit",
+        "landing.before_store_commit", "landing.after_store_commit"}) {
+    const int64_t extra = 2000;
+    checksum += WriteInput(dir_, 2, extra, rows, "extra-" + point);
+    rows += extra;
+    auto env = small_buffers;
+    env["SKIPPR_CRASH_POINT"] = point;
+    ProcessResult crashed = Skipprd(dir_, {"sync", "-p", "events", "--once"}, env);
+    EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << point << " was not reached\n" << crashed.err;
+  }
+  ProcessResult final_run = Skipprd(dir_, {"sync", "-p", "events", "--once"}, WalEnv());
+  ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+  const nlohmann::json faults = server_->FaultCounters();
+  EXPECT_GT(faults["lost_puts"].get<int>(), 0) << faults;
+  EXPECT_GT(faults["statuses"].get<int>(), 0) << faults;
+  EXPECT_EQ(SegmentObjects(), 0u) << "landed segments are deleted from the bucket";
+  EXPECT_EQ(QueryWithWal("SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                         "events.events"),
+            Expected(rows, checksum));
+  const nlohmann::json table = ReadWithIcebird(dir_.path() + "/warehouse", "default", "events");
+  EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // when it cannot start: scripts/setup.sh installs it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -71,6 +73,26 @@ class DynamoServer {
   DynamoServer() = default;
   TempDir dir_;
   NodeProcess server_;
+};
+
+// A test suite's server: started before its first test by `Suite::StartServer(&why_not)`, stopped
+// after its last; each test of a suite whose server did not start fails saying why. A suite derives
+// as `class S : public ServerSuite<S, S3Server>` and calls ServerSuite::SetUp from its own.
+template <typename Suite, typename Server>
+class ServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    why_not_.clear();
+    server_ = Suite::StartServer(&why_not_).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << why_not_; }
+
+  static inline Server* server_ = nullptr;
+  static inline std::string why_not_;
 };
 
 }  // namespace skippr::testing

@@ -922,14 +922,27 @@ TEST(ConfigEngine, SkipprBlockWithEnvironmentFallbacks) {
       HasSubstr("skippr.yml: SKIPPR_STORE_TYPE: store type 'cloud-tables' is not available"));
 }
 
-TEST(ConfigEngine, AWalStorageThisBuildCannotHonourFailsStartupInsteadOfBeingIgnored) {
-  EXPECT_TRUE(Parse("", {{"WAL_STORAGE", "disk"}}).ok());
-  EXPECT_TRUE(Parse("", {{"WAL_STORAGE", ""}}).ok());
+TEST(ConfigEngine, WalStorageIsDiskOrS3WithABucketAndAnythingElseFailsStartup) {
+  EXPECT_EQ(ParseOk("", {{"WAL_STORAGE", "disk"}}).skippr.wal_storage, WalStorage::kDisk);
+  EXPECT_EQ(ParseOk("", {{"WAL_STORAGE", ""}}).skippr.wal_storage, WalStorage::kDisk);
   EXPECT_THAT(ErrorOf("", {{"WAL_STORAGE", "s3"}}),
-              HasSubstr("skippr.yml: WAL_STORAGE: 's3' is not available in this build: the WAL "
-                        "is kept on local disk under DATA_DIR"));
+              HasSubstr("skippr.yml: WAL_STORAGE: 's3' needs a bucket for the segments: set "
+                        "SKIPPR_WAL_S3_BUCKET"));
+  EXPECT_THAT(ErrorOf("", {{"WAL_STORAGE", "clustered"}}),
+              HasSubstr("WAL_STORAGE: 'clustered' is not available in this build"));
   EXPECT_THAT(ErrorOf("", {{"WAL_STORAGE", "tape"}}),
-              HasSubstr("WAL_STORAGE: 'tape' is not a WAL storage: use disk"));
+              HasSubstr("WAL_STORAGE: 'tape' is not a WAL storage: use disk (the default) or s3"));
+
+  // Segments under <tenant>/<workspace>/<pipeline>/segments of the WAL bucket, which falls back
+  // to skippr_s3_bucket.
+  const std::string yaml = std::string(Yaml(kMinimal)) + "skippr:\n  tenant: acme\n";
+  Config dedicated = ParseOk(yaml, {{"WAL_STORAGE", "s3"}, {"SKIPPR_WAL_S3_BUCKET", "wal"},
+                                    {"SKIPPR_S3_BUCKET", "state"}});
+  EXPECT_EQ(dedicated.skippr.wal_storage, WalStorage::kS3);
+  EXPECT_EQ(dedicated.pipelines.at("rides").wal_s3_uri, "s3://wal/acme/default/rides/segments");
+  Config shared = ParseOk(yaml, {{"WAL_STORAGE", "s3"}, {"SKIPPR_S3_BUCKET", "state"}});
+  EXPECT_EQ(shared.pipelines.at("rides").wal_s3_uri, "s3://state/acme/default/rides/segments");
+  EXPECT_EQ(ParseOk(yaml).pipelines.at("rides").wal_s3_uri, "");
 }
 
 // ----- transform ------------------------------------------------------------------------------

@@ -14,19 +14,16 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-class DynamoClientTest : public ::testing::Test {
+class DynamoClientTest : public testing::ServerSuite<DynamoClientTest, testing::DynamoServer> {
+ public:
+  static std::unique_ptr<testing::DynamoServer> StartServer(std::string* why_not) {
+    return testing::DynamoServer::Start(why_not);
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    std::string why_not;
-    server_ = testing::DynamoServer::Start(&why_not).release();
-    ASSERT_NE(server_, nullptr) << why_not;
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     environment_ = MapEnvironment(server_->ClientEnvironment());
     auto client = DynamoClient::Open({}, environment_);
     ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -42,14 +39,12 @@ class DynamoClientTest : public ::testing::Test {
     return {{"pk", {{"S", pk}}}, {"sk", {{"S", sk}}}, {"value", {{"S", value}}}};
   }
 
-  static testing::DynamoServer* server_;
   static int tables_;
   MapEnvironment environment_;
   std::unique_ptr<DynamoClient> client_;
   std::string table_;
 };
 
-testing::DynamoServer* DynamoClientTest::server_ = nullptr;
 int DynamoClientTest::tables_ = 0;
 
 TEST_F(DynamoClientTest, ATableIsCreatedOnceAndAConditionalPutRefusesASecondWriter) {

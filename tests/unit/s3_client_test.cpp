@@ -17,19 +17,16 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class S3ClientTest : public ::testing::Test {
+class S3ClientTest : public testing::ServerSuite<S3ClientTest, testing::S3Server> {
+ public:
+  static std::unique_ptr<testing::S3Server> StartServer(std::string* why_not) {
+    return testing::S3Server::Start(why_not);
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    std::string why_not;
-    server_ = testing::S3Server::Start(&why_not).release();
-    ASSERT_NE(server_, nullptr) << why_not;
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     bucket_ = "bucket-" + std::to_string(++bucket_count_);
     server_->CreateBucket(bucket_);
     client_ = Open({});
@@ -42,14 +39,12 @@ class S3ClientTest : public ::testing::Test {
     return client.ok() ? std::move(client).value() : nullptr;
   }
 
-  static testing::S3Server* server_;
   static int bucket_count_;
   MapEnvironment environment_;
   std::string bucket_;
   std::unique_ptr<S3Client> client_;
 };
 
-testing::S3Server* S3ClientTest::server_ = nullptr;
 int S3ClientTest::bucket_count_ = 0;
 
 TEST_F(S3ClientTest, PutGetHeadAndDeleteRoundTripAnyKey) {
@@ -229,20 +224,18 @@ TEST_F(S3ClientTest, AnUnreachableEndpointGivesUpNamingItAfterTheRetries) {
 
 // ----- faults, injected by the proxy in front of the server ------------------------------------
 
-class S3ClientFaults : public ::testing::Test {
+class S3ClientFaults : public testing::ServerSuite<S3ClientFaults, testing::S3Server> {
+ public:
+  static std::unique_ptr<testing::S3Server> StartServer(std::string* why_not) {
+    auto server = testing::S3Server::Start(why_not, {.fault_proxy = true});
+    if (server) server->CreateBucket("faults");
+    return server;
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    std::string why_not;
-    server_ = testing::S3Server::Start(&why_not, {.fault_proxy = true}).release();
-    ASSERT_NE(server_, nullptr) << why_not;
-    server_->CreateBucket("faults");
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     server_->InjectFaults(nlohmann::json::object());
     environment_ = MapEnvironment(server_->ClientEnvironment());
     S3Options options;
@@ -253,12 +246,9 @@ class S3ClientFaults : public ::testing::Test {
     client_ = std::move(client).value();
   }
 
-  static testing::S3Server* server_;
   MapEnvironment environment_;
   std::unique_ptr<S3Client> client_;
 };
-
-testing::S3Server* S3ClientFaults::server_ = nullptr;
 
 std::string RandomBytes(size_t size, uint64_t seed) {
   std::string bytes(size, '\0');

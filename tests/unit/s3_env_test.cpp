@@ -18,20 +18,19 @@ namespace {
 
 using ::testing::UnorderedElementsAre;
 
-class EnvConformance : public ::testing::TestWithParam<std::string> {
+class EnvConformance : public testing::ServerSuite<EnvConformance, testing::S3Server>,
+                       public ::testing::WithParamInterface<std::string> {
+ public:
+  static std::unique_ptr<testing::S3Server> StartServer(std::string* why_not) {
+    auto server = testing::S3Server::Start(why_not);
+    if (server) server->CreateBucket("env");
+    return server;
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    std::string why_not;
-    server_ = testing::S3Server::Start(&why_not).release();
-    ASSERT_NE(server_, nullptr) << why_not;
-    server_->CreateBucket("env");
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
     if (GetParam() == "posix") {
       env_ = Env::Default();
       root_ = dir_.Sub("root");
@@ -65,14 +64,11 @@ class EnvConformance : public ::testing::TestWithParam<std::string> {
     return bytes.ok() ? *bytes : "";
   }
 
-  static testing::S3Server* server_;
   testing::TempDir dir_;
   std::unique_ptr<S3Env> s3_env_;
   Env* env_ = nullptr;
   std::string root_;
 };
-
-testing::S3Server* EnvConformance::server_ = nullptr;
 
 TEST_P(EnvConformance, WhatIsWrittenAndSyncedReadsBackWholeAndInRanges) {
   std::string bytes(7 << 20, '\0');  // over a part: uploaded in parts on S3
