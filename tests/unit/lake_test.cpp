@@ -419,8 +419,9 @@ TEST_F(LakeMerge, ExpiryRemovesTheFilesNoKeptSnapshotHasLive) {
 }
 
 // Maintenance writes the rewritten rows as files of about the target size: past it, DuckDB starts
-// the next file at the end of a row group (122,880 rows), so 250,000 rows under a tiny target are
-// three files, which read as the table.
+// the next file at the end of a row group (at most 122,880 rows), so 250,000 rows under a tiny
+// target are several files — how many depends on how DuckDB's threads cut the row groups (three
+// when one thread writes, two seen on a loaded machine) — which read as the table.
 TEST_F(LakeMerge, MaintenanceWritesFilesOfTheTargetSize) {
   TableRows expected;
   std::vector<Change> many;
@@ -437,9 +438,11 @@ TEST_F(LakeMerge, MaintenanceWritesFilesOfTheTargetSize) {
   ASSERT_TRUE(outcome->committed);
   snapshot_ = outcome->snapshot;
   EXPECT_EQ(outcome->data_files_rewritten, 1) << "the landing of the changes has no deleted row";
-  EXPECT_EQ(outcome->data_files_written, 3);
+  EXPECT_GE(outcome->data_files_written, 2) << "250,000 rows do not fit in one row group";
   EXPECT_EQ(outcome->rows_written, 249'998) << "the first file's rows but the two changed";
-  EXPECT_EQ(CurrentMetadata().CurrentSnapshot()->summary.at("total-data-files"), "4");
+  EXPECT_EQ(CurrentMetadata().CurrentSnapshot()->summary.at("total-data-files"),
+            std::to_string(outcome->data_files_written + 1))
+      << "the rewritten files and the second landing's";
   EXPECT_EQ(ReadWithQuery(), expected);
 }
 
