@@ -2,7 +2,7 @@
 // (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way
 // the AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
 //
-//   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 → AWS_ENDPOINT_URL → AWS's own
+//   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 (_DYNAMODB) → AWS_ENDPOINT_URL → AWS
 //   region       the connector's region → AWS_REGION → AWS_DEFAULT_REGION → us-east-1
 //   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) → the shared
 //                credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
@@ -107,6 +107,11 @@ using ByteSink = std::function<Status(std::string_view bytes)>;
 // Supplies a multipart upload's bytes: fills `buffer` with up to `capacity` bytes, 0 at the end.
 using ByteSource = std::function<Result<size_t>(char* buffer, size_t capacity)>;
 
+// A new unlinked file in `directory` (created when missing), open for reading and writing, for an
+// object on its way in or out: nothing is left on disk however the process ends. Its descriptor
+// belongs to the caller. Failures are IOError, never NotFound (which would say an object is gone).
+Result<int> OpenSpoolFile(const std::string& directory);
+
 // "s3://bucket/key" for messages.
 std::string S3Uri(std::string_view bucket, std::string_view key);
 
@@ -147,6 +152,10 @@ class S3Client {
   Status GetObject(const std::string& bucket, const std::string& key, const ByteSink& sink,
                    uint64_t offset = 0, const std::string& if_match = "",
                    uint64_t length = UINT64_MAX);
+  // The object's bytes (pinned to `if_match` when given) written into `fd` from its offset 0;
+  // the bytes written. Errors as GetObject's.
+  Result<uint64_t> DownloadInto(int fd, const std::string& bucket, const std::string& key,
+                                const std::string& if_match = "");
   // A small object whole (metadata, tests).
   Result<std::string> GetObjectText(const std::string& bucket, const std::string& key);
 

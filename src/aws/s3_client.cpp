@@ -1,7 +1,10 @@
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "aws/internal/http.hpp"
 #include "aws/internal/service.hpp"
@@ -66,6 +69,20 @@ Status ErrorStatus(std::string_view operation, const std::string& uri, const Htt
 
 }  // namespace
 
+Result<int> OpenSpoolFile(const std::string& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  std::string pattern = directory + "/s3-spool-XXXXXX";
+  const int fd = ::mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const Status failed =
+        ErrnoStatus(errno, fmt::format("cannot create a spool file in {}", directory));
+    return Status::IOError(failed.message());
+  }
+  ::unlink(pattern.c_str());
+  return fd;
+}
+
 std::string S3Uri(std::string_view bucket, std::string_view key) {
   return fmt::format("s3://{}/{}", bucket, key);
 }
@@ -113,7 +130,8 @@ struct S3Client::Impl {
     request.body = body;
     request.headers.push_back("x-amz-content-sha256: " +
                               (body.empty() ? kEmptyPayloadSha256 : Sha256Hex(body)));
-    // Unsigned when there are no credentials anywhere, as a public bucket (the seeds' sample) needs.
+    // Unsigned when there are no credentials anywhere, as a public bucket (the seeds' sample)
+    // needs.
     SKIPPR_ASSIGN_OR_RETURN(request.signing, setup->SigningFor("s3", /*allows_anonymous=*/true));
     request.connect_timeout = options.connect_timeout;
     request.stall_timeout = options.stall_timeout;
@@ -156,10 +174,9 @@ Result<std::unique_ptr<S3Client>> S3Client::Open(const S3Options& options,
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   SKIPPR_ASSIGN_OR_RETURN(
-      impl->setup,
-      internal::ServiceSetup::Resolve("S3", options.region, options.endpoint_url,
-                                      {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"},
-                                      "https://s3.{}.amazonaws.com", environment));
+      impl->setup, internal::ServiceSetup::Resolve("S3", options.region, options.endpoint_url,
+                                                   {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"},
+                                                   "https://s3.{}.amazonaws.com", environment));
   impl->path_style = options.path_style.value_or(impl->setup->is_custom_endpoint());
   return std::unique_ptr<S3Client>(new S3Client(std::move(impl)));
 }
@@ -290,6 +307,25 @@ Status S3Client::GetObject(const std::string& bucket, const std::string& key, co
                                          impl_->options.retry.max_attempts));
 }
 
+Result<uint64_t> S3Client::DownloadInto(int fd, const std::string& bucket, const std::string& key,
+                                        const std::string& if_match) {
+  uint64_t written = 0;
+  SKIPPR_RETURN_IF_ERROR(GetObject(
+      bucket, key,
+      [&](std::string_view bytes) {
+        while (!bytes.empty()) {
+          const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(written));
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) return ErrnoStatus(errno, "spooling " + S3Uri(bucket, key));
+          bytes.remove_prefix(static_cast<size_t>(n));
+          written += static_cast<uint64_t>(n);
+        }
+        return Status::OK();
+      },
+      0, if_match));
+  return written;
+}
+
 Result<std::string> S3Client::GetObjectText(const std::string& bucket, const std::string& key) {
   std::string text;
   SKIPPR_RETURN_IF_ERROR(GetObject(bucket, key, [&](std::string_view bytes) {
@@ -411,9 +447,9 @@ Status S3Client::CopyObject(const std::string& bucket, const std::string& from_k
       }));
   // A copy can fail after its 200 has been sent: the error is then in the body.
   if (response.body.find("<Error>") != std::string::npos) {
-    return Status::IOError(fmt::format(
-        "copy {} to {}: {}", S3Uri(bucket, from_key), uri,
-        internal::XmlText(response.body, "Message").value_or(response.body)));
+    return Status::IOError(
+        fmt::format("copy {} to {}: {}", S3Uri(bucket, from_key), uri,
+                    internal::XmlText(response.body, "Message").value_or(response.body)));
   }
   return Status::OK();
 }

@@ -32,20 +32,6 @@ std::string DirectoryPrefix(const Location& location) {
   return location.key + "/";
 }
 
-Result<int> OpenSpool(const std::string& directory) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  std::string pattern = directory + "/s3-file-XXXXXX";
-  const int fd = mkostemp(pattern.data(), O_CLOEXEC);
-  if (fd < 0) {
-    const Status failed =
-        ErrnoStatus(errno, fmt::format("cannot create a spool file in {}", directory));
-    return Status::IOError(failed.message());
-  }
-  ::unlink(pattern.c_str());
-  return fd;
-}
-
 }  // namespace
 
 struct S3Env::Impl {
@@ -219,20 +205,6 @@ class S3SequentialFile final : public SequentialFile {
   uint64_t offset_ = 0;
 };
 
-// Downloads the object's bytes into `fd` (a spool being opened for writing).
-Status DownloadInto(S3Client& client, const Location& location, int fd, const std::string& path) {
-  uint64_t offset = 0;
-  return client.GetObject(location.bucket, location.key, [&](std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-      if (n <= 0) return ErrnoStatus(errno, fmt::format("spooling {}", path));
-      bytes.remove_prefix(static_cast<size_t>(n));
-      offset += static_cast<uint64_t>(n);
-    }
-    return Status::OK();
-  });
-}
-
 }  // namespace
 
 S3Env::S3Env(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -265,11 +237,12 @@ Result<std::unique_ptr<WritableFile>> S3Env::OpenWritable(const std::string& pat
   if (options.mode == Mode::kOpenExisting && !exists) {
     return Status::NotFound(fmt::format("cannot open {}: no such object", path));
   }
-  SKIPPR_ASSIGN_OR_RETURN(const int fd, OpenSpool(impl_->spool_directory));
+  SKIPPR_ASSIGN_OR_RETURN(const int fd, OpenSpoolFile(impl_->spool_directory));
   if (exists) {
-    if (Status downloaded = DownloadInto(*client, location, fd, path); !downloaded.ok()) {
+    if (Result<uint64_t> downloaded = client->DownloadInto(fd, location.bucket, location.key);
+        !downloaded.ok()) {
       ::close(fd);
-      return downloaded;
+      return downloaded.status();
     }
   }
   // A new file exists from its open on, as an empty object, like one a POSIX open creates.

@@ -60,33 +60,6 @@ bool IsSkippedKey(std::string_view key_below_prefix) {
   return false;
 }
 
-// An unlinked file in `directory` (created when missing), open for reading and writing: nothing
-// is left behind however the process ends. Never NotFound, which would mean the object is gone.
-Result<int> OpenSpoolFile(const std::string& directory) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  std::string pattern = directory + "/s3-object-XXXXXX";
-  const int fd = mkostemp(pattern.data(), O_CLOEXEC);
-  if (fd < 0) {
-    const Status failed =
-        ErrnoStatus(errno, fmt::format("cannot create a spool file in {}", directory));
-    return failed.code() == StatusCode::kNotFound ? Status::IOError(failed.message()) : failed;
-  }
-  ::unlink(pattern.c_str());
-  return fd;
-}
-
-Status WriteAll(int fd, uint64_t offset, std::string_view bytes, const std::string& what) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(errno, fmt::format("cannot spool {}", what));
-    bytes.remove_prefix(static_cast<size_t>(n));
-    offset += static_cast<uint64_t>(n);
-  }
-  return Status::OK();
-}
-
 // One object downloaded into a spool file: the descriptor, or why not.
 using Download = Result<int>;
 
@@ -183,33 +156,25 @@ class S3Objects final : public internal::FileCatalog {
   Download Fetch(aws::S3Client& client, const std::string& name,
                  const internal::FileVersion& version) const {
     const std::string key = name.substr(aws::S3Uri(bucket_, "").size());
-    SKIPPR_ASSIGN_OR_RETURN(const int fd, OpenSpoolFile(spool_directory_));
+    SKIPPR_ASSIGN_OR_RETURN(const int fd, aws::OpenSpoolFile(spool_directory_));
     spdlog::debug("downloading {} ({} bytes, ETag {})", name, version.size_bytes, version.etag);
-    uint64_t written = 0;
-    const Status fetched = client.GetObject(
-        bucket_, key,
-        [&](std::string_view bytes) {
-          SKIPPR_RETURN_IF_ERROR(WriteAll(fd, written, bytes, name));
-          written += bytes.size();
-          return Status::OK();
-        },
-        0, version.etag);
+    const Result<uint64_t> fetched = client.DownloadInto(fd, bucket_, key, version.etag);
     if (!fetched.ok()) {
       ::close(fd);
-      if (fetched.code() == StatusCode::kNotFound) {
+      if (fetched.status().code() == StatusCode::kNotFound) {
         return Status::NotFound(fmt::format("object {} is gone since it was listed", name));
       }
-      if (fetched.code() == StatusCode::kConflict) {
+      if (fetched.status().code() == StatusCode::kConflict) {
         return Status::NotFound(fmt::format(
             "object {} was replaced since it was listed (the next pass reads the new one)", name));
       }
-      return fetched;
+      return fetched.status();
     }
-    if (written != version.size_bytes) {
+    if (*fetched != version.size_bytes) {
       ::close(fd);
       return Status::IOError(fmt::format(
           "object {}: {} bytes arrived where the listing said {}; the next pass tries again", name,
-          written, version.size_bytes));
+          *fetched, version.size_bytes));
     }
     return fd;
   }
