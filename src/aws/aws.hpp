@@ -2,7 +2,8 @@
 // (CURLOPT_AWS_SIGV4): no signer of our own. Endpoints, region and credentials are found the way
 // the AWS SDKs find them, so a machine set up for the AWS CLI works unchanged:
 //
-//   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 (_DYNAMODB) → AWS_ENDPOINT_URL → AWS
+//   endpoint     the connector's endpoint_url → AWS_ENDPOINT_URL_S3 (or _DYNAMODB) →
+//                AWS_ENDPOINT_URL → AWS's own
 //   region       the connector's region → AWS_REGION → AWS_DEFAULT_REGION → us-east-1
 //   credentials  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) → the shared
 //                credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
