@@ -179,12 +179,12 @@ TableCounts CountTable(const std::string& table_location) {
   counts.snapshots = current.metadata.snapshots.size();
   counts.rows = std::stoull(snapshot->summary.at("total-records"));
   const iceberg::ManifestList list = OrFail(
-      iceberg::ReadManifestList(OrFail(iceberg::LocalPathOfUri(snapshot->manifest_list), "uri")),
+      iceberg::ReadManifestList(OrFail(iceberg::EnvPathOfUri(snapshot->manifest_list), "uri")),
       "reading the manifest list");
   for (const iceberg::ManifestFile& manifest_file : list.manifests) {
     ++counts.manifests;
     const iceberg::Manifest manifest =
-        OrFail(iceberg::ReadManifest(OrFail(iceberg::LocalPathOfUri(manifest_file.manifest_path),
+        OrFail(iceberg::ReadManifest(OrFail(iceberg::EnvPathOfUri(manifest_file.manifest_path),
                                             "uri"),
                                      manifest_file.manifest_length),
                "reading a manifest");

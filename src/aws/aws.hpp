@@ -182,6 +182,12 @@ class S3Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where an S3Env keeps local copies of objects read or written by name (below).
+struct LocalCopyOptions {
+  std::string directory;  // empty: LocalPathFor* are NotSupported
+  uint64_t max_bytes = uint64_t{4} << 30;
+};
+
 // An Env (core/env.hpp) over S3, for the components that write their files through an Env: paths
 // are s3://bucket/key URIs. A file is an object:
 //   - a file open for writing is spooled to an unlinked local file and uploaded whole (multipart
@@ -193,14 +199,19 @@ class S3Client {
 //     ListDirectory lists one level below the prefix;
 //   - a rename is a server-side copy then a delete: the new name appears whole, and for a moment
 //     both names exist; RemoveFile of a missing object is OK;
-//   - locks are NotSupported (a writer lease on S3 lives in the store).
+//   - locks are NotSupported (a writer lease on S3 lives in the store);
+//   - files another component writes or reads by name (DuckDB's Parquet files) have local copies
+//     at {LocalCopyOptions::directory}/{bucket}/{key}: LocalPathForWriting hands out the copy's
+//     path and SyncFile uploads it; LocalPathForReading downloads the object unless the copy has
+//     its size. The copies are a cache, trimmed to max_bytes least recently used first.
 // Thread-safe as Env asks: each operation borrows a client (a connection) from a pool.
 class S3Env final : public Env {
  public:
   // `spool_directory`: a local directory for files open for writing (created when missing).
   static Result<std::unique_ptr<S3Env>> Open(const S3Options& options,
                                              const Environment& environment,
-                                             std::string spool_directory);
+                                             std::string spool_directory,
+                                             LocalCopyOptions local_copies = {});
   ~S3Env() override;
 
   Result<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path,
@@ -216,6 +227,8 @@ class S3Env final : public Env {
   Status RemoveFile(const std::string& path) override;
   Status SyncDirectory(const std::string& directory) override;
   Status SyncFile(const std::string& path) override;
+  Result<std::string> LocalPathForWriting(const std::string& path) override;
+  Result<std::string> LocalPathForReading(const std::string& path) override;
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                              uint32_t permissions) override;
 

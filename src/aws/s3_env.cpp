@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include "aws/aws.hpp"
 #include "aws/internal/service.hpp"
@@ -38,8 +39,11 @@ struct S3Env::Impl {
   S3Options options;
   MapEnvironment environment;
   std::string spool_directory;
+  LocalCopyOptions local_copies;
   std::mutex mutex;
   std::vector<std::unique_ptr<S3Client>> idle;
+  // Local paths (files or directories) handed out for writing and not yet uploaded: never evicted.
+  std::set<std::string> being_written;
 
   // A client of the pool, back in it when the lease ends.
   class Lease {
@@ -79,6 +83,22 @@ struct S3Env::Impl {
 namespace {
 
 using Impl = S3Env::Impl;
+
+// Uploads the bytes of the open file `fd` as the object at `location` (multipart when large).
+Status UploadFromDescriptor(S3Client& client, const Location& location, int fd,
+                            const PutOptions& put, std::string_view what) {
+  uint64_t offset = 0;
+  Result<std::string> uploaded = client.UploadObject(
+      location.bucket, location.key,
+      [&](char* buffer, size_t capacity) -> Result<size_t> {
+        const ssize_t n = ::pread(fd, buffer, capacity, static_cast<off_t>(offset));
+        if (n < 0) return ErrnoStatus(errno, fmt::format("reading {}", what));
+        offset += static_cast<uint64_t>(n);
+        return static_cast<size_t>(n);
+      },
+      put);
+  return uploaded.status();
+}
 
 // Writes go to a spool file; Sync and Close upload it whole when it changed since the last upload.
 class S3WritableFile final : public WritableFile {
@@ -124,19 +144,10 @@ class S3WritableFile final : public WritableFile {
   Status Upload() {
     if (!is_dirty_) return Status::OK();
     SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl_->Borrow());
-    uint64_t offset = 0;
     PutOptions put;
     put.if_none_match = creates_new_;
-    Result<std::string> uploaded = client->UploadObject(
-        location_.bucket, location_.key,
-        [&](char* buffer, size_t capacity) -> Result<size_t> {
-          const ssize_t n = ::pread(fd_, buffer, capacity, static_cast<off_t>(offset));
-          if (n < 0) return ErrnoStatus(errno, fmt::format("reading the spool of {}", path()));
-          offset += static_cast<uint64_t>(n);
-          return static_cast<size_t>(n);
-        },
-        put);
-    SKIPPR_RETURN_IF_ERROR(uploaded.status());
+    SKIPPR_RETURN_IF_ERROR(UploadFromDescriptor(*client, location_, fd_, put,
+                                                fmt::format("the spool of {}", path())));
     is_dirty_ = false;
     creates_new_ = false;  // it exists now: later uploads replace our own object
     return Status::OK();
@@ -205,16 +216,120 @@ class S3SequentialFile final : public SequentialFile {
   uint64_t offset_ = 0;
 };
 
+// ----- local copies --------------------------------------------------------------------------
+
+// {local_copies.directory}/{bucket}/{key}. NotSupported when the Env has no such directory.
+Result<std::string> LocalCopyPath(const Impl& impl, const Location& location,
+                                  const std::string& path) {
+  if (impl.local_copies.directory.empty()) {
+    return Status::NotSupported(fmt::format(
+        "{} cannot be written or read by name: this S3 Env keeps no local copies", path));
+  }
+  if (location.key.empty()) {
+    return Status::InvalidArgument(fmt::format("{} names a bucket, not an object", path));
+  }
+  return fmt::format("{}/{}/{}", impl.local_copies.directory, location.bucket, location.key);
+}
+
+Status EnsureParentDirectory(const std::string& local_path) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(local_path).parent_path(), error);
+  if (error) {
+    return Status::IOError(
+        fmt::format("creating the directory of {}: {}", local_path, error.message()));
+  }
+  return Status::OK();
+}
+
+bool IsBeingWritten(const Impl& impl, const std::string& local_path) {
+  for (std::filesystem::path at(local_path); !at.empty() && at != at.root_path();
+       at = at.parent_path()) {
+    if (impl.being_written.contains(at.string())) return true;
+  }
+  return false;
+}
+
+// Removes the least recently used copies (by modification time, which a read refreshes) while
+// the copies hold more than max_bytes; never `keep` nor a copy being written. Best effort: a copy
+// is only a cache of its object.
+void TrimLocalCopies(Impl& impl, const std::string& keep) {
+  namespace fs = std::filesystem;
+  struct Copy {
+    fs::file_time_type modified;
+    uint64_t bytes;
+    std::string path;
+  };
+  std::vector<Copy> copies;
+  uint64_t total_bytes = 0;
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(impl.local_copies.directory, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    if (!it->is_regular_file(error)) continue;
+    const uint64_t bytes = it->file_size(error);
+    total_bytes += bytes;
+    copies.push_back({it->last_write_time(error), bytes, it->path().string()});
+  }
+  if (total_bytes <= impl.local_copies.max_bytes) return;
+  std::sort(copies.begin(), copies.end(),
+            [](const Copy& a, const Copy& b) { return a.modified < b.modified; });
+  std::lock_guard lock(impl.mutex);
+  for (const Copy& copy : copies) {
+    if (total_bytes <= impl.local_copies.max_bytes) break;
+    if (copy.path == keep || IsBeingWritten(impl, copy.path)) continue;
+    if (fs::remove(copy.path, error)) total_bytes -= copy.bytes;
+  }
+}
+
+// Uploads the local copy at `local_path` as the object `location`.
+Status UploadLocalCopy(Impl& impl, const Location& location, const std::string& local_path) {
+  const int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("opening {} to upload it", local_path));
+  Status uploaded = [&] {
+    SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl.Borrow());
+    return UploadFromDescriptor(*client, location, fd, {}, local_path);
+  }();
+  ::close(fd);
+  return uploaded;
+}
+
+// Downloads the object into a new file beside `local_path`, then renames it into place, so that
+// the copy is whole or absent.
+Status DownloadLocalCopy(Impl& impl, const Location& location, const ObjectInfo& object,
+                         const std::string& local_path) {
+  SKIPPR_RETURN_IF_ERROR(EnsureParentDirectory(local_path));
+  const std::string partial = local_path + ".download";
+  const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("creating {}", partial));
+  Status downloaded = [&]() -> Status {
+    SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl.Borrow());
+    SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes,
+                            client->DownloadInto(fd, location.bucket, location.key, object.etag));
+    if (bytes != object.size_bytes) {
+      return Status::IOError(fmt::format("{} changed while it was downloaded to {}",
+                                         S3Uri(location.bucket, location.key), local_path));
+    }
+    return Status::OK();
+  }();
+  ::close(fd);
+  if (downloaded.ok() && ::rename(partial.c_str(), local_path.c_str()) != 0) {
+    downloaded = ErrnoStatus(errno, fmt::format("renaming {} to {}", partial, local_path));
+  }
+  if (!downloaded.ok()) ::unlink(partial.c_str());
+  return downloaded;
+}
+
 }  // namespace
 
 S3Env::S3Env(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 S3Env::~S3Env() = default;
 
 Result<std::unique_ptr<S3Env>> S3Env::Open(const S3Options& options, const Environment& environment,
-                                           std::string spool_directory) {
+                                           std::string spool_directory,
+                                           LocalCopyOptions local_copies) {
   auto impl = std::make_shared<Impl>();
   impl->options = options;
   impl->spool_directory = std::move(spool_directory);
+  impl->local_copies = std::move(local_copies);
   impl->environment = internal::CopyAwsVariables(environment);  // for the clients opened later
   // Settles the endpoint and region now, so that a bad one is an error here.
   SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> first,
@@ -317,7 +432,16 @@ Status S3Env::RenameFile(const std::string& from, const std::string& to) {
   }
   SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl_->Borrow());
   SKIPPR_RETURN_IF_ERROR(client->CopyObject(source.bucket, source.key, target.key));
-  return client->DeleteObject(source.bucket, source.key);
+  SKIPPR_RETURN_IF_ERROR(client->DeleteObject(source.bucket, source.key));
+  if (impl_->local_copies.directory.empty()) return Status::OK();
+  // The local copy follows the object, or goes.
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local_from, LocalCopyPath(*impl_, source, from));
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local_to, LocalCopyPath(*impl_, target, to));
+  std::error_code error;
+  if (!std::filesystem::exists(local_from, error)) return Status::OK();
+  if (EnsureParentDirectory(local_to).ok()) std::filesystem::rename(local_from, local_to, error);
+  if (error) std::filesystem::remove(local_from, error);
+  return Status::OK();
 }
 
 Status S3Env::RenameFileNoReplace(const std::string& from, const std::string& to) {
@@ -329,17 +453,85 @@ Status S3Env::RenameFileNoReplace(const std::string& from, const std::string& to
 Status S3Env::RemoveFile(const std::string& path) {
   SKIPPR_ASSIGN_OR_RETURN(Location location, LocationOf(path));
   SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl_->Borrow());
-  return client->DeleteObject(location.bucket, location.key);
+  SKIPPR_RETURN_IF_ERROR(client->DeleteObject(location.bucket, location.key));
+  if (impl_->local_copies.directory.empty() || location.key.empty()) return Status::OK();
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local, LocalCopyPath(*impl_, location, path));
+  std::error_code error;
+  std::filesystem::remove(local, error);
+  return Status::OK();
 }
 
 Status S3Env::SyncDirectory(const std::string& directory) {
-  return LocationOf(directory).status();  // listings are strongly consistent: nothing to sync
+  // Listings are strongly consistent: nothing to sync. A directory handed out for writing by
+  // name is done with once synced.
+  SKIPPR_ASSIGN_OR_RETURN(Location location, LocationOf(directory));
+  if (!impl_->local_copies.directory.empty() && !location.key.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string local, LocalCopyPath(*impl_, location, directory));
+    std::lock_guard lock(impl_->mutex);
+    impl_->being_written.erase(local);
+  }
+  return Status::OK();
 }
 
 Status S3Env::SyncFile(const std::string& path) {
+  SKIPPR_ASSIGN_OR_RETURN(Location location, LocationOf(path));
+  if (!impl_->local_copies.directory.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(const std::string local, LocalCopyPath(*impl_, location, path));
+    bool written_here = false;
+    {
+      std::lock_guard lock(impl_->mutex);
+      written_here = IsBeingWritten(*impl_, local);
+    }
+    std::error_code error;
+    if (written_here && std::filesystem::exists(local, error)) {
+      // Another component wrote the file by name: durable once it is an object.
+      SKIPPR_RETURN_IF_ERROR(UploadLocalCopy(*impl_, location, local));
+      {
+        std::lock_guard lock(impl_->mutex);
+        impl_->being_written.erase(local);
+      }
+      TrimLocalCopies(*impl_, local);
+      return Status::OK();
+    }
+  }
   SKIPPR_ASSIGN_OR_RETURN(const bool exists, FileExists(path));
   if (!exists) return Status::NotFound(fmt::format("cannot sync {}: no such object", path));
   return Status::OK();  // an object is durable once its upload returned
+}
+
+Result<std::string> S3Env::LocalPathForWriting(const std::string& path) {
+  SKIPPR_ASSIGN_OR_RETURN(Location location, LocationOf(path));
+  SKIPPR_ASSIGN_OR_RETURN(std::string local, LocalCopyPath(*impl_, location, path));
+  SKIPPR_RETURN_IF_ERROR(EnsureParentDirectory(local));
+  std::error_code error;
+  // A copy of an earlier object of the name is not what is about to be written.
+  if (std::filesystem::is_regular_file(local, error)) std::filesystem::remove(local, error);
+  std::lock_guard lock(impl_->mutex);
+  impl_->being_written.insert(local);
+  return local;
+}
+
+Result<std::string> S3Env::LocalPathForReading(const std::string& path) {
+  SKIPPR_ASSIGN_OR_RETURN(Location location, LocationOf(path));
+  SKIPPR_ASSIGN_OR_RETURN(std::string local, LocalCopyPath(*impl_, location, path));
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (IsBeingWritten(*impl_, local)) return local;  // its writer reading it back
+  }
+  SKIPPR_ASSIGN_OR_RETURN(Impl::Lease client, impl_->Borrow());
+  SKIPPR_ASSIGN_OR_RETURN(const ObjectInfo object,
+                          client->HeadObject(location.bucket, location.key));
+  std::error_code error;
+  const uint64_t local_bytes = std::filesystem::file_size(local, error);
+  if (!error && local_bytes == object.size_bytes) {
+    // A copy of the object (objects skipprd reads by name are never rewritten with other bytes
+    // of the same size): kept, and marked recently used.
+    std::filesystem::last_write_time(local, std::filesystem::file_time_type::clock::now(), error);
+    return local;
+  }
+  SKIPPR_RETURN_IF_ERROR(DownloadLocalCopy(*impl_, location, object, local));
+  TrimLocalCopies(*impl_, local);
+  return local;
 }
 
 Result<std::unique_ptr<FileLock>> S3Env::LockFile(const std::string& path, uint32_t) {

@@ -104,7 +104,10 @@ const std::vector<ConnectorSpec>& Registry() {
       // Sinks (data and deadletter).
       {"SkipprLake",
        ConnectorRole::kSink,
+       // A warehouse on S3 (s3://bucket/prefix) needs catalog_table or catalog_uri; region and
+       // endpoint_url are its bucket's (and the table's region).
        {RequiredText("warehouse"), Text("table_namespace", "default"), Secret("catalog_uri"),
+        Text("catalog_table"), Text("region"), Text("endpoint_url"),
         OneOf("write_policy", {"append", "merge_by_key", "replace_table"}, "append"),
         // A landing writes one data file of about this many (uncompressed WAL) bytes at most.
         Number("target_file_size_bytes", 128 << 20, 1 << 20),

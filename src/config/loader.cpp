@@ -119,6 +119,27 @@ void CheckDuckdbForm(Reader& reader, const Located& at, const ConnectorConfig& c
   }
 }
 
+// A SkipprLake warehouse on S3: a bucket, and a catalog that can live beside it (the default
+// SQLite file cannot). Refused here rather than at the first landing, after rows were read.
+void CheckLakeOnS3(Reader& reader, const Located& at, const ConnectorConfig& connector,
+                   const std::string& warehouse) {
+  const std::string_view rest = std::string_view(warehouse).substr(5);
+  if (rest.empty() || rest.front() == '/') {
+    reader.Error(at, fmt::format("warehouse '{}' names no bucket; write it as s3://bucket/prefix",
+                                 warehouse));
+  }
+  const bool has_table = connector.Has("catalog_table");
+  const bool has_uri = connector.Has("catalog_uri");
+  if (!has_table && !has_uri) {
+    reader.Error(at, fmt::format("warehouse '{}' is on S3, so the catalog cannot be the default "
+                                 "SQLite file beside it: set catalog_table (a DynamoDB table, "
+                                 "created when absent) or catalog_uri (postgresql://...)",
+                                 warehouse));
+  } else if (has_table && has_uri) {
+    reader.Error(at, "set one of catalog_table (DynamoDB) and catalog_uri (a database), not both");
+  }
+}
+
 // Rules that span two settings of one entry.
 void CheckConnectorEntries(Reader& reader, const Section& section) {
   for (const auto& [name, entry] : section.entries) {
@@ -130,11 +151,12 @@ void CheckConnectorEntries(Reader& reader, const Section& section) {
       const std::string& warehouse = connector.GetString("warehouse");
       if (reader.KeepsReference(at.path, warehouse) || warehouse.rfind("file:///", 0) == 0) {
         // an absolute local path: what this build lands
+      } else if (warehouse.rfind("s3://", 0) == 0 && connector.kind == "SkipprLake") {
+        CheckLakeOnS3(reader, at, connector, warehouse);
       } else if (warehouse.rfind("s3://", 0) == 0) {
-        // Refused here rather than at the first landing, after rows were read into the WAL.
-        reader.Error(at, fmt::format("warehouse '{}': a lake on S3 is not available in this build "
-                                     "yet; use an absolute file:///path",
-                                     warehouse));
+        reader.Error(at, fmt::format("warehouse '{}': a {} warehouse must be an absolute "
+                                     "file:///path (DuckDB reads its tables from local disk)",
+                                     warehouse, connector.kind));
       } else {
         reader.Error(at, fmt::format("warehouse '{}' must be an absolute file:///path", warehouse));
       }

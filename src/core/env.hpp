@@ -138,6 +138,12 @@ class Env {
   // without waiting, so that its SyncFile at the end has little left to write — RocksDB's
   // bytes_per_sync. A hint, ignored where it cannot be given: nothing is durable until SyncFile.
   virtual void StartWriteBack(const std::string& path) {}
+  // Files another component writes or reads by name (DuckDB's Parquet files) need a path on the
+  // local file system. LocalPathForWriting: where to write the file `path` names; SyncFile(path)
+  // then makes it durable at `path`. LocalPathForReading: a local file with the bytes of `path`,
+  // fetched first where `path` is remote. On the POSIX file system both are `path` itself.
+  virtual Result<std::string> LocalPathForWriting(const std::string& path) { return path; }
+  virtual Result<std::string> LocalPathForReading(const std::string& path) { return path; }
 
   // An exclusive, non-blocking lock on `path` (created with `permissions` when missing, never
   // followed when it is a symlink). Unavailable when another open file holds it.

@@ -1,5 +1,6 @@
 // The catalog in the Iceberg JDBC catalog's table shape, over SQLite or PostgreSQL. The SQL is the
-// JDBC catalog's (apache/iceberg JdbcUtil), so both read each other's rows.
+// JDBC catalog's (apache/iceberg JdbcUtil), so both read each other's rows. (The DynamoDB catalog
+// is in dynamodb_catalog.cpp.)
 #include "iceberg/catalog.hpp"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "core/file.hpp"
+#include "iceberg/internal/dynamodb_catalog.hpp"
 #include "iceberg/internal/sql_database.hpp"
 
 namespace skippr::iceberg {
@@ -222,11 +224,17 @@ bool IsPostgresUri(std::string_view uri) {
 }
 
 Result<std::string> SqlitePath(const CatalogOptions& options) {
-  if (!options.uri.empty()) return LocalPathOfUri(options.uri);
+  if (!options.uri.empty()) return EnvPathOfUri(options.uri);
   if (options.warehouse.empty()) {
     return Status::InvalidArgument("the Iceberg catalog needs a warehouse (file:///path) or a uri");
   }
-  SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, LocalPathOfUri(options.warehouse));
+  SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, EnvPathOfUri(options.warehouse));
+  if (warehouse_path.starts_with("s3://")) {
+    return Status::InvalidArgument(fmt::format(
+        "warehouse {} is on S3, where no SQLite catalog can live: set catalog_table (a DynamoDB "
+        "table) or catalog_uri (postgresql://...)",
+        options.warehouse));
+  }
   if (Status created = CreateDirectoriesDurably(*options.env, warehouse_path); !created.ok()) {
     return Status(created.code(), fmt::format("cannot create the warehouse directory {}: {}",
                                               warehouse_path, created.message()));
@@ -243,6 +251,14 @@ std::string TableIdentifier::ToString() const {
 
 Result<std::unique_ptr<Catalog>> OpenCatalog(const CatalogOptions& options) {
   SKIPPR_RETURN_IF_ERROR(CheckText("catalog name", options.catalog_name, kMaxNameBytes));
+  if (!options.dynamodb_table.empty()) {
+    if (!options.uri.empty()) {
+      return Status::InvalidArgument(
+          "a catalog is either a DynamoDB table (catalog_table) or a database (catalog_uri), not "
+          "both");
+    }
+    return internal::OpenDynamoCatalog(options);
+  }
   std::unique_ptr<SqlDatabase> database;
   if (IsPostgresUri(options.uri)) {
     SKIPPR_ASSIGN_OR_RETURN(database, internal::OpenPostgresDatabase(options.uri));

@@ -1,6 +1,7 @@
-// The table catalog: which metadata file is each table's current one (DESIGN.md §6). Its two
-// tables have exactly the shape the Apache Iceberg JDBC catalog creates (`iceberg_tables`,
-// `iceberg_namespace_properties`), so Iceberg tools pointed at the same database see our tables.
+// The table catalog: which metadata file is each table's current one (DESIGN.md §6). In a SQL
+// database its two tables have exactly the shape the Apache Iceberg JDBC catalog creates
+// (`iceberg_tables`, `iceberg_namespace_properties`), so Iceberg tools pointed at the same database
+// see our tables; for a warehouse on S3 it can be a DynamoDB table instead.
 // A commit is a compare-and-swap of the table's metadata_location: the commit point of a landing.
 // Layout, SQL and protocol: docs/formats/iceberg-tables.md.
 #pragma once
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "aws/aws.hpp"
 #include "core/env.hpp"
+#include "core/environment.hpp"
 #include "core/status.hpp"
 #include "iceberg/table_metadata.hpp"
 
@@ -69,11 +72,17 @@ inline constexpr std::string_view kDefaultSqliteCatalogFile = "skippr_catalog.db
 struct CatalogOptions {
   // The catalog_name column: catalogs with different names share one database independently.
   std::string catalog_name = std::string(kDefaultCatalogName);
-  std::string warehouse;  // file:///absolute/path: where the default SQLite database lives
+  // file:///absolute/path (where the default SQLite database lives) or s3://bucket/prefix.
+  std::string warehouse;
   // Empty: SQLite at {warehouse}/skippr_catalog.db. "postgresql://..." or "postgres://...": a
   // PostgreSQL database (libpq connection URI). "file:///path/x.db" or "/path/x.db": that SQLite
   // database file.
   std::string uri;
+  // Set: the catalog is this DynamoDB table instead (created when absent), holding the tables of
+  // `warehouse` (docs/formats/iceberg-tables.md, "The DynamoDB catalog"); `uri` must be empty.
+  std::string dynamodb_table;
+  aws::DynamoOptions dynamodb;
+  const Environment* environment = nullptr;  // AWS settings; nullptr: the process environment
   int busy_timeout_ms = 10'000;  // SQLite: how long to wait for another writer's lock
   // The metadata files' I/O (and the warehouse directory's); the databases do their own.
   Env* env = Env::Default();

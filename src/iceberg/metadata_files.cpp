@@ -1,4 +1,4 @@
-// A table's metadata files on the local filesystem (docs/formats/iceberg-tables.md):
+// A table's metadata files, through an Env (docs/formats/iceberg-tables.md):
 // metadata/v{N}.metadata.json, written once and never replaced, and metadata/version-hint.text.
 #include <fmt/format.h>
 
@@ -29,7 +29,7 @@ std::optional<int64_t> ParsePositiveDecimal(std::string_view text) {
 }
 
 Result<std::string> MetadataDirectory(std::string_view table_location) {
-  SKIPPR_ASSIGN_OR_RETURN(std::string table_path, LocalPathOfUri(table_location));
+  SKIPPR_ASSIGN_OR_RETURN(std::string table_path, EnvPathOfUri(table_location));
   return fmt::format("{}/{}", table_path, kMetadataDirectory);
 }
 
@@ -66,8 +66,16 @@ Status MetadataWriteFailed(const Status& failure, const std::string& path) {
 
 }  // namespace
 
-Result<std::string> LocalPathOfUri(std::string_view uri) {
+Result<std::string> EnvPathOfUri(std::string_view uri) {
   std::string_view path = uri;
+  if (uri.starts_with("s3://")) {
+    if (uri.size() <= 5 || uri[5] == '/') {
+      return Status::InvalidArgument(
+          fmt::format("location '{}' names no bucket; write it as s3://bucket/prefix", uri));
+    }
+    while (path.size() > 5 && path.back() == '/') path.remove_suffix(1);
+    return std::string(path);
+  }
   if (uri.starts_with("file://")) {
     path = uri.substr(7);
     if (path.empty() || path[0] != '/') {
@@ -78,8 +86,7 @@ Result<std::string> LocalPathOfUri(std::string_view uri) {
     path = uri.substr(5);  // Hadoop's file:/absolute/path
   } else if (uri.find("://") != std::string_view::npos) {
     return Status::NotSupported(fmt::format(
-        "location '{}' is not on the local filesystem; only file:///absolute/path locations are "
-        "supported so far",
+        "location '{}' is neither file:///absolute/path nor s3://bucket/prefix",
         uri));
   }
   if (path.empty() || path[0] != '/') {
@@ -101,7 +108,10 @@ Result<std::string> TableLocation(std::string_view warehouse_uri, std::string_vi
           name));
     }
   }
-  SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, LocalPathOfUri(warehouse_uri));
+  SKIPPR_ASSIGN_OR_RETURN(std::string warehouse_path, EnvPathOfUri(warehouse_uri));
+  if (warehouse_path.starts_with("s3://")) {
+    return fmt::format("{}/{}/{}", warehouse_path, table_namespace, table_name);
+  }
   if (warehouse_path == "/") warehouse_path.clear();
   return fmt::format("file://{}/{}/{}", warehouse_path, table_namespace, table_name);
 }
@@ -172,7 +182,7 @@ Status WriteVersionHint(std::string_view table_location, int64_t version, Env* e
 }
 
 Result<TableMetadata> ReadMetadataFile(std::string_view metadata_location, Env* env) {
-  SKIPPR_ASSIGN_OR_RETURN(std::string path, LocalPathOfUri(metadata_location));
+  SKIPPR_ASSIGN_OR_RETURN(std::string path, EnvPathOfUri(metadata_location));
   Result<std::string> json = ReadWholeFile(*env, path);
   if (!json.ok() && json.status().code() == StatusCode::kNotFound) {
     return Status::NotFound(

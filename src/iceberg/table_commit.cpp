@@ -63,7 +63,7 @@ Status SwapToNewFile(Catalog& catalog, const TableIdentifier& table,
   if (swapped.code() != StatusCode::kConflict) return swapped;
   Result<std::string> current_location = catalog.LoadTable(table);
   if (current_location.ok() && *current_location == new_location) return Status::OK();
-  Result<std::string> path = LocalPathOfUri(new_location);
+  Result<std::string> path = EnvPathOfUri(new_location);
   if (path.ok()) (void)catalog.env().RemoveFile(*path);
   return swapped;
 }

@@ -198,11 +198,12 @@ Result<std::string> TableMetadataToJson(const TableMetadata& metadata);
 // another format version.
 Result<TableMetadata> ParseTableMetadata(std::string_view json_text, std::string_view file_name);
 
-// ----- Metadata files on the local filesystem ----------------------------------------------------
+// ----- Metadata files, through an Env -----------------------------------------------------------
 
-// The local path of a file:// URI ("file:///abs/path", or Hadoop's "file:/abs/path").
-// NotSupported for other schemes, InvalidArgument for relative paths.
-Result<std::string> LocalPathOfUri(std::string_view uri);
+// The Env path of a table file's URI: the local path of a file:// URI ("file:///abs/path", or
+// Hadoop's "file:/abs/path"); an s3://bucket/key URI as it is (an S3Env's path), without a
+// trailing '/'. NotSupported for other schemes, InvalidArgument for relative paths.
+Result<std::string> EnvPathOfUri(std::string_view uri);
 
 // {warehouse}/{table_namespace}/{table_name}. The names become directory names: InvalidArgument
 // when one is empty, ".", "..", or contains '/' or a NUL.

@@ -8,13 +8,13 @@ namespace skippr::lake::internal {
 namespace {
 
 Status DeleteIfPresent(Env& env, const std::string& uri) {
-  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(uri));
+  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::EnvPathOfUri(uri));
   Status removed = env.RemoveFile(path);
   return removed.code() == StatusCode::kNotFound ? Status::OK() : removed;
 }
 
 Result<iceberg::ManifestList> ReadList(Env& env, const iceberg::Snapshot& snapshot) {
-  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(snapshot.manifest_list));
+  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::EnvPathOfUri(snapshot.manifest_list));
   return iceberg::ReadManifestList(path, &env);
 }
 
@@ -53,7 +53,7 @@ Status AddFilesRemovedBy(Env& env, const iceberg::Snapshot& snapshot,
       continue;
     }
     SKIPPR_ASSIGN_OR_RETURN(const std::string path,
-                            iceberg::LocalPathOfUri(manifest.manifest_path));
+                            iceberg::EnvPathOfUri(manifest.manifest_path));
     SKIPPR_ASSIGN_OR_RETURN(const iceberg::Manifest read,
                             iceberg::ReadManifest(path, manifest.manifest_length, &env));
     for (const iceberg::ManifestEntry& entry : read.entries) {

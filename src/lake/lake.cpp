@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -78,7 +80,25 @@ bool HasDataFiles(const iceberg::Snapshot* snapshot) {
   return snapshot != nullptr && SummaryNumber(snapshot, "total-data-files") > 0;
 }
 
-// The live data and delete files of the table's snapshot `snapshot_id` (LandedRowsOf).
+// `rows` with every file's Env path replaced by a local path DuckDB can read (for a table on S3,
+// a local copy of the object).
+Result<query::LandedRows> LocalCopiesOf(query::LandedRows rows, Env& env) {
+  auto localise = [&](std::string& path) -> Status {
+    SKIPPR_ASSIGN_OR_RETURN(path, env.LocalPathForReading(path));
+    return Status::OK();
+  };
+  for (query::LandedFile& file : rows.data_files) SKIPPR_RETURN_IF_ERROR(localise(file.path));
+  for (query::EqualityDeleteFile& file : rows.equality_delete_files) {
+    SKIPPR_RETURN_IF_ERROR(localise(file.path));
+  }
+  for (query::PositionDeleteFile& file : rows.position_delete_files) {
+    SKIPPR_RETURN_IF_ERROR(localise(file.path));
+  }
+  return rows;
+}
+
+// The live data and delete files of the table's snapshot `snapshot_id`, as Env paths
+// (LandedRowsOf).
 Result<query::LandedRows> LiveFilesOf(const iceberg::TableMetadata& metadata, int64_t snapshot_id,
                                       Env* env);
 
@@ -125,7 +145,7 @@ std::map<int32_t, LogicalType> TopLevelTypes(const std::vector<Field>& fields) {
 struct AddedManifest {
   iceberg::Manifest manifest;
   std::string location;  // the URI the manifest list names
-  std::string path;      // the local file
+  std::string path;      // its Env path
 };
 
 // Which of the parent's live files a new snapshot lists as DELETED: none (an append or a merge),
@@ -134,7 +154,7 @@ struct AddedManifest {
 struct Removal {
   bool all = false;
   bool delete_files = false;
-  std::set<std::string> data_files;  // local paths
+  std::set<std::string> data_files;  // Env paths
 
   static Removal All() { return Removal{.all = true}; }
   bool any() const { return all || delete_files || !data_files.empty(); }
@@ -142,7 +162,7 @@ struct Removal {
     if (all) return true;
     if (file.content != iceberg::FileContent::kData) return delete_files;
     if (data_files.empty()) return false;
-    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(file.file_path));
+    SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::EnvPathOfUri(file.file_path));
     return data_files.contains(path);
   }
 };
@@ -180,7 +200,7 @@ Status MergeInto(Env& env, const iceberg::ManifestFile& listed,
                  const std::map<int32_t, LogicalType>& current_types, const Removal& removal,
                  int64_t snapshot_id, std::vector<iceberg::ManifestEntry>& merged,
                  RemovedTotals& removed) {
-  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::LocalPathOfUri(listed.manifest_path));
+  SKIPPR_ASSIGN_OR_RETURN(const std::string path, iceberg::EnvPathOfUri(listed.manifest_path));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest old,
                           iceberg::ReadManifest(path, listed.manifest_length, &env));
   SKIPPR_ASSIGN_OR_RETURN(
@@ -218,7 +238,7 @@ Result<iceberg::ManifestList> BuildManifestList(Env& env, const iceberg::TableMe
   std::vector<iceberg::ManifestFile> previous;
   if (parent != nullptr) {
     SKIPPR_ASSIGN_OR_RETURN(const std::string parent_list,
-                            iceberg::LocalPathOfUri(parent->manifest_list));
+                            iceberg::EnvPathOfUri(parent->manifest_list));
     SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList parent_manifests,
                             iceberg::ReadManifestList(parent_list, &env));
     previous = std::move(parent_manifests.manifests);
@@ -397,14 +417,17 @@ int64_t CopiedRows(const query::QueryResult& copied) {
   return std::stoll(*copied.rows[0][0]);
 }
 
-// Writes the rows of `select_sql` to a Parquet file at `path` (ParquetCopyOptions), synced with
-// its directory; sets `file`'s record count and size. DuckDB writes the file itself; its fsync,
-// and its directory's, go through `env`.
-Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_sql,
-                     const std::vector<Field>& fields, int32_t schema_id, const std::string& path,
-                     iceberg::DataFile& file) {
+// Writes the rows of `select_sql` to a Parquet file at the Env path `path` (ParquetCopyOptions),
+// synced with its directory; sets `file`'s record count and size. DuckDB writes the file itself,
+// at the local path `env` gives it, which is returned for reading the file back; the fsync (for S3,
+// the upload), and the directory's, go through `env`.
+Result<std::string> CopyToParquet(Env& env, query::Engine& engine, const std::string& select_sql,
+                                  const std::vector<Field>& fields, int32_t schema_id,
+                                  const std::string& path, iceberg::DataFile& file) {
+  Result<std::string> local_path = env.LocalPathForWriting(path);
+  if (!local_path.ok()) return LandingFileFailed(path, local_path.status());
   Result<query::QueryResult> copied =
-      engine.Run(fmt::format("COPY ({}) TO {} ({})", select_sql, QuoteLiteral(path),
+      engine.Run(fmt::format("COPY ({}) TO {} ({})", select_sql, QuoteLiteral(*local_path),
                              ParquetCopyOptions(fields, schema_id)));
   if (!copied.ok()) return LandingFileFailed(path, copied.status());
   file.record_count = CopiedRows(*copied);
@@ -414,14 +437,29 @@ Status CopyToParquet(Env& env, query::Engine& engine, const std::string& select_
   }
   SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, env.FileSize(path));
   file.file_size_in_bytes = static_cast<int64_t>(bytes);
-  return Status::OK();
+  return *local_path;
 }
 
-// A Parquet file written into a directory of several, with its local path.
+// A Parquet file written into a directory of several.
 struct WrittenFile {
-  std::string path;
+  std::string path;        // its Env path
+  std::string local_path;  // where DuckDB wrote it, to read it back
   iceberg::DataFile file;  // record count and size set
 };
+
+// Removes every file in the local directory DuckDB writes into, when it is not the Env's own.
+Status EmptyLocalDirectory(const std::string& local_directory) {
+  std::error_code error;
+  std::filesystem::create_directories(local_directory, error);
+  for (const auto& entry : std::filesystem::directory_iterator(local_directory, error)) {
+    std::filesystem::remove(entry.path(), error);
+    if (error) break;
+  }
+  if (error) {
+    return Status::IOError(fmt::format("emptying {}: {}", local_directory, error.message()));
+  }
+  return Status::OK();
+}
 
 // Writes the rows of `select_sql` as the Parquet files part-0.parquet, part-1.parquet, ... in
 // `directory` (ParquetCopyOptions), DuckDB starting the next file at the first row group end past
@@ -437,23 +475,28 @@ Result<std::vector<WrittenFile>> CopyToParquetFiles(Env& env, query::Engine& eng
   for (const std::string& name : leftovers) {
     SKIPPR_RETURN_IF_ERROR(env.RemoveFile(directory + "/" + name));
   }
+  Result<std::string> local_directory = env.LocalPathForWriting(directory);
+  if (!local_directory.ok()) return LandingFileFailed(directory, local_directory.status());
+  if (*local_directory != directory) SKIPPR_RETURN_IF_ERROR(EmptyLocalDirectory(*local_directory));
   Result<query::QueryResult> copied = engine.Run(fmt::format(
       "COPY ({}) TO {} ({}, FILE_SIZE_BYTES {}, FILENAME_PATTERN 'part-{{i}}')", select_sql,
-      QuoteLiteral(directory), ParquetCopyOptions(fields, schema_id),
+      QuoteLiteral(*local_directory), ParquetCopyOptions(fields, schema_id),
       std::max<int64_t>(target_file_bytes, 1)));
   if (!copied.ok()) return LandingFileFailed(directory, copied.status());
   const int64_t rows = CopiedRows(*copied);
   std::vector<WrittenFile> written;
   int64_t rows_in_files = 0;
   for (size_t index = 0;; ++index) {
-    const std::string path = fmt::format("{}/part-{}.parquet", directory, index);
-    SKIPPR_ASSIGN_OR_RETURN(const bool exists, env.FileExists(path));
-    if (!exists) break;
+    const std::string name = fmt::format("part-{}.parquet", index);
+    const std::string local_path = *local_directory + "/" + name;
+    std::error_code error;
+    if (!std::filesystem::exists(local_path, error)) break;
+    const std::string path = directory + "/" + name;
     if (Status synced = env.SyncFile(path); !synced.ok()) return LandingFileFailed(path, synced);
-    WrittenFile& added = written.emplace_back(WrittenFile{path, {}});
+    WrittenFile& added = written.emplace_back(WrittenFile{path, local_path, {}});
     SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, env.FileSize(path));
     added.file.file_size_in_bytes = static_cast<int64_t>(bytes);
-    SKIPPR_ASSIGN_OR_RETURN(added.file.record_count, RowCountOf(engine, path));
+    SKIPPR_ASSIGN_OR_RETURN(added.file.record_count, RowCountOf(engine, local_path));
     rows_in_files += added.file.record_count;
   }
   SKIPPR_CHECK_MSG(rows_in_files == rows, "the files hold every row COPY wrote");
@@ -470,11 +513,12 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
     Env& env, query::Engine& engine, const Landing& landing,
     const schema::NamespaceSchema& namespace_schema,
     const std::vector<std::shared_ptr<const Batch>>& batches, int64_t rows,
-    const std::string& location, const std::string& local_location) {
+    const std::string& location, const std::string& table_path) {
   const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
-  const std::string path = local_location + "/" + name;
+  const std::string path = table_path + "/" + name;
   iceberg::DataFile file;
-  SKIPPR_RETURN_IF_ERROR(
+  SKIPPR_ASSIGN_OR_RETURN(
+      const std::string local_path,
       CopyToParquet(env, engine,
                     fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
                                 QuoteIdentifier(landing.namespace_name)),
@@ -493,11 +537,11 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
   file.file_path = location + "/" + name;
   if (landing.key_columns.empty()) {
     // Every batch row is in the file: statistics from the batches, which are in memory.
-    SKIPPR_RETURN_IF_ERROR(CheckRowCount(engine, path, rows));
+    SKIPPR_RETURN_IF_ERROR(CheckRowCount(engine, local_path, rows));
     SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromBatches(namespace_schema.fields, batches, file));
   } else {
     SKIPPR_RETURN_IF_ERROR(
-        AddColumnStatisticsFromFile(engine, namespace_schema.fields, path, file));
+        AddColumnStatisticsFromFile(engine, namespace_schema.fields, local_path, file));
   }
   return std::optional<iceberg::DataFile>(std::move(file));
 }
@@ -507,7 +551,7 @@ Result<std::optional<iceberg::DataFile>> WriteDataFile(
 Result<iceberg::DataFile> WriteEqualityDeleteFile(Env& env, query::Engine& engine, const Landing& landing,
                                           const schema::NamespaceSchema& namespace_schema,
                                           int64_t rows, const std::string& location,
-                                          const std::string& local_location) {
+                                          const std::string& table_path) {
   std::vector<Field> key_fields;
   std::vector<std::string> quoted_keys;
   for (const std::string& column : landing.key_columns) {
@@ -515,9 +559,9 @@ Result<iceberg::DataFile> WriteEqualityDeleteFile(Env& env, query::Engine& engin
     quoted_keys.push_back(QuoteIdentifier(column));
   }
   const std::string name = fmt::format("data/{}-deletes.parquet", landing.landing_id);
-  const std::string path = local_location + "/" + name;
+  const std::string path = table_path + "/" + name;
   iceberg::DataFile file;
-  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local_path, CopyToParquet(
       env, engine,
       fmt::format("SELECT DISTINCT {} FROM wal_scan({}, {})", fmt::join(quoted_keys, ", "),
                   QuoteLiteral(kLandingPipeline), QuoteLiteral(landing.namespace_name)),
@@ -527,7 +571,7 @@ Result<iceberg::DataFile> WriteEqualityDeleteFile(Env& env, query::Engine& engin
   file.content = iceberg::FileContent::kEqualityDeletes;
   file.file_path = location + "/" + name;
   for (const Field& field : key_fields) file.equality_ids.push_back(field.id);
-  SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, key_fields, path, file));
+  SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, key_fields, local_path, file));
   return file;
 }
 
@@ -544,16 +588,16 @@ const std::vector<Field>& PositionDeleteFields() {
 // file and position as the spec asks; nullopt when no such row is live.
 Result<std::optional<iceberg::DataFile>> WritePositionDeleteFile(
     Env& env, query::Engine& engine, const Landing& landing, const query::LandedRows& table_rows,
-    const std::string& location, const std::string& local_location) {
+    const std::string& location, const std::string& table_path) {
   std::vector<std::string> quoted_keys;
   for (const std::string& key : landing.key_columns) quoted_keys.push_back(QuoteIdentifier(key));
   const std::string landing_keys =
       fmt::format("SELECT DISTINCT {} FROM wal_scan({}, {})", fmt::join(quoted_keys, ", "),
                   QuoteLiteral(kLandingPipeline), QuoteLiteral(landing.namespace_name));
   const std::string name = fmt::format("data/{}-deletes.parquet", landing.landing_id);
-  const std::string path = local_location + "/" + name;
+  const std::string path = table_path + "/" + name;
   iceberg::DataFile file;
-  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
+  SKIPPR_ASSIGN_OR_RETURN(const std::string local_path, CopyToParquet(
       env, engine,
       fmt::format("SELECT __skippr_file AS file_path, __skippr_position AS pos FROM ({}) "
                   "ORDER BY ALL",
@@ -565,7 +609,8 @@ Result<std::optional<iceberg::DataFile>> WritePositionDeleteFile(
   }
   file.content = iceberg::FileContent::kPositionDeletes;
   file.file_path = location + "/" + name;
-  SKIPPR_RETURN_IF_ERROR(AddColumnStatisticsFromFile(engine, PositionDeleteFields(), path, file));
+  SKIPPR_RETURN_IF_ERROR(
+      AddColumnStatisticsFromFile(engine, PositionDeleteFields(), local_path, file));
   return std::optional<iceberg::DataFile>(std::move(file));
 }
 
@@ -600,12 +645,12 @@ struct SnapshotChange {
 // compare-and-set (Conflict when another writer committed first), then removes what expiry let go.
 Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog& catalog,
                                     const iceberg::TableIdentifier& table,
-                                    const std::string& location, const std::string& local_location,
+                                    const std::string& location, const std::string& table_path,
                                     const iceberg::VersionedMetadata& base,
                                     iceberg::TableMetadata next, SnapshotChange change) {
   const iceberg::Snapshot* parent = base.metadata.CurrentSnapshot();
   SKIPPR_ASSIGN_OR_RETURN(const int64_t snapshot_id, iceberg::NewSnapshotId(next));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options.env, local_location + "/metadata"));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options.env, table_path + "/metadata"));
   AddedManifest added[2];
   for (const iceberg::ManifestContent content :
        {iceberg::ManifestContent::kData, iceberg::ManifestContent::kDeletes}) {
@@ -615,7 +660,7 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
     if (change.delete_file) deletes.push_back(*change.delete_file);
     added[index] = {NewManifest(next, content, index == 0 ? change.data_files : deletes,
                                 snapshot_id),
-                    location + "/" + name, local_location + "/" + name};
+                    location + "/" + name, table_path + "/" + name};
   }
   RemovedTotals removed;
   SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list,
@@ -624,7 +669,7 @@ Result<LandedSnapshot> CommitChange(const LakeOptions& options, iceberg::Catalog
                                             removed));
   const std::string list_name = fmt::format("metadata/snap-{}-{}.avro", snapshot_id, change.name);
   SKIPPR_RETURN_IF_ERROR(
-      iceberg::WriteManifestList(local_location + "/" + list_name, list, {}, options.env)
+      iceberg::WriteManifestList(table_path + "/" + list_name, list, {}, options.env)
           .status());
 
   std::map<std::string, std::string> summary =
@@ -697,7 +742,7 @@ Status CheckKeyColumns(const std::vector<std::string>& key_columns,
 struct LakeWriter::StreamedFile {
   std::string namespace_name;
   int32_t schema_id = 0;
-  std::string local_path;
+  std::string path;  // its Env path
   iceberg::DataFile file;  // record count and size set; path and statistics at LandStreamed
   // Gathered as the batches were handed to DuckDB (by its scan threads, one batch at a time),
   // rather than after the stream, when nothing else would overlap with it.
@@ -706,11 +751,51 @@ struct LakeWriter::StreamedFile {
 
 LakeWriter::~LakeWriter() = default;
 
+bool IsWarehouseOnS3(std::string_view warehouse) { return warehouse.starts_with("s3://"); }
+
+namespace {
+std::string LocalCopiesDirectory(const std::string& local_directory) {
+  return local_directory + "/objects";
+}
+}  // namespace
+
+Result<std::string> LocalCopyPathOf(const std::string& local_directory, std::string_view uri) {
+  SKIPPR_ASSIGN_OR_RETURN(const auto parts, aws::ParseS3Uri(uri));
+  return fmt::format("{}/{}/{}", LocalCopiesDirectory(local_directory), parts.first, parts.second);
+}
+
+Result<std::unique_ptr<Env>> OpenWarehouseEnv(const std::string& warehouse,
+                                              const WarehouseAccess& access) {
+  SKIPPR_CHECK_MSG(IsWarehouseOnS3(warehouse), "only a warehouse on S3 needs an Env of its own");
+  if (access.local_directory.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("warehouse {} is on S3: the lake needs a local directory for the files DuckDB "
+                    "writes and reads",
+                    warehouse));
+  }
+  static const ProcessEnvironment kProcessEnvironment;
+  const Environment& environment =
+      access.environment != nullptr ? *access.environment : kProcessEnvironment;
+  SKIPPR_ASSIGN_OR_RETURN(
+      std::unique_ptr<aws::S3Env> env,
+      aws::S3Env::Open(access.s3, environment, access.local_directory + "/spool",
+                       {.directory = LocalCopiesDirectory(access.local_directory)}));
+  return std::unique_ptr<Env>(std::move(env));
+}
+
 Result<std::unique_ptr<LakeWriter>> LakeWriter::Open(LakeOptions options) {
   std::unique_ptr<LakeWriter> writer(new LakeWriter());
+  if (IsWarehouseOnS3(options.warehouse)) {
+    SKIPPR_ASSIGN_OR_RETURN(writer->warehouse_env_,
+                            OpenWarehouseEnv(options.warehouse, options.access));
+    options.env = writer->warehouse_env_.get();
+  }
   SKIPPR_ASSIGN_OR_RETURN(writer->catalog_,
                           iceberg::OpenCatalog({.warehouse = options.warehouse,
                                                 .uri = options.catalog_uri,
+                                                .dynamodb_table = options.catalog_table,
+                                                .dynamodb = options.access.dynamodb,
+                                                .environment = options.access.environment,
                                                 .env = options.env}));
   SKIPPR_ASSIGN_OR_RETURN(writer->engine_, query::Engine::Open());
   // A data file's row order means nothing: DuckDB may then write it from several threads.
@@ -788,7 +873,7 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
     const std::vector<std::shared_ptr<const Batch>>& batches, const TableLocations& locations,
     const iceberg::VersionedMetadata& base) {
   const std::string& location = locations.location;
-  const std::string& local_location = locations.local;
+  const std::string& table_path = locations.path;
   if (Status keys = CheckKeyColumns(landing.key_columns, namespace_schema.fields);
       !landing.key_columns.empty() && !keys.ok()) {
     return Status::InvalidArgument(
@@ -813,10 +898,10 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
   source.batches = query::BatchList::InMemory(batches);
   source.key_columns = landing.key_columns;
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, local_location + "/data"));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, table_path + "/data"));
   SKIPPR_ASSIGN_OR_RETURN(files.data_file,
                           WriteDataFile(*options_.env, *engine_, landing, namespace_schema,
-                                        batches, rows, location, local_location));
+                                        batches, rows, location, table_path));
   // Deletes apply to earlier files only: none when the table has none, or when this landing
   // replaces them all.
   const iceberg::Snapshot* parent = base.metadata.CurrentSnapshot();
@@ -829,14 +914,15 @@ Result<LakeWriter::LandingFiles> LakeWriter::WriteLandingFiles(
     SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
                             WriteEqualityDeleteFile(*options_.env, *engine_, landing,
                                                     namespace_schema, rows, location,
-                                                    local_location));
+                                                    table_path));
     return files;
   }
-  SKIPPR_ASSIGN_OR_RETURN(const query::LandedRows table_rows,
+  SKIPPR_ASSIGN_OR_RETURN(query::LandedRows table_rows,
                           LiveFilesOf(base.metadata, parent->snapshot_id, options_.env));
+  SKIPPR_ASSIGN_OR_RETURN(table_rows, LocalCopiesOf(std::move(table_rows), *options_.env));
   SKIPPR_ASSIGN_OR_RETURN(files.delete_file,
                           WritePositionDeleteFile(*options_.env, *engine_, landing, table_rows,
-                                                  location, local_location));
+                                                  location, table_path));
   return files;
 }
 
@@ -856,7 +942,7 @@ Result<LakeWriter::TableLocations> LakeWriter::LocationsOf(const std::string& na
   SKIPPR_ASSIGN_OR_RETURN(
       locations.location,
       iceberg::TableLocation(options_.warehouse, options_.table_namespace, namespace_name));
-  SKIPPR_ASSIGN_OR_RETURN(locations.local, iceberg::LocalPathOfUri(locations.location));
+  SKIPPR_ASSIGN_OR_RETURN(locations.path, iceberg::EnvPathOfUri(locations.location));
   return locations;
 }
 
@@ -864,7 +950,7 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
                                         StreamedBatches next) {
   streamed_.reset();
   SKIPPR_ASSIGN_OR_RETURN(const TableLocations locations, LocationsOf(namespace_schema.name));
-  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, locations.local + "/data"));
+  SKIPPR_RETURN_IF_ERROR(CreateDirectoriesDurably(*options_.env, locations.path + "/data"));
   query::TableSource source;
   source.pipeline = std::string(kLandingPipeline);
   source.namespace_name = namespace_schema.name;
@@ -877,24 +963,26 @@ Result<int64_t> LakeWriter::WriteStream(const schema::NamespaceSchema& namespace
   streamed->namespace_name = namespace_schema.name;
   streamed->schema_id = namespace_schema.schema_id;
   streamed->statistics = std::make_shared<FileStatistics>(namespace_schema.fields);
-  streamed->local_path = fmt::format("{}/data/_streaming-{}.parquet", locations.local,
+  streamed->path = fmt::format("{}/data/_streaming-{}.parquet", locations.path,
                                      options_.pipeline_instance);
   // As each batch is taken, what DuckDB has written of the file so far starts going to disk: the
   // sync after the stream, which the lander waits for, then writes only its last row groups.
   source.batches = query::BatchList::Streaming(
       [next = std::move(next), statistics = streamed->statistics, env = options_.env,
-       path = streamed->local_path]() -> Result<std::shared_ptr<const Batch>> {
+       path = streamed->path]() -> Result<std::shared_ptr<const Batch>> {
         SKIPPR_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> batch, next());
         if (batch != nullptr) statistics->Add(*batch);
         env->StartWriteBack(path);
         return batch;
       });
   SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
-  SKIPPR_RETURN_IF_ERROR(CopyToParquet(
-      *options_.env, *engine_,
-      fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
-                  QuoteIdentifier(namespace_schema.name)),
-      namespace_schema.fields, namespace_schema.schema_id, streamed->local_path, streamed->file));
+  SKIPPR_RETURN_IF_ERROR(
+      CopyToParquet(*options_.env, *engine_,
+                    fmt::format("SELECT * FROM {}.{}", QuoteIdentifier(kLandingPipeline),
+                                QuoteIdentifier(namespace_schema.name)),
+                    namespace_schema.fields, namespace_schema.schema_id, streamed->path,
+                    streamed->file)
+          .status());
   const int64_t rows = streamed->file.record_count;
   streamed_ = std::move(streamed);
   return rows;
@@ -913,15 +1001,17 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
       [&](const TableLocations& locations,
           const iceberg::VersionedMetadata&) -> Result<LandingFiles> {
         const std::string name = fmt::format("data/{}.parquet", landing.landing_id);
-        const std::string path = locations.local + "/" + name;
+        const std::string path = locations.path + "/" + name;
         // Under the landing's name, as a replay of the landing would write it.
-        if (Status renamed = options_.env->RenameFile(streamed->local_path, path); !renamed.ok()) {
+        if (Status renamed = options_.env->RenameFile(streamed->path, path); !renamed.ok()) {
           return LandingFileFailed(path, renamed);
         }
         if (Status synced = options_.env->SyncDirectory(DirectoryOf(path)); !synced.ok()) {
           return LandingFileFailed(path, synced);
         }
-        SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, path, rows));
+        Result<std::string> local_path = options_.env->LocalPathForReading(path);
+        if (!local_path.ok()) return LandingFileFailed(path, local_path.status());
+        SKIPPR_RETURN_IF_ERROR(CheckRowCount(*engine_, *local_path, rows));
         LandingFiles files;
         files.data_file = std::move(streamed->file);
         files.data_file->file_path = locations.location + "/" + name;
@@ -930,7 +1020,7 @@ Result<LandingOutcome> LakeWriter::LandStreamed(
       });
   if (outcome.ok() && outcome->was_landed_before) {
     // Not reached by a landing planned after its stream; the file would only be garbage.
-    (void)options_.env->RemoveFile(streamed->local_path);
+    (void)options_.env->RemoveFile(streamed->path);
   }
   return outcome;
 }
@@ -941,7 +1031,7 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
   const iceberg::TableIdentifier table{options_.table_namespace, landing.namespace_name};
   SKIPPR_ASSIGN_OR_RETURN(const TableLocations locations, LocationsOf(landing.namespace_name));
   const std::string& location = locations.location;
-  const std::string& local_location = locations.local;
+  const std::string& table_path = locations.path;
 
   std::optional<LandingFiles> files;
   for (int attempt = 1;; ++attempt) {
@@ -996,7 +1086,7 @@ Result<LandingOutcome> LakeWriter::Commit(const Landing& landing,
       change.summary[std::string(kSourcePositionKey)] = files->source_position;
     }
     Result<LandedSnapshot> committed = CommitChange(options_, *catalog_, table, location,
-                                                    local_location, *base, std::move(next),
+                                                    table_path, *base, std::move(next),
                                                     std::move(change));
     if (committed.ok()) {
       return LandingOutcome{
@@ -1022,17 +1112,17 @@ Result<query::LandedRows> LiveFilesOf(const iceberg::TableMetadata& metadata, in
   const iceberg::Snapshot* snapshot = metadata.FindSnapshot(snapshot_id);
   SKIPPR_CHECK_MSG(snapshot != nullptr, "the live files of a snapshot the table has");
   SKIPPR_ASSIGN_OR_RETURN(const std::string list_path,
-                          iceberg::LocalPathOfUri(snapshot->manifest_list));
+                          iceberg::EnvPathOfUri(snapshot->manifest_list));
   SKIPPR_ASSIGN_OR_RETURN(iceberg::ManifestList list, iceberg::ReadManifestList(list_path, env));
   for (const iceberg::ManifestFile& manifest_file : list.manifests) {
     SKIPPR_ASSIGN_OR_RETURN(const std::string manifest_path,
-                            iceberg::LocalPathOfUri(manifest_file.manifest_path));
+                            iceberg::EnvPathOfUri(manifest_file.manifest_path));
     SKIPPR_ASSIGN_OR_RETURN(iceberg::Manifest manifest,
                             iceberg::ReadManifest(manifest_path, manifest_file.manifest_length, env));
     for (const iceberg::ManifestEntry& entry : manifest.entries) {
       if (entry.status == iceberg::EntryStatus::kDeleted) continue;
       const iceberg::DataFile& file = entry.data_file;
-      SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(file.file_path));
+      SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::EnvPathOfUri(file.file_path));
       // ADDED entries written without one inherit the manifest's sequence number.
       const int64_t sequence_number = entry.sequence_number.value_or(manifest_file.sequence_number);
       if (file.content == iceberg::FileContent::kData) {
@@ -1067,7 +1157,8 @@ Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& landed, Env* env) {
     return Status::Corruption(fmt::format("Iceberg metadata '{}' has no snapshot {}",
                                           landed.metadata_location, landed.snapshot_id));
   }
-  return LiveFilesOf(metadata, landed.snapshot_id, env);
+  SKIPPR_ASSIGN_OR_RETURN(query::LandedRows rows, LiveFilesOf(metadata, landed.snapshot_id, env));
+  return LocalCopiesOf(std::move(rows), *env);
 }
 
 namespace {
@@ -1126,7 +1217,7 @@ Result<std::set<std::string>> FilesWithDeletedRows(query::Engine& engine,
   return files;
 }
 
-// The local paths of the data files `delete_files` name.
+// The Env paths of the data files `delete_files` name.
 Result<std::set<std::string>> FilesWithDeletedPositions(
     query::Engine& engine, const std::vector<query::PositionDeleteFile>& delete_files) {
   std::set<std::string> files;
@@ -1139,7 +1230,7 @@ Result<std::set<std::string>> FilesWithDeletedPositions(
                              fmt::join(paths, ", "))));
   for (const auto& row : result.rows) {
     SKIPPR_CHECK_MSG(row.size() == 1 && row[0], "a position delete names its data file");
-    SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::LocalPathOfUri(*row[0]));
+    SKIPPR_ASSIGN_OR_RETURN(std::string path, iceberg::EnvPathOfUri(*row[0]));
     files.insert(std::move(path));
   }
   return files;
@@ -1159,7 +1250,7 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     return MaintenanceOutcome{};
   }
   SKIPPR_ASSIGN_OR_RETURN(const query::LandedRows live,
-                          LandedRowsOf({base->location, parent->snapshot_id}, options_.env));
+                          LiveFilesOf(base->metadata, parent->snapshot_id, options_.env));
   std::vector<const query::LandedFile*> small_files;
   for (const query::LandedFile& file : live.data_files) {
     SKIPPR_ASSIGN_OR_RETURN(const uint64_t bytes, options_.env->FileSize(file.path));
@@ -1171,9 +1262,15 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
       static_cast<int64_t>(small_files.size()) <= policy.max_small_files) {
     return MaintenanceOutcome{};
   }
+  // DuckDB reads the local copies; `live` keeps the Env paths the removal is made of.
+  SKIPPR_ASSIGN_OR_RETURN(const query::LandedRows local, LocalCopiesOf(live, *options_.env));
+  std::map<std::string, std::string> env_path_of_local;
+  for (size_t i = 0; i < live.data_files.size(); ++i) {
+    env_path_of_local[local.data_files[i].path] = live.data_files[i].path;
+  }
   Removal removal{.delete_files = true};
   SKIPPR_ASSIGN_OR_RETURN(removal.data_files,
-                          FilesWithDeletedPositions(*engine_, live.position_delete_files));
+                          FilesWithDeletedPositions(*engine_, local.position_delete_files));
   if (!live.equality_delete_files.empty()) {
     const std::vector<std::string>& keys = live.equality_delete_files.front().key_columns;
     for (const query::EqualityDeleteFile& file : live.equality_delete_files) {
@@ -1184,8 +1281,10 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
       }
     }
     SKIPPR_ASSIGN_OR_RETURN(const std::set<std::string> with_deleted_keys,
-                            FilesWithDeletedRows(*engine_, live, keys));
-    removal.data_files.insert(with_deleted_keys.begin(), with_deleted_keys.end());
+                            FilesWithDeletedRows(*engine_, local, keys));
+    for (const std::string& local_path : with_deleted_keys) {
+      removal.data_files.insert(env_path_of_local.at(local_path));
+    }
   }
   // Small files go along when there are several: bin-packed into the one file written anyway.
   if (small_files.size() > 1) {
@@ -1198,7 +1297,7 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
       Sha256Hex(fmt::format("skippr-maintenance-v1\n{}\n{}\n", base->location, parent->snapshot_id))
           .substr(0, 32);
   const std::string directory_name = fmt::format("data/maintenance-{}", id);
-  const std::string directory = locations.local + "/" + directory_name;
+  const std::string directory = locations.path + "/" + directory_name;
   std::vector<iceberg::DataFile> data_files;
   if (!removal.data_files.empty()) {
     query::TableSource source;
@@ -1206,11 +1305,13 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
     source.namespace_name = namespace_schema.name;
     source.fields = namespace_schema.fields;
     source.batches = query::BatchList::InMemory({});
-    for (const query::LandedFile& file : live.data_files) {
-      if (removal.data_files.contains(file.path)) source.landed.data_files.push_back(file);
+    for (size_t i = 0; i < live.data_files.size(); ++i) {
+      if (removal.data_files.contains(live.data_files[i].path)) {
+        source.landed.data_files.push_back(local.data_files[i]);
+      }
     }
-    source.landed.equality_delete_files = live.equality_delete_files;
-    source.landed.position_delete_files = live.position_delete_files;
+    source.landed.equality_delete_files = local.equality_delete_files;
+    source.landed.position_delete_files = local.position_delete_files;
     SKIPPR_RETURN_IF_ERROR(engine_->RegisterTable(std::move(source)));
     SKIPPR_ASSIGN_OR_RETURN(
         std::vector<WrittenFile> written,
@@ -1221,8 +1322,9 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
                            policy.target_file_bytes));
     for (WrittenFile& file : written) {
       SKIPPR_RETURN_IF_ERROR(
-          AddColumnStatisticsFromFile(*engine_, namespace_schema.fields, file.path, file.file));
-      file.file.file_path = locations.location + file.path.substr(locations.local.size());
+          AddColumnStatisticsFromFile(*engine_, namespace_schema.fields, file.local_path,
+                                      file.file));
+      file.file.file_path = locations.location + file.path.substr(locations.path.size());
       data_files.push_back(std::move(file.file));
     }
   }
@@ -1243,14 +1345,14 @@ Result<MaintenanceOutcome> LakeWriter::Maintain(const schema::NamespaceSchema& n
                   outcome.data_files_rewritten, outcome.data_files_written,
                   outcome.delete_files_removed);
   Result<LandedSnapshot> committed = CommitChange(
-      options_, *catalog_, table, locations.location, locations.local, *base,
+      options_, *catalog_, table, locations.location, locations.path, *base,
       iceberg::NextVersion(base->metadata, base->location, NowMs()), std::move(change));
   if (!committed.ok() && committed.status().code() == StatusCode::kConflict) {
     // The table changed under us: what was rewritten may be stale. The next maintenance redoes it.
     spdlog::info("lake {}: another writer committed first; maintenance left for later",
                  table.ToString());
     for (const iceberg::DataFile& file : data_files) {
-      Result<std::string> path = iceberg::LocalPathOfUri(file.file_path);
+      Result<std::string> path = iceberg::EnvPathOfUri(file.file_path);
       if (path.ok()) (void)options_.env->RemoveFile(*path);
     }
     return MaintenanceOutcome{};

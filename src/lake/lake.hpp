@@ -16,8 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include "aws/aws.hpp"
 #include "core/batch.hpp"
 #include "core/env.hpp"
+#include "core/environment.hpp"
 #include "core/status.hpp"
 #include "query/query.hpp"
 #include "schema/schema.hpp"
@@ -63,12 +65,33 @@ struct Landing {
 Status CheckKeyColumns(const std::vector<std::string>& key_columns,
                        const std::vector<Field>& fields);
 
+// How a warehouse on S3 is reached (unused for a file:/// one).
+struct WarehouseAccess {
+  aws::S3Options s3;
+  aws::DynamoOptions dynamodb;  // the catalog_table's
+  const Environment* environment = nullptr;  // AWS settings; nullptr: the process environment
+  // A local directory for upload spools and the local copies of data files DuckDB writes and
+  // reads (a cache: deleting it loses nothing).
+  std::string local_directory;
+};
+
+// The Env a warehouse's files are reached through: `local` for file:///, an S3Env (with local
+// copies under access.local_directory) for s3://.
+Result<std::unique_ptr<Env>> OpenWarehouseEnv(const std::string& warehouse,
+                                              const WarehouseAccess& access);
+bool IsWarehouseOnS3(std::string_view warehouse);
+// Where that Env keeps the local copy of `uri` (s3://bucket/key), under `local_directory`.
+Result<std::string> LocalCopyPathOf(const std::string& local_directory, std::string_view uri);
+
 struct LakeOptions {
   std::string pipeline;
   std::string pipeline_instance;  // the store's instance id, for the snapshot summary
-  std::string warehouse;  // file:///absolute/path
+  std::string warehouse;  // file:///absolute/path or s3://bucket/prefix
   std::string table_namespace = "default";
-  std::string catalog_uri;  // empty: SQLite at {warehouse}/skippr_catalog.db
+  // Empty: SQLite at {warehouse}/skippr_catalog.db (which an S3 warehouse cannot have).
+  std::string catalog_uri;
+  std::string catalog_table;  // set: the catalog is this DynamoDB table
+  WarehouseAccess access;     // for a warehouse on S3 and a DynamoDB catalog
   // Table health. A commit that would leave more manifests than this merges them all into one
   // (the earlier data files as EXISTING entries), so a snapshot's metadata stays bounded.
   size_t manifests_before_merge = 16;
@@ -78,7 +101,8 @@ struct LakeOptions {
   int64_t max_snapshot_age_ms = 24 * 3600 * 1000;
   int32_t min_snapshots_to_keep = 100;
   // The lake's own file operations (metadata, manifests, directories, the fsync of the Parquet
-  // files DuckDB writes); DuckDB and the catalog database do their own I/O.
+  // files DuckDB writes) on a file:/// warehouse; DuckDB and the catalog database do their own
+  // I/O. An s3:// warehouse gets its own Env (OpenWarehouseEnv).
   Env* env = Env::Default();
 };
 
@@ -174,7 +198,7 @@ class LakeWriter {
   struct StreamedFile;
   struct TableLocations {
     std::string location;  // the table's URI
-    std::string local;     // its local directory
+    std::string path;      // its directory's Env path (iceberg::EnvPathOfUri)
   };
   Result<TableLocations> LocationsOf(const std::string& namespace_name) const;
   // Commits `landing` (of `rows` rows) as one snapshot, writing its files with `write_files` once
@@ -192,14 +216,15 @@ class LakeWriter {
                                          const iceberg::VersionedMetadata& base);
 
   LakeOptions options_;
+  std::unique_ptr<Env> warehouse_env_;  // for a warehouse on S3; options_.env points at it
   std::unique_ptr<iceberg::Catalog> catalog_;
   std::unique_ptr<query::Engine> engine_;  // DuckDB, for Parquet writing
   std::unique_ptr<StreamedFile> streamed_;  // WriteStream's file, until LandStreamed takes it
 };
 
-// The live data and delete files of a landed snapshot, as local paths with their data
-// sequence numbers, delete key columns named as in the table's current schema (nothing for
-// snapshot_id 0).
+// The live data and delete files of a landed snapshot, as local paths DuckDB reads (for a table
+// on S3, local copies `env` fetches) with their data sequence numbers, delete key columns named as
+// in the table's current schema (nothing for snapshot_id 0). `env`: OpenWarehouseEnv's.
 Result<query::LandedRows> LandedRowsOf(const LandedSnapshot& snapshot, Env* env = Env::Default());
 
 }  // namespace skippr::lake

@@ -78,7 +78,9 @@ Result<transform::LandedBaseline> ReadLandedBaseline(
     table.source.namespace_name = namespace_name;
     table.source.fields = fields->second.fields;
     SKIPPR_ASSIGN_OR_RETURN(table.source.landed,
-                            sinks::ReadLanded(*data_sink, namespace_name, commit, &state.env()));
+                            sinks::ReadLanded({pipeline_name, "", &state.env(),
+                                               state.sink_directory()},
+                                              *data_sink, namespace_name, commit));
     table.key_fields = fields->second.key_fields;
     tables->push_back(std::move(table));
   }

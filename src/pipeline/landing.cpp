@@ -339,9 +339,8 @@ Status CheckWritePolicy(const config::PipelineConfig& pipeline, const std::strin
 
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
-                                const std::string& pipeline_instance, Env* env) {
+                                const sinks::SinkContext& context) {
   PipelineSinks sinks;
-  const sinks::SinkContext context{pipeline.name, pipeline_instance, env};
   if (pipeline.data_sink) {
     const config::ConnectorConfig& entry = config.data_sinks.at(*pipeline.data_sink).connector;
     const std::string setting = SinkSetting("data_sinks", *pipeline.data_sink, entry);

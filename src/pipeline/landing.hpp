@@ -57,11 +57,12 @@ struct PipelineSinks {
   }
 };
 // The data sink and the deadletter sink, when the pipeline has them, opened through
-// sinks::OpenSink; `pipeline_instance`: the store's instance id, recorded with every landing. A
-// data sink that cannot land the pipeline's write policy is refused here, before anything is read.
+// sinks::OpenSink; context.pipeline_instance: the store's instance id, recorded with every
+// landing. A data sink that cannot land the pipeline's write policy is refused here, before
+// anything is read.
 Result<PipelineSinks> OpenSinks(const config::Config& config,
                                 const config::PipelineConfig& pipeline,
-                                const std::string& pipeline_instance, Env* env = Env::Default());
+                                const sinks::SinkContext& context);
 
 // Deadletters a pipeline has sent on: landed in its deadletter sink, or discarded without one.
 // Kept in the catalog family (key Text("deadletter_totals"), deadletters.cpp), added to in the

@@ -44,6 +44,8 @@ class PipelineState {
   Env& wal_env() const { return wal_s3_env_ ? *wal_s3_env_ : *env_; }
   // Where a source spills what it cannot commit yet; only this process's, emptied as it starts.
   std::string scratch_directory() const { return directory_ + "/spill"; }
+  // The sinks' local scratch files (sinks::SinkContext::local_directory): a cache, deletable.
+  std::string sink_directory() const { return directory_ + "/sink"; }
 
  private:
   Status OpenWalEnv(const config::PipelineConfig& pipeline);

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "iceberg/iceberg.hpp"
+#include "lake/lake.hpp"
 #include "pipeline/landing.hpp"
 #include "pipeline/pipeline.hpp"
 
@@ -166,8 +167,11 @@ class PipelineTables {
     Result<std::string> location = iceberg::TableLocation(
         sink.GetString("warehouse"),
         sink.Has("table_namespace") ? sink.GetString("table_namespace") : "default", table);
-    if (!location.ok()) return;  // not a local table: nothing of it can be read
-    Result<std::string> local = iceberg::LocalPathOfUri(*location);
+    if (!location.ok()) return;  // no table: nothing of it can be read
+    // A table on S3 is read from its local copies.
+    Result<std::string> local = lake::IsWarehouseOnS3(*location)
+                                    ? lake::LocalCopyPathOf(state_->sink_directory(), *location)
+                                    : iceberg::EnvPathOfUri(*location);
     if (local.ok()) data_directories_[table] = *local + "/data/";
   }
 
@@ -267,7 +271,9 @@ class PipelineTables {
     const sinks::CommitId at =
         commit == pin_->landing.commits.end() ? sinks::CommitId{"", 1} : commit->second;
     SKIPPR_ASSIGN_OR_RETURN(query::LandedRows landed,
-                            sinks::ReadLanded(*sink, ns_name, at, &state_->env()));
+                            sinks::ReadLanded({name_, "", &state_->env(),
+                                               state_->sink_directory()},
+                                              *sink, ns_name, at));
     if (!checks_locations_) return landed;
     auto directory = data_directories_.find(ns_name);
     const auto outside = [&](const std::string& path) {

@@ -217,7 +217,9 @@ class SyncPass {
     // landing's lower priority first: DuckDB's workers, started as it opens, inherit it.
     std::future<Result<PipelineSinks>> sinks = std::async(std::launch::async, [this] {
       LowerThisThreadsPriority();
-      return OpenSinks(config_, pipeline_, state_.store().identity().instance_id, &state_.env());
+      return OpenSinks(config_, pipeline_,
+                       {pipeline_.name, state_.store().identity().instance_id, &state_.env(),
+                        state_.sink_directory()});
     });
     landing_policy_ = ResolveLandingPolicy(config_, pipeline_);
     Status prepared = PrepareShaping();

@@ -111,9 +111,10 @@ Result<std::unique_ptr<Sink>> DuckdbSink::Open(const SinkContext& context,
   return std::unique_ptr<Sink>(new DuckdbSink(context, std::move(settings), std::move(engine)));
 }
 
-Result<query::LandedRows> DuckdbSink::ReadLanded(const config::ConnectorConfig& entry,
-                                                 const std::string& namespace_name, const CommitId&,
-                                                 Env*) {
+Result<query::LandedRows> DuckdbSink::ReadLanded(const SinkContext&,
+                                                 const config::ConnectorConfig& entry,
+                                                 const std::string& namespace_name,
+                                                 const CommitId&) {
   const Settings settings = SettingsOf(entry);
   query::LandedRows landed;
   landed.database_table = query::DatabaseTable{

@@ -1,6 +1,13 @@
 // SkipprLake behind the Sink interface: the lake's types at the boundary, nothing else.
 #include "sinks/internal/lake_sink.hpp"
 
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "aws/aws.hpp"
+#include "core/environment.hpp"
+
 namespace skippr::sinks::internal {
 
 namespace {
@@ -14,6 +21,15 @@ lake::LakeOptions LakeOptionsOf(const SinkContext& context, const config::Connec
   options.warehouse = entry.GetString("warehouse");
   if (entry.Has("table_namespace")) options.table_namespace = entry.GetString("table_namespace");
   if (entry.Has("catalog_uri")) options.catalog_uri = entry.GetString("catalog_uri");
+  if (entry.Has("catalog_table")) options.catalog_table = entry.GetString("catalog_table");
+  // One region and endpoint for the bucket and the catalog table, as for the S3 source; the
+  // standard AWS_ENDPOINT_URL_S3 / _DYNAMODB variables tell them apart.
+  if (entry.Has("region")) {
+    options.access.s3.region = entry.GetString("region");
+    options.access.dynamodb.region = entry.GetString("region");
+  }
+  if (entry.Has("endpoint_url")) options.access.s3.endpoint_url = entry.GetString("endpoint_url");
+  options.access.local_directory = context.local_directory;
   if (entry.Has("max_snapshot_age_seconds")) {
     options.max_snapshot_age_ms = entry.GetInteger("max_snapshot_age_seconds") * 1000;
   }
@@ -37,7 +53,69 @@ LandingOutcome OutcomeOf(const lake::LandingOutcome& outcome) {
                         outcome.rows_written, outcome.rows_deleted};
 }
 
+SinkCheck CheckWarehouseBucket(const lake::LakeOptions& options, const std::string& setting) {
+  static const ProcessEnvironment environment;
+  const auto fail = [&](std::string_view why) {
+    return SinkCheck{false, fmt::format("{}: cannot list and write warehouse {}: {}", setting,
+                                        options.warehouse, why)};
+  };
+  Result<std::pair<std::string, std::string>> location = aws::ParseS3Uri(options.warehouse);
+  if (!location.ok()) return fail(location.status().message());
+  auto [bucket, prefix] = *location;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  Result<std::unique_ptr<aws::S3Client>> client =
+      aws::S3Client::Open(options.access.s3, environment);
+  if (!client.ok()) return fail(client.status().message());
+  const std::string probe = prefix + ".doctor-probe";
+  Status checked = (*client)->ListObjects(bucket, prefix).status();
+  if (checked.ok()) checked = (*client)->PutObject(bucket, probe, "skipprd doctor").status();
+  if (checked.ok()) checked = (*client)->DeleteObject(bucket, probe);
+  if (!checked.ok()) {
+    return fail(fmt::format("at {}: {}", (*client)->endpoint(), checked.message()));
+  }
+  return {true, fmt::format("{}: warehouse {} listed and written at {}", setting, options.warehouse,
+                            (*client)->endpoint())};
+}
+
+SinkCheck CheckCatalogTable(const lake::LakeOptions& options, const std::string& setting) {
+  static const ProcessEnvironment environment;
+  Result<std::unique_ptr<aws::DynamoClient>> client =
+      aws::DynamoClient::Open(options.access.dynamodb, environment);
+  if (!client.ok()) return {false, fmt::format("{}: {}", setting, client.status().message())};
+  Result<nlohmann::json> described =
+      (*client)->Call("DescribeTable", {{"TableName", options.catalog_table}});
+  if (described.ok()) {
+    return {true, fmt::format("{}: catalog table '{}' found at {}", setting, options.catalog_table,
+                              (*client)->endpoint())};
+  }
+  if (described.status().code() == StatusCode::kNotFound) {
+    return {
+        true,
+        fmt::format("{}: catalog table '{}' does not exist at {}; the first sync creates it "
+                    "(this needs dynamodb:CreateTable), or create it yourself: aws dynamodb "
+                    "create-table --table-name {} --attribute-definitions "
+                    "AttributeName=pk,AttributeType=S AttributeName=sk,AttributeType=S "
+                    "--key-schema AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE "
+                    "--billing-mode PAY_PER_REQUEST",
+                    setting, options.catalog_table, (*client)->endpoint(), options.catalog_table)};
+  }
+  return {false,
+          fmt::format("{}: cannot read catalog table '{}' at {}: {}", setting,
+                      options.catalog_table, (*client)->endpoint(), described.status().message())};
+}
+
 }  // namespace
+
+std::vector<SinkCheck> LakeSink::Check(const config::ConnectorConfig& entry,
+                                       const std::string& setting) {
+  const lake::LakeOptions options = LakeOptionsOf({}, entry);
+  std::vector<SinkCheck> checks;
+  if (lake::IsWarehouseOnS3(options.warehouse)) {
+    checks.push_back(CheckWarehouseBucket(options, setting));
+  }
+  if (!options.catalog_table.empty()) checks.push_back(CheckCatalogTable(options, setting));
+  return checks;
+}
 
 Capabilities LakeSink::KindCapabilities() {
   return Capabilities{
@@ -61,9 +139,17 @@ Result<std::unique_ptr<Sink>> LakeSink::Open(const SinkContext& context,
   return std::unique_ptr<Sink>(new LakeSink(std::move(writer)));
 }
 
-Result<query::LandedRows> LakeSink::ReadLanded(const config::ConnectorConfig&, const std::string&,
-                                               const CommitId& commit, Env* env) {
-  return lake::LandedRowsOf({commit.location, commit.version}, env);
+Result<query::LandedRows> LakeSink::ReadLanded(const SinkContext& context,
+                                               const config::ConnectorConfig& entry,
+                                               const std::string&, const CommitId& commit) {
+  const lake::LakeOptions options = LakeOptionsOf(context, entry);
+  if (!lake::IsWarehouseOnS3(options.warehouse)) {
+    return lake::LandedRowsOf({commit.location, commit.version}, context.env);
+  }
+  // The local copies it fetches outlive the Env.
+  SKIPPR_ASSIGN_OR_RETURN(const std::unique_ptr<Env> env,
+                          lake::OpenWarehouseEnv(options.warehouse, options.access));
+  return lake::LandedRowsOf({commit.location, commit.version}, env.get());
 }
 
 Result<LandingOutcome> LakeSink::Land(const Landing& landing,

@@ -85,8 +85,8 @@ struct SinkKind {
                                               const std::string& setting)>
       open;
   // What query reads back; unset: nothing (query shows the live WAL only).
-  std::function<Result<query::LandedRows>(const config::ConnectorConfig&, const std::string&,
-                                          const CommitId&, Env*)>
+  std::function<Result<query::LandedRows>(const SinkContext&, const config::ConnectorConfig&,
+                                          const std::string&, const CommitId&)>
       read_landed;
   // Set for sinks whose read-back is their current state (ReadsCurrentState).
   std::function<Result<bool>(const config::ConnectorConfig&, const std::string&,
@@ -102,7 +102,7 @@ const std::vector<SinkKind>& Kinds() {
          return entry.kind == "SkipprLake" || (entry.kind == "Duckdb" && entry.Has("warehouse"));
        },
        internal::LakeSink::KindCapabilities, internal::LakeSink::Open,
-       internal::LakeSink::ReadLanded, nullptr, nullptr},
+       internal::LakeSink::ReadLanded, nullptr, internal::LakeSink::Check},
       {[](const config::ConnectorConfig& entry) {
          return entry.kind == "Duckdb" && entry.Has("database");
        },
@@ -171,12 +171,12 @@ bool IsReadBack(const config::ConnectorConfig& entry) {
   return kind != nullptr && static_cast<bool>(kind->read_landed);
 }
 
-Result<query::LandedRows> ReadLanded(const config::ConnectorConfig& entry,
-                                     const std::string& namespace_name, const CommitId& commit,
-                                     Env* env) {
+Result<query::LandedRows> ReadLanded(const SinkContext& context,
+                                     const config::ConnectorConfig& entry,
+                                     const std::string& namespace_name, const CommitId& commit) {
   const SinkKind* kind = KindOf(entry);
   if (kind == nullptr || !kind->read_landed || commit.version == 0) return query::LandedRows{};
-  return kind->read_landed(entry, namespace_name, commit, env);
+  return kind->read_landed(context, entry, namespace_name, commit);
 }
 
 std::vector<SinkCheck> CheckSink(const config::ConnectorConfig& entry, const std::string& setting) {

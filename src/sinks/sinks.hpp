@@ -143,6 +143,9 @@ struct SinkContext {
   std::string pipeline;
   std::string pipeline_instance;  // the store's instance id
   Env* env = Env::Default();
+  // A local directory of the pipeline's for a sink's scratch files (a lake on S3 keeps its upload
+  // spools and the local copies of its data files there). Deleting it loses nothing.
+  std::string local_directory;
 };
 
 // The sink a config entry describes; `setting` names the entry for messages
@@ -167,9 +170,9 @@ struct SinkCheck {
 std::vector<SinkCheck> CheckSink(const config::ConnectorConfig& entry, const std::string& setting);
 
 // What query reads of a namespace the entry's sink landed up to `commit` (version 0: nothing).
-Result<query::LandedRows> ReadLanded(const config::ConnectorConfig& entry,
-                                     const std::string& namespace_name, const CommitId& commit,
-                                     Env* env = Env::Default());
+Result<query::LandedRows> ReadLanded(const SinkContext& context,
+                                     const config::ConnectorConfig& entry,
+                                     const std::string& namespace_name, const CommitId& commit);
 
 // Whether what ReadLanded reads is the sink's current state (a DuckDB database's tables) rather
 // than the commit recorded in the store: a reader then also needs to know which landings planned

@@ -720,13 +720,13 @@ TEST(LakeStatistics, ManifestCountsAndBoundsEqualTheDataFile) {
   ASSERT_TRUE(metadata.ok()) << metadata.status().message();
   const iceberg::Snapshot* snapshot = metadata->FindSnapshot(landed->snapshot.snapshot_id);
   ASSERT_NE(snapshot, nullptr);
-  auto list = iceberg::ReadManifestList(*iceberg::LocalPathOfUri(snapshot->manifest_list));
+  auto list = iceberg::ReadManifestList(*iceberg::EnvPathOfUri(snapshot->manifest_list));
   ASSERT_TRUE(list.ok() && list->manifests.size() == 1);
-  auto manifest = iceberg::ReadManifest(*iceberg::LocalPathOfUri(list->manifests[0].manifest_path),
+  auto manifest = iceberg::ReadManifest(*iceberg::EnvPathOfUri(list->manifests[0].manifest_path),
                                         list->manifests[0].manifest_length);
   ASSERT_TRUE(manifest.ok() && manifest->entries.size() == 1);
   const iceberg::DataFile& file = manifest->entries[0].data_file;
-  const std::string path = *iceberg::LocalPathOfUri(file.file_path);
+  const std::string path = *iceberg::EnvPathOfUri(file.file_path);
   ASSERT_EQ(file.record_count, 4);
 
   auto engine = query::Engine::Open();

@@ -346,5 +346,206 @@ TEST_F(WalOnS3E2e, EveryRowLandsExactlyOnceAcrossKillsCrashPointsAndLostAnswers)
   EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));
 }
 
+// ----- SkipprLake on s3://: the tables in a bucket, the catalog in DynamoDB ---------------------
+
+class LakeOnS3E2e : public WalOnS3E2e {
+ public:
+  static void SetUpTestSuite() {
+    WalOnS3E2e::SetUpTestSuite();
+    dynamo_why_not_.clear();
+    dynamo_ = DynamoServer::Start(&dynamo_why_not_).release();
+  }
+  static void TearDownTestSuite() {
+    delete dynamo_;
+    dynamo_ = nullptr;
+    WalOnS3E2e::TearDownTestSuite();
+  }
+
+ protected:
+  void SetUp() override {
+    WalOnS3E2e::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_NE(dynamo_, nullptr) << dynamo_why_not_;
+    lake_bucket_ = "lake-" + bucket_;
+    server_->CreateBucket(lake_bucket_);
+  }
+
+  // `source` (a data_sources entry) into a lake in the lake bucket, cataloged in DynamoDB.
+  void WriteLakeConfig(const std::string& source, const std::string& sink_extra = "") {
+    dir_.Write("skippr.yml", fmt::format(R"(data_sources:
+  bucket:
+    S3: {{s3_bucket: {}, s3_prefix: landing/}}
+  files:
+    File: {{path: input, primary_key: [id]}}
+data_sinks:
+  lake:
+    SkipprLake:
+      warehouse: "s3://{}/warehouse/"
+      catalog_table: catalog-{}
+      commit_interval_seconds: 1
+{}pipelines:
+  events:
+    data_source: data_sources.{}
+    data_sink: data_sinks.lake
+)",
+                                         bucket_, lake_bucket_, bucket_, sink_extra, source));
+  }
+
+  std::map<std::string, std::string> LakeEnv(std::map<std::string, std::string> extra = {}) const {
+    auto env = WalEnv(std::move(extra));
+    env["AWS_ENDPOINT_URL_DYNAMODB"] = dynamo_->endpoint();
+    return env;
+  }
+
+  std::vector<std::string> QueryLake(const std::string& sql) {
+    ProcessResult result = Skipprd(dir_, {"query", "--plain", "--sql", sql}, LakeEnv());
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    const nlohmann::json answer = nlohmann::json::parse(result.out, nullptr, false);
+    std::vector<std::string> row;
+    if (answer.is_object() && !answer["rows"].empty()) {
+      for (const auto& value : answer["rows"][0]) row.push_back(value.get<std::string>());
+    }
+    return row;
+  }
+
+  // The objects of the lake bucket under `prefix`.
+  std::vector<std::string> LakeObjects(const std::string& prefix) {
+    std::vector<std::string> keys;
+    EXPECT_TRUE(client_
+                    ->ForEachObject(lake_bucket_, prefix,
+                                    [&](const aws::ObjectInfo& object) {
+                                      keys.push_back(object.key);
+                                      return Status::OK();
+                                    })
+                    .ok());
+    return keys;
+  }
+
+  // The table as icebird reads it from the bucket, at its newest metadata version.
+  nlohmann::json ReadTableFromBucket() {
+    const std::string metadata_prefix = "warehouse/default/events/metadata/";
+    int64_t newest = 0;
+    for (const std::string& key : LakeObjects(metadata_prefix)) {
+      int64_t version = 0;
+      if (std::sscanf(key.c_str() + metadata_prefix.size(), "v%ld.metadata.json", &version) == 1) {
+        newest = std::max(newest, version);
+      }
+    }
+    EXPECT_GT(newest, 0) << "a metadata file in the bucket";
+    const std::string location = fmt::format("s3://{}/{}v{}.metadata.json", lake_bucket_,
+                                             metadata_prefix, newest);
+    const std::string reader = std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs";
+    ProcessResult read = RunProcess(
+        "/usr/bin/env",
+        {"READ_ICEBERG_S3_ENDPOINT=" + server_->endpoint(), "node", reader, location});
+    EXPECT_EQ(read.exit_code, 0) << read.err;
+    if (read.exit_code != 0) return nlohmann::json::object({{"rows", nlohmann::json::array()}});
+    return nlohmann::json::parse(read.out);
+  }
+
+  static inline DynamoServer* dynamo_ = nullptr;
+  static inline std::string dynamo_why_not_;
+  std::string lake_bucket_;
+};
+
+TEST_F(LakeOnS3E2e, S3SourceToALakeInABucketLandsEveryRowOnceAcrossKillsAndFaults) {
+  WriteLakeConfig("bucket");
+  int64_t rows = Scaled(60000, 10);
+  int64_t checksum = WriteInput(dir_, 8, rows);
+  UploadInput();
+  // Every seventh request to S3 fails with a 500 and every fifth write's answer is lost after it
+  // took effect, through every run below.
+  server_->InjectFaults({{"status_every", 7}, {"status", 500}, {"lose_put_every", 5}});
+  const auto small_buffers = LakeEnv({{"BUFFER_THRESHOLD_BYTES", "500000"}});
+  std::mt19937 random(20261205);
+  std::uniform_int_distribution<int> delay_ms(200, 1500);
+  for (int kill = 0; kill < 12; ++kill) {
+    SyncAndKillAfter(dir_, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
+  }
+  // Killed at each moment of a landing in the bucket: the data file uploaded and no catalog
+  // commit, the catalog committed and the store not told, and so on.
+  for (const std::string point : {"lake.after_data_file", "lake.before_catalog_commit",
+                                  "lake.after_catalog_commit", "landing.before_store_commit"}) {
+    const int64_t extra = 1500;
+    checksum += WriteInput(dir_, 1, extra, rows, "extra-" + point);
+    rows += extra;
+    UploadInput();
+    auto env = small_buffers;
+    env["SKIPPR_CRASH_POINT"] = point;
+    ProcessResult crashed = Skipprd(dir_, {"sync", "-p", "events", "--once"}, env);
+    EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << point << " was not reached\n" << crashed.err;
+  }
+  ProcessResult final_run = Skipprd(dir_, {"sync", "-p", "events", "--once"}, LakeEnv());
+  ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+  const nlohmann::json faults = server_->FaultCounters();
+  EXPECT_GT(faults["lost_puts"].get<int>(), 0) << faults;
+  server_->InjectFaults(nlohmann::json::object());
+
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("warehouse"))) << "no table on local disk";
+  EXPECT_FALSE(LakeObjects("warehouse/default/events/data/").empty());
+  EXPECT_EQ(SegmentObjects(), 0u) << "landed segments are deleted from the bucket";
+  const std::string sql =
+      "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM events.events";
+  EXPECT_EQ(QueryLake(sql), Expected(rows, checksum));
+  // The local copies of the data files are a cache: query fetches them again.
+  std::filesystem::remove_all(dir_.Sub("data/events/sink"));
+  EXPECT_EQ(QueryLake(sql), Expected(rows, checksum));
+  const nlohmann::json table = ReadTableFromBucket();
+  EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));
+}
+
+TEST_F(LakeOnS3E2e, MergeByKeyReadsTheTableBackFromTheBucketWithoutLocalCopies) {
+  WriteLakeConfig("files", "      write_policy: merge_by_key\n");
+  const int64_t rows = 4000;
+  WriteInput(dir_, 2, rows);
+  ProcessResult first = Skipprd(dir_, {"sync", "-p", "events", "--once"}, LakeEnv());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // The same ids again, with other amounts: each key's row is replaced. The merge finds the
+  // table's live rows in the bucket, as a fresh machine would.
+  std::filesystem::remove_all(dir_.Sub("data/events/sink"));
+  std::filesystem::remove_all(dir_.Sub("input"));
+  dir_.Write("input/again.jsonl", [&] {
+    std::string lines;
+    for (int64_t id = 0; id < rows; ++id) {
+      lines += fmt::format("{{\"id\":{},\"name\":\"again\",\"amount\":1}}\n", id);
+    }
+    return lines;
+  }());
+  ProcessResult second = Skipprd(dir_, {"sync", "-p", "events", "--once"}, LakeEnv());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(QueryLake("SELECT count(*), count(DISTINCT id), sum(amount) FROM events.events"),
+            (std::vector<std::string>{std::to_string(rows), std::to_string(rows),
+                                      std::to_string(rows)}));
+  const nlohmann::json table = ReadTableFromBucket();
+  EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));
+  for (const auto& row : table["rows"]) EXPECT_EQ(row["name"], "again") << row;
+}
+
+TEST_F(LakeOnS3E2e, DoctorListsAndWritesTheWarehouseAndFindsTheCatalogTable) {
+  WriteLakeConfig("files");
+  ProcessResult before = Skipprd(dir_, {"doctor"}, LakeEnv());
+  EXPECT_THAT(before.out, HasSubstr(fmt::format(
+                              "data_sinks.lake.SkipprLake: warehouse s3://{}/warehouse/ listed and "
+                              "written at {}",
+                              lake_bucket_, server_->endpoint())));
+  EXPECT_THAT(before.out, HasSubstr(fmt::format("catalog table 'catalog-{}' does not exist at {}; "
+                                                "the first sync creates it",
+                                                bucket_, dynamo_->endpoint())));
+  WriteInput(dir_, 1, 10);
+  ProcessResult sync = Skipprd(dir_, {"sync", "-p", "events", "--once"}, LakeEnv());
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  ProcessResult after = Skipprd(dir_, {"doctor"}, LakeEnv());
+  EXPECT_THAT(after.out, HasSubstr(fmt::format("catalog table 'catalog-{}' found at {}", bucket_,
+                                               dynamo_->endpoint())));
+
+  lake_bucket_ = "no-such-lake-bucket";
+  WriteLakeConfig("files");
+  ProcessResult missing = Skipprd(dir_, {"doctor"}, LakeEnv());
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.out, HasSubstr("cannot list and write warehouse "
+                                     "s3://no-such-lake-bucket/warehouse/"));
+  EXPECT_THAT(missing.out, HasSubstr("the bucket does not exist"));
+}
+
 }  // namespace
 }  // namespace skippr::testing

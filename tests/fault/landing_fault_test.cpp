@@ -85,7 +85,9 @@ class LandingUnderFaults {
                                                  state_->store(), nullptr, {.env = &env_}));
     SKIPPR_ASSIGN_OR_RETURN(pipeline::internal::PipelineSinks sinks,
                             pipeline::internal::OpenSinks(
-                                config_, pipeline(), state_->store().identity().instance_id, &env_));
+                                config_, pipeline(),
+                                {pipeline().name, state_->store().identity().instance_id, &env_,
+                                 state_->sink_directory()}));
     writer_ = std::move(sinks.data);
     return Status::OK();
   }

@@ -5,6 +5,10 @@
 //
 //   node tests/lake/read_iceberg.mjs --catalog <catalog.db> <namespace> <table>
 //   node tests/lake/read_iceberg.mjs <vN.metadata.json path or file:// URL>
+//   READ_ICEBERG_S3_ENDPOINT=http://127.0.0.1:<port> node tests/lake/read_iceberg.mjs s3://bucket/key
+//
+// With READ_ICEBERG_S3_ENDPOINT, s3:// URLs (and the https://<bucket>.s3.amazonaws.com URLs icebird
+// turns them into) are fetched path-style, unsigned, from that S3-compatible server instead.
 //
 // --catalog reads a SQLite file shaped like Iceberg's JDBC catalog (table iceberg_tables) with the
 // sqlite3 CLI, read-only. Prints one JSON object, one row per line, rows in data-file order:
@@ -41,13 +45,22 @@ function fail(message) {
 
 const toPath = loc => loc.startsWith('file:') ? fileURLToPath(loc) : loc
 
+const s3Endpoint = process.env.READ_ICEBERG_S3_ENDPOINT?.replace(/\/+$/, '')
+function s3Url(loc) {
+  if (!s3Endpoint) return loc
+  let match = /^s3a?:\/\/([^/]+)\/(.*)$/.exec(loc) ?? /^https:\/\/([^./]+)\.s3\.amazonaws\.com\/(.*)$/.exec(loc)
+  return match ? `${s3Endpoint}/${match[1]}/${match[2]}` : loc
+}
+
 // Node's fetch has no file: support: serve file:// URLs and absolute paths from disk, anything else
 // (e.g. an S3 URL icebird translated to https) with the fetch that was there before.
 const previousFetch = globalThis.fetch
 globalThis.fetch = async (url, init) => {
-  const loc = String(url)
+  const loc = s3Url(String(url))
   if (!loc.startsWith('file:') && !loc.startsWith('/')) {
-    return previousFetch(url, init).catch(e => { throw new Error(`cannot fetch ${loc}: ${e.cause?.code ?? e.message}`) })
+    const response = await previousFetch(loc, init).catch(e => { throw new Error(`cannot fetch ${loc}: ${e.cause?.code ?? e.message}`) })
+    if (!response.ok) throw new Error(`cannot fetch ${loc}: HTTP ${response.status}`)
+    return response
   }
   try {
     return new Response(await readFile(toPath(loc)))
@@ -137,7 +150,9 @@ try {
   const location = await metadataLocation()
   what = args[0] === '--catalog' ? `${what} (${location})` : `table ${location}`
   const icebergRead = await loadReader()
-  const metadata = JSON.parse(await readFile(toPath(location), 'utf8'))
+  const metadata = location.startsWith('s3')
+    ? await (await globalThis.fetch(location)).json()
+    : JSON.parse(await readFile(toPath(location), 'utf8'))
   const schema = metadata.schemas?.find(s => s['schema-id'] === metadata['current-schema-id']) ?? metadata.schema
   if (!schema?.fields) throw new Error('metadata has no current schema')
   const snapshot = metadata['current-snapshot-id']

@@ -340,9 +340,29 @@ TEST(ConfigConnectors, LakeWarehouseMustBeAnAbsoluteUri) {
   EXPECT_EQ(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: ./wh}\n"),
             "skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse './wh' must be an absolute "
             "file:///path");
-  EXPECT_EQ(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh\"}\n"),
-            "skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse 's3://b/wh': a lake on S3 is "
-            "not available in this build yet; use an absolute file:///path");
+}
+
+TEST(ConfigConnectors, LakeOnS3NeedsABucketAndACatalogBesideIt) {
+  EXPECT_THAT(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh\"}\n"),
+              HasSubstr("skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse 's3://b/wh' is on "
+                        "S3, so the catalog cannot be the default SQLite file beside it: set "
+                        "catalog_table"));
+  EXPECT_THAT(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3:///wh\", "
+                      "catalog_table: t}\n"),
+              HasSubstr("warehouse 's3:///wh' names no bucket"));
+  EXPECT_THAT(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh\", "
+                      "catalog_table: t, catalog_uri: \"${PG}\"}\n",
+                      {{"PG", "postgresql://h/db"}}),
+              HasSubstr("set one of catalog_table (DynamoDB) and catalog_uri"));
+  EXPECT_THAT(ErrorOf("data_sinks:\n  duck:\n    Duckdb: {warehouse: \"s3://b/wh\", "
+                      "table_namespace: n}\n"),
+              HasSubstr("a Duckdb warehouse must be an absolute file:///path"));
+  const std::string config = "data_sources:\n  s:\n    Sample: {}\n"
+                             "data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh/\", "
+                             "catalog_table: skippr_catalog, region: eu-west-1}\n"
+                             "pipelines:\n  p: {data_source: data_sources.s, "
+                             "data_sink: data_sinks.lake}\n";
+  ParseOk(config);
 }
 
 TEST(ConfigConnectors, PostgresSourceNeedsADatabase) {

@@ -22,6 +22,8 @@
 
 #include "iceberg/catalog.hpp"
 #include "iceberg/table_metadata.hpp"
+#include "support/aws_servers.hpp"
+#include "support/loopback.hpp"
 #include "support/postgres_server.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
@@ -30,7 +32,10 @@ namespace skippr::iceberg {
 namespace {
 
 namespace fs = std::filesystem;
+using skippr::testing::DynamoServer;
+using skippr::testing::FreeLoopbackPort;
 using skippr::testing::PostgresServer;
+using skippr::testing::ServerSuite;
 using skippr::testing::RunShell;
 using skippr::testing::TempDir;
 using ::testing::ElementsAre;
@@ -550,13 +555,18 @@ std::vector<std::string> FilesIn(const std::string& directory) {
   return names;
 }
 
-TEST(MetadataFiles, LocationsAreFileUris) {
-  EXPECT_EQ(ValueOrDie(LocalPathOfUri("file:///data/wh")), "/data/wh");
-  EXPECT_EQ(ValueOrDie(LocalPathOfUri("file:/data/wh/")), "/data/wh");
-  EXPECT_EQ(ValueOrDie(LocalPathOfUri("/data/wh")), "/data/wh");
-  EXPECT_EQ(LocalPathOfUri("s3://bucket/wh").status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(LocalPathOfUri("file://host/wh").status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(LocalPathOfUri("data/wh").status().code(), StatusCode::kInvalidArgument);
+TEST(MetadataFiles, LocationsAreFileOrS3Uris) {
+  EXPECT_EQ(ValueOrDie(EnvPathOfUri("file:///data/wh")), "/data/wh");
+  EXPECT_EQ(ValueOrDie(EnvPathOfUri("file:/data/wh/")), "/data/wh");
+  EXPECT_EQ(ValueOrDie(EnvPathOfUri("/data/wh")), "/data/wh");
+  // An S3Env's paths are the URIs themselves.
+  EXPECT_EQ(ValueOrDie(EnvPathOfUri("s3://bucket/wh/")), "s3://bucket/wh");
+  EXPECT_EQ(EnvPathOfUri("s3:///wh").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValueOrDie(TableLocation("s3://bucket/wh/", "rides", "trips")),
+            "s3://bucket/wh/rides/trips");
+  EXPECT_EQ(EnvPathOfUri("gs://bucket/wh").status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(EnvPathOfUri("file://host/wh").status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(EnvPathOfUri("data/wh").status().code(), StatusCode::kInvalidArgument);
 
   EXPECT_EQ(ValueOrDie(TableLocation("file:///data/wh/", "rides", "trips")),
             "file:///data/wh/rides/trips");
@@ -867,8 +877,13 @@ TEST(SqliteCatalog, ACatalogTheJdbcCatalogCreatedWithoutIcebergTypeIsUpgraded) {
 TEST(SqliteCatalog, UnusableOptionsAreRefused) {
   CatalogOptions options;
   EXPECT_EQ(OpenCatalog(options).status().code(), StatusCode::kInvalidArgument);  // no warehouse
-  options.warehouse = "s3://bucket/wh";
-  EXPECT_EQ(OpenCatalog(options).status().code(), StatusCode::kNotSupported);
+  options.warehouse = "s3://bucket/wh";  // no SQLite file beside a warehouse on S3
+  EXPECT_THAT(OpenCatalog(options).status().message(), HasSubstr("set catalog_table"));
+  options.dynamodb_table = "catalog";
+  options.uri = "postgresql://h/db";
+  EXPECT_THAT(OpenCatalog(options).status().message(), HasSubstr("not both"));
+  options.dynamodb_table.clear();
+  options.uri.clear();
   options.warehouse = "file:///tmp";
   options.catalog_name = "";
   EXPECT_EQ(OpenCatalog(options).status().code(), StatusCode::kInvalidArgument);
@@ -1045,6 +1060,98 @@ TEST_F(PostgresCatalog, RacingSwapsFromTwoConnectionsHaveExactlyOneWinnerEachRou
   auto first = OpenOrDie(Options("race"));
   auto second = OpenOrDie(Options("race"));
   ExpectOneWinnerPerRoundOfRacingSwaps(*first, *second);
+}
+
+// ----- Catalog: DynamoDB -------------------------------------------------------------------------
+
+class DynamoCatalog : public ServerSuite<DynamoCatalog, DynamoServer> {
+ public:
+  static std::unique_ptr<DynamoServer> StartServer(std::string* why_not) {
+    return DynamoServer::Start(why_not);
+  }
+
+ protected:
+  void SetUp() override {
+    ServerSuite::SetUp();
+    if (HasFatalFailure()) return;
+    environment_ = MapEnvironment(server_->ClientEnvironment());
+  }
+
+  // Each test its own table; `warehouse` tells catalogs sharing one apart.
+  CatalogOptions Options(const std::string& table, const std::string& warehouse = "s3://b/wh") {
+    CatalogOptions options;
+    options.warehouse = warehouse;
+    options.dynamodb_table = table;
+    options.environment = &environment_;
+    return options;
+  }
+
+  MapEnvironment environment_;
+};
+
+TEST_F(DynamoCatalog, TablesAreCreatedLoadedListedAndSwapped) {
+  auto catalog = OpenOrDie(Options("basic"));
+  EXPECT_THAT(catalog->description(), HasSubstr("DynamoDB catalog table 'basic'"));
+  ExpectOk(catalog->CreateNamespace("rides"));
+  ExpectOk(catalog->CreateNamespace("rides"));
+  EXPECT_EQ(catalog->CreateTable({"nobody", "t"}, "s3://b/a").code(), StatusCode::kNotFound);
+  ExpectOk(catalog->CreateTable(kTrips, "s3://b/t/v1.metadata.json"));
+  const Status twice = catalog->CreateTable(kTrips, "s3://b/t/v1.metadata.json");
+  EXPECT_EQ(twice.code(), StatusCode::kConflict);
+  EXPECT_THAT(twice.message(), HasSubstr("already exists"));
+  ExpectOk(catalog->CreateTable({"rides", "stations"}, "s3://b/s/v1.metadata.json"));
+  EXPECT_THAT(ValueOrDie(catalog->ListTables("rides")), ElementsAre("stations", "trips"));
+  EXPECT_TRUE(ValueOrDie(catalog->ListTables("ride")).empty()) << "no prefix match";
+  ExpectOk(catalog->CompareAndSwap(kTrips, "s3://b/t/v1.metadata.json",
+                                   "s3://b/t/v2.metadata.json"));
+  EXPECT_EQ(ValueOrDie(catalog->LoadTable(kTrips)), "s3://b/t/v2.metadata.json");
+  EXPECT_EQ(catalog->LoadTable({"rides", "nope"}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(catalog->CompareAndSwap({"rides", "nope"}, "s3://b/a", "s3://b/b").code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(catalog->CreateNamespace(std::string(256, 'n')).code(), StatusCode::kInvalidArgument);
+  // A second open finds the tables there and changes nothing; another warehouse's catalog in the
+  // same table sees none of them.
+  EXPECT_EQ(ValueOrDie(OpenOrDie(Options("basic"))->LoadTable(kTrips)),
+            "s3://b/t/v2.metadata.json");
+  EXPECT_EQ(ValueOrDie(OpenOrDie(Options("basic", "s3://b/wh/"))->LoadTable(kTrips)),
+            "s3://b/t/v2.metadata.json")
+      << "a trailing slash names the same warehouse";
+  auto other = OpenOrDie(Options("basic", "s3://other/wh"));
+  EXPECT_EQ(other->LoadTable(kTrips).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(ValueOrDie(other->ListTables("rides")).empty());
+}
+
+TEST_F(DynamoCatalog, AStaleSwapConflictsNamingBothLocations) {
+  auto first = OpenOrDie(Options("stale"));
+  auto second = OpenOrDie(Options("stale"));
+  ExpectOk(first->CreateNamespace("rides"));
+  ExpectOk(first->CreateTable(kTrips, "s3://t/v1.metadata.json"));
+  ExpectOk(first->CompareAndSwap(kTrips, "s3://t/v1.metadata.json", "s3://t/v2-first.json"));
+  const Status lost =
+      second->CompareAndSwap(kTrips, "s3://t/v1.metadata.json", "s3://t/v2-second.json");
+  EXPECT_EQ(lost.code(), StatusCode::kConflict);
+  EXPECT_THAT(lost.message(), HasSubstr("commit conflict on table rides.trips"));
+  EXPECT_THAT(lost.message(), HasSubstr("points at s3://t/v2-first.json"));
+  EXPECT_THAT(lost.message(), HasSubstr("not at s3://t/v1.metadata.json"));
+  EXPECT_EQ(ValueOrDie(second->LoadTable(kTrips)), "s3://t/v2-first.json");
+}
+
+TEST_F(DynamoCatalog, RacingSwapsFromTwoClientsHaveExactlyOneWinnerEachRound) {
+  auto first = OpenOrDie(Options("race"));
+  auto second = OpenOrDie(Options("race"));
+  ExpectOneWinnerPerRoundOfRacingSwaps(*first, *second);
+}
+
+TEST_F(DynamoCatalog, AnUnreachableServerIsAnErrorNamingIt) {
+  environment_.Set("AWS_ENDPOINT_URL_DYNAMODB",
+                   fmt::format("http://127.0.0.1:{}", FreeLoopbackPort()));
+  CatalogOptions options = Options("unreachable");
+  options.dynamodb.retry.max_attempts = 1;
+  Result<std::unique_ptr<Catalog>> opened = OpenCatalog(options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.status().message(),
+              HasSubstr("cannot open the DynamoDB catalog table 'unreachable'"));
+  EXPECT_THAT(opened.status().message(), HasSubstr(*environment_.Get("AWS_ENDPOINT_URL_DYNAMODB")));
 }
 
 TEST_F(PostgresCatalog, TheTablesHaveTheJdbcShape) {

@@ -24,9 +24,10 @@ class DuckdbSink final : public Sink {
   static Result<std::unique_ptr<Sink>> Open(const SinkContext& context,
                                             const config::ConnectorConfig& entry,
                                             const std::string& setting);
-  static Result<query::LandedRows> ReadLanded(const config::ConnectorConfig& entry,
+  static Result<query::LandedRows> ReadLanded(const SinkContext& context,
+                                              const config::ConnectorConfig& entry,
                                               const std::string& namespace_name,
-                                              const CommitId& commit, Env* env);
+                                              const CommitId& commit);
 
   // Whether the database holds the landing, attached read-only by an engine of its own.
   static Result<bool> HoldsLandingReadOnly(const config::ConnectorConfig& entry,

@@ -16,9 +16,14 @@ class LakeSink final : public Sink {
   static Result<std::unique_ptr<Sink>> Open(const SinkContext& context,
                                             const config::ConnectorConfig& entry,
                                             const std::string& setting);
-  static Result<query::LandedRows> ReadLanded(const config::ConnectorConfig& entry,
+  // doctor: for a warehouse on S3, the bucket listed and written, the DynamoDB catalog table found
+  // (or what its creation at the first landing needs).
+  static std::vector<SinkCheck> Check(const config::ConnectorConfig& entry,
+                                      const std::string& setting);
+  static Result<query::LandedRows> ReadLanded(const SinkContext& context,
+                                              const config::ConnectorConfig& entry,
                                               const std::string& namespace_name,
-                                              const CommitId& commit, Env* env);
+                                              const CommitId& commit);
 
   const Capabilities& capabilities() const override { return capabilities_; }
   Result<LandingOutcome> Land(const Landing& landing,
