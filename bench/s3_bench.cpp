@@ -2,16 +2,17 @@
 // measured in the same run (STYLE.md, "Benchmarks print ratios from one run"); printed, never
 // asserted.
 //
-//   1. S3 source → SkipprLake (local warehouse): the real `skipprd sync --once` reading the rides
-//      JSON lines as objects under a prefix of an S3-compatible server this benchmark starts on
-//      loopback (s3rver, the tests' helper), beside the same pipeline with a File source reading
-//      the same files from a local directory. The ratio is rows/s over S3 ÷ rows/s from disk.
+//   1. The real `skipprd sync --once` of the rides JSON lines, three pipelines per round:
+//      - on local disk: a File source → SkipprLake in a file:/// warehouse;
+//      - S3 source → the same local lake, the lines as objects under a prefix of an S3-compatible
+//        server this benchmark starts on loopback (s3rver, the tests' helper);
+//      - S3 source → SkipprLake on s3:// in the same server, its catalog a table of a
+//        DynamoDB-compatible server also started on loopback (dynalite).
+//      Ratios: rows/s of each S3 pipeline ÷ rows/s of the one on local disk.
 //
 //   2. WAL commit latency: Wal::Commit of one Sample batch of kRowsPerCommit rows, kCommits times,
 //      into a WAL on local disk and into one in the bucket (WAL_STORAGE=s3's S3Env), each with a
 //      fresh store: p50 and p99 of each, and their ratio.
-//
-// Not measured yet (issue 19): a SkipprLake warehouse on s3:// is not in this build.
 //
 // Each figure is the median of kRounds interleaved rounds after a warm-up.
 //
@@ -23,6 +24,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,12 +140,23 @@ Latency MeasureCommits(Env& env, const std::string& wal_directory, const fs::pat
   return latency;
 }
 
-std::string LakeYaml(const std::string& source_block, const fs::path& warehouse) {
+// `lake_settings`: the SkipprLake entry's flow mapping body.
+std::string LakeYaml(const std::string& source_block, const std::string& lake_settings) {
   return fmt::format(
       "data_sources:\n  rides:\n{}"
-      "data_sinks:\n  lake:\n    SkipprLake: {{warehouse: \"file://{}\"}}\n"
+      "data_sinks:\n  lake:\n    SkipprLake: {{{}}}\n"
       "pipelines:\n  p:\n    data_source: data_sources.rides\n    data_sink: data_sinks.lake\n",
-      source_block, warehouse.string());
+      source_block, lake_settings);
+}
+
+std::string LocalLake(const fs::path& warehouse) {
+  return fmt::format("warehouse: \"file://{}\"", warehouse.string());
+}
+
+// A fresh warehouse prefix and catalog table per round: every round lands into an empty table.
+std::string LakeOnS3(int round) {
+  return fmt::format("warehouse: \"s3://{}/lake-{}/\", catalog_table: bench-{}", kBucket, round,
+                     round);
 }
 
 }  // namespace
@@ -164,48 +178,63 @@ int main(int argc, char** argv) {
   const std::unique_ptr<skippr::testing::S3Server> server =
       skippr::testing::S3Server::Start(&why_not);
   if (!server) Fail("cannot start the S3 server: " + why_not);
+  const std::unique_ptr<skippr::testing::DynamoServer> dynamo =
+      skippr::testing::DynamoServer::Start(&why_not);
+  if (!dynamo) Fail("cannot start the DynamoDB server: " + why_not);
   server->CreateBucket(kBucket);
   skippr::MapEnvironment environment(server->ClientEnvironment());
   auto client = skippr::aws::S3Client::Open({}, environment);
   if (!client.ok()) Fail(client.status().ToString());
   for (const fs::path& part : parts) Upload(**client, part, "rides/" + part.filename().string());
 
-  const fs::path local_config = work_dir / "local.yml";
-  const fs::path s3_config = work_dir / "s3.yml";
-  std::ofstream(local_config) << LakeYaml(
-      fmt::format("    File: {{path: \"{}\"}}\n", (work_dir / "local").string()),
-      work_dir / "warehouse-local");
-  std::ofstream(s3_config) << LakeYaml(
-      fmt::format("    S3: {{s3_bucket: {}, s3_prefix: rides/}}\n", kBucket),
-      work_dir / "warehouse-s3");
-  const std::vector<std::string> child_env = ChildEnvironment(server->ClientEnvironment());
-
-  const auto run = [&](const fs::path& config, const fs::path& warehouse, const char* data) {
-    fs::remove_all(warehouse);
-    SyncRun result = RunSkipprdSync(launcher, flags.skipprd, config, "p", work_dir / data,
-                                    work_dir / "skipprd.stderr", flags.rows);
-    if (result.rows_landed != flags.rows) {
-      Fail(fmt::format("skipprd landed {} rows, expected {}", result.rows_landed, flags.rows));
-    }
-    return result;
-  };
-  // RunSkipprdSync passes this process's environment: the server's variables go there.
-  for (const std::string& entry : child_env) {
+  const std::string file_source =
+      fmt::format("    File: {{path: \"{}\"}}\n", (work_dir / "local").string());
+  const std::string s3_source =
+      fmt::format("    S3: {{s3_bucket: {}, s3_prefix: rides/}}\n", kBucket);
+  std::map<std::string, std::string> variables = server->ClientEnvironment();
+  variables["AWS_ENDPOINT_URL_DYNAMODB"] = dynamo->endpoint();
+  // RunSkipprdSync passes this process's environment: the servers' variables go there.
+  for (const std::string& entry : ChildEnvironment(variables)) {
     const size_t equals = entry.find('=');
     setenv(entry.substr(0, equals).c_str(), entry.substr(equals + 1).c_str(), 1);
   }
 
-  std::vector<double> local_seconds, s3_seconds, ratios;
-  uint64_t local_rss = 0, s3_rss = 0;
+  struct Pipeline {
+    const char* label;
+    const char* name;
+    std::function<std::string(int round)> yaml;
+    std::vector<double> seconds;
+    std::vector<double> ratios;  // rows/s ÷ local disk's, per round
+    uint64_t peak_rss_kib = 0;
+  };
+  std::vector<Pipeline> pipelines;
+  pipelines.push_back({"on local disk (File -> file:/// lake)", "local", [&](int) {
+                         return LakeYaml(file_source, LocalLake(work_dir / "warehouse-local"));
+                       }});
+  pipelines.push_back({"S3 source -> file:/// lake", "s3-source", [&](int) {
+                         return LakeYaml(s3_source, LocalLake(work_dir / "warehouse-s3"));
+                       }});
+  pipelines.push_back({"S3 source -> s3:// lake (DynamoDB)", "s3-lake",
+                       [&](int round) { return LakeYaml(s3_source, LakeOnS3(round)); }});
   for (int round = 0; round <= kRounds; ++round) {
-    const SyncRun local = run(local_config, work_dir / "warehouse-local", "data-local");
-    const SyncRun s3 = run(s3_config, work_dir / "warehouse-s3", "data-s3");
-    if (round == 0) continue;  // warm-up
-    local_seconds.push_back(local.seconds);
-    s3_seconds.push_back(s3.seconds);
-    ratios.push_back(local.seconds / s3.seconds);
-    local_rss = std::max(local_rss, local.peak_rss_kib);
-    s3_rss = std::max(s3_rss, s3.peak_rss_kib);
+    double local_seconds = 0;
+    for (Pipeline& pipeline : pipelines) {
+      const fs::path config = work_dir / fmt::format("{}.yml", pipeline.name);
+      std::ofstream(config) << pipeline.yaml(round);
+      fs::remove_all(work_dir / "warehouse-local");
+      fs::remove_all(work_dir / "warehouse-s3");
+      const SyncRun run = RunSkipprdSync(launcher, flags.skipprd, config, "p", work_dir / "data",
+                                         work_dir / "skipprd.stderr", flags.rows);
+      if (run.rows_landed != flags.rows) {
+        Fail(fmt::format("{}: skipprd landed {} rows, expected {}", pipeline.name, run.rows_landed,
+                         flags.rows));
+      }
+      if (round == 0) continue;  // warm-up
+      if (local_seconds == 0) local_seconds = run.seconds;
+      pipeline.seconds.push_back(run.seconds);
+      pipeline.ratios.push_back(local_seconds / run.seconds);
+      pipeline.peak_rss_kib = std::max(pipeline.peak_rss_kib, run.peak_rss_kib);
+    }
   }
   const double rows = static_cast<double>(flags.rows);
   fmt::print(
@@ -213,15 +242,13 @@ int main(int argc, char** argv) {
       "rounds after a warm-up\n",
       flags.rows, parts.size(), fs::file_size(input->jsonl) / 1'000'000, kRounds);
   fmt::print(
-      "  1. S3 source -> SkipprLake (local warehouse), beside a File source on the same "
-      "files on local disk\n");
-  fmt::print("    from S3 (s3rver)  {:7.2f} s  {:6.3f} M rows/s  peak RSS {:6.1f} MiB\n",
-             Median(s3_seconds), rows / Median(s3_seconds) / 1e6,
-             static_cast<double>(s3_rss) / kKibPerMib);
-  fmt::print("    from local disk   {:7.2f} s  {:6.3f} M rows/s  peak RSS {:6.1f} MiB\n",
-             Median(local_seconds), rows / Median(local_seconds) / 1e6,
-             static_cast<double>(local_rss) / kKibPerMib);
-  fmt::print("    ratio {:.2f}x of local disk's rows/s\n", Median(ratios));
+      "  1. skipprd sync --once; S3 is s3rver, the catalog table dynalite, both on loopback\n");
+  for (const Pipeline& pipeline : pipelines) {
+    fmt::print(
+        "    {:<38}{:7.2f} s  {:6.3f} M rows/s  {:.2f}x of local disk  peak RSS {:6.1f} MiB\n",
+        pipeline.label, Median(pipeline.seconds), rows / Median(pipeline.seconds) / 1e6,
+        Median(pipeline.ratios), static_cast<double>(pipeline.peak_rss_kib) / kKibPerMib);
+  }
 
   const std::vector<skippr::Batch> batches = MakeSampleBatches(kRowsPerCommit);
   auto s3_env = skippr::aws::S3Env::Open({}, environment, (work_dir / "spool").string());
@@ -236,8 +263,6 @@ int main(int argc, char** argv) {
   fmt::print("    on local disk     p50 {:7.2f} ms  p99 {:7.2f} ms\n", disk.p50_ms, disk.p99_ms);
   fmt::print("    S3 / disk: p50 {:.1f}x, p99 {:.1f}x\n", s3.p50_ms / disk.p50_ms,
              s3.p99_ms / disk.p99_ms);
-  fmt::print(
-      "  3. SkipprLake on s3:// vs local: not available yet (no lake on S3 in this build)\n");
   fs::remove_all(work_dir);
   return 0;
 }

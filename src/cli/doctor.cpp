@@ -71,7 +71,8 @@ void AddDoctorCommand(CLI::App& app, const GlobalOptions& global, int& exit_code
   auto* command = app.add_subcommand(
       "doctor",
       "Check skippr.yml, DATA_DIR, the sources' and sinks' servers and buckets (Postgres: "
-      "reachable, tables, CDC needs; S3: the source prefix, the WAL bucket)");
+      "reachable, tables, CDC needs; S3: the source prefix, the WAL bucket, a lake's warehouse and "
+      "catalog table)");
   auto output = std::make_shared<std::string>("text");
   command->add_option("--output", *output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
