@@ -99,6 +99,9 @@ class DataSinkSkipprLake(DataSinkConfig):
     warehouse: str | EnvRef
     table_namespace: str | EnvRef
     catalog_uri: Optional[EnvRef]
+    catalog_table: Optional[str | EnvRef]
+    region: Optional[str | EnvRef]
+    endpoint_url: Optional[str | EnvRef]
     write_policy: Literal['append', 'merge_by_key', 'replace_table'] | EnvRef
     target_file_size_bytes: int | EnvRef
     commit_interval_seconds: int | EnvRef
@@ -110,6 +113,9 @@ class DataSinkSkipprLake(DataSinkConfig):
         warehouse: str | EnvRef,
         table_namespace: Optional[str | EnvRef] = None,
         catalog_uri: Optional[EnvRef] = None,
+        catalog_table: Optional[str | EnvRef] = None,
+        region: Optional[str | EnvRef] = None,
+        endpoint_url: Optional[str | EnvRef] = None,
         write_policy: Optional[Literal['append', 'merge_by_key', 'replace_table'] | EnvRef] = None,
         target_file_size_bytes: Optional[int | EnvRef] = None,
         commit_interval_seconds: Optional[int | EnvRef] = None,

@@ -182,6 +182,10 @@ class S3Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// The variables the AWS endpoints, region and credential chain read, copied out of `environment`
+// for clients opened later (a pool of them).
+MapEnvironment CopyAwsVariables(const Environment& environment);
+
 // Where an S3Env keeps local copies of objects read or written by name (below).
 struct LocalCopyOptions {
   std::string directory;  // empty: LocalPathFor* are NotSupported
@@ -278,11 +282,18 @@ class DynamoClient {
   // waits until it is ACTIVE. `created` says whether this call created it.
   Status EnsureTable(const std::string& table, const std::string& partition_key,
                      const std::string& sort_key, bool* created = nullptr);
+  // Whether `table` exists (DescribeTable).
+  Result<bool> TableExists(const std::string& table);
 
  private:
   struct Impl;
   explicit DynamoClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The AWS CLI command that creates `table` as EnsureTable does, for messages that tell a user
+// without dynamodb:CreateTable what to run.
+std::string CreateTableCommand(const std::string& table, const std::string& partition_key = "pk",
+                               const std::string& sort_key = "sk");
 
 }  // namespace skippr::aws

@@ -190,4 +190,21 @@ Status DynamoClient::EnsureTable(const std::string& table, const std::string& pa
       "dynamodb table {} did not become ACTIVE within 30 s; check it in the AWS console", table));
 }
 
+Result<bool> DynamoClient::TableExists(const std::string& table) {
+  Result<json> described = Call("DescribeTable", {{"TableName", table}});
+  if (described.ok()) return true;
+  if (described.status().code() == StatusCode::kNotFound) return false;
+  return described.status();
+}
+
+std::string CreateTableCommand(const std::string& table, const std::string& partition_key,
+                               const std::string& sort_key) {
+  return fmt::format(
+      "aws dynamodb create-table --table-name {0} --attribute-definitions "
+      "AttributeName={1},AttributeType=S AttributeName={2},AttributeType=S --key-schema "
+      "AttributeName={1},KeyType=HASH AttributeName={2},KeyType=RANGE --billing-mode "
+      "PAY_PER_REQUEST",
+      table, partition_key, sort_key);
+}
+
 }  // namespace skippr::aws

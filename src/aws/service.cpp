@@ -99,3 +99,11 @@ std::string ServiceSetup::CredentialsSource() {
 }
 
 }  // namespace skippr::aws::internal
+
+namespace skippr::aws {
+
+MapEnvironment CopyAwsVariables(const Environment& environment) {
+  return internal::CopyAwsVariables(environment);
+}
+
+}  // namespace skippr::aws

@@ -142,6 +142,11 @@ struct PipelineConfig {
   // With WAL_STORAGE=s3: s3://<WAL bucket>/<tenant>/<workspace>/<pipeline>/segments, where the
   // pipeline's segments live (below it, a directory per store instance). Empty: <state dir>/wal.
   std::string wal_s3_uri;
+  // With skippr.store.type dynamodb: the table holding the pipeline's store, and the pipeline's key
+  // in it ("{tenant}#{workspace}#{pipeline}"). Empty table: the store is LMDB in the state dir.
+  std::string store_table;
+  std::string store_key;
+  int64_t store_lease_seconds = 30;
   std::optional<int64_t> buffer_threshold_bytes;
   std::optional<int64_t> buffer_threshold_seconds;
   // Disk backpressure (pipeline setting → SKIPPR_DISK_* environment → the seed's default; see
@@ -167,8 +172,11 @@ struct EngineSettings {
   std::optional<std::string> skippr_s3_bucket;
   std::optional<std::string> wal_s3_bucket;
   WalStorage wal_storage = WalStorage::kDisk;
-  std::string store_type = "lmdb";
-  std::optional<std::string> store_name;
+  std::string store_type = "lmdb";  // or "dynamodb"
+  std::optional<std::string> store_name;  // the DynamoDB table
+  // How long a dynamodb store's writer lease outlives its holder's last heartbeat
+  // (SKIPPR_STORE_LEASE_SECONDS; the reference's 30 s).
+  int64_t store_lease_seconds = 30;
 };
 
 struct Config {

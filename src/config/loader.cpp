@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -100,8 +101,9 @@ Section ReadSection(Reader& reader, const std::string& section_name,
 void CheckDuckdbForm(Reader& reader, const Located& at, const ConnectorConfig& connector) {
   const bool is_database = connector.Has("database");
   if (is_database == connector.Has("warehouse")) {
-    reader.Error(at, "Duckdb needs either 'database: /path/file.duckdb' (a DuckDB database) or "
-                     "'warehouse: file:///path' (Iceberg tables), not both and not neither");
+    reader.Error(at,
+                 "Duckdb needs either 'database: /path/file.duckdb' (a DuckDB database) or "
+                 "'warehouse: file:///path' (Iceberg tables), not both and not neither");
     return;
   }
   const std::string_view other = is_database ? "table_namespace" : "schema";
@@ -205,8 +207,8 @@ std::optional<std::string> EngineText(Reader& reader, const Reader::Fields& fiel
 }
 
 // WAL_STORAGE is a property of the machine, not a YAML key (reference §3.2): an unknown value, or
-// one this build cannot honour, fails startup — a WAL silently kept on local disk would be a trap on
-// exactly the ephemeral hosts that ask for s3.
+// one this build cannot honour, fails startup — a WAL silently kept on local disk would be a trap
+// on exactly the ephemeral hosts that ask for s3.
 void ReadWalStorage(Reader& reader, EngineSettings& settings) {
   const std::optional<std::string> wal_storage = reader.environment().Get("WAL_STORAGE");
   if (!wal_storage || wal_storage->empty() || *wal_storage == "disk") return;
@@ -214,8 +216,9 @@ void ReadWalStorage(Reader& reader, EngineSettings& settings) {
   if (*wal_storage == "s3") {
     settings.wal_storage = WalStorage::kS3;
     if (!settings.wal_s3_bucket && !settings.skippr_s3_bucket) {
-      reader.Error(place, "'s3' needs a bucket for the segments: set SKIPPR_WAL_S3_BUCKET (or "
-                          "skippr.wal_s3_bucket, or skippr.skippr_s3_bucket)");
+      reader.Error(place,
+                   "'s3' needs a bucket for the segments: set SKIPPR_WAL_S3_BUCKET (or "
+                   "skippr.wal_s3_bucket, or skippr.skippr_s3_bucket)");
     }
     return;
   }
@@ -226,6 +229,17 @@ void ReadWalStorage(Reader& reader, EngineSettings& settings) {
                                         *wal_storage));
 }
 
+// The pipelines' store in a DynamoDB table, keyed as the reference's single-table layout.
+void PlaceStores(Config& config) {
+  const EngineSettings& engine = config.skippr;
+  if (engine.store_type != "dynamodb" || !engine.store_name) return;
+  for (auto& [name, pipeline] : config.pipelines) {
+    pipeline.store_table = *engine.store_name;
+    pipeline.store_key = fmt::format("{}#{}#{}", engine.tenant, engine.workspace, name);
+    pipeline.store_lease_seconds = engine.store_lease_seconds;
+  }
+}
+
 // The pipelines' WAL location under WAL_STORAGE=s3 (reference §3.2 keys).
 void PlaceWals(Config& config) {
   const EngineSettings& engine = config.skippr;
@@ -234,6 +248,47 @@ void PlaceWals(Config& config) {
   for (auto& [name, pipeline] : config.pipelines) {
     pipeline.wal_s3_uri =
         fmt::format("s3://{}/{}/{}/{}/segments", bucket, engine.tenant, engine.workspace, name);
+  }
+}
+
+// skippr.store: where the Skippr Store lives (LMDB under DATA_DIR, or a DynamoDB table).
+void ReadStoreSettings(Reader& reader, const Reader::Fields& fields, EngineSettings& settings) {
+  const Located store_at = fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
+  const Reader::Fields store = reader.Struct(store_at, {"type", "name", "table"});
+  const auto type_at = store.Get("type");
+  std::optional<std::string> type = EngineText(reader, store, "type", "SKIPPR_STORE_TYPE");
+  // `table` is the name the DynamoDB store's issue uses; `name` the reference's.
+  settings.store_name = store.Get("table") ? EngineText(reader, store, "table", "")
+                                           : EngineText(reader, store, "name", "SKIPPR_STORE_NAME");
+  if (type) {
+    const Located place = type_at ? *type_at : EnvironmentPlace("SKIPPR_STORE_TYPE");
+    if (*type == "lmdb" || *type == "sled") {
+      settings.store_type = "lmdb";  // `sled` is the public product's name for its local store
+    } else if (*type == "dynamodb") {
+      settings.store_type = "dynamodb";
+      if (!settings.store_name) {
+        reader.Error(place,
+                     "store type 'dynamodb' needs the table: set skippr.store.name (or "
+                     "SKIPPR_STORE_NAME)");
+      }
+    } else {
+      reader.Error(place, fmt::format("store type '{}' is not available in this build: use 'lmdb' "
+                                      "(the default, under DATA_DIR) or 'dynamodb'",
+                                      *type));
+    }
+  }
+  if (std::optional<std::string> lease = reader.environment().Get("SKIPPR_STORE_LEASE_SECONDS")) {
+    int64_t seconds = 0;
+    const auto [end, error] =
+        std::from_chars(lease->data(), lease->data() + lease->size(), seconds);
+    if (error != std::errc() || end != lease->data() + lease->size() || seconds < 1 ||
+        seconds > 3600) {
+      reader.Error(
+          EnvironmentPlace("SKIPPR_STORE_LEASE_SECONDS"),
+          fmt::format("'{}' is not a lease period: use whole seconds from 1 to 3600", *lease));
+    } else {
+      settings.store_lease_seconds = seconds;
+    }
   }
 }
 
@@ -261,21 +316,7 @@ EngineSettings ReadEngineSettings(Reader& reader, const std::optional<Located>& 
 
   ReadWalStorage(reader, settings);
 
-  const Located store_at = fields.Get("store").value_or(Located{YAML::Node(), {}, "skippr.store"});
-  const Reader::Fields store = reader.Struct(store_at, {"type", "name"});
-  const auto type_at = store.Get("type");
-  std::optional<std::string> type = EngineText(reader, store, "type", "SKIPPR_STORE_TYPE");
-  if (type) {
-    if (*type == "lmdb" || *type == "sled") {
-      settings.store_type = "lmdb";  // `sled` is the public product's name for its local store
-    } else {
-      const Located place = type_at ? *type_at : EnvironmentPlace("SKIPPR_STORE_TYPE");
-      reader.Error(place, fmt::format("store type '{}' is not available in this build; the Skippr "
-                                      "Store is LMDB under DATA_DIR: use 'lmdb' (or leave it out)",
-                                      *type));
-    }
-  }
-  settings.store_name = EngineText(reader, store, "name", "SKIPPR_STORE_NAME");
+  ReadStoreSettings(reader, fields, settings);
   return settings;
 }
 
@@ -554,8 +595,7 @@ struct Sections {
 };
 
 // The disk backpressure keys; false after reporting an error.
-bool ReadDiskSettings(Reader& reader, const Reader::Fields& fields,
-                      PipelineConfig& pipeline) {
+bool ReadDiskSettings(Reader& reader, const Reader::Fields& fields, PipelineConfig& pipeline) {
   bool ok = true;
   const auto read = [&](const char* key, int64_t min_value, int64_t max_value,
                         std::optional<int64_t>& into) {
@@ -755,9 +795,9 @@ Result<std::string> ReadConfigText(const std::string& path) {
   struct stat info {};
   if (fstat(fd, &info) != 0) return ErrnoStatus(errno, fmt::format("cannot read '{}'", path));
   if (!S_ISREG(info.st_mode)) {
-    return Status::InvalidConfig(fmt::format(
-        "'{}' is {}, not a configuration file; point to a YAML (or .env) text file", path,
-        FileKind(info.st_mode)));
+    return Status::InvalidConfig(
+        fmt::format("'{}' is {}, not a configuration file; point to a YAML (or .env) text file",
+                    path, FileKind(info.st_mode)));
   }
   if (static_cast<uint64_t>(info.st_size) > kMaxConfigFileBytes) {
     return Status::InvalidConfig(fmt::format(
@@ -861,11 +901,10 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
         display_name, mark.line, mark.column, error.depth()));
   } catch (const YAML::ParserException& error) {
     const SourceMark mark = internal::ToMark(error.mark);
-    return Status::InvalidConfig(
-        fmt::format("{}:{}:{}: YAML syntax error: {} (quote values that "
-                    "start with '*', '&', '!', '{{' or '[')",
-                    display_name, mark.line, mark.column,
-                    internal::EscapeControlCharacters(error.msg)));
+    return Status::InvalidConfig(fmt::format(
+        "{}:{}:{}: YAML syntax error: {} (quote values that "
+        "start with '*', '&', '!', '{{' or '[')",
+        display_name, mark.line, mark.column, internal::EscapeControlCharacters(error.msg)));
   } catch (const YAML::Exception& error) {
     const SourceMark mark = internal::ToMark(error.mark);
     return Status::InvalidConfig(fmt::format("{}:{}:{}: cannot read the YAML: {}", display_name,
@@ -892,6 +931,7 @@ Result<Config> ParseConfig(const std::string& yaml_text, const std::string& disp
   config.pipelines =
       ReadPipelines(reader, fields.Get("pipelines"), Sections{sources, sinks, deadletters});
   PlaceWals(config);
+  PlaceStores(config);
   config.data_sources = sources.entries;
   config.data_sinks = sinks.entries;
   config.deadletter_sinks = deadletters.entries;

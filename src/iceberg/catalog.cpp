@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/file.hpp"
+#include "iceberg/internal/catalog_names.hpp"
 #include "iceberg/internal/dynamodb_catalog.hpp"
 #include "iceberg/internal/sql_database.hpp"
 
@@ -53,21 +54,10 @@ constexpr std::string_view kListTablesSql =
     "SELECT table_name FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND "
     "(iceberg_type = 'TABLE' OR iceberg_type IS NULL) ORDER BY table_name";
 
-constexpr size_t kMaxNameBytes = 255;       // VARCHAR(255)
-constexpr size_t kMaxLocationBytes = 1000;  // VARCHAR(1000)
-
-Status CheckText(std::string_view what, std::string_view text, size_t max_bytes) {
-  if (text.empty() || text.size() > max_bytes) {
-    return Status::InvalidArgument(fmt::format(
-        "{} '{}' does not fit the catalog: it must be 1 to {} bytes", what, text, max_bytes));
-  }
-  return Status::OK();
-}
-
-Status CheckTable(const TableIdentifier& table) {
-  SKIPPR_RETURN_IF_ERROR(CheckText("namespace", table.table_namespace, kMaxNameBytes));
-  return CheckText("table name", table.table_name, kMaxNameBytes);
-}
+using internal::CheckTable;
+using internal::CheckText;
+using internal::kMaxLocationBytes;
+using internal::kMaxNameBytes;
 
 // Rolls back on destruction unless committed.
 class Transaction {
@@ -224,7 +214,15 @@ bool IsPostgresUri(std::string_view uri) {
 }
 
 Result<std::string> SqlitePath(const CatalogOptions& options) {
-  if (!options.uri.empty()) return EnvPathOfUri(options.uri);
+  if (!options.uri.empty()) {
+    SKIPPR_ASSIGN_OR_RETURN(std::string path, EnvPathOfUri(options.uri));
+    if (path.starts_with("s3://")) {
+      return Status::InvalidArgument(
+          "a catalog_uri names a PostgreSQL database (postgresql://...) or a local SQLite file "
+          "(file:///path/x.db), not an object on S3");
+    }
+    return path;
+  }
   if (options.warehouse.empty()) {
     return Status::InvalidArgument("the Iceberg catalog needs a warehouse (file:///path) or a uri");
   }

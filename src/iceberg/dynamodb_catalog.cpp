@@ -6,6 +6,7 @@
 // Names are written length-prefixed ("7:default"), so no name can run into the next component.
 // A commit is one conditional UpdateItem on the table's item: the compare-and-set of its
 // metadata_location.
+#include "iceberg/internal/catalog_names.hpp"
 #include "iceberg/internal/dynamodb_catalog.hpp"
 
 #include <fmt/chrono.h>
@@ -25,8 +26,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxNameBytes = 255;
-constexpr size_t kMaxLocationBytes = 1000;
+using internal::CheckTable;
+using internal::CheckText;
+using internal::kMaxLocationBytes;
+using internal::kMaxNameBytes;
 
 std::string EncodedName(std::string_view name) { return fmt::format("{}:{}", name.size(), name); }
 
@@ -47,19 +50,6 @@ json Text(std::string_view text) { return {{"S", std::string(text)}}; }
 std::string NowIso8601() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(now));
-}
-
-Status CheckText(std::string_view what, std::string_view text, size_t max_bytes) {
-  if (text.empty() || text.size() > max_bytes) {
-    return Status::InvalidArgument(fmt::format(
-        "{} '{}' does not fit the catalog: it must be 1 to {} bytes", what, text, max_bytes));
-  }
-  return Status::OK();
-}
-
-Status CheckTable(const TableIdentifier& table) {
-  SKIPPR_RETURN_IF_ERROR(CheckText("namespace", table.table_namespace, kMaxNameBytes));
-  return CheckText("table name", table.table_name, kMaxNameBytes);
 }
 
 class DynamoCatalog final : public Catalog {

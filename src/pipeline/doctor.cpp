@@ -136,9 +136,30 @@ DoctorCheck CheckWalBucket(const config::PipelineConfig& pipeline) {
     return fail(fmt::format("cannot list and write {} at {}: {}", pipeline.wal_s3_uri,
                             (*client)->endpoint(), checked.message()));
   }
+  const std::string store = pipeline.store_table.empty()
+                                ? std::string("under DATA_DIR")
+                                : fmt::format("in DynamoDB table '{}'", pipeline.store_table);
   return {true, fmt::format("pipeline '{}': WAL segments in {} (listed and written at {}); the "
-                            "store stays under DATA_DIR",
-                            pipeline.name, pipeline.wal_s3_uri, (*client)->endpoint())};
+                            "store is {}",
+                            pipeline.name, pipeline.wal_s3_uri, (*client)->endpoint(), store)};
+}
+
+DoctorCheck CheckStoreTable(const config::PipelineConfig& pipeline) {
+  static const ProcessEnvironment environment;
+  const std::string what = fmt::format("pipeline '{}': Skippr Store in DynamoDB table '{}'",
+                                       pipeline.name, pipeline.store_table);
+  Result<std::unique_ptr<aws::DynamoClient>> client = aws::DynamoClient::Open({}, environment);
+  if (!client.ok()) return {false, fmt::format("{}: {}", what, client.status().message())};
+  Result<bool> exists = (*client)->TableExists(pipeline.store_table);
+  if (!exists.ok()) {
+    return {false, fmt::format("{}: cannot read it at {}: {}", what, (*client)->endpoint(),
+                               exists.status().message())};
+  }
+  if (*exists) return {true, fmt::format("{} (found at {})", what, (*client)->endpoint())};
+  return {true, fmt::format("{}: it does not exist at {}; the first sync creates it (this needs "
+                            "dynamodb:CreateTable), or create it yourself: {}",
+                            what, (*client)->endpoint(),
+                            aws::CreateTableCommand(pipeline.store_table))};
 }
 
 std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
@@ -174,6 +195,7 @@ std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
     }
     checks.push_back({true, fmt::format("pipeline '{}': skipprd_el_storage_mode=local", name)});
     if (!pipeline.wal_s3_uri.empty()) checks.push_back(CheckWalBucket(pipeline));
+    if (!pipeline.store_table.empty()) checks.push_back(CheckStoreTable(pipeline));
   }
   // Sources with a server (Postgres): reachable with their TLS settings, tables readable, and
   // what change data capture needs.

@@ -95,6 +95,15 @@ constexpr uint64_t kDiscoverRecordsPerBatch = 2048;
 std::string StoreDirectory(const std::string& state_dir) {
   return (fs::path(state_dir) / "store").string();
 }
+
+Result<std::unique_ptr<store::Store>> OpenDynamoStore(const config::PipelineConfig& pipeline,
+                                                      bool takes_writer_lease) {
+  return store::OpenDynamoStore(
+      {.table = pipeline.store_table,
+       .pipeline_key = pipeline.store_key,
+       .takes_writer_lease = takes_writer_lease,
+       .lease_duration = std::chrono::seconds(pipeline.store_lease_seconds)});
+}
 }  // namespace
 
 std::string PipelineState::wal_directory() const {
@@ -122,12 +131,17 @@ Result<PipelineState> PipelineState::OpenForWriting(const config::PipelineConfig
   }
   // Also one an older skipprd created with the umask's mode (a mode change: the Env has no chmod).
   ::chmod(state.directory_.c_str(), 0700);
-  SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
-                          store::WriterLease::Acquire(state.directory_, pipeline.name, env));
-  state.lease_.emplace(std::move(lease));
-  SKIPPR_ASSIGN_OR_RETURN(state.store_,
-                          store::Store::Open({.directory = StoreDirectory(state.directory_),
-                                              .env = env}));
+  if (!pipeline.store_table.empty()) {
+    // The lease lives in the table with the store: a writer on another machine is fenced too.
+    SKIPPR_ASSIGN_OR_RETURN(state.store_, OpenDynamoStore(pipeline, /*takes_writer_lease=*/true));
+  } else {
+    SKIPPR_ASSIGN_OR_RETURN(store::WriterLease lease,
+                            store::WriterLease::Acquire(state.directory_, pipeline.name, env));
+    state.lease_.emplace(std::move(lease));
+    SKIPPR_ASSIGN_OR_RETURN(state.store_,
+                            store::Store::Open({.directory = StoreDirectory(state.directory_),
+                                                .env = env}));
+  }
   SKIPPR_RETURN_IF_ERROR(state.OpenWalEnv(pipeline));
   return state;
 }
@@ -137,6 +151,19 @@ Result<PipelineState> PipelineState::OpenForReading(const config::PipelineConfig
   PipelineState state;
   state.directory_ = pipeline.StateDir();
   state.env_ = env;
+  if (!pipeline.store_table.empty()) {
+    Result<std::unique_ptr<store::Store>> store =
+        OpenDynamoStore(pipeline, /*takes_writer_lease=*/false);
+    if (store.status().code() == StatusCode::kNotFound) {
+      return Status::NotFound(fmt::format(
+          "pipeline '{}' has no state in DynamoDB table '{}' yet; run `skipprd discover "
+          "--pipeline {}` first",
+          pipeline.name, pipeline.store_table, pipeline.name));
+    }
+    SKIPPR_ASSIGN_OR_RETURN(state.store_, std::move(store));
+    SKIPPR_RETURN_IF_ERROR(state.OpenWalEnv(pipeline));
+    return state;
+  }
   std::error_code error;
   if (!fs::exists(fs::path(StoreDirectory(state.directory_)) / "data.mdb", error)) {
     return Status::NotFound(fmt::format(

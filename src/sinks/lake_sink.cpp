@@ -82,26 +82,20 @@ SinkCheck CheckCatalogTable(const lake::LakeOptions& options, const std::string&
   Result<std::unique_ptr<aws::DynamoClient>> client =
       aws::DynamoClient::Open(options.access.dynamodb, environment);
   if (!client.ok()) return {false, fmt::format("{}: {}", setting, client.status().message())};
-  Result<nlohmann::json> described =
-      (*client)->Call("DescribeTable", {{"TableName", options.catalog_table}});
-  if (described.ok()) {
+  Result<bool> exists = (*client)->TableExists(options.catalog_table);
+  if (!exists.ok()) {
+    return {false, fmt::format("{}: cannot read catalog table '{}' at {}: {}", setting,
+                               options.catalog_table, (*client)->endpoint(),
+                               exists.status().message())};
+  }
+  if (*exists) {
     return {true, fmt::format("{}: catalog table '{}' found at {}", setting, options.catalog_table,
                               (*client)->endpoint())};
   }
-  if (described.status().code() == StatusCode::kNotFound) {
-    return {
-        true,
-        fmt::format("{}: catalog table '{}' does not exist at {}; the first sync creates it "
-                    "(this needs dynamodb:CreateTable), or create it yourself: aws dynamodb "
-                    "create-table --table-name {} --attribute-definitions "
-                    "AttributeName=pk,AttributeType=S AttributeName=sk,AttributeType=S "
-                    "--key-schema AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE "
-                    "--billing-mode PAY_PER_REQUEST",
-                    setting, options.catalog_table, (*client)->endpoint(), options.catalog_table)};
-  }
-  return {false,
-          fmt::format("{}: cannot read catalog table '{}' at {}: {}", setting,
-                      options.catalog_table, (*client)->endpoint(), described.status().message())};
+  return {true, fmt::format("{}: catalog table '{}' does not exist at {}; the first sync creates "
+                            "it (this needs dynamodb:CreateTable), or create it yourself: {}",
+                            setting, options.catalog_table, (*client)->endpoint(),
+                            aws::CreateTableCommand(options.catalog_table))};
 }
 
 }  // namespace

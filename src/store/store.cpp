@@ -1,4 +1,5 @@
-// The Skippr Store on LMDB, and the pipeline writer lease (docs/formats/store.md).
+// The Skippr Store's transactions, its LMDB backend, and the pipeline writer lease
+// (docs/formats/store.md).
 #include "store/store.hpp"
 
 #include <fcntl.h>
@@ -22,8 +23,12 @@
 #include "core/file.hpp"
 #include "core/disk.hpp"
 #include "core/random.hpp"
+#include "store/internal/backend.hpp"
 
 namespace skippr::store {
+namespace internal {
+class Environment;
+}  // namespace internal
 namespace {
 
 namespace fs = std::filesystem;
@@ -564,183 +569,116 @@ void Environment::ClearWriterThread() {
 
 }  // namespace internal
 
-// ----- ReadTransaction
-// ----------------------------------------------------------------------------
-
-ReadTransaction::ReadTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn)
-    : env_(std::move(env)), txn_(txn) {}
-
-ReadTransaction::ReadTransaction(ReadTransaction&& other) noexcept
-    : env_(std::move(other.env_)), txn_(std::exchange(other.txn_, nullptr)) {}
-
-ReadTransaction& ReadTransaction::operator=(ReadTransaction&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    env_ = std::move(other.env_);
-    txn_ = std::exchange(other.txn_, nullptr);
-  }
-  return *this;
-}
-
-ReadTransaction::~ReadTransaction() { Reset(); }
-
-void ReadTransaction::Reset() {
-  // Abort before dropping env_: this may be the last reference to the environment.
-  if (txn_ != nullptr) mdb_txn_abort(std::exchange(txn_, nullptr));
-  env_.reset();
-}
-
-Result<std::optional<std::string>> ReadTransaction::Get(Family family, std::string_view key) const {
-  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
-  return env_->Get(txn_, family, key);
-}
-
-Status ReadTransaction::Scan(Family family, std::string_view prefix,
-                             const ScanVisitor& visit) const {
-  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
-  return env_->Scan(txn_, family, prefix, visit);
-}
-
-Result<std::optional<std::string>> ReadTransaction::LastKey(Family family,
-                                                            std::string_view prefix) const {
-  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
-  return env_->LastKey(txn_, family, prefix);
-}
-
-Status ReadTransaction::ScanFrom(Family family, std::string_view prefix, std::string_view start,
-                                 const ScanVisitor& visit) const {
-  SKIPPR_CHECK_MSG(txn_ != nullptr, "use of a moved-from ReadTransaction");
-  return env_->Scan(txn_, family, prefix, visit, start);
-}
-
-// ----- WriteTransaction
+// ----- The LMDB backend
 // ---------------------------------------------------------------------------
 
-WriteTransaction::WriteTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn)
-    : env_(std::move(env)), txn_(txn), owner_thread_(std::this_thread::get_id()) {}
+namespace {
 
-WriteTransaction::WriteTransaction(WriteTransaction&& other) noexcept
-    : env_(std::move(other.env_)),
-      txn_(std::exchange(other.txn_, nullptr)),
-      put_cursors_(std::exchange(other.put_cursors_, {})),
-      owner_thread_(other.owner_thread_),
-      state_(other.state_),
-      failure_(std::move(other.failure_)),
-      scan_depth_(other.scan_depth_) {}
+// A read transaction. Aborted before env_ is dropped: it may be the last reference to the
+// environment.
+class LmdbSnapshot final : public internal::Snapshot {
+ public:
+  LmdbSnapshot(std::shared_ptr<internal::Environment> env, MDB_txn* txn)
+      : env_(std::move(env)), txn_(txn) {}
+  ~LmdbSnapshot() override { mdb_txn_abort(txn_); }
 
-WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept {
-  if (this != &other) {
-    Abort();
-    env_ = std::move(other.env_);
-    txn_ = std::exchange(other.txn_, nullptr);
-    owner_thread_ = other.owner_thread_;
-    state_ = other.state_;
-    failure_ = std::move(other.failure_);
-    scan_depth_ = other.scan_depth_;
-    put_cursors_ = std::exchange(other.put_cursors_, {});
+  Result<std::optional<std::string>> Get(Family family, std::string_view key) const override {
+    return env_->Get(txn_, family, key);
   }
-  return *this;
-}
-
-WriteTransaction::~WriteTransaction() { Abort(); }
-
-void WriteTransaction::Abort() {
-  if (txn_ == nullptr) return;
-  // Unlocking LMDB's writer mutex from another thread fails silently and leaves the store locked
-  // for every writer: better to stop here.
-  SKIPPR_CHECK_MSG(std::this_thread::get_id() == owner_thread_,
-                   "a WriteTransaction was finished on a thread other than the one that began it");
-  env_->ClearWriterThread();
-  mdb_txn_abort(std::exchange(txn_, nullptr));
-  put_cursors_ = {};  // freed with the transaction
-}
-
-Status WriteTransaction::Fail(Status status) {
-  Abort();  // releases the writer lock now; nothing of this transaction can commit anymore
-  state_ = State::kFailed;
-  failure_ = status;
-  return status;
-}
-
-Status WriteTransaction::CheckUsable(std::string_view operation, bool is_write) const {
-  SKIPPR_CHECK_MSG(env_ != nullptr, "use of a moved-from WriteTransaction");
-  switch (state_) {
-    case State::kCommitted:
-      return Status::Internal(
-          fmt::format("store {}: {} on a write transaction that is already committed; begin a "
-                      "new one (a skipprd bug)",
-                      env_->directory(), operation));
-    case State::kFailed:
-      return Status(failure_.code(),
-                    fmt::format("{} refused: this write transaction already failed and was "
-                                "rolled back; begin a new one. The failure was: {}",
-                                operation, failure_.message()));
-    case State::kOpen:
-      break;
+  Status Scan(Family family, std::string_view prefix, std::string_view start,
+              const ScanVisitor& visit) const override {
+    return env_->Scan(txn_, family, prefix, visit, start);
   }
-  SKIPPR_CHECK_MSG(std::this_thread::get_id() == owner_thread_,
-                   "a WriteTransaction was used on a thread other than the one that began it");
-  if (is_write && scan_depth_ > 0) {
-    return Status::Internal(fmt::format(
-        "store {}: {} inside a Scan visitor of the same write transaction; collect the keys "
-        "during the Scan and write after it returns (a skipprd bug)",
-        env_->directory(), operation));
+  Result<std::optional<std::string>> LastKey(Family family,
+                                             std::string_view prefix) const override {
+    return env_->LastKey(txn_, family, prefix);
   }
-  return Status::OK();
-}
 
-Result<std::optional<std::string>> WriteTransaction::Get(Family family,
-                                                         std::string_view key) const {
-  SKIPPR_RETURN_IF_ERROR(CheckUsable("get", /*is_write=*/false));
-  return env_->Get(txn_, family, key);
-}
+ private:
+  std::shared_ptr<internal::Environment> env_;
+  MDB_txn* txn_;
+};
 
-Status WriteTransaction::Scan(Family family, std::string_view prefix,
-                              const ScanVisitor& visit) const {
-  SKIPPR_RETURN_IF_ERROR(CheckUsable("scan", /*is_write=*/false));
-  ++scan_depth_;
-  Status status = env_->Scan(txn_, family, prefix, visit);
-  --scan_depth_;
-  return status;
-}
+class LmdbWriteSession final : public internal::WriteSession {
+ public:
+  LmdbWriteSession(std::shared_ptr<internal::Environment> env, MDB_txn* txn)
+      : env_(std::move(env)), txn_(txn), owner_thread_(std::this_thread::get_id()) {}
+  ~LmdbWriteSession() override { Abort(); }
 
-Result<MDB_cursor*> WriteTransaction::PutCursor(Family family) {
-  MDB_cursor*& cursor = put_cursors_[static_cast<size_t>(family)];
-  if (cursor == nullptr) {
-    const int rc = mdb_cursor_open(txn_, env_->dbi(family), &cursor);
-    if (rc != 0) {
-      cursor = nullptr;
-      return Fail(env_->Error(rc, "open a put cursor", family));
+  Result<std::optional<std::string>> Get(Family family, std::string_view key) const override {
+    return env_->Get(txn_, family, key);
+  }
+  Status Scan(Family family, std::string_view prefix, const ScanVisitor& visit) const override {
+    return env_->Scan(txn_, family, prefix, visit);
+  }
+  Status Put(Family family, std::string_view key, std::string_view value) override {
+    SKIPPR_RETURN_IF_ERROR(env_->CheckKey(family, key, "put"));
+    SKIPPR_ASSIGN_OR_RETURN(MDB_cursor* const cursor, PutCursor(family));
+    MDB_val mdb_key = Val(key);
+    MDB_val mdb_value = Val(value);
+    const int rc = mdb_cursor_put(cursor, &mdb_key, &mdb_value, 0);
+    if (rc != 0) return Spend(env_->Error(rc, "put", family));
+    return Status::OK();
+  }
+  Status Delete(Family family, std::string_view key) override {
+    SKIPPR_RETURN_IF_ERROR(env_->CheckKey(family, key, "delete"));
+    MDB_val mdb_key = Val(key);
+    const int rc = mdb_del(txn_, env_->dbi(family), &mdb_key, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return Spend(env_->Error(rc, "delete", family));
+    return Status::OK();
+  }
+  Status DeletePrefix(Family family, std::string_view prefix) override;
+  Status Commit() override {
+    env_->ClearWriterThread();  // before LMDB releases its mutex to the next writer
+    const int rc = mdb_txn_commit(std::exchange(txn_, nullptr));  // frees the txn either way
+    put_cursors_ = {};                                              // and its cursors
+    if (rc != 0) return Spend(env_->Error(rc, "commit", std::nullopt));
+    return Status::OK();
+  }
+  bool spent() const override { return is_spent_; }
+
+ private:
+  Status Spend(Status status) {
+    Abort();  // releases the writer lock now; nothing of this transaction can commit anymore
+    is_spent_ = true;
+    return status;
+  }
+  void Abort() {
+    if (txn_ == nullptr) return;
+    // Unlocking LMDB's writer mutex from another thread fails silently and leaves the store locked
+    // for every writer: better to stop here.
+    SKIPPR_CHECK_MSG(
+        std::this_thread::get_id() == owner_thread_,
+        "a WriteTransaction was finished on a thread other than the one that began it");
+    env_->ClearWriterThread();
+    mdb_txn_abort(std::exchange(txn_, nullptr));
+    put_cursors_ = {};  // freed with the transaction
+  }
+  Result<MDB_cursor*> PutCursor(Family family) {
+    MDB_cursor*& cursor = put_cursors_[static_cast<size_t>(family)];
+    if (cursor == nullptr) {
+      const int rc = mdb_cursor_open(txn_, env_->dbi(family), &cursor);
+      if (rc != 0) {
+        cursor = nullptr;
+        return Spend(env_->Error(rc, "open a put cursor", family));
+      }
     }
+    return cursor;
   }
-  return cursor;
-}
 
-Status WriteTransaction::Put(Family family, std::string_view key, std::string_view value) {
-  SKIPPR_RETURN_IF_ERROR(CheckUsable("put", /*is_write=*/true));
-  SKIPPR_RETURN_IF_ERROR(env_->CheckKey(family, key, "put"));
-  SKIPPR_ASSIGN_OR_RETURN(MDB_cursor* const cursor, PutCursor(family));
-  MDB_val mdb_key = Val(key);
-  MDB_val mdb_value = Val(value);
-  const int rc = mdb_cursor_put(cursor, &mdb_key, &mdb_value, 0);
-  if (rc != 0) return Fail(env_->Error(rc, "put", family));
-  return Status::OK();
-}
+  std::shared_ptr<internal::Environment> env_;
+  MDB_txn* txn_;  // null once committed or aborted
+  // One cursor per family for Put: LMDB searches only the cursor's page when a key falls within
+  // it, so keys put in order skip the descent from the root. LMDB frees them with txn_.
+  std::array<MDB_cursor*, kFamilyCount> put_cursors_{};
+  std::thread::id owner_thread_;
+  bool is_spent_ = false;
+};
 
-Status WriteTransaction::Delete(Family family, std::string_view key) {
-  SKIPPR_RETURN_IF_ERROR(CheckUsable("delete", /*is_write=*/true));
-  SKIPPR_RETURN_IF_ERROR(env_->CheckKey(family, key, "delete"));
-  MDB_val mdb_key = Val(key);
-  const int rc = mdb_del(txn_, env_->dbi(family), &mdb_key, nullptr);
-  if (rc != 0 && rc != MDB_NOTFOUND) return Fail(env_->Error(rc, "delete", family));
-  return Status::OK();
-}
-
-Status WriteTransaction::DeletePrefix(Family family, std::string_view prefix) {
-  SKIPPR_RETURN_IF_ERROR(CheckUsable("delete by prefix", /*is_write=*/true));
+Status LmdbWriteSession::DeletePrefix(Family family, std::string_view prefix) {
   MDB_cursor* cursor = nullptr;
   int rc = mdb_cursor_open(txn_, env_->dbi(family), &cursor);
-  if (rc != 0) return Fail(env_->Error(rc, "open a delete cursor", family));
+  if (rc != 0) return Spend(env_->Error(rc, "open a delete cursor", family));
   {
     CursorGuard guard(cursor);
     if (!prefix.empty() &&
@@ -766,19 +704,186 @@ Status WriteTransaction::DeletePrefix(Family family, std::string_view prefix) {
       }
     }
   }
-  if (rc != 0 && rc != MDB_NOTFOUND) return Fail(env_->Error(rc, "delete by prefix", family));
+  if (rc != 0 && rc != MDB_NOTFOUND) return Spend(env_->Error(rc, "delete by prefix", family));
   return Status::OK();
+}
+
+class LmdbBackend final : public internal::Backend {
+ public:
+  explicit LmdbBackend(std::shared_ptr<internal::Environment> env) : env_(std::move(env)) {}
+
+  Result<std::unique_ptr<internal::Snapshot>> BeginRead() const override {
+    MDB_txn* txn = nullptr;
+    const int rc = mdb_txn_begin(env_->env(), nullptr, MDB_RDONLY, &txn);
+    if (rc != 0) return env_->Error(rc, "begin read transaction", std::nullopt);
+    return std::unique_ptr<internal::Snapshot>(std::make_unique<LmdbSnapshot>(env_, txn));
+  }
+
+  Result<std::unique_ptr<internal::WriteSession>> BeginWrite() override {
+    if (env_->IsWriterThread()) {
+      return Status::Internal(fmt::format(
+          "store {}: this thread already has a write transaction open; commit or drop it before "
+          "beginning another (a skipprd bug: waiting would deadlock)",
+          env_->directory()));
+    }
+    MDB_txn* txn = nullptr;
+    const int rc = mdb_txn_begin(env_->env(), nullptr, 0, &txn);  // waits for the current writer
+    if (rc != 0) return env_->Error(rc, "begin write transaction", std::nullopt);
+    env_->SetWriterThread();
+    return std::unique_ptr<internal::WriteSession>(std::make_unique<LmdbWriteSession>(env_, txn));
+  }
+
+  const std::string& directory() const override { return env_->directory(); }
+  const StoreIdentity& identity() const override { return env_->identity(); }
+
+ private:
+  std::shared_ptr<internal::Environment> env_;
+};
+
+}  // namespace
+
+// ----- ReadTransaction
+// ----------------------------------------------------------------------------
+
+ReadTransaction::ReadTransaction(std::unique_ptr<internal::Snapshot> snapshot)
+    : snapshot_(std::move(snapshot)) {}
+ReadTransaction::ReadTransaction(ReadTransaction&& other) noexcept = default;
+ReadTransaction& ReadTransaction::operator=(ReadTransaction&& other) noexcept = default;
+ReadTransaction::~ReadTransaction() = default;
+
+Result<std::optional<std::string>> ReadTransaction::Get(Family family, std::string_view key) const {
+  SKIPPR_CHECK_MSG(snapshot_ != nullptr, "use of a moved-from ReadTransaction");
+  return snapshot_->Get(family, key);
+}
+
+Status ReadTransaction::Scan(Family family, std::string_view prefix,
+                             const ScanVisitor& visit) const {
+  SKIPPR_CHECK_MSG(snapshot_ != nullptr, "use of a moved-from ReadTransaction");
+  return snapshot_->Scan(family, prefix, {}, visit);
+}
+
+Result<std::optional<std::string>> ReadTransaction::LastKey(Family family,
+                                                            std::string_view prefix) const {
+  SKIPPR_CHECK_MSG(snapshot_ != nullptr, "use of a moved-from ReadTransaction");
+  SKIPPR_CHECK_MSG(!prefix.empty(), "LastKey needs a prefix");
+  return snapshot_->LastKey(family, prefix);
+}
+
+Status ReadTransaction::ScanFrom(Family family, std::string_view prefix, std::string_view start,
+                                 const ScanVisitor& visit) const {
+  SKIPPR_CHECK_MSG(snapshot_ != nullptr, "use of a moved-from ReadTransaction");
+  return snapshot_->Scan(family, prefix, start, visit);
+}
+
+// ----- WriteTransaction
+// ---------------------------------------------------------------------------
+
+WriteTransaction::WriteTransaction(std::unique_ptr<internal::WriteSession> session,
+                                   std::string store_name)
+    : session_(std::move(session)),
+      store_name_(std::move(store_name)),
+      owner_thread_(std::this_thread::get_id()) {}
+
+WriteTransaction::WriteTransaction(WriteTransaction&& other) noexcept
+    : session_(std::move(other.session_)),
+      store_name_(std::move(other.store_name_)),
+      owner_thread_(other.owner_thread_),
+      state_(other.state_),
+      failure_(std::move(other.failure_)),
+      scan_depth_(other.scan_depth_) {}
+
+WriteTransaction& WriteTransaction::operator=(WriteTransaction&& other) noexcept {
+  if (this != &other) {
+    session_ = std::move(other.session_);
+    store_name_ = std::move(other.store_name_);
+    owner_thread_ = other.owner_thread_;
+    state_ = other.state_;
+    failure_ = std::move(other.failure_);
+    scan_depth_ = other.scan_depth_;
+  }
+  return *this;
+}
+
+WriteTransaction::~WriteTransaction() = default;  // the session discards what was not committed
+
+Status WriteTransaction::Fail(Status status) {
+  session_.reset();  // releases the writer lock now; nothing of this transaction can commit
+  state_ = State::kFailed;
+  failure_ = status;
+  return status;
+}
+
+Status WriteTransaction::Checked(Status status) {
+  if (!status.ok() && session_ != nullptr && session_->spent()) return Fail(std::move(status));
+  return status;
+}
+
+Status WriteTransaction::CheckUsable(std::string_view operation, bool is_write) const {
+  switch (state_) {
+    case State::kCommitted:
+      return Status::Internal(
+          fmt::format("store {}: {} on a write transaction that is already committed; begin a "
+                      "new one (a skipprd bug)",
+                      store_name_, operation));
+    case State::kFailed:
+      return Status(failure_.code(),
+                    fmt::format("{} refused: this write transaction already failed and was "
+                                "rolled back; begin a new one. The failure was: {}",
+                                operation, failure_.message()));
+    case State::kOpen:
+      break;
+  }
+  SKIPPR_CHECK_MSG(session_ != nullptr, "use of a moved-from WriteTransaction");
+  SKIPPR_CHECK_MSG(std::this_thread::get_id() == owner_thread_,
+                   "a WriteTransaction was used on a thread other than the one that began it");
+  if (is_write && scan_depth_ > 0) {
+    return Status::Internal(fmt::format(
+        "store {}: {} inside a Scan visitor of the same write transaction; collect the keys "
+        "during the Scan and write after it returns (a skipprd bug)",
+        store_name_, operation));
+  }
+  return Status::OK();
+}
+
+Result<std::optional<std::string>> WriteTransaction::Get(Family family,
+                                                         std::string_view key) const {
+  SKIPPR_RETURN_IF_ERROR(CheckUsable("get", /*is_write=*/false));
+  return session_->Get(family, key);
+}
+
+Status WriteTransaction::Scan(Family family, std::string_view prefix,
+                              const ScanVisitor& visit) const {
+  SKIPPR_RETURN_IF_ERROR(CheckUsable("scan", /*is_write=*/false));
+  ++scan_depth_;
+  Status status = session_->Scan(family, prefix, visit);
+  --scan_depth_;
+  return status;
+}
+
+Status WriteTransaction::Put(Family family, std::string_view key, std::string_view value) {
+  SKIPPR_RETURN_IF_ERROR(CheckUsable("put", /*is_write=*/true));
+  return Checked(session_->Put(family, key, value));
+}
+
+Status WriteTransaction::Delete(Family family, std::string_view key) {
+  SKIPPR_RETURN_IF_ERROR(CheckUsable("delete", /*is_write=*/true));
+  return Checked(session_->Delete(family, key));
+}
+
+Status WriteTransaction::DeletePrefix(Family family, std::string_view prefix) {
+  SKIPPR_RETURN_IF_ERROR(CheckUsable("delete by prefix", /*is_write=*/true));
+  return Checked(session_->DeletePrefix(family, prefix));
 }
 
 Status WriteTransaction::Commit() {
   SKIPPR_RETURN_IF_ERROR(CheckUsable("commit", /*is_write=*/true));
-  env_->ClearWriterThread();  // before LMDB releases its mutex to the next writer
-  const int rc = mdb_txn_commit(std::exchange(txn_, nullptr));  // frees the txn either way
-  put_cursors_ = {};                                              // and its cursors
-  if (rc != 0) {
+  std::unique_ptr<internal::WriteSession> session = std::move(session_);
+  Status committed = session->Commit();
+  session.reset();
+  if (!committed.ok()) {
     state_ = State::kFailed;
-    failure_ = env_->Error(rc, "commit", std::nullopt);
-    return failure_;
+    failure_ = committed;
+    return committed;
   }
   state_ = State::kCommitted;
   return Status::OK();
@@ -787,11 +892,11 @@ Status WriteTransaction::Commit() {
 // ----- Store
 // --------------------------------------------------------------------------------------
 
-Store::Store(std::shared_ptr<internal::Environment> env) : env_(std::move(env)) {}
+Store::Store(std::unique_ptr<internal::Backend> backend) : backend_(std::move(backend)) {}
 Store::~Store() = default;
 
-const std::string& Store::directory() const { return env_->directory(); }
-const StoreIdentity& Store::identity() const { return env_->identity(); }
+const std::string& Store::directory() const { return backend_->directory(); }
+const StoreIdentity& Store::identity() const { return backend_->identity(); }
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.directory.empty()) {
@@ -819,7 +924,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
     if (std::shared_ptr<internal::Environment> shared = entry->second.weak.lock()) {
       // A reader may have opened it first, without the fsync a writer needs.
       if (options.syncs_directory) SKIPPR_RETURN_IF_ERROR(shared->SyncDirectoryOnce(*options.env));
-      return std::unique_ptr<Store>(new Store(std::move(shared)));
+      return std::make_unique<Store>(std::make_unique<LmdbBackend>(std::move(shared)));
     }
     registry.closed.wait(lock);  // its last user is closing it right now
   }
@@ -830,28 +935,17 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.syncs_directory) SKIPPR_RETURN_IF_ERROR(env->SyncDirectoryOnce(*options.env));
   env->MarkRegistered();
   registry.entries[directory] = Registry::Entry{env.get(), env};
-  return std::unique_ptr<Store>(new Store(std::move(env)));
+  return std::make_unique<Store>(std::make_unique<LmdbBackend>(std::move(env)));
 }
 
 Result<ReadTransaction> Store::BeginRead() const {
-  MDB_txn* txn = nullptr;
-  const int rc = mdb_txn_begin(env_->env(), nullptr, MDB_RDONLY, &txn);
-  if (rc != 0) return env_->Error(rc, "begin read transaction", std::nullopt);
-  return ReadTransaction(env_, txn);
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<internal::Snapshot> snapshot, backend_->BeginRead());
+  return ReadTransaction(std::move(snapshot));
 }
 
 Result<WriteTransaction> Store::BeginWrite() {
-  if (env_->IsWriterThread()) {
-    return Status::Internal(fmt::format(
-        "store {}: this thread already has a write transaction open; commit or drop it before "
-        "beginning another (a skipprd bug: waiting would deadlock)",
-        env_->directory()));
-  }
-  MDB_txn* txn = nullptr;
-  const int rc = mdb_txn_begin(env_->env(), nullptr, 0, &txn);  // waits for the current writer
-  if (rc != 0) return env_->Error(rc, "begin write transaction", std::nullopt);
-  env_->SetWriterThread();
-  return WriteTransaction(env_, txn);
+  SKIPPR_ASSIGN_OR_RETURN(std::unique_ptr<internal::WriteSession> session, backend_->BeginWrite());
+  return WriteTransaction(std::move(session), backend_->directory());
 }
 
 // ----- WriterLease

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,11 +16,10 @@
 #include <string_view>
 #include <thread>
 
+#include "aws/aws.hpp"
 #include "core/env.hpp"
+#include "core/environment.hpp"
 #include "core/status.hpp"
-
-struct MDB_txn;  // from <lmdb.h>, which stays private to store/
-struct MDB_cursor;
 
 namespace skippr::store {
 
@@ -73,17 +73,20 @@ struct StoreOptions {
 };
 
 namespace internal {
-class Environment;
-}
+class Backend;
+class Snapshot;
+class WriteSession;
+}  // namespace internal
 
 // Called once per key in byte order. The views point into the store's memory map and are valid
 // only during the call: copy what you keep. Return false to stop early.
 using ScanVisitor = std::function<bool(std::string_view key, std::string_view value)>;
 
-// Pins one consistent snapshot (an LMDB read transaction) until destroyed. Movable, not copyable;
-// may be used and destroyed on any thread (the environment runs with MDB_NOTLS), but by one thread
-// at a time. Keeps the environment open even if the Store is destroyed first. A long-lived reader
-// keeps the pages of its snapshot from being reused, so the data file grows while it lives.
+// Pins one consistent snapshot (an LMDB read transaction, or a commit of a DynamoDB store) until
+// destroyed. Movable, not copyable; may be used and destroyed on any thread (the LMDB environment
+// runs with MDB_NOTLS), but by one thread at a time. Keeps the store open even if the Store is
+// destroyed first. A long-lived LMDB reader keeps the pages of its snapshot from being reused, so
+// the data file grows while it lives.
 class ReadTransaction {
  public:
   ReadTransaction(ReadTransaction&& other) noexcept;
@@ -105,18 +108,16 @@ class ReadTransaction {
 
  private:
   friend class Store;
-  ReadTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn);
-  void Reset();
+  explicit ReadTransaction(std::unique_ptr<internal::Snapshot> snapshot);
 
-  std::shared_ptr<internal::Environment> env_;
-  MDB_txn* txn_ = nullptr;
+  std::unique_ptr<internal::Snapshot> snapshot_;
 };
 
-// One LMDB write transaction spanning all families; aborted on destruction unless committed.
-// LMDB ties the writer lock to the thread that took it: begin, use, commit and destroy a
-// WriteTransaction on one thread (checked; moving it to another thread aborts the process).
-// After any operation fails with an LMDB error the transaction is spent: every later call, and
-// Commit, return that error again and nothing of it is written.
+// One write transaction spanning all families; aborted on destruction unless committed. LMDB ties
+// the writer lock to the thread that took it: begin, use, commit and destroy a WriteTransaction on
+// one thread (checked; moving it to another thread aborts the process). After any operation fails
+// with a store error the transaction is spent: every later call, and Commit, return that error
+// again and nothing of it is written.
 class WriteTransaction {
  public:
   WriteTransaction(WriteTransaction&& other) noexcept;
@@ -135,39 +136,40 @@ class WriteTransaction {
   Status Delete(Family family, std::string_view key);           // deleting a missing key is OK
   Status DeletePrefix(Family family, std::string_view prefix);  // empty prefix: the whole family
   // Durable on return: LMDB writes and fsyncs the data file before it returns (the environment
-  // never runs with MDB_NOSYNC or MDB_NOMETASYNC). The transaction is finished either way.
+  // never runs with MDB_NOSYNC or MDB_NOMETASYNC); a DynamoDB store's commit item is written. The
+  // transaction is finished either way.
   Status Commit();
 
  private:
   friend class Store;
   enum class State : uint8_t { kOpen, kCommitted, kFailed };
-  WriteTransaction(std::shared_ptr<internal::Environment> env, MDB_txn* txn);
+  WriteTransaction(std::unique_ptr<internal::WriteSession> session, std::string store_name);
   Status CheckUsable(std::string_view operation, bool is_write) const;
+  // `status` of a session operation: spends the transaction when the session says it is spent.
+  Status Checked(Status status);
   Status Fail(Status status);
-  void Abort();
-  Result<MDB_cursor*> PutCursor(Family family);
 
-  std::shared_ptr<internal::Environment> env_;
-  MDB_txn* txn_ = nullptr;  // null once committed, failed or moved from
-  // One cursor per family for Put: LMDB searches only the cursor's page when a key falls within
-  // it, so keys put in order skip the descent from the root. LMDB frees them with txn_.
-  std::array<MDB_cursor*, kFamilyCount> put_cursors_{};
+  std::unique_ptr<internal::WriteSession> session_;  // null once committed, failed or moved from
+  std::string store_name_;                           // for messages
   std::thread::id owner_thread_;
   State state_ = State::kOpen;
   Status failure_;  // the error that spent the transaction, once state_ is kFailed
   mutable int scan_depth_ = 0;
 };
 
-// A handle on one store directory. Every Store::Open of the same directory in one process shares
-// one LMDB environment (LMDB forbids opening an environment twice in a process); the environment
-// closes when the last Store and transaction using it are gone. Do not use a Store, or any of its
-// transactions, in a child after fork(): open the store again in the child instead.
+// A handle on one store: an LMDB directory, or a pipeline's items in a DynamoDB table. Every
+// Store::Open of the same directory in one process shares one LMDB environment (LMDB forbids
+// opening an environment twice in a process); the environment closes when the last Store and
+// transaction using it are gone. Do not use a Store, or any of its transactions, in a child after
+// fork(): open the store again in the child instead.
 class Store {
  public:
   // Creates the directory, the files, format_version and a new instance id when missing; upgrades
   // a format 1 store (minting its instance id); refuses a store written by a newer format
   // (NotSupported) and a directory holding some other LMDB environment (Corruption).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // A store whose families live in another backend (a DynamoDB table: dynamodb_store.hpp).
+  explicit Store(std::unique_ptr<internal::Backend> backend);
 
   // Many at once, from any thread.
   Result<ReadTransaction> BeginRead() const;
@@ -175,7 +177,8 @@ class Store {
   // first transaction finishes; from the thread that already holds one it returns Internal.
   Result<WriteTransaction> BeginWrite();
 
-  // The absolute, symlink-free path of the store directory.
+  // The absolute, symlink-free path of the store directory (a DynamoDB store: its table and
+  // pipeline, for messages).
   const std::string& directory() const;
   const StoreIdentity& identity() const;
 
@@ -184,9 +187,30 @@ class Store {
   ~Store();
 
  private:
-  explicit Store(std::shared_ptr<internal::Environment> env);
-  std::shared_ptr<internal::Environment> env_;
+  std::unique_ptr<internal::Backend> backend_;
 };
+
+// ----- The store on DynamoDB ---------------------------------------------------------------------
+
+// A store kept in a DynamoDB table instead of under DATA_DIR (docs/formats/store.md, "On
+// DynamoDB"), for hosts that keep no state: the families as versioned items, a head item per
+// pipeline whose conditional update commits a write transaction atomically however many keys it
+// writes, snapshots pinned at a commit. A writer holds the pipeline's lease (in the head item)
+// while the Store lives: taken when free, when released, or when its holder's heartbeat stood
+// still for a whole lease period; renewed by a heartbeat thread; every commit is conditional on
+// still holding it, so a writer that lost it commits nothing more. Readers take no lease.
+struct DynamoStoreOptions {
+  std::string table;         // created (pk and sk strings, on-demand) when a writer finds none
+  std::string pipeline_key;  // "{tenant}#{workspace}#{pipeline}": the items' partition prefix
+  aws::DynamoOptions dynamodb;
+  const Environment* environment = nullptr;  // AWS settings; nullptr: the process environment
+  bool takes_writer_lease = false;
+  std::chrono::milliseconds lease_duration{30'000};
+};
+
+// A writer: Unavailable ("pipeline writer lease unavailable ...") while another writer's heartbeat
+// advances. A reader: NotFound when the pipeline has no state in the table.
+Result<std::unique_ptr<Store>> OpenDynamoStore(const DynamoStoreOptions& options);
 
 // One writer process per pipeline: an exclusive, non-blocking flock() on the pipeline directory
 // itself (opened O_RDONLY | O_DIRECTORY), so deleting or replacing anything inside it cannot let a

@@ -29,6 +29,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The first row of `skipprd query --plain` in `dir`, as text.
+std::vector<std::string> QueryFirstRow(const TempDir& dir, const std::string& sql,
+                                       std::map<std::string, std::string> env) {
+  ProcessResult result = Skipprd(dir, {"query", "--plain", "--sql", sql}, std::move(env));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json answer = nlohmann::json::parse(result.out, nullptr, false);
+  std::vector<std::string> row;
+  if (answer.is_object() && !answer["rows"].empty()) {
+    for (const auto& value : answer["rows"][0]) row.push_back(value.get<std::string>());
+  }
+  return row;
+}
+
 class S3SourceE2e : public ServerSuite<S3SourceE2e, S3Server> {
  public:
   static std::unique_ptr<S3Server> StartServer(std::string* why_not) {
@@ -264,14 +277,7 @@ pipelines:
   }
 
   std::vector<std::string> QueryWithWal(const std::string& sql) {
-    ProcessResult result = Skipprd(dir_, {"query", "--plain", "--sql", sql}, WalEnv());
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    const nlohmann::json answer = nlohmann::json::parse(result.out, nullptr, false);
-    std::vector<std::string> row;
-    if (answer.is_object() && !answer["rows"].empty()) {
-      for (const auto& value : answer["rows"][0]) row.push_back(value.get<std::string>());
-    }
-    return row;
+    return QueryFirstRow(dir_, sql, WalEnv());
   }
 
   std::string wal_bucket_;
@@ -398,14 +404,7 @@ data_sinks:
   }
 
   std::vector<std::string> QueryLake(const std::string& sql) {
-    ProcessResult result = Skipprd(dir_, {"query", "--plain", "--sql", sql}, LakeEnv());
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    const nlohmann::json answer = nlohmann::json::parse(result.out, nullptr, false);
-    std::vector<std::string> row;
-    if (answer.is_object() && !answer["rows"].empty()) {
-      for (const auto& value : answer["rows"][0]) row.push_back(value.get<std::string>());
-    }
-    return row;
+    return QueryFirstRow(dir_, sql, LakeEnv());
   }
 
   // The objects of the lake bucket under `prefix`.
@@ -545,6 +544,132 @@ TEST_F(LakeOnS3E2e, DoctorListsAndWritesTheWarehouseAndFindsTheCatalogTable) {
   EXPECT_THAT(missing.out, HasSubstr("cannot list and write warehouse "
                                      "s3://no-such-lake-bucket/warehouse/"));
   EXPECT_THAT(missing.out, HasSubstr("the bucket does not exist"));
+}
+
+// ----- No state on the machine: the store in DynamoDB too ----------------------------------------
+
+class NoStateOnTheMachineE2e : public LakeOnS3E2e {
+ protected:
+  void SetUp() override {
+    LakeOnS3E2e::SetUp();
+    if (HasFatalFailure()) return;
+    WriteLakeConfig("bucket");
+    // The same configuration with the store in a DynamoDB table of its own.
+    const std::string config = fmt::format("skippr:\n  store: {{type: dynamodb, name: store-{}}}\n",
+                                           bucket_);
+    std::ifstream in(dir_.path() + "/skippr.yml");
+    std::stringstream rest;
+    rest << in.rdbuf();
+    config_ = config + rest.str();
+    dir_.Write("skippr.yml", config_);
+  }
+
+  // A killed writer's lease is taken over after a second of stillness, not the default 30.
+  std::map<std::string, std::string> MachineEnv(std::map<std::string, std::string> extra = {}) {
+    auto env = LakeEnv(std::move(extra));
+    env["SKIPPR_STORE_LEASE_SECONDS"] = "1";
+    return env;
+  }
+
+  // Every run starts on a machine that never ran skipprd.
+  void ForgetTheMachine() { std::filesystem::remove_all(dir_.Sub("data")); }
+
+  std::string config_;
+};
+
+TEST_F(NoStateOnTheMachineE2e, EveryRowLandsOnceWithDataDirDeletedBeforeEveryRunAndKills) {
+  int64_t rows = Scaled(40000, 10);
+  int64_t checksum = WriteInput(dir_, 8, rows);
+  UploadInput();
+  server_->InjectFaults({{"status_every", 9}, {"status", 503}, {"lose_put_every", 7}});
+  const auto small_buffers = MachineEnv({{"BUFFER_THRESHOLD_BYTES", "400000"}});
+  std::mt19937 random(20261205);
+  std::uniform_int_distribution<int> delay_ms(300, 2500);
+  for (int kill = 0; kill < 10; ++kill) {
+    ForgetTheMachine();
+    SyncAndKillAfter(dir_, "events", std::chrono::milliseconds(delay_ms(random)), small_buffers);
+  }
+  // Killed at each moment of a commit: the segment in the bucket and the store commit not done,
+  // the data file in the bucket and no catalog commit, the catalog committed and the store not
+  // told, and so on.
+  for (const std::string point :
+       {"wal.after_segment_write", "store.dynamodb.after_intent", "store.dynamodb.after_versions",
+        "store.dynamodb.after_head", "wal.after_store_commit", "lake.after_data_file",
+        "lake.before_catalog_commit", "lake.after_catalog_commit", "landing.before_store_commit",
+        "landing.after_store_commit"}) {
+    const int64_t extra = 1000;
+    checksum += WriteInput(dir_, 1, extra, rows, "extra-" + point);
+    rows += extra;
+    UploadInput();
+    ForgetTheMachine();
+    auto env = small_buffers;
+    env["SKIPPR_CRASH_POINT"] = point;
+    ProcessResult crashed = Skipprd(dir_, {"sync", "-p", "events", "--once"}, env);
+    EXPECT_EQ(crashed.exit_code, 128 + SIGKILL) << point << " was not reached\n" << crashed.err;
+  }
+  ForgetTheMachine();
+  ProcessResult final_run = Skipprd(dir_, {"sync", "-p", "events", "--once"}, MachineEnv());
+  ASSERT_EQ(final_run.exit_code, 0) << final_run.err;
+  const nlohmann::json faults = server_->FaultCounters();
+  EXPECT_GT(faults["lost_puts"].get<int>(), 0) << faults;
+  EXPECT_GT(faults["statuses"].get<int>(), 0) << faults;
+  server_->InjectFaults(nlohmann::json::object());
+  EXPECT_EQ(SegmentObjects(), 0u) << "landed segments are deleted from the bucket";
+
+  // Read from a second machine that only has the configuration.
+  TempDir other;
+  other.Write("skippr.yml", config_);
+  EXPECT_EQ(QueryFirstRow(other,
+                          "SELECT count(*), count(DISTINCT id), sum(id * 31 + amount) FROM "
+                          "events.events",
+                          MachineEnv()),
+            Expected(rows, checksum));
+  const nlohmann::json table = ReadTableFromBucket();
+  EXPECT_EQ(table["rows"].size(), static_cast<size_t>(rows));
+}
+
+TEST_F(NoStateOnTheMachineE2e, DoctorNamesTheStoreTable) {
+  ProcessResult doctor = Skipprd(dir_, {"doctor"}, MachineEnv());
+  EXPECT_THAT(doctor.out, HasSubstr(fmt::format(
+                              "pipeline 'events': Skippr Store in DynamoDB table 'store-{}': it "
+                              "does not exist at {}; the first sync creates it",
+                              bucket_, dynamo_->endpoint())));
+  EXPECT_THAT(doctor.out, HasSubstr(fmt::format("the store is in DynamoDB table 'store-{}'",
+                                                bucket_)));
+  ProcessResult status = Skipprd(dir_, {"status", "-p", "events"}, MachineEnv());
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("no state yet"));
+
+}
+
+TEST_F(NoStateOnTheMachineE2e, ASecondWriterIsRefusedWhileTheFirstRuns) {
+  WriteInput(dir_, 4, Scaled(40000, 10));
+  UploadInput();
+  RunningProcess first = StartProcess(SKIPPRD_BINARY, {"sync", "-p", "events"},
+                                      OptionsFor(dir_, MachineEnv()));
+  // Once the first holds the lease (its head item says so), a second machine is refused.
+  MapEnvironment environment(MachineEnv());
+  auto client = aws::DynamoClient::Open({}, environment);
+  ASSERT_TRUE(client.ok());
+  bool held = false;
+  for (int attempt = 0; attempt < 600 && !held; ++attempt) {
+    auto head = (*client)->Call(
+        "GetItem", {{"TableName", "store-" + bucket_},
+                    {"Key", {{"pk", {{"S", "default#default#events"}}},
+                             {"sk", {{"S", "store#head"}}}}},
+                    {"ConsistentRead", true}});
+    held = head.ok() && head->contains("Item") &&
+           !(*head)["Item"]["lease_released"]["BOOL"].get<bool>();
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(held) << "the first writer never took the lease";
+  TempDir other;
+  other.Write("skippr.yml", config_);
+  ProcessResult second = Skipprd(other, {"sync", "-p", "events", "--once"}, MachineEnv());
+  ::kill(first.pid(), SIGTERM);
+  first.Wait();
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_THAT(second.err, HasSubstr("pipeline writer lease unavailable"));
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ pipelines:
                                  doctor.err + LogText(dir);
   EXPECT_THAT(everything, Not(HasSubstr(kPassword)));
   EXPECT_THAT(everything, Not(HasSubstr("skippr:" + std::string(kPassword).substr(0, 6))));
-  EXPECT_THAT(text.err, HasSubstr("location '***' is not on the local filesystem"));
+  EXPECT_THAT(text.err, HasSubstr("location '***' is neither file:///absolute/path nor s3://"));
   EXPECT_THAT(LogText(dir), HasSubstr("location '***'"));
   EXPECT_THAT(json.out, HasSubstr("location '***'"));
   EXPECT_THAT(status.out, HasSubstr("location '***'"));

@@ -342,6 +342,29 @@ TEST(ConfigConnectors, LakeWarehouseMustBeAnAbsoluteUri) {
             "file:///path");
 }
 
+TEST(ConfigEngine, AStoreInDynamoDbNeedsItsTableAndKeysEachPipeline) {
+  EXPECT_THAT(ErrorOf("skippr:\n  store: {type: dynamodb}\n"),
+              HasSubstr("store type 'dynamodb' needs the table"));
+  EXPECT_THAT(ErrorOf("skippr:\n  store: {type: cloud-tables, name: t}\n"),
+              HasSubstr("store type 'cloud-tables' is not available in this build"));
+  EXPECT_THAT(ErrorOf("skippr:\n  store: {type: dynamodb, name: t}\n",
+                      {{"SKIPPR_STORE_LEASE_SECONDS", "0"}}),
+              HasSubstr("'0' is not a lease period"));
+  const std::string pipelines = "data_sources:\n  s:\n    Sample: {}\n"
+                                "pipelines:\n  p: {data_source: data_sources.s}\n";
+  Config config = ParseOk("skippr:\n  tenant: acme\n  store: {type: dynamodb, table: state}\n" +
+                          pipelines);
+  EXPECT_EQ(config.pipelines["p"].store_table, "state");
+  EXPECT_EQ(config.pipelines["p"].store_key, "acme#default#p");
+  EXPECT_EQ(config.pipelines["p"].store_lease_seconds, 30);
+  config = ParseOk(pipelines, {{"SKIPPR_STORE_TYPE", "dynamodb"},
+                               {"SKIPPR_STORE_NAME", "from-env"},
+                               {"SKIPPR_STORE_LEASE_SECONDS", "2"}});
+  EXPECT_EQ(config.pipelines["p"].store_table, "from-env");
+  EXPECT_EQ(config.pipelines["p"].store_lease_seconds, 2);
+  EXPECT_TRUE(ParseOk(pipelines).pipelines["p"].store_table.empty()) << "LMDB by default";
+}
+
 TEST(ConfigConnectors, LakeOnS3NeedsABucketAndACatalogBesideIt) {
   EXPECT_THAT(ErrorOf("data_sinks:\n  lake:\n    SkipprLake: {warehouse: \"s3://b/wh\"}\n"),
               HasSubstr("skippr.yml:3:5: data_sinks.lake.SkipprLake: warehouse 's3://b/wh' is on "
@@ -933,10 +956,9 @@ TEST(ConfigEngine, SkipprBlockWithEnvironmentFallbacks) {
   EXPECT_EQ(config.skippr.workspace, "analytics");
   EXPECT_EQ(config.skippr.tenant, "acme");  // the file wins over TENANT
   EXPECT_EQ(config.skippr.store_type, "lmdb");
-  EXPECT_THAT(
-      ErrorOf("skippr:\n  store: {type: dynamodb}\n"),
-      HasSubstr("skippr.yml:2:17: skippr.store.type: store type 'dynamodb' is not available "
-                "in this build"));
+  EXPECT_THAT(ErrorOf("skippr:\n  store: {type: dynamodb}\n"),
+              HasSubstr("skippr.yml:2:17: skippr.store.type: store type 'dynamodb' needs the "
+                        "table"));
   EXPECT_THAT(
       ErrorOf("", {{"SKIPPR_STORE_TYPE", "cloud-tables"}}),
       HasSubstr("skippr.yml: SKIPPR_STORE_TYPE: store type 'cloud-tables' is not available"));

@@ -26,6 +26,7 @@
 #include "iceberg/iceberg.hpp"
 #include "query/query.hpp"
 #include "sinks/sinks.hpp"
+#include "support/aws_servers.hpp"
 #include "support/temp_dir.hpp"
 
 namespace skippr::lake {
@@ -119,18 +120,26 @@ class LakeMerge : public ::testing::Test {
  protected:
   void SetUp() override { writer_ = OpenWriter(16); }
 
+  // Where the table is: a local warehouse here, a bucket in LakeMergeOnS3.
+  virtual LakeOptions WarehouseOptions() {
+    return {.warehouse = "file://" + dir_.Sub("warehouse")};
+  }
+  virtual std::string TableUri() { return "file://" + dir_.Sub("warehouse/landed/events"); }
+  // What reads the table's files (LandedRowsOf, the metadata).
+  virtual Env* ReadEnv() { return Env::Default(); }
+
   std::unique_ptr<LakeWriter> OpenWriter(size_t manifests_before_merge,
                                          int32_t min_snapshots_to_keep = 100) {
-    Result<std::unique_ptr<LakeWriter>> writer = LakeWriter::Open(
-        {.pipeline = "p",
-         .warehouse = "file://" + dir_.Sub("warehouse"),
-         .table_namespace = std::string(kTableNamespace),
-         .manifests_before_merge = manifests_before_merge,
-         // Expiry by count only, when a test keeps fewer than the default.
-         .max_snapshot_age_ms = min_snapshots_to_keep < 100 ? 0 : 24 * 3600 * 1000,
-         .min_snapshots_to_keep = min_snapshots_to_keep});
+    LakeOptions options = WarehouseOptions();
+    options.pipeline = "p";
+    options.table_namespace = std::string(kTableNamespace);
+    options.manifests_before_merge = manifests_before_merge;
+    // Expiry by count only, when a test keeps fewer than the default.
+    options.max_snapshot_age_ms = min_snapshots_to_keep < 100 ? 0 : 24 * 3600 * 1000;
+    options.min_snapshots_to_keep = min_snapshots_to_keep;
+    Result<std::unique_ptr<LakeWriter>> writer = LakeWriter::Open(std::move(options));
     EXPECT_TRUE(writer.ok()) << writer.status().ToString();
-    return std::move(writer).value();
+    return writer.ok() ? std::move(writer).value() : nullptr;
   }
 
   // Lands `slices` (as slices `first_ordinal`... of segment `segment_id`) merged by id.
@@ -145,8 +154,7 @@ class LakeMerge : public ::testing::Test {
     const Landing landing = PlanLakeLanding(
         "p", kInstance, "events", refs, replaces_table,
         replaces_table ? std::vector<std::string>{} : std::vector<std::string>{"id"});
-    Result<LandingOutcome> outcome =
-        writer_->Land(landing, EventsSchema(value_column_), batches);
+    Result<LandingOutcome> outcome = writer_->Land(landing, EventsSchema(value_column_), batches);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
     if (!outcome.ok()) return {};
     snapshot_ = outcome->snapshot;
@@ -155,7 +163,7 @@ class LakeMerge : public ::testing::Test {
 
   // The landed table through query's view, with `live` slices not landed yet upserted over it.
   TableRows ReadWithQuery(const std::vector<std::vector<Change>>& live = {}) {
-    Result<query::LandedRows> landed = LandedRowsOf(snapshot_);
+    Result<query::LandedRows> landed = LandedRowsOf(snapshot_, ReadEnv());
     EXPECT_TRUE(landed.ok()) << landed.status().ToString();
     Batches batches;
     for (const std::vector<Change>& slice : live) batches.push_back(Slice(slice, value_column_));
@@ -181,11 +189,18 @@ class LakeMerge : public ::testing::Test {
     return rows;
   }
 
+  // The command line of the independent reader, reading the table's current state.
+  virtual std::vector<std::string> IcebirdCommand() {
+    return {"node",
+            std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs",
+            "--catalog",
+            dir_.Sub("warehouse/skippr_catalog.db"),
+            std::string(kTableNamespace),
+            "events"};
+  }
+
   TableRows ReadWithIcebird() {
-    ProcessResult read = RunProcess(
-        "/usr/bin/env",
-        {"node", std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs", "--catalog",
-         dir_.Sub("warehouse/skippr_catalog.db"), std::string(kTableNamespace), "events"});
+    ProcessResult read = RunProcess("/usr/bin/env", IcebirdCommand());
     EXPECT_EQ(read.exit_code, 0) << read.err;
     TableRows rows;
     if (read.exit_code != 0) return rows;
@@ -201,14 +216,14 @@ class LakeMerge : public ::testing::Test {
 
   iceberg::TableMetadata CurrentMetadata() {
     Result<iceberg::VersionedMetadata> current =
-        iceberg::ReadCurrentMetadata("file://" + dir_.Sub("warehouse/landed/events"));
+        iceberg::ReadCurrentMetadata(TableUri(), ReadEnv());
     EXPECT_TRUE(current.ok()) << current.status().ToString();
     return current.ok() ? current->metadata : iceberg::TableMetadata{};
   }
 
   std::string CurrentMetadataLocation() {
     Result<iceberg::VersionedMetadata> current =
-        iceberg::ReadCurrentMetadata("file://" + dir_.Sub("warehouse/landed/events"));
+        iceberg::ReadCurrentMetadata(TableUri(), ReadEnv());
     EXPECT_TRUE(current.ok()) << current.status().ToString();
     return current.ok() ? current->location : "";
   }
@@ -221,6 +236,8 @@ class LakeMerge : public ::testing::Test {
     return list.ok() ? *list : iceberg::ManifestList{};
   }
 
+  void ExpectMaintenanceRewritesWhatTheDeletesApplyTo();
+
   TempDir dir_;
   std::unique_ptr<LakeWriter> writer_;
   LandedSnapshot snapshot_;
@@ -232,11 +249,8 @@ constexpr Mutation kUpdate = Mutation::kUpdate;
 constexpr Mutation kDelete = Mutation::kDelete;
 constexpr Mutation kTruncate = Mutation::kTruncate;
 
-// Maintenance past the limits: the data files the deletes apply to and the small ones are
-// rewritten into one without the deleted rows, every delete file goes, and the rows stay the same
-// for query and the independent reader; a replace snapshot carrying skippr.maintenance and no
-// landing id. Landings after it merge into the rewritten table.
-TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
+// The scenario of MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows (below).
+void LakeMerge::ExpectMaintenanceRewritesWhatTheDeletesApplyTo() {
   TableRows expected;
   // A first, larger landing whose rows no later change touches, beside ones a change does.
   std::vector<Change> first;
@@ -247,8 +261,8 @@ TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
   const std::vector<Change> touched = {{kInsert, -3, "t"}, {kInsert, -2, "t"}, {kInsert, -1, "t"}};
   Land(2, {touched});
   Apply(expected, {touched});
-  const MaintenancePolicy policy{.max_delete_files = 4, .max_small_files = 100,
-                                 .small_file_bytes = 0};
+  const MaintenancePolicy policy{
+      .max_delete_files = 4, .max_small_files = 100, .small_file_bytes = 0};
   for (int landing = 0; landing < 4; ++landing) {
     const std::vector<std::vector<Change>> changes = {
         {{kInsert, landing, fmt::format("v{}", landing)},
@@ -285,8 +299,8 @@ TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
   EXPECT_EQ(snapshot.summary.at("total-delete-files"), "0");
   EXPECT_EQ(snapshot.summary.at("total-records"), std::to_string(expected.size()))
       << "no deleted row is left in a data file";
-  EXPECT_EQ(snapshot.summary.at("total-data-files"),
-            "3") << "the two files with no deleted row are kept";
+  EXPECT_EQ(snapshot.summary.at("total-data-files"), "3")
+      << "the two files with no deleted row are kept";
   Result<MaintenanceOutcome> again = writer_->Maintain(EventsSchema(), policy);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->committed) << "nothing left to do";
@@ -296,6 +310,75 @@ TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
   Apply(expected, after);
   EXPECT_EQ(ReadWithQuery(), expected);
   EXPECT_EQ(ReadWithIcebird(), expected);
+}
+
+// Maintenance past the limits: the data files the deletes apply to and the small ones are
+// rewritten into one without the deleted rows, every delete file goes, and the rows stay the same
+// for query and the independent reader; a replace snapshot carrying skippr.maintenance and no
+// landing id. Landings after it merge into the rewritten table.
+TEST_F(LakeMerge, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
+  ExpectMaintenanceRewritesWhatTheDeletesApplyTo();
+}
+
+// The same table in a bucket (s3rver), cataloged in DynamoDB (dynalite): merges, maintenance and
+// expiry read and write it through the S3Env and its local copies, which start empty.
+class LakeMergeOnS3 : public LakeMerge {
+ protected:
+  static void SetUpTestSuite() {
+    why_not_.clear();
+    s3_ = testing::S3Server::Start(&why_not_).release();
+    if (s3_ != nullptr) dynamo_ = testing::DynamoServer::Start(&why_not_).release();
+  }
+  static void TearDownTestSuite() {
+    delete dynamo_;
+    delete s3_;
+    dynamo_ = nullptr;
+    s3_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(dynamo_, nullptr) << why_not_;
+    bucket_ = fmt::format("lake-{}", ++buckets_);
+    s3_->CreateBucket(bucket_);
+    std::map<std::string, std::string> variables = s3_->ClientEnvironment();
+    variables["AWS_ENDPOINT_URL_DYNAMODB"] = dynamo_->endpoint();
+    environment_ = MapEnvironment(variables);
+    auto env = OpenWarehouseEnv(Warehouse(), Access());
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    read_env_ = std::move(env).value();
+    LakeMerge::SetUp();
+  }
+
+  std::string Warehouse() const { return fmt::format("s3://{}/wh", bucket_); }
+  WarehouseAccess Access() {
+    return {.environment = &environment_, .local_directory = dir_.Sub("sink")};
+  }
+  LakeOptions WarehouseOptions() override {
+    return {.warehouse = Warehouse(), .catalog_table = "catalog-" + bucket_, .access = Access()};
+  }
+  std::string TableUri() override { return Warehouse() + "/landed/events"; }
+  Env* ReadEnv() override { return read_env_.get(); }
+  std::vector<std::string> IcebirdCommand() override {
+    return {"READ_ICEBERG_S3_ENDPOINT=" + s3_->endpoint(), "node",
+            std::string(SKIPPR_SOURCE_DIR) + "/tests/lake/read_iceberg.mjs",
+            CurrentMetadataLocation()};
+  }
+
+  static inline testing::S3Server* s3_ = nullptr;
+  static inline testing::DynamoServer* dynamo_ = nullptr;
+  static inline std::string why_not_;
+  static inline int buckets_ = 0;
+  std::string bucket_;
+  MapEnvironment environment_;
+  std::unique_ptr<Env> read_env_;
+};
+
+TEST_F(LakeMergeOnS3, MaintenanceRewritesWhatTheDeletesApplyToAndKeepsTheRows) {
+  ExpectMaintenanceRewritesWhatTheDeletesApplyTo();
+  // Expiry down to the newest snapshot removes what only older ones named, objects included.
+  writer_ = OpenWriter(16, /*min_snapshots_to_keep=*/1);
+  Land(40, {{{kInsert, 5000, "last"}}});
+  EXPECT_EQ(CurrentMetadata().snapshots.size(), 1u);
+  EXPECT_EQ(ReadWithQuery().at(5000), "last");
 }
 
 // Run once at the next crash point named `name` (a plain function pointer is all an observer is).
@@ -322,8 +405,7 @@ TEST_F(LakeMerge, AMergeRetriedAfterAnotherWritersCommitDeletesThatWritersRowsTo
   std::unique_ptr<LakeWriter> other_writer = OpenWriter(16);
   std::function<void()> land_other = [&] {
     const Landing landing = PlanLakeLanding("p", kInstance, "events", {{2, 0}}, false, {"id"});
-    Result<LandingOutcome> landed =
-        other_writer->Land(landing, EventsSchema(), {Slice(other[0])});
+    Result<LandingOutcome> landed = other_writer->Land(landing, EventsSchema(), {Slice(other[0])});
     ASSERT_TRUE(landed.ok()) << landed.status().ToString();
   };
   pending_at_crash_point = &land_other;
@@ -367,8 +449,8 @@ TEST_F(LakeMerge, ATableWithAFileRowNumberColumnMergesByEqualityDeletes) {
 TEST_F(LakeMerge, ExpiryRemovesTheFilesNoKeptSnapshotHasLive) {
   writer_ = OpenWriter(/*manifests_before_merge=*/4, /*min_snapshots_to_keep=*/3);
   TableRows expected;
-  const MaintenancePolicy policy{.max_delete_files = 2, .max_small_files = 3,
-                                 .small_file_bytes = 1 << 20};
+  const MaintenancePolicy policy{
+      .max_delete_files = 2, .max_small_files = 3, .small_file_bytes = 1 << 20};
   std::vector<LandedSnapshot> snapshots;
   for (int landing = 0; landing < 24; ++landing) {
     std::vector<std::vector<Change>> changes = {
@@ -431,9 +513,10 @@ TEST_F(LakeMerge, MaintenanceWritesFilesOfTheTargetSize) {
   const std::vector<std::vector<Change>> changes = {{{kUpdate, 7, "w"}, {kDelete, 200'000, ""}}};
   Land(2, changes);
   Apply(expected, changes);
-  Result<MaintenanceOutcome> outcome = writer_->Maintain(
-      EventsSchema(), {.max_delete_files = 0, .max_small_files = 100, .small_file_bytes = 0,
-                       .target_file_bytes = 1});
+  Result<MaintenanceOutcome> outcome = writer_->Maintain(EventsSchema(), {.max_delete_files = 0,
+                                                                          .max_small_files = 100,
+                                                                          .small_file_bytes = 0,
+                                                                          .target_file_bytes = 1});
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   ASSERT_TRUE(outcome->committed);
   snapshot_ = outcome->snapshot;
@@ -851,8 +934,7 @@ TEST_F(LakeStream, AStreamThatFailsCommitsNothingAndTheNextOneLandsOverItsFile) 
   for (int i = 0; i < 6; ++i) batches.push_back(AppendedRows(i * 1000, 1000));
   {
     BatchFeed broken(batches, 3);
-    Result<int64_t> written =
-        writer_->WriteStream(EventsSchema(), [&] { return broken.Next(); });
+    Result<int64_t> written = writer_->WriteStream(EventsSchema(), [&] { return broken.Next(); });
     ASSERT_FALSE(written.ok());
     EXPECT_THAT(written.status().message(), HasSubstr("the feed broke"));
     EXPECT_THAT(written.status().message(), HasSubstr("nothing was committed to the table"));
