@@ -8,6 +8,10 @@
 //   {"reset_body_every": N}   forward a GET, pass half of the answer's body, then cut the connection
 //   {"lose_put_every": N}     forward a PUT or POST (it takes effect), then cut the connection
 //                             without answering: the client cannot know it succeeded
+//   {"stall_every": N, "stall_ms": M}
+//                             forward a request (it takes effect), then hold the answer M ms
+//                             (default 5000) before sending it: a client with a shorter stall
+//                             timeout gives up and retries
 //   {"methods": ["GET"]}      apply status_every only to these methods (default: all)
 //
 //   node s3_fault_proxy.mjs <listen port> <target port>
@@ -18,7 +22,8 @@ let plan = {};
 let counters = {};
 
 function resetCounters() {
-  counters = {requests: 0, statuses: 0, resets: 0, lost_puts: 0, ranged_gets: 0, seen: {}};
+  counters = {requests: 0, statuses: 0, resets: 0, lost_puts: 0, ranged_gets: 0, stalls: 0,
+              seen: {}};
 }
 resetCounters();
 
@@ -72,6 +77,19 @@ const server = http.createServer((request, response) => {
           counters.lost_puts++;
           request.socket.destroy();
         });
+      });
+      return;
+    }
+    if (picks('stall_every', 'stall')) {
+      counters.stalls++;
+      forward(request, body, (upstream) => {
+        const chunks = [];
+        upstream.on('data', (chunk) => chunks.push(chunk));
+        upstream.on('end', () => setTimeout(() => {
+          if (request.socket.destroyed) return;
+          response.writeHead(upstream.statusCode, upstream.headers);
+          response.end(Buffer.concat(chunks));
+        }, plan.stall_ms || 5000));
       });
       return;
     }

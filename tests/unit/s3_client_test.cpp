@@ -328,6 +328,44 @@ TEST_F(S3ClientFaults, APutWhoseAnswerWasLostIsRetriedAndTheObjectIsWhole) {
   EXPECT_TRUE(*whole == payload);
 }
 
+TEST_F(S3ClientFaults, RequestsWhoseAnswersStallAreTimedOutAndRetriedWithoutDuplicates) {
+  S3Options options;
+  options.retry.first_backoff = std::chrono::milliseconds(5);
+  options.multipart_part_bytes = 5 << 20;
+  options.stall_timeout = std::chrono::seconds(1);
+  auto client = S3Client::Open(options, environment_);
+  ASSERT_TRUE(client.ok());
+  // Every third request takes effect and then answers nothing for 3 s.
+  server_->InjectFaults({{"stall_every", 3}, {"stall_ms", 3000}});
+  for (int i = 0; i < 4; ++i) {
+    auto put = (*client)->PutObject("faults", fmt::format("stalled/{}", i),
+                                    fmt::format("value {}", i));
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+  }
+  const std::string payload = RandomBytes(11 << 20, 13);
+  size_t offset = 0;
+  auto uploaded =
+      (*client)->UploadObject("faults", "stalled/big", [&](char* buffer, size_t capacity) {
+        const size_t n = std::min(capacity, payload.size() - offset);
+        std::copy_n(payload.data() + offset, n, buffer);
+        offset += n;
+        return Result<size_t>(n);
+      });
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status().ToString();
+  for (int i = 0; i < 4; ++i) {
+    auto text = (*client)->GetObjectText("faults", fmt::format("stalled/{}", i));
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    EXPECT_EQ(*text, fmt::format("value {}", i));
+  }
+  auto whole = (*client)->GetObjectText("faults", "stalled/big");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_TRUE(*whole == payload);
+  auto page = (*client)->ListObjects("faults", "stalled/");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->objects.size(), 5u) << "no object twice, none missing";
+  EXPECT_GE(server_->FaultCounters()["stalls"].get<int>(), 3);
+}
+
 TEST_F(S3ClientFaults, ADenialOfAnUnsignedRequestSaysNoCredentialsWereFound) {
   server_->InjectFaults({{"status_every", 1}, {"status", 403}, {"code", "AccessDenied"}});
   const MapEnvironment anonymous = Anonymous(server_->endpoint());
