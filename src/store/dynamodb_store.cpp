@@ -646,9 +646,8 @@ Result<std::string> Shared::ValueOf(const json& item, Family family, const Versi
     if (!got.ok()) return Failed("reading a value", got.status());
     if (!got->contains("Item")) {
       return Status::Corruption(
-          fmt::format("store {}: chunk {} of a value in family '{}' is "
-                      "missing",
-                      description_, chunk, FamilyName(family)));
+          fmt::format("store {}: chunk {} of a value in family '{}' is missing", description_,
+                      chunk, FamilyName(family)));
     }
     std::optional<std::string> piece = Base64Decode((*got)["Item"]["v"]["B"].get<std::string>());
     if (!piece) return Status::Corruption("a value chunk is not base64");
@@ -691,6 +690,7 @@ Status Shared::Scan(const ReadView& view, Family family, std::string_view prefix
   const std::string from = HexEncode(start > prefix ? start : prefix);
   // Every version of a key >= `from` with the prefix: "~" sorts after hex digits and '#'.
   const std::string to = HexEncode(prefix) + "~";
+  if (from > to) return CheckSnapshotAge(view);  // `start` is past every key with the prefix
   // Versions come in key order, oldest first: the last visible one of a key is its value.
   std::string current_hex;
   std::optional<json> newest;

@@ -187,6 +187,17 @@ TEST_F(DynamoStore, TransactionsGiveTheSameAnswersAsTheLmdbStore) {
                                  })
                       .ok());
       EXPECT_EQ(lmdb_keys, dynamo_keys);
+      // A scan resumed past every key with the prefix finds nothing.
+      for (const ReadTransaction* read : {&*lmdb_read, &*dynamo_read}) {
+        bool visited = false;
+        ASSERT_TRUE(read->ScanFrom(family, "a", "b",
+                                   [&](std::string_view, std::string_view) {
+                                     visited = true;
+                                     return true;
+                                   })
+                        .ok());
+        EXPECT_FALSE(visited);
+      }
     }
   }
 }
