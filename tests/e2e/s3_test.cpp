@@ -577,7 +577,7 @@ class NoStateOnTheMachineE2e : public LakeOnS3E2e {
   std::string config_;
 };
 
-TEST_F(NoStateOnTheMachineE2e, EveryRowLandsOnceWithDataDirDeletedBeforeEveryRunAndKills) {
+TEST_F(NoStateOnTheMachineE2e, EveryRowLandsOnceAcrossKillsWithDataDirDeletedBeforeEveryRun) {
   int64_t rows = Scaled(40000, 10);
   int64_t checksum = WriteInput(dir_, 8, rows);
   UploadInput();
